@@ -1,0 +1,32 @@
+"""Exceptions shared across layers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tooluse.tools import ToolDefinition
+
+
+class ToolExecutionException(Exception):
+    """A tool call failed in a way the model should hear about.
+
+    ``str(exc)`` is the text given to the model (it says what to fix); ``definition`` is the
+    tool's definition when known, ``__cause__`` the original error.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        definition: ToolDefinition | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.definition = definition
+        if cause is not None:
+            self.__cause__ = cause
+
+    @property
+    def tool_name(self) -> str | None:
+        return self.definition.name if self.definition is not None else None

@@ -1,0 +1,213 @@
+"""Messages, prompts and model responses: the value objects every layer passes around.
+
+All of them are immutable, built with keywords (``UserMessage(text="hi")``) and survive a JSON
+round-trip (``Message`` is a discriminated union on ``role``), because conversations are stored
+in memory repositories and paused runs are resumed from JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+if TYPE_CHECKING:
+    from tooluse.tools import ToolCallback
+
+__all__ = [
+    "AssistantMessage",
+    "ChatOptions",
+    "ChatResponse",
+    "Generation",
+    "Message",
+    "Prompt",
+    "SystemMessage",
+    "ToolCall",
+    "ToolResponse",
+    "ToolResponseMessage",
+    "Usage",
+    "UserMessage",
+    "messages_from_json",
+    "messages_to_json",
+]
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ToolCall(_Value):
+    """A tool call requested by the model.
+
+    ``arguments`` is the raw JSON text the model sent; empty means no arguments (``{}``).
+    """
+
+    id: str
+    name: str
+    arguments: str = ""
+
+
+class ToolResponse(_Value):
+    """The result of one tool call, sent back to the model under the call's ``id``."""
+
+    id: str
+    name: str
+    data: str
+    is_error: bool = False
+
+
+class SystemMessage(_Value):
+    role: Literal["system"] = "system"
+    text: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class UserMessage(_Value):
+    role: Literal["user"] = "user"
+    text: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class AssistantMessage(_Value):
+    role: Literal["assistant"] = "assistant"
+    text: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def has_tool_calls(self) -> bool:
+        return bool(self.tool_calls)
+
+
+class ToolResponseMessage(_Value):
+    role: Literal["tool"] = "tool"
+    responses: tuple[ToolResponse, ...]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolResponseMessage,
+    Field(discriminator="role"),
+]
+_MESSAGE_LIST: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+def messages_to_json(messages: Sequence[Message]) -> str:
+    """Serialise a conversation to JSON text (tool calls and results intact)."""
+    return _MESSAGE_LIST.dump_json(list(messages)).decode()
+
+
+def messages_from_json(text: str | bytes) -> list[Message]:
+    """Parse what :func:`messages_to_json` wrote."""
+    return _MESSAGE_LIST.validate_json(text)
+
+
+class Usage(_Value):
+    """Token usage of one model call, or the sum over a loop (``a + b``).
+
+    The cache counts stay ``None`` when the provider does not report them, so "not reported"
+    and "zero" are told apart.
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+    def is_empty(self) -> bool:
+        return self.total_tokens == 0 and self.prompt_tokens == 0 and self.completion_tokens == 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            cache_read_tokens=_add_optional(self.cache_read_tokens, other.cache_read_tokens),
+            cache_write_tokens=_add_optional(self.cache_write_tokens, other.cache_write_tokens),
+        )
+
+
+def _add_optional(a: int | None, b: int | None) -> int | None:
+    if a is None and b is None:
+        return None
+    return (a or 0) + (b or 0)
+
+
+class Generation(_Value):
+    """One candidate answer. ``metadata["finish_reason"]`` says why the model stopped."""
+
+    message: AssistantMessage
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def finish_reason(self) -> str | None:
+        reason = self.metadata.get("finish_reason")
+        return None if reason is None else str(reason)
+
+
+class ChatResponse(_Value):
+    generations: tuple[Generation, ...] = ()
+    usage: Usage | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def has_tool_calls(self) -> bool:
+        """True if any generation's message requests a tool call."""
+        return any(g.message.tool_calls for g in self.generations)
+
+    @property
+    def result(self) -> Generation | None:
+        """The first generation, or ``None`` for an empty (e.g. usage-only) response."""
+        return self.generations[0] if self.generations else None
+
+    @property
+    def text(self) -> str:
+        """Text of the first generation ('' when there is none)."""
+        first = self.result
+        return (first.message.text or "") if first is not None else ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ChatOptions:
+    """Per-request options: the tools offered, the hidden tool context, and model parameters.
+
+    Model parameters left ``None`` mean "the model's default". ``extra`` is passed to the
+    provider as-is (e.g. ``{"seed": 7}``) for parameters this class does not name.
+    """
+
+    tool_callbacks: tuple[ToolCallback, ...] = ()
+    tool_context: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    model: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    stop: tuple[str, ...] | None = None
+    tool_choice: str | None = None
+    parallel_tool_calls: bool | None = None
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> ChatOptions:
+        if "tool_callbacks" in changes:
+            changes["tool_callbacks"] = tuple(changes["tool_callbacks"])
+        return dataclasses.replace(self, **changes)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Prompt:
+    """The messages sent to a model plus the options of the request."""
+
+    messages: tuple[Message, ...]
+    options: ChatOptions = dataclasses.field(default_factory=ChatOptions)
+
+    def __init__(self, messages: Sequence[Message], options: ChatOptions | None = None) -> None:
+        object.__setattr__(self, "messages", tuple(messages))
+        object.__setattr__(self, "options", options if options is not None else ChatOptions())
+
+    def replace(
+        self, *, messages: Sequence[Message] | None = None, options: ChatOptions | None = None
+    ) -> Prompt:
+        return Prompt(
+            self.messages if messages is None else messages,
+            self.options if options is None else options,
+        )

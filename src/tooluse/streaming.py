@@ -1,0 +1,101 @@
+"""Aggregating a stream of ``ChatResponse`` chunks into one response.
+
+The loop needs the whole response of a streamed round to decide on tool calls; users need the
+text as it arrives. :class:`StreamAggregator` does the first without holding up the second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tooluse.messages import AssistantMessage, ChatResponse, Generation, ToolCall, Usage
+
+__all__ = ["StreamAggregator", "merge_chunks"]
+
+
+class _GenerationBuffer:
+    __slots__ = ("arguments", "metadata", "names", "order", "text")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.names: dict[str, list[str]] = {}  # call id -> name fragments, in arrival order
+        self.arguments: dict[str, list[str]] = {}  # call id -> argument fragments
+        self.order: list[str] = []
+        self.metadata: dict[str, Any] = {}
+
+
+class StreamAggregator:
+    """Feed chunks with :meth:`add`; :meth:`response` gives the merged response.
+
+    Text is concatenated per generation index. Tool-call fragments are merged by id (an empty
+    id continues the previous call), which tolerates names and arguments split anywhere and
+    calls whose arguments never arrive (they become ``"{}"``). Metadata is merged with later
+    chunks winning; the last non-empty usage wins (providers report the total once).
+    """
+
+    def __init__(self) -> None:
+        self._generations: list[_GenerationBuffer] = []
+        self._usage: Usage | None = None
+        self._metadata: dict[str, Any] = {}
+
+    def add(self, chunk: ChatResponse) -> None:
+        if chunk.usage is not None and not chunk.usage.is_empty():
+            self._usage = chunk.usage
+        self._metadata.update(chunk.metadata)
+        for index, generation in enumerate(chunk.generations):
+            while len(self._generations) <= index:
+                self._generations.append(_GenerationBuffer())
+            buffer = self._generations[index]
+            message = generation.message
+            if message.text:
+                buffer.text.append(message.text)
+            buffer.metadata.update(generation.metadata)
+            for fragment in message.tool_calls:
+                self._add_fragment(buffer, fragment)
+
+    @staticmethod
+    def _add_fragment(buffer: _GenerationBuffer, fragment: ToolCall) -> None:
+        call_id = fragment.id
+        if not call_id:
+            if not buffer.order:
+                # A continuation with nothing to continue: keep it as a call of its own so
+                # it is answered (with an error) rather than dropped.
+                call_id = f"call_{len(buffer.order)}"
+            else:
+                call_id = buffer.order[-1]
+        if call_id not in buffer.names:
+            buffer.names[call_id] = []
+            buffer.arguments[call_id] = []
+            buffer.order.append(call_id)
+        if fragment.name:
+            buffer.names[call_id].append(fragment.name)
+        if fragment.arguments:
+            buffer.arguments[call_id].append(fragment.arguments)
+
+    def response(self) -> ChatResponse:
+        generations = []
+        for buffer in self._generations:
+            calls = []
+            for call_id in buffer.order:
+                arguments = "".join(buffer.arguments[call_id]).strip() or "{}"
+                name = "".join(buffer.names[call_id])
+                calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+            text = "".join(buffer.text)
+            generations.append(
+                Generation(
+                    message=AssistantMessage(text=text or None, tool_calls=tuple(calls)),
+                    metadata=buffer.metadata,
+                )
+            )
+        return ChatResponse(
+            generations=tuple(generations), usage=self._usage, metadata=self._metadata
+        )
+
+
+def merge_chunks(chunks: Iterable[ChatResponse]) -> ChatResponse:
+    """Merge a whole stream of chunks into one response."""
+    aggregator = StreamAggregator()
+    for chunk in chunks:
+        aggregator.add(chunk)
+    return aggregator.response()

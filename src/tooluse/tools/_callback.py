@@ -1,0 +1,33 @@
+"""The narrow interface every tool source implements: ``ToolCallback``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from tooluse.tools._context import ToolContext
+from tooluse.tools._definition import ToolDefinition, ToolMetadata
+
+
+@runtime_checkable
+class ToolCallback(Protocol):
+    """A callable tool: its definition for the model, its metadata for the executor, and the
+    call itself. ``arguments`` is the JSON text the model produced; the result is text for the
+    model. A failure the model can fix is raised as ``ToolExecutionException``."""
+
+    @property
+    def definition(self) -> ToolDefinition: ...
+
+    @property
+    def metadata(self) -> ToolMetadata: ...
+
+    def call(self, arguments: str, context: ToolContext | None = None) -> str: ...
+
+    async def acall(self, arguments: str, context: ToolContext | None = None) -> str: ...
+
+
+@runtime_checkable
+class ToolCallbackProvider(Protocol):
+    """A source of tools resolved when a request is made (e.g. an MCP server's tool list)."""
+
+    def tool_callbacks(self) -> Sequence[ToolCallback]: ...

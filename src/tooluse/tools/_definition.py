@@ -1,0 +1,46 @@
+"""What a tool is, as the model sees it (``ToolDefinition``) and as the executor treats it
+(``ToolMetadata``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tooluse.messages import ToolCall
+    from tooluse.tools._context import ToolContext
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """Name, description and JSON Schema (draft 2020-12) of the tool's input."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.strip():
+            raise ValueError("Tool name cannot be null or empty")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ToolMetadata:
+    """How the executor treats a tool.
+
+    - ``return_direct``: the tool's result goes straight to the caller, not back to the model.
+    - ``requires_approval``: ``True``, or a predicate ``(call, context) -> bool``; held calls
+      wait for a human decision (see ``ChatClient.resume``).
+    - ``sequential``: the tool never runs concurrently with other calls of the same round.
+    - ``timeout``: seconds; a call that takes longer becomes an error result for the model.
+    """
+
+    return_direct: bool = False
+    requires_approval: bool | Callable[[ToolCall, ToolContext], bool] = False
+    sequential: bool = False
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}")
