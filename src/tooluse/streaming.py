@@ -58,12 +58,9 @@ class StreamAggregator:
     def _add_fragment(buffer: _GenerationBuffer, fragment: ToolCall) -> None:
         call_id = fragment.id
         if not call_id:
-            if not buffer.order:
-                # A continuation with nothing to continue: keep it as a call of its own so
-                # it is answered (with an error) rather than dropped.
-                call_id = f"call_{len(buffer.order)}"
-            else:
-                call_id = buffer.order[-1]
+            # An empty id continues the previous call; with nothing to continue it becomes a
+            # call of its own so it is answered (with an error) rather than dropped.
+            call_id = buffer.order[-1] if buffer.order else f"call_{len(buffer.order)}"
         if call_id not in buffer.names:
             buffer.names[call_id] = []
             buffer.arguments[call_id] = []
