@@ -1,0 +1,35 @@
+"""Execution: one round of tool calls (lookup, concurrency, limits, timeouts, approval holds,
+exceptions, tracing). See :class:`ToolCallingManager`."""
+
+from tooluse.calling._approval import ApprovalPredicate, Approve, Decision, Deny, PendingToolCall
+from tooluse.calling._exceptions import (
+    DefaultToolExecutionExceptionProcessor,
+    ToolCallLimitExceeded,
+    ToolExecutionExceptionProcessor,
+    UnknownToolError,
+)
+from tooluse.calling._manager import DEFAULT_MAX_ARGUMENT_CHARS, ToolCallingManager
+from tooluse.calling._resolvers import (
+    DelegatingToolCallbackResolver,
+    StaticToolCallbackResolver,
+    ToolCallbackResolver,
+)
+from tooluse.calling._result import ToolExecutionResult
+
+__all__ = [
+    "DEFAULT_MAX_ARGUMENT_CHARS",
+    "ApprovalPredicate",
+    "Approve",
+    "Decision",
+    "DefaultToolExecutionExceptionProcessor",
+    "DelegatingToolCallbackResolver",
+    "Deny",
+    "PendingToolCall",
+    "StaticToolCallbackResolver",
+    "ToolCallLimitExceeded",
+    "ToolCallbackResolver",
+    "ToolCallingManager",
+    "ToolExecutionExceptionProcessor",
+    "ToolExecutionResult",
+    "UnknownToolError",
+]

@@ -1,0 +1,553 @@
+"""``ToolCallingManager``: executes one round of tool calls (SPEC section 3)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import difflib
+import logging
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from typing import Any, Final, Literal, TypeVar
+
+from tooluse import _tracing
+from tooluse.calling._approval import (
+    ApprovalPredicate,
+    Approve,
+    Decision,
+    Deny,
+    PendingToolCall,
+    approval_reason,
+)
+from tooluse.calling._exceptions import (
+    DefaultToolExecutionExceptionProcessor,
+    ToolCallLimitExceeded,
+    ToolExecutionExceptionProcessor,
+    UnknownToolError,
+)
+from tooluse.calling._limits import LimitBreach, ToolCallLimits, TurnTally
+from tooluse.calling._resolvers import ToolCallbackResolver
+from tooluse.calling._result import ToolExecutionResult
+from tooluse.messages import (
+    AssistantMessage,
+    ChatOptions,
+    ChatResponse,
+    Message,
+    Prompt,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+)
+from tooluse.tools import ToolCallback, ToolContext, ToolDefinition
+
+__all__ = ["DEFAULT_MAX_ARGUMENT_CHARS", "ToolCallingManager"]
+
+logger = logging.getLogger("tooluse.calling")
+
+DEFAULT_MAX_ARGUMENT_CHARS: Final = 200_000
+# On a ToolResponseMessage of a paused round: whether every call executed so far was
+# return-direct, so the AND rule spans the round across a resume.
+_EXECUTED_RETURN_DIRECT: Final = "tooluse.executed_return_direct"
+_LISTED_TOOL_NAMES: Final = 20  # an unknown-tool error lists all names up to this many tools
+_T = TypeVar("_T")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Job:
+    """A call that will run: its position in the round, the tool, and the arguments to pass."""
+
+    index: int
+    call: ToolCall
+    callback: ToolCallback
+    arguments: str
+
+
+@dataclasses.dataclass(slots=True)
+class _RoundPlan:
+    """The decisions taken for each call of a round before anything runs."""
+
+    responses: list[ToolResponse | None]
+    jobs: list[_Job] = dataclasses.field(default_factory=list)
+    held: list[PendingToolCall] = dataclasses.field(default_factory=list)
+    breach: tuple[LimitBreach, ToolResponse] | None = None
+
+
+class ToolCallingManager:
+    """Executes the tool calls of one model response and returns the extended conversation.
+
+    The calls of a round run concurrently (results in call order); a ``sequential`` tool runs
+    alone in its place. Failures the model can act on (unknown tool, bad or oversized
+    arguments, tool errors, timeouts, limit breaches with ``on_limit_exceeded="return_error"``,
+    denied approvals) become error responses (``is_error=True``); the rest raise.
+
+    - ``exception_processor``: turns a tool's exception into the model's error text or raises
+      (default :class:`DefaultToolExecutionExceptionProcessor`).
+    - ``resolver`` / ``resolver_fallback``: where to look for a tool the request did not
+      attach; consulted only when ``resolver_fallback`` is true.
+    - ``unknown_tool``: ``"error"`` answers the model with the closest tool names,
+      ``"raise"`` raises :class:`UnknownToolError` before any call of the round runs.
+    - ``max_concurrency``: at most this many calls of a round run at once (``None``: all).
+    - limits per turn: ``max_calls_per_tool``, ``max_total_tool_calls`` (``None``: unlimited),
+      ``per_tool_limits``, ``excluded_from_limits``, ``on_limit_exceeded``.
+    - ``max_argument_chars``: longer argument strings are refused with an error response.
+    - ``requires_approval``: a predicate ``(call, context)`` holding calls for a human, in
+      addition to each tool's own ``metadata.requires_approval``.
+    """
+
+    def __init__(
+        self,
+        *,
+        exception_processor: ToolExecutionExceptionProcessor | None = None,
+        resolver: ToolCallbackResolver | None = None,
+        resolver_fallback: bool = False,
+        unknown_tool: Literal["error", "raise"] = "error",
+        max_concurrency: int | None = None,
+        max_calls_per_tool: int | None = 40,
+        max_total_tool_calls: int | None = 150,
+        per_tool_limits: Mapping[str, int] | None = None,
+        excluded_from_limits: Iterable[str] = (),
+        on_limit_exceeded: Literal["raise", "return_error"] = "raise",
+        max_argument_chars: int | None = DEFAULT_MAX_ARGUMENT_CHARS,
+        requires_approval: ApprovalPredicate | None = None,
+    ) -> None:
+        if resolver_fallback and resolver is None:
+            raise ValueError("resolver_fallback=True needs a resolver to fall back to")
+        if unknown_tool not in ("error", "raise"):
+            raise ValueError(f"unknown_tool must be 'error' or 'raise', got {unknown_tool!r}")
+        if on_limit_exceeded not in ("raise", "return_error"):
+            raise ValueError(
+                f"on_limit_exceeded must be 'raise' or 'return_error', got {on_limit_exceeded!r}"
+            )
+        for what, value in (
+            ("max_concurrency", max_concurrency),
+            ("max_argument_chars", max_argument_chars),
+        ):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value <= 0
+            ):
+                raise ValueError(f"{what} must be a positive integer or None, got {value!r}")
+        self._processor: ToolExecutionExceptionProcessor = (
+            exception_processor or DefaultToolExecutionExceptionProcessor()
+        )
+        self._resolver = resolver if resolver_fallback else None
+        self._raise_on_unknown = unknown_tool == "raise"
+        self._max_concurrency = max_concurrency
+        self._limits = ToolCallLimits(
+            max_calls_per_tool=max_calls_per_tool,
+            max_total_tool_calls=max_total_tool_calls,
+            per_tool_limits=per_tool_limits,
+            excluded_from_limits=excluded_from_limits,
+        )
+        self._raise_on_limit = on_limit_exceeded == "raise"
+        self._max_argument_chars = max_argument_chars
+        self._requires_approval = requires_approval
+        # The loop passes the same options every round: remember the last name index by the
+        # identity of its (immutable) callback tuple, which the entry keeps alive.
+        self._last_index: tuple[tuple[ToolCallback, ...], dict[str, ToolCallback]] | None = None
+
+    # -- public API --------------------------------------------------------------------------
+
+    def resolve_tool_definitions(self, options: ChatOptions) -> list[ToolDefinition]:
+        """The definitions of the tools attached to ``options``, in order."""
+        return [callback.definition for callback in options.tool_callbacks]
+
+    async def aexecute_tool_calls(
+        self, prompt: Prompt, response: ChatResponse
+    ) -> ToolExecutionResult:
+        """Run the tool calls of the first generation of ``response`` that has any.
+
+        Returns ``prompt.messages`` + that assistant message + one ``ToolResponseMessage``
+        (responses in call order). Calls needing approval are held in
+        ``pending_tool_calls``. Raises ``ValueError`` when no generation has tool calls and
+        :class:`ToolCallLimitExceeded` on a breach with ``on_limit_exceeded="raise"``.
+        """
+        assistant = _first_tool_call_message(response)
+        context = _tool_context(prompt.options)
+        plan = self._plan(
+            assistant.tool_calls,
+            prompt.options,
+            context,
+            self._limits.tally(prompt.messages),
+            answered={},
+            decisions=None,
+        )
+        if plan.held:
+            _check_resumable(assistant.tool_calls)
+        return await self._finish(
+            plan, prompt.messages, assistant, context, prior_return_direct=None
+        )
+
+    def execute_tool_calls(self, prompt: Prompt, response: ChatResponse) -> ToolExecutionResult:
+        """Sync form of :meth:`aexecute_tool_calls` (not from inside a running event loop)."""
+        return _run_sync(self.aexecute_tool_calls(prompt, response), "execute_tool_calls")
+
+    async def aresume_tool_calls(
+        self, prompt: Prompt, decisions: Mapping[str, Decision]
+    ) -> ToolExecutionResult:
+        """Complete a round paused for approval.
+
+        ``prompt.messages`` is the paused result's history (ending with the assistant message
+        and, when some calls ran, their responses) and ``prompt.options`` attaches the tools.
+        ``decisions`` maps every pending call id to :class:`Approve` or :class:`Deny`.
+        Answered calls never run again; limits and the return-direct rule apply as in a round.
+        """
+        messages = prompt.messages
+        assistant_index, answered, prior_return_direct = _paused_round(messages)
+        assistant = messages[assistant_index]
+        assert isinstance(assistant, AssistantMessage)  # guaranteed by _paused_round
+        calls = assistant.tool_calls
+        _check_resumable(calls)
+        _check_decisions(calls, answered, decisions)
+        context = _tool_context(prompt.options)
+        plan = self._plan(
+            calls,
+            prompt.options,
+            context,
+            self._limits.tally(messages),
+            answered=answered,
+            decisions=decisions,
+        )
+        return await self._finish(
+            plan, messages[:assistant_index], assistant, context, prior_return_direct
+        )
+
+    def resume_tool_calls(
+        self, prompt: Prompt, decisions: Mapping[str, Decision]
+    ) -> ToolExecutionResult:
+        """Sync form of :meth:`aresume_tool_calls` (not from inside a running event loop)."""
+        return _run_sync(self.aresume_tool_calls(prompt, decisions), "resume_tool_calls")
+
+    # -- planning: what happens to each call, decided before anything runs ------------------
+
+    def _plan(
+        self,
+        calls: Sequence[ToolCall],
+        options: ChatOptions,
+        context: ToolContext,
+        tally: TurnTally,
+        *,
+        answered: Mapping[str, ToolResponse],
+        decisions: Mapping[str, Decision] | None,
+    ) -> _RoundPlan:
+        tools = self._tool_index(options.tool_callbacks)
+        plan = _RoundPlan(responses=[None] * len(calls))
+        responses = plan.responses
+        for index, call in enumerate(calls):
+            earlier = answered.get(call.id)
+            if earlier is not None:
+                responses[index] = earlier
+                continue
+            if plan.breach is not None:
+                continue  # the round stops at a breach; later calls never run
+            decision = decisions.get(call.id) if decisions is not None else None
+            if isinstance(decision, Deny):
+                responses[index] = _error(call, decision.message)
+                continue
+            breach = tally.count(call.name)
+            if breach is not None:
+                breach_response = _error(call, breach.message)
+                responses[index] = breach_response
+                if self._raise_on_limit:
+                    plan.breach = (breach, breach_response)
+                continue
+            callback = self._find_tool(call.name, tools)
+            if callback is None:
+                responses[index] = _error(call, self._unknown_tool_message(call.name, tools))
+                continue
+            arguments = call.arguments
+            if isinstance(decision, Approve):
+                arguments = decision.encoded_arguments(call.id) or arguments
+            too_long = self._argument_error(call.name, arguments)
+            if too_long is not None:
+                responses[index] = _error(call, too_long)
+                continue
+            if decisions is None:
+                reason = approval_reason(call, callback, context, self._requires_approval)
+                if reason is not None:
+                    plan.held.append(PendingToolCall(call.id, call.name, call.arguments, reason))
+                    continue
+            plan.jobs.append(_Job(index, call, callback, _normalise_arguments(arguments)))
+        return plan
+
+    def _tool_index(self, callbacks: tuple[ToolCallback, ...]) -> dict[str, ToolCallback]:
+        last = self._last_index
+        if last is not None and last[0] is callbacks:
+            return last[1]
+        index: dict[str, ToolCallback] = {}
+        for callback in callbacks:
+            index.setdefault(callback.definition.name, callback)  # first match wins
+        self._last_index = (callbacks, index)
+        return index
+
+    def _find_tool(self, name: str, tools: Mapping[str, ToolCallback]) -> ToolCallback | None:
+        callback = tools.get(name)
+        if callback is None and self._resolver is not None and name.strip():
+            callback = self._resolver.resolve(name)
+        if callback is None and self._raise_on_unknown:
+            raise UnknownToolError(name, f"No ToolCallback found for tool name: {name}")
+        return callback
+
+    def _unknown_tool_message(self, name: str, tools: Mapping[str, ToolCallback]) -> str:
+        logger.warning(
+            "The model called the unknown tool %r; it gets an error result. A provider may have "
+            "shortened or changed the name.",
+            _shorten(name),
+        )
+        text = f"Unknown tool '{_shorten(name)}': no tool of that name is available."
+        by_lower_name = {known.lower(): known for known in tools}
+        close = difflib.get_close_matches(name.lower(), by_lower_name, n=3, cutoff=0.6)
+        if close:
+            suggestions = " or ".join(f"'{by_lower_name[c]}'" for c in close)
+            return f"{text} Did you mean {suggestions}?"
+        if not tools:
+            return f"{text} No tools are available in this request."
+        if len(tools) <= _LISTED_TOOL_NAMES:
+            return f"{text} Available tools: {', '.join(tools)}."
+        return f"{text} Call only the tools you were given."
+
+    def _argument_error(self, name: str, arguments: str) -> str | None:
+        limit = self._max_argument_chars
+        if limit is None or len(arguments) <= limit:
+            return None
+        return (
+            f"The arguments for tool '{name}' are {len(arguments)} characters long; the limit "
+            f"is {limit}. Call the tool again with shorter arguments."
+        )
+
+    # -- execution ---------------------------------------------------------------------------
+
+    async def _finish(
+        self,
+        plan: _RoundPlan,
+        base: Sequence[Message],
+        assistant: AssistantMessage,
+        context: ToolContext,
+        prior_return_direct: bool | None,
+    ) -> ToolExecutionResult:
+        responses = plan.responses
+        for job, response in zip(plan.jobs, await self._run_jobs(plan.jobs, context), strict=True):
+            responses[job.index] = response
+        return_direct = _return_direct(plan.jobs, prior_return_direct)
+        answered = tuple(r for r in responses if r is not None)
+        metadata: dict[str, Any] = {}
+        if plan.held and return_direct is not None:
+            metadata[_EXECUTED_RETURN_DIRECT] = return_direct
+        history: tuple[Message, ...] = (*base, assistant)
+        if answered:
+            history = (*history, ToolResponseMessage(responses=answered, metadata=metadata))
+        result = ToolExecutionResult(
+            conversation_history=history,
+            return_direct=bool(return_direct) and not plan.held,
+            pending_tool_calls=tuple(plan.held),
+        )
+        if plan.breach is not None:
+            breach, breach_response = plan.breach
+            raise ToolCallLimitExceeded(
+                tool_name=breach.tool_name,
+                limit=breach.limit,
+                partial_result=result,
+                breach_response=breach_response,
+            )
+        return result
+
+    async def _run_jobs(self, jobs: Sequence[_Job], context: ToolContext) -> list[ToolResponse]:
+        """Results in job order; concurrent groups split at ``sequential`` tools."""
+        if len(jobs) <= 1:
+            return [await self._execute(job, context) for job in jobs]
+        results: list[ToolResponse] = []
+        group: list[_Job] = []
+        for job in jobs:
+            if job.callback.metadata.sequential:
+                results += await self._run_group(group, context)
+                group = []
+                results.append(await self._execute(job, context))
+            else:
+                group.append(job)
+        results += await self._run_group(group, context)
+        return results
+
+    async def _run_group(self, group: Sequence[_Job], context: ToolContext) -> list[ToolResponse]:
+        if len(group) <= 1:
+            return [await self._execute(job, context) for job in group]
+        bound = self._max_concurrency
+        if bound is None or bound >= len(group):
+            return await _gather([self._execute(job, context) for job in group])
+        semaphore = asyncio.Semaphore(bound)
+        return await _gather([self._execute(job, context, semaphore) for job in group])
+
+    async def _execute(
+        self, job: _Job, context: ToolContext, semaphore: asyncio.Semaphore | None = None
+    ) -> ToolResponse:
+        if semaphore is None:
+            return await self._execute_traced(job, context)
+        async with semaphore:
+            return await self._execute_traced(job, context)
+
+    async def _execute_traced(self, job: _Job, context: ToolContext) -> ToolResponse:
+        call = job.call
+        attributes = {
+            _tracing.GEN_AI_OPERATION_NAME: "execute_tool",
+            _tracing.GEN_AI_TOOL_NAME: call.name,
+            _tracing.GEN_AI_TOOL_CALL_ID: call.id,
+            _tracing.GEN_AI_TOOL_TYPE: "function",
+        }
+        with _tracing.start_span(f"execute_tool {call.name}", attributes) as span:
+            timeout = job.callback.metadata.timeout
+            deadline = None if timeout is None else asyncio.timeout(timeout)
+            try:
+                if deadline is None:
+                    result = await job.callback.acall(job.arguments, context)
+                else:
+                    async with deadline:
+                        result = await job.callback.acall(job.arguments, context)
+            except MemoryError:
+                raise
+            except Exception as exc:
+                if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
+                    span.set_error("timeout", "the tool timed out")
+                    return _error(
+                        call, f"Tool '{call.name}' did not finish within {timeout:g} seconds."
+                    )
+                text = self._processor.process(exc, call.name)
+                span.set_error(_tracing.error_type_of(exc), text)
+                return _error(call, text)
+        if result is None:
+            result = ""
+        elif not isinstance(result, str):
+            raise TypeError(
+                f"Tool '{call.name}' returned {type(result).__name__}; a ToolCallback must "
+                "return str"
+            )
+        return ToolResponse(id=call.id, name=call.name, data=result)
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def _first_tool_call_message(response: ChatResponse) -> AssistantMessage:
+    for generation in response.generations:
+        if generation.message.tool_calls:
+            return generation.message
+    raise ValueError("No tool call requested by the chat model")
+
+
+def _tool_context(options: ChatOptions) -> ToolContext:
+    context = options.tool_context
+    return context if isinstance(context, ToolContext) else ToolContext(context)
+
+
+def _normalise_arguments(arguments: str) -> str:
+    """Empty or ``null`` arguments mean none: ``"{}"`` (providers stream no-argument calls
+    with an empty string)."""
+    stripped = arguments.strip()
+    if not stripped or stripped == "null":
+        return "{}"
+    return arguments
+
+
+def _error(call: ToolCall, text: str) -> ToolResponse:
+    return ToolResponse(id=call.id, name=call.name, data=text, is_error=True)
+
+
+def _shorten(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def _return_direct(jobs: Sequence[_Job], prior: bool | None) -> bool | None:
+    """AND of ``return_direct`` over the executed calls (``None`` when none ran); a round that
+    mixes both kinds is logged, since its direct results then go back to the model."""
+    flags = [job.callback.metadata.return_direct for job in jobs]
+    if prior is not None:
+        flags.append(prior)
+    if not flags:
+        return None
+    if any(flags) and not all(flags):
+        logger.warning(
+            "A round mixed return-direct and regular tools (%s): return_direct applies only "
+            "when every executed tool is return-direct, so all results go back to the model.",
+            ", ".join(sorted({job.call.name for job in jobs})),
+        )
+        return False
+    return flags[0]
+
+
+async def _gather(coroutines: Sequence[Coroutine[Any, Any, _T]]) -> list[_T]:
+    """``asyncio.gather`` that, when one call raises, cancels and awaits the others before the
+    exception propagates (unwrapped), so no tool keeps running unobserved."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        return await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _paused_round(
+    messages: Sequence[Message],
+) -> tuple[int, dict[str, ToolResponse], bool | None]:
+    """Locate the paused round: the index of the last assistant message with tool calls, the
+    responses already given, and whether the calls executed so far were all return-direct."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            break
+    else:
+        raise ValueError("prompt.messages has no assistant message with tool calls to resume")
+    tail = messages[index + 1 :]
+    if not tail:
+        return index, {}, None
+    partial = tail[0]
+    if len(tail) > 1 or not isinstance(partial, ToolResponseMessage):
+        raise ValueError(
+            "The last tool-call round is followed by other messages than its tool responses; "
+            "only a paused round (the assistant message, then at most one ToolResponseMessage) "
+            "can be resumed"
+        )
+    call_ids = {call.id for call in message.tool_calls}
+    stray = [r.id for r in partial.responses if r.id not in call_ids]
+    if stray:
+        raise ValueError(f"Tool responses {stray} answer no call of the round being resumed")
+    prior = partial.metadata.get(_EXECUTED_RETURN_DIRECT)
+    return index, {r.id: r for r in partial.responses}, prior if isinstance(prior, bool) else None
+
+
+def _check_resumable(calls: Sequence[ToolCall]) -> None:
+    """Decisions are matched by id, so a round with held calls needs unique, non-empty ids."""
+    ids = [call.id for call in calls]
+    if "" in ids or len(set(ids)) != len(ids):
+        raise ValueError(
+            f"Tool calls held for approval need unique, non-empty ids to be matched with "
+            f"decisions; the round has ids {ids}"
+        )
+
+
+def _check_decisions(
+    calls: Sequence[ToolCall],
+    answered: Mapping[str, ToolResponse],
+    decisions: Mapping[str, Decision],
+) -> None:
+    pending = [call.id for call in calls if call.id not in answered]
+    if not pending:
+        raise ValueError("Every tool call of the last round already has a response")
+    not_pending = [key for key in decisions if key not in set(pending)]
+    if not_pending:
+        raise ValueError(
+            f"Decisions were given for tool calls that are not pending: {not_pending}; the "
+            f"pending calls are {pending}"
+        )
+    missing = [call_id for call_id in pending if call_id not in decisions]
+    if missing:
+        raise ValueError(f"No decision was given for the pending tool calls {missing}")
+    wrong = {k: type(v).__name__ for k, v in decisions.items() if not isinstance(v, Approve | Deny)}
+    if wrong:
+        raise TypeError(f"Decisions must be Approve or Deny, got {wrong}")
+
+
+def _run_sync(coroutine: Coroutine[Any, Any, _T], name: str) -> _T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    coroutine.close()
+    raise RuntimeError(f"{name}() cannot run inside a running event loop; await a{name}() instead")
