@@ -1,0 +1,191 @@
+"""Loop overhead per tool round: tooluse side by side with five peer frameworks (SPEC 12).
+
+Each framework's script in ``benchmarks/peers/`` runs the same task (a tool ``add(a, b)``, a
+zero-latency scripted model native to that framework) and prints one JSON line per scenario.
+This driver runs them as subprocesses, ours with this repository's interpreter and the peers
+with the peer venv's (``benchmarks/peers/README.md`` says how to create it), interleaved in
+rounds with a rotating order so that machine drift hits everyone equally, then prints a table:
+the median over rounds of each script's per-run median, p90, and the ratio to ours.
+
+    .venv/bin/python benchmarks/bench_loop_peers.py --rounds 5 --iterations 200
+
+Scenarios: A = one tool round + final answer (2 model calls, 1 tool call);
+B = five rounds of three parallel calls + answer (6 model calls, 15 tool calls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+PEERS_DIR = Path(__file__).resolve().parent / "peers"
+OURS = "tooluse"
+SCENARIOS = ("A", "B")
+
+
+@dataclasses.dataclass(frozen=True)
+class Framework:
+    name: str
+    script: str
+    peer: bool  # runs under the peer venv's interpreter
+
+
+FRAMEWORKS = (
+    Framework(OURS, "tooluse_loop.py", peer=False),
+    Framework("haystack", "haystack_loop.py", peer=True),
+    Framework("pydantic-ai", "pydantic_ai_loop.py", peer=True),
+    Framework("langchain", "langchain_loop.py", peer=True),
+    Framework("openai-agents", "openai_agents_loop.py", peer=True),
+    Framework("smolagents", "smolagents_loop.py", peer=True),
+)
+
+
+def _default_peer_python() -> str:
+    return os.environ.get(
+        "PEER_PYTHON", str(REPO.parent / "peerbench" / ".venv" / "bin" / "python")
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    parser.add_argument("--iterations", type=int, default=200, help="timed runs per script call")
+    parser.add_argument("--warmup", type=int, default=30, help="untimed runs per script call")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=[f.name for f in FRAMEWORKS],
+        help="run only these frameworks (repeatable; ratios need ours among them)",
+    )
+    parser.add_argument(
+        "--our-python",
+        default=sys.executable,
+        help="interpreter with tooluse installed (default: this one)",
+    )
+    parser.add_argument(
+        "--peer-python",
+        default=_default_peer_python(),
+        help="interpreter of the peer venv (default: $PEER_PYTHON or "
+        "../peerbench/.venv/bin/python next to the repository)",
+    )
+    parser.add_argument("--json", type=Path, help="also write every raw result line here")
+    args = parser.parse_args(argv)
+    if args.rounds < 1 or args.iterations < 1 or args.warmup < 0:
+        parser.error("--rounds and --iterations must be >= 1, --warmup >= 0")
+    return args
+
+
+def run_script(framework: Framework, python: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    command = [
+        python,
+        str(PEERS_DIR / framework.script),
+        "--warmup",
+        str(args.warmup),
+        "--iterations",
+        str(args.iterations),
+    ]
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+    if completed.returncode != 0:
+        raise RuntimeError(
+            f"{framework.name} failed (exit {completed.returncode}): {' '.join(command)}\n"
+            f"{completed.stderr.strip()}"
+        )
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"{framework.name} printed no result: {completed.stdout!r}")
+    return [json.loads(line) for line in lines]
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def summarise(results: list[dict[str, Any]], names: list[str]) -> str:
+    """The Markdown table: per framework and scenario, medians over rounds and ratios to ours."""
+    timed: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    probes: dict[str, bool] = {}
+    versions: dict[str, str] = {}
+    for row in results:
+        versions[row["framework"]] = row["version"]
+        if row["scenario"] == "probe":
+            probes[row["framework"]] = bool(row["validates_arguments"])
+        else:
+            timed.setdefault((row["framework"], row["scenario"]), []).append(row)
+
+    def median_of(name: str, scenario: str, key: str) -> float:
+        return _median([r[key] for r in timed[(name, scenario)]])
+
+    header = (
+        "| framework | version | validates args | A median ms | A p90 ms | A vs ours "
+        "| B median ms | B p90 ms | B vs ours |"
+    )
+    lines = [header, "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    ours = {s: median_of(OURS, s, "per_run_ms_median") for s in SCENARIOS} if OURS in names else {}
+    for name in names:
+        cells = [name, versions.get(name, "?"), "yes" if probes.get(name) else "no"]
+        for scenario in SCENARIOS:
+            median = median_of(name, scenario, "per_run_ms_median")
+            ratio = f"{median / ours[scenario]:.1f}x" if ours else "-"
+            cells += [f"{median:.2f}", f"{median_of(name, scenario, 'p90'):.2f}", ratio]
+        lines.append("| " + " | ".join(cells) + " |")
+    if ours:
+        peers = [n for n in names if n != OURS]
+        for scenario in SCENARIOS:
+            fastest = min(peers, key=lambda n: median_of(n, scenario, "per_run_ms_median"))
+            target = median_of(fastest, scenario, "per_run_ms_median") / 2
+            verdict = "met" if ours[scenario] <= target else "NOT met"
+            lines.append(
+                f"\nScenario {scenario}: fastest peer {fastest}; target (half of it) "
+                f"{target:.2f} ms; ours {ours[scenario]:.2f} ms: {verdict}."
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    chosen = [f for f in FRAMEWORKS if not args.only or f.name in args.only]
+    for python in {args.our_python, *(args.peer_python for f in chosen if f.peer)}:
+        if not Path(python).exists():
+            print(
+                f"interpreter not found: {python} (see benchmarks/peers/README.md)", file=sys.stderr
+            )
+            return 2
+    results: list[dict[str, Any]] = []
+    for round_index in range(args.rounds):
+        # Rotate the order each round so no framework always runs first (or last).
+        shift = round_index % len(chosen)
+        for framework in chosen[shift:] + chosen[:shift]:
+            python = args.peer_python if framework.peer else args.our_python
+            rows = run_script(framework, python, args)
+            results.extend(rows)
+            medians = ", ".join(
+                f"{r['scenario']} {r['per_run_ms_median']:.2f} ms"
+                for r in rows
+                if "per_run_ms_median" in r
+            )
+            print(
+                f"round {round_index + 1}/{args.rounds} {framework.name}: {medians}",
+                file=sys.stderr,
+                flush=True,
+            )
+    if args.json:
+        args.json.write_text("\n".join(json.dumps(r) for r in results) + "\n")
+    print(
+        f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs; "
+        f"{args.rounds} rounds x {args.iterations} runs (+{args.warmup} warm-up) per framework"
+    )
+    print(summarise(results, [f.name for f in chosen]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
