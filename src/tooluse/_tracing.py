@@ -1,17 +1,20 @@
 """OpenTelemetry spans for tool executions and model calls.
 
-OpenTelemetry is optional (the ``otel`` extra): when ``opentelemetry`` cannot be imported,
-:func:`start_span` yields a do-nothing handle, so callers never branch on it. Attribute names
+OpenTelemetry is optional (the ``otel`` extra): when ``opentelemetry`` cannot be imported, or no
+tracer provider records the span, :func:`start_span` gives a do-nothing handle and attaches
+nothing, so the untraced hot path pays for one non-recording span at most. Attribute names
 follow the OpenTelemetry GenAI semantic conventions.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
+from contextvars import Token
+from types import TracebackType
 from typing import TYPE_CHECKING, Final, Protocol
 
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
     from opentelemetry.trace import Span, Tracer
 
 __all__ = [
@@ -22,6 +25,7 @@ __all__ = [
     "GEN_AI_TOOL_NAME",
     "GEN_AI_TOOL_TYPE",
     "AttributeValue",
+    "SpanContext",
     "SpanHandle",
     "error_type_of",
     "start_span",
@@ -59,8 +63,54 @@ class SpanHandle(Protocol):
         ...
 
 
-class _NoopSpanHandle:
+class SpanContext(Protocol):
+    """``with start_span(...) as handle:`` (a context manager yielding a :class:`SpanHandle`)."""
+
+    def __enter__(self) -> SpanHandle: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None: ...
+
+
+def error_type_of(exc: BaseException) -> str:
+    """The ``error.type`` value for an exception: its fully qualified class name."""
+    cls = type(exc)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def start_span(name: str, attributes: Mapping[str, AttributeValue]) -> SpanContext:
+    """A context manager running its block in an INTERNAL span ``name``, child of the current
+    span. An exception escaping the block is recorded with ``error.type`` and an error status.
+    """
+    if _tracer is None:
+        return _NOOP
+    span = _tracer.start_span(name, attributes=attributes)
+    if not span.is_recording():
+        return _NOOP
+    return _RecordingSpan(span)
+
+
+class _NoopSpan:
+    """Context manager and handle at once; stateless, so one instance serves every caller."""
+
     __slots__ = ()
+
+    def __enter__(self) -> SpanHandle:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        return None
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         pass
@@ -69,11 +119,42 @@ class _NoopSpanHandle:
         pass
 
 
-class _OtelSpanHandle:
-    __slots__ = ("_span",)
+_NOOP: Final = _NoopSpan()
+
+
+class _RecordingSpan:
+    """Makes the span current for the block and ends it afterwards (like ``trace.use_span``,
+    plus ``error.type``)."""
+
+    __slots__ = ("_span", "_token")
 
     def __init__(self, span: Span) -> None:
         self._span = span
+        self._token: Token[Context] | None = None
+
+    def __enter__(self) -> SpanHandle:
+        from opentelemetry import context, trace
+
+        span_context: Context = trace.set_span_in_context(self._span)
+        self._token = context.attach(span_context)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        from opentelemetry import context
+
+        try:
+            if exc is not None:
+                self._span.record_exception(exc)
+                self.set_error(error_type_of(exc), f"{type(exc).__name__}: {exc}")
+        finally:
+            if self._token is not None:
+                context.detach(self._token)
+            self._span.end()
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         self._span.set_attribute(key, value)
@@ -83,31 +164,3 @@ class _OtelSpanHandle:
 
         self._span.set_attribute(ERROR_TYPE, error_type)
         self._span.set_status(Status(StatusCode.ERROR, description))
-
-
-_NOOP_HANDLE: Final = _NoopSpanHandle()
-
-
-def error_type_of(exc: BaseException) -> str:
-    """The ``error.type`` value for an exception: its fully qualified class name."""
-    cls = type(exc)
-    return (
-        cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
-    )
-
-
-@contextlib.contextmanager
-def start_span(name: str, attributes: Mapping[str, AttributeValue]) -> Iterator[SpanHandle]:
-    """Run the block in an INTERNAL span ``name`` (the current span becomes its parent).
-
-    An exception escaping the block is recorded on the span with ``error.type`` set.
-    """
-    if _tracer is None:
-        yield _NOOP_HANDLE
-        return
-    with _tracer.start_as_current_span(name, attributes=attributes) as span:
-        try:
-            yield _OtelSpanHandle(span)
-        except BaseException as exc:
-            span.set_attribute(ERROR_TYPE, error_type_of(exc))
-            raise

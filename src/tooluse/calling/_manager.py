@@ -366,23 +366,21 @@ class ToolCallingManager:
         return results
 
     async def _run_group(self, group: Sequence[_Job], context: ToolContext) -> list[ToolResponse]:
-        if len(group) <= 1:
+        if len(group) <= 1:  # no task for a single call
             return [await self._execute(job, context) for job in group]
         bound = self._max_concurrency
         if bound is None or bound >= len(group):
             return await _gather([self._execute(job, context) for job in group])
         semaphore = asyncio.Semaphore(bound)
-        return await _gather([self._execute(job, context, semaphore) for job in group])
+        return await _gather([self._execute_bounded(semaphore, job, context) for job in group])
 
-    async def _execute(
-        self, job: _Job, context: ToolContext, semaphore: asyncio.Semaphore | None = None
+    async def _execute_bounded(
+        self, semaphore: asyncio.Semaphore, job: _Job, context: ToolContext
     ) -> ToolResponse:
-        if semaphore is None:
-            return await self._execute_traced(job, context)
         async with semaphore:
-            return await self._execute_traced(job, context)
+            return await self._execute(job, context)
 
-    async def _execute_traced(self, job: _Job, context: ToolContext) -> ToolResponse:
+    async def _execute(self, job: _Job, context: ToolContext) -> ToolResponse:
         call = job.call
         attributes = {
             _tracing.GEN_AI_OPERATION_NAME: "execute_tool",
