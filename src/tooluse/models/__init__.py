@@ -1,5 +1,15 @@
 """Chat models: the protocol, and providers over the official SDKs."""
 
 from tooluse.models._base import ChatModel
+from tooluse.models._errors import ProviderError, ProviderTimeoutError
+from tooluse.models._names import ToolNameAliases, provider_safe_name
+from tooluse.models._openai import OpenAIChatModel
 
-__all__ = ["ChatModel"]
+__all__ = [
+    "ChatModel",
+    "OpenAIChatModel",
+    "ProviderError",
+    "ProviderTimeoutError",
+    "ToolNameAliases",
+    "provider_safe_name",
+]

@@ -1,0 +1,87 @@
+"""Errors a model provider reports, in one shape for every provider.
+
+The SDKs retry 429/5xx/timeouts themselves (bounded, exponential backoff with jitter, honouring
+``Retry-After``); what reaches the caller after that is a :class:`ProviderError` carrying the
+provider's own message, the HTTP status and the SDK exception as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import ModuleType
+
+__all__ = ["ProviderError", "ProviderTimeoutError", "from_sdk_error"]
+
+
+class ProviderError(Exception):
+    """A provider rejected or failed a request.
+
+    ``status_code`` is the HTTP status (``None`` when no response arrived, e.g. the
+    connection dropped); ``provider_message`` is the provider's own explanation.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status_code: int | None = None,
+        provider_message: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status_code = status_code
+        self.provider_message = provider_message
+
+    @property
+    def retryable(self) -> bool:
+        """Whether trying again later may succeed (rate limits, server errors, lost
+        connections); the SDK has already retried these a bounded number of times."""
+        return (
+            self.status_code is None
+            or self.status_code in (408, 409, 429)
+            or (self.status_code >= 500)
+        )
+
+
+class ProviderTimeoutError(ProviderError):
+    """The provider did not answer within the configured timeout."""
+
+
+def from_sdk_error(
+    provider: str, exc: Exception, sdk: ModuleType, *, chunks_received: int = 0
+) -> ProviderError:
+    """Translate an exception of the ``openai`` or ``anthropic`` SDK (``sdk`` is the module;
+    both define ``APIStatusError``, ``APITimeoutError`` and ``APIConnectionError``)."""
+    if isinstance(exc, sdk.APITimeoutError):
+        return ProviderTimeoutError(f"{provider}: request timed out", provider=provider)
+    if isinstance(exc, sdk.APIStatusError):
+        message = _provider_message(exc.body, exc.message)
+        return ProviderError(
+            f"{provider}: HTTP {exc.status_code}: {message}",
+            provider=provider,
+            status_code=exc.status_code,
+            provider_message=message,
+        )
+    if isinstance(exc, sdk.APIConnectionError) and chunks_received:
+        return ProviderError(
+            f"{provider}: connection lost after {chunks_received} stream chunks: {exc.message}",
+            provider=provider,
+        )
+    return ProviderError(f"{provider}: {exc}", provider=provider, provider_message=str(exc))
+
+
+def _provider_message(body: object, fallback: str) -> str:
+    """The human-readable message in an error body (OpenAI ``{"message"}`` after the SDK
+    unwraps ``error``, Anthropic ``{"error": {"message"}}``), else ``fallback``."""
+    if isinstance(body, Mapping):
+        error = body.get("error")
+        if isinstance(error, Mapping) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        if isinstance(body.get("message"), str):
+            return str(body["message"])
+        if isinstance(error, str):
+            return error
+    elif isinstance(body, str) and body.strip():
+        return body.strip()
+    return fallback

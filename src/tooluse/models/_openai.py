@@ -1,0 +1,439 @@
+"""``OpenAIChatModel``: any OpenAI-compatible Chat Completions endpoint over the official SDK.
+
+Works with OpenAI, DeepSeek, Qwen (DashScope compatible mode), Ollama, vLLM and llama.cpp
+server. Their streams differ in ways that break naive merging, all handled here: ``null``
+content, the call id only on a call's first delta (or repeated on every delta), names and
+arguments split across deltas, arguments missing or empty, deltas without an ``index``,
+parallel calls that all claim ``index`` 0 but carry distinct ids, usage in a final chunk with
+no choices, and cache hits reported as ``prompt_tokens_details.cached_tokens`` (OpenAI) or
+``prompt_cache_hit_tokens`` (DeepSeek).
+
+Retries (429, 408, 409, 5xx, connection errors; exponential backoff with jitter, capped at
+8 s, honouring ``Retry-After`` up to 120 s) and timeouts are the SDK's own, configured through
+``max_retries`` and ``timeout``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import uuid
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any, Literal
+
+import openai
+from openai.types import CompletionUsage
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
+
+from tooluse.messages import (
+    AssistantMessage,
+    ChatOptions,
+    ChatResponse,
+    Generation,
+    Message,
+    Prompt,
+    SystemMessage,
+    ToolCall,
+    ToolResponseMessage,
+    Usage,
+    UserMessage,
+)
+from tooluse.models._errors import ProviderError, from_sdk_error
+from tooluse.models._names import ToolNameAliases
+from tooluse.models._options import merge_options
+from tooluse.models._schema_cache import shaped_schema
+from tooluse.schema._provider import drop_injected_nulls
+from tooluse.tools import ToolDefinition
+
+__all__ = ["OpenAIChatModel"]
+
+logger = logging.getLogger(__name__)
+
+_TOOL_CHOICE_KEYWORDS = frozenset({"auto", "none", "required"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Request:
+    params: dict[str, Any]
+    aliases: ToolNameAliases
+    strict_schemas: Mapping[str, Mapping[str, Any]]  # real name -> original schema
+
+    def tool_call(self, call_id: str | None, name: str | None, arguments: str | None) -> ToolCall:
+        real_name = self.aliases.to_real(name or "")
+        text = arguments or ""
+        schema = self.strict_schemas.get(real_name)
+        if schema is not None:
+            text = drop_injected_nulls(text, schema)
+        return ToolCall(id=call_id or _new_call_id(), name=real_name, arguments=text)
+
+
+def _new_call_id() -> str:
+    # Some servers (older llama.cpp, some vLLM parsers) send calls without ids; results are
+    # matched by id, so each call needs a unique one.
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class OpenAIChatModel:
+    """A chat model behind an OpenAI-compatible Chat Completions API.
+
+    ``default_options`` apply to every request (the request's own options win).
+    ``strict_tools=True`` sends tools with ``"strict": true`` and strict-mode schemas (a tool
+    whose schema strict mode cannot express is sent non-strict, with a warning).
+    ``max_tokens_field`` names the request field for ``ChatOptions.max_tokens``: OpenAI's
+    reasoning models require ``"max_completion_tokens"``, most compatible servers
+    ``"max_tokens"``. ``stream_usage=False`` omits ``stream_options`` for servers that reject
+    it. ``client`` / ``sync_client`` inject preconfigured SDK clients (``call`` needs the
+    blocking one; it is built from the settings when not injected).
+    """
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        default_options: ChatOptions | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        max_retries: int = 2,
+        strict_tools: bool = False,
+        stream_usage: bool = True,
+        max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        client: openai.AsyncOpenAI | None = None,
+        sync_client: openai.OpenAI | None = None,
+    ) -> None:
+        if not model.strip():
+            raise ValueError("OpenAIChatModel needs a model name, got an empty string")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+        self.model = model
+        self.default_options = default_options
+        self.strict_tools = strict_tools
+        self.stream_usage = stream_usage
+        self.max_tokens_field = max_tokens_field
+        self._extra_headers = dict(extra_headers or {})
+        self._settings: dict[str, Any] = {"base_url": base_url, "api_key": api_key}
+        self._settings["max_retries"] = max_retries
+        if timeout is not None:
+            self._settings["timeout"] = timeout
+        self._injected_async_only = client is not None and sync_client is None
+        self._client = client if client is not None else openai.AsyncOpenAI(**self._settings)
+        self._sync_client = sync_client
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel(model={self.model!r}, base_url={str(self._client.base_url)!r})"
+
+    # -- the ChatModel protocol -----------------------------------------------------------
+
+    def call(self, prompt: Prompt) -> ChatResponse:
+        """Blocking form of :meth:`acall` (uses the SDK's blocking client, no event loop)."""
+        request = self._request(prompt)
+        try:
+            completion = self._blocking_client().chat.completions.create(**request.params)
+        except openai.OpenAIError as exc:
+            raise from_sdk_error(self.provider, exc, openai) from exc
+        return self._response(completion, request)
+
+    async def acall(self, prompt: Prompt) -> ChatResponse:
+        request = self._request(prompt)
+        try:
+            completion = await self._client.chat.completions.create(**request.params)
+        except openai.OpenAIError as exc:
+            raise from_sdk_error(self.provider, exc, openai) from exc
+        return self._response(completion, request)
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        """Text arrives as it is generated; each tool call arrives whole (real name, complete
+        arguments) when its choice finishes, carrying the call's id."""
+        request = self._request(prompt)
+        params = dict(request.params, stream=True)
+        if self.stream_usage:
+            params["stream_options"] = {"include_usage": True}
+        state = _StreamState(request)
+        try:
+            chunks = await self._client.chat.completions.create(**params)
+            async with chunks:
+                async for chunk in chunks:
+                    response = state.add(chunk)
+                    if response is not None:
+                        yield response
+        except openai.OpenAIError as exc:
+            raise from_sdk_error(
+                self.provider, exc, openai, chunks_received=state.chunks_received
+            ) from exc
+        final = state.finish()
+        if final is not None:
+            yield final
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the clients this model uses."""
+        await self._client.close()
+        if self._sync_client is not None:
+            await asyncio.to_thread(self._sync_client.close)
+
+    def close(self) -> None:
+        """Close the blocking client (use :meth:`aclose` from async code to close both)."""
+        if self._sync_client is not None:
+            self._sync_client.close()
+
+    def _blocking_client(self) -> openai.OpenAI:
+        if self._sync_client is None:
+            if self._injected_async_only:
+                raise RuntimeError(
+                    "OpenAIChatModel was given an async client only; pass "
+                    "sync_client=openai.OpenAI(...) as well to use call(), or use acall()"
+                )
+            self._sync_client = openai.OpenAI(**self._settings)
+        return self._sync_client
+
+    # -- request ----------------------------------------------------------------------------
+
+    def _request(self, prompt: Prompt) -> _Request:
+        options = merge_options(self.default_options, prompt.options)
+        definitions = [callback.definition for callback in options.tool_callbacks]
+        aliases = ToolNameAliases.for_request(definitions, prompt.messages)
+        params: dict[str, Any] = {
+            "model": options.model or self.model,
+            "messages": _messages(prompt.messages, aliases),
+        }
+        strict_schemas: dict[str, Mapping[str, Any]] = {}
+        if definitions:
+            params["tools"] = [self._tool(d, aliases, strict_schemas) for d in definitions]
+            if options.tool_choice is not None:
+                params["tool_choice"] = _tool_choice(options.tool_choice, aliases)
+            if options.parallel_tool_calls is not None:
+                params["parallel_tool_calls"] = options.parallel_tool_calls
+        elif options.tool_choice not in (None, "auto", "none"):
+            raise ValueError(f"tool_choice={options.tool_choice!r} needs tools in the request")
+        if options.temperature is not None:
+            params["temperature"] = options.temperature
+        if options.top_p is not None:
+            params["top_p"] = options.top_p
+        if options.max_tokens is not None:
+            params[self.max_tokens_field] = options.max_tokens
+        if options.stop:
+            params["stop"] = list(options.stop)
+        if options.extra:
+            params["extra_body"] = dict(options.extra)
+        if self._extra_headers:
+            params["extra_headers"] = self._extra_headers
+        return _Request(params, aliases, strict_schemas)
+
+    def _tool(
+        self,
+        definition: ToolDefinition,
+        aliases: ToolNameAliases,
+        strict_schemas: dict[str, Mapping[str, Any]],
+    ) -> dict[str, Any]:
+        function: dict[str, Any] = {"name": aliases.to_provider(definition.name)}
+        if definition.description:
+            function["description"] = definition.description
+        strict = self.strict_tools and (
+            (schema := shaped_schema(definition, "openai-strict")) is not None
+        )
+        if strict:
+            function["parameters"] = schema
+            function["strict"] = True
+            strict_schemas[definition.name] = definition.input_schema
+        else:
+            function["parameters"] = shaped_schema(definition, "plain")
+        return {"type": "function", "function": function}
+
+    # -- response ---------------------------------------------------------------------------
+
+    def _response(self, completion: ChatCompletion, request: _Request) -> ChatResponse:
+        generations = []
+        for choice in completion.choices:
+            message = choice.message
+            calls = []
+            for call in message.tool_calls or ():
+                function = getattr(call, "function", None)
+                if function is None:  # a custom (grammar) tool call: we never offer those
+                    raise ProviderError(
+                        f"openai: unsupported tool call type {call.type!r}", provider=self.provider
+                    )
+                calls.append(request.tool_call(call.id, function.name, function.arguments))
+            metadata: dict[str, Any] = {"finish_reason": choice.finish_reason}
+            if message.refusal:
+                metadata["refusal"] = message.refusal
+            generations.append(
+                Generation(
+                    message=AssistantMessage(text=message.content, tool_calls=tuple(calls)),
+                    metadata=metadata,
+                )
+            )
+        return ChatResponse(
+            generations=tuple(generations),
+            usage=_usage(completion.usage) if completion.usage is not None else None,
+            metadata={"id": completion.id, "model": completion.model, "provider": self.provider},
+        )
+
+
+def _messages(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dict[str, Any]]:
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            wire.append({"role": "system", "content": message.text})
+        elif isinstance(message, UserMessage):
+            wire.append({"role": "user", "content": message.text})
+        elif isinstance(message, AssistantMessage):
+            entry: dict[str, Any] = {"role": "assistant", "content": message.text}
+            if message.tool_calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {
+                            "name": aliases.to_provider(call.name),
+                            # Several servers reject an empty string here.
+                            "arguments": call.arguments or "{}",
+                        },
+                    }
+                    for call in message.tool_calls
+                ]
+            elif message.text is None:
+                entry["content"] = ""
+            wire.append(entry)
+        elif isinstance(message, ToolResponseMessage):
+            wire.extend(
+                {"role": "tool", "tool_call_id": response.id, "content": response.data}
+                for response in message.responses
+            )
+    return wire
+
+
+def _tool_choice(choice: str, aliases: ToolNameAliases) -> str | dict[str, Any]:
+    if choice in _TOOL_CHOICE_KEYWORDS:
+        return choice
+    return {"type": "function", "function": {"name": aliases.to_provider(choice)}}
+
+
+def _usage(usage: CompletionUsage) -> Usage:
+    details = usage.prompt_tokens_details
+    cache_read = details.cached_tokens if details is not None else None
+    if cache_read is None:  # DeepSeek reports cache hits at the top level
+        hits = (usage.model_extra or {}).get("prompt_cache_hit_tokens")
+        cache_read = hits if isinstance(hits, int) else None
+    return Usage(
+        prompt_tokens=usage.prompt_tokens or 0,
+        completion_tokens=usage.completion_tokens or 0,
+        total_tokens=usage.total_tokens or 0,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=details.cache_write_tokens if details is not None else None,
+    )
+
+
+@dataclasses.dataclass(slots=True)
+class _PendingCall:
+    call_id: str = ""
+    name: str = ""
+    arguments: list[str] = dataclasses.field(default_factory=list)
+
+
+class _ChoiceState:
+    __slots__ = ("by_index", "calls", "last")
+
+    def __init__(self) -> None:
+        self.calls: list[_PendingCall] = []
+        self.by_index: dict[int, _PendingCall] = {}
+        self.last: _PendingCall | None = None
+
+    def add(self, delta: ChoiceDeltaToolCall) -> None:
+        call_id = delta.id or ""
+        index: int | None = delta.index
+        call = self.by_index.get(index) if index is not None else self.last
+        if call is None or (call_id and call.call_id and call_id != call.call_id):
+            # A new call: first sight of an index, or a new id where a server numbers every
+            # parallel call 0 (or sends no index at all).
+            call = _PendingCall()
+            self.calls.append(call)
+            if index is not None:
+                self.by_index[index] = call
+        self.last = call
+        if call_id and not call.call_id:
+            call.call_id = call_id
+        function = delta.function
+        if function is None:
+            return
+        if function.name and not (call.arguments and function.name == call.name):
+            call.name += function.name  # fragments concatenate; a repeat after arguments is not
+        if function.arguments:
+            call.arguments.append(function.arguments)
+
+
+class _StreamState:
+    """Translates SDK chunks to ``ChatResponse`` chunks; holds each choice's tool calls until
+    the choice finishes so they leave with real names and cleaned arguments."""
+
+    def __init__(self, request: _Request) -> None:
+        self._request = request
+        self._choices: dict[int, _ChoiceState] = {}
+        self._metadata: dict[str, Any] = {"provider": "openai"}
+        self.chunks_received = 0
+
+    def add(self, chunk: ChatCompletionChunk) -> ChatResponse | None:
+        self.chunks_received += 1
+        if chunk.id:
+            self._metadata["id"] = chunk.id
+        if chunk.model:
+            self._metadata["model"] = chunk.model
+        generations: dict[int, Generation] = {}
+        for choice in chunk.choices:
+            index = choice.index or 0
+            delta = choice.delta
+            state = self._choices.setdefault(index, _ChoiceState())
+            for fragment in (delta.tool_calls or ()) if delta is not None else ():
+                state.add(fragment)
+            text = delta.content if delta is not None else None
+            calls: tuple[ToolCall, ...] = ()
+            metadata: dict[str, Any] = {}
+            if choice.finish_reason is not None:
+                calls = self._flush(index)
+                metadata["finish_reason"] = choice.finish_reason
+            if text or calls or metadata:
+                generations[index] = Generation(
+                    message=AssistantMessage(text=text or None, tool_calls=calls),
+                    metadata=metadata,
+                )
+        usage = _usage(chunk.usage) if chunk.usage is not None else None
+        if not generations and usage is None:
+            return None
+        return ChatResponse(
+            generations=_positional(generations), usage=usage, metadata=dict(self._metadata)
+        )
+
+    def finish(self) -> ChatResponse | None:
+        """Calls of choices that never sent a ``finish_reason`` (some servers omit it)."""
+        generations = {}
+        for index in list(self._choices):
+            calls = self._flush(index)
+            if calls:
+                generations[index] = Generation(message=AssistantMessage(tool_calls=calls))
+        if not generations:
+            return None
+        return ChatResponse(generations=_positional(generations), metadata=dict(self._metadata))
+
+    def _flush(self, index: int) -> tuple[ToolCall, ...]:
+        state = self._choices.pop(index, None)
+        if state is None:
+            return ()
+        return tuple(
+            self._request.tool_call(call.call_id, call.name, "".join(call.arguments))
+            for call in state.calls
+        )
+
+
+def _positional(generations: Mapping[int, Generation]) -> tuple[Generation, ...]:
+    """Generations by choice index (gaps filled with empty ones, as chunks are positional)."""
+    if not generations:
+        return ()
+    empty = Generation(message=AssistantMessage())
+    return tuple(generations.get(i, empty) for i in range(max(generations) + 1))

@@ -1,0 +1,53 @@
+"""Shaped tool schemas, computed once per schema instead of once per request.
+
+The tool loop sends the same definitions every round; shaping walks the whole schema, so the
+result is cached by the identity of the definition's ``input_schema`` dict (tool schemas are
+built once and treated as immutable, like the frozen ``ToolDefinition`` that holds them).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from typing import Any, Literal
+
+from tooluse.schema._provider import StrictSchemaError, openai_strict_schema, plain_schema
+from tooluse.tools import ToolDefinition
+
+__all__ = ["shaped_schema"]
+
+logger = logging.getLogger("tooluse.models")
+
+Mode = Literal["plain", "openai-strict"]
+_MAX_ENTRIES = 4096
+
+# (id(schema), mode) -> (the schema itself, keeping the id valid; its shaped form or None)
+_cache: OrderedDict[tuple[int, Mode], tuple[dict[str, Any], dict[str, Any] | None]] = OrderedDict()
+_lock = threading.Lock()
+
+
+def shaped_schema(definition: ToolDefinition, mode: Mode) -> dict[str, Any] | None:
+    """The definition's input schema shaped for ``mode``; ``None`` when strict mode cannot
+    express it (a warning names the tool and the reason, once per schema)."""
+    schema = definition.input_schema
+    key = (id(schema), mode)
+    with _lock:
+        entry = _cache.get(key)
+        if entry is not None and entry[0] is schema:
+            _cache.move_to_end(key)
+            return entry[1]
+    shaped: dict[str, Any] | None
+    if mode == "plain":
+        shaped = plain_schema(schema)
+    else:
+        try:
+            shaped = openai_strict_schema(schema)
+        except StrictSchemaError as exc:
+            logger.warning("tool %r is sent without strict mode: %s", definition.name, exc)
+            shaped = None
+    with _lock:
+        _cache[key] = (schema, shaped)
+        if len(_cache) > _MAX_ENTRIES:
+            _cache.popitem(last=False)
+    return shaped

@@ -1,0 +1,276 @@
+"""Shaping tool input schemas for a provider.
+
+Two modes:
+
+- **plain**: the schema as generated, minus the ``$schema`` key no provider needs (tokens).
+- **OpenAI strict** (``"strict": true`` on a function tool): OpenAI's constrained decoding only
+  accepts a subset of JSON Schema. Every object lists all its properties in ``required`` and
+  has ``additionalProperties: false``; a property that was optional becomes nullable instead
+  (the model sends ``null`` for "not given", which :func:`drop_injected_nulls` turns back into
+  an omitted key before the tool sees it); keywords strict mode rejects are removed, and value
+  constraints among them (``maxLength``...) are appended to the description so the model
+  still reads them. The tool layer keeps validating against the original schema, so nothing
+  is lost by loosening. Schemas that strict mode cannot express without changing their meaning
+  (free-form ``dict`` values, tuples, ``{}`` "any" values) raise :class:`StrictSchemaError`;
+  the adapter then sends that tool in plain mode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "StrictSchemaError",
+    "drop_injected_nulls",
+    "openai_strict_schema",
+    "plain_schema",
+]
+
+# Keywords OpenAI strict mode accepts as they are.
+_STRICT_KEPT = frozenset(
+    {
+        "type", "description", "title", "enum", "const", "default", "$ref",
+        "pattern", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+        "minItems", "maxItems",
+    }
+)  # fmt: skip
+# Value constraints strict mode rejects: moved into the description.
+_STRICT_DESCRIBED = frozenset(
+    {"minLength", "maxLength", "uniqueItems", "minProperties", "maxProperties", "contains"}
+)
+_STRICT_FORMATS = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+)
+# Keywords with no strict equivalent that change which documents are valid in a way that
+# dropping them would forbid valid input (patternProperties) or misdescribe the shape.
+_STRICT_IMPOSSIBLE = {
+    "patternProperties": "pattern-keyed properties",
+    "prefixItems": "tuple items (prefixItems)",
+    "additionalItems": "tuple items (additionalItems)",
+}
+
+
+class StrictSchemaError(ValueError):
+    """The schema cannot be expressed in OpenAI strict mode; the message says where and why."""
+
+
+def plain_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The schema without its ``$schema`` key (the rest is sent as-is)."""
+    return {key: value for key, value in schema.items() if key != "$schema"}
+
+
+def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A new schema satisfying OpenAI strict mode; ``schema`` is not modified.
+
+    Raises :class:`StrictSchemaError` when the schema has no strict equivalent.
+    """
+    if schema.get("type") != "object":
+        raise StrictSchemaError(
+            f"the root of a strict tool schema must be an object, got type {schema.get('type')!r}"
+        )
+    root = dict(schema)
+    root.pop("$schema", None)
+    if "properties" not in root:  # a tool without parameters
+        root["properties"] = {}
+    return _Shaper(schema).node(root, "#")
+
+
+class _Shaper:
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self._root = root
+
+    def node(self, node: Any, path: str) -> dict[str, Any]:
+        if not isinstance(node, Mapping):
+            raise StrictSchemaError(f"{path}: boolean schemas are not allowed in strict mode")
+        if not node or set(node) <= {"description", "title", "default"}:
+            raise StrictSchemaError(f"{path}: a value of any type ({{}}) has no strict equivalent")
+        shaped: dict[str, Any] = {}
+        notes: list[str] = []
+        for key, value in node.items():
+            if key in _STRICT_IMPOSSIBLE:
+                raise StrictSchemaError(
+                    f"{path}: {_STRICT_IMPOSSIBLE[key]} have no strict equivalent"
+                )
+            if key in _STRICT_KEPT:
+                shaped[key] = value
+            elif key in ("$defs", "definitions"):
+                shaped[key] = {
+                    name: self.node(sub, f"{path}/{key}/{name}") for name, sub in value.items()
+                }
+            elif key == "items":
+                if not isinstance(value, Mapping):
+                    raise StrictSchemaError(f"{path}: tuple items have no strict equivalent")
+                shaped["items"] = self.node(value, f"{path}/items")
+            elif key in ("anyOf", "oneOf"):
+                # "exactly one" loosened to "any": the tool layer still validates the original.
+                shaped["anyOf"] = [self.node(v, f"{path}/{key}/{i}") for i, v in enumerate(value)]
+            elif key == "allOf":
+                if len(value) != 1:
+                    raise StrictSchemaError(
+                        f"{path}: allOf with {len(value)} schemas has no strict equivalent"
+                    )
+                shaped.update(
+                    {
+                        k: v
+                        for k, v in self.node(value[0], f"{path}/allOf/0").items()
+                        if k not in node
+                    }
+                )
+            elif key == "format":
+                if value in _STRICT_FORMATS:
+                    shaped["format"] = value
+                else:
+                    notes.append(f"format: {value}")
+            elif key in _STRICT_DESCRIBED:
+                notes.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+            # Everything else (properties, required, additionalProperties below; annotations
+            # such as examples or discriminator) is rebuilt or dropped.
+        if "properties" in node or node.get("type") == "object":
+            self._object(node, shaped, path)
+        if shaped.get("default", ...) is None:
+            del shaped["default"]  # a null default says nothing once the property is nullable
+        if notes:
+            described = shaped.get("description", "")
+            shaped["description"] = f"{described} ({'; '.join(notes)})".lstrip()
+        if "$ref" in shaped and len(shaped) > 1:
+            return self._inline_ref(shaped, path)
+        return shaped
+
+    def _object(self, node: Mapping[str, Any], shaped: dict[str, Any], path: str) -> None:
+        properties = node.get("properties")
+        if properties is None:
+            raise StrictSchemaError(
+                f"{path}: an object with free-form keys has no strict equivalent"
+            )
+        extra = node.get("additionalProperties", False)
+        if extra is not False:
+            raise StrictSchemaError(
+                f"{path}: additionalProperties {json.dumps(extra)} (free-form keys) "
+                "has no strict equivalent"
+            )
+        required = set(node.get("required", ()))
+        shaped_properties = {}
+        for name, sub in properties.items():
+            prop = self.node(sub, f"{path}/properties/{name}")
+            shaped_properties[name] = prop if name in required else _nullable(prop)
+        shaped["type"] = "object"
+        shaped["properties"] = shaped_properties
+        shaped["required"] = list(properties)
+        shaped["additionalProperties"] = False
+
+    def _inline_ref(self, shaped: dict[str, Any], path: str) -> dict[str, Any]:
+        # Strict mode forbids keywords next to $ref (e.g. a description): inline the target.
+        target = _resolve(self._root, shaped["$ref"], path)
+        inlined = self.node(target, f"{path}/$ref")
+        inlined.update({k: v for k, v in shaped.items() if k != "$ref"})
+        return inlined
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    if _admits_null(schema, None):
+        return schema
+    kind = schema.get("type")
+    if kind is not None and "const" not in schema and "$ref" not in schema:
+        result = {**schema, "type": [*kind, "null"] if isinstance(kind, list) else [kind, "null"]}
+        if "enum" in schema:
+            result["enum"] = [*schema["enum"], None]
+        return result
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _admits_null(schema: Any, root: Mapping[str, Any] | None) -> bool:
+    """Whether ``schema`` accepts ``null`` (``$ref`` resolved against ``root`` when given)."""
+    if not isinstance(schema, Mapping):
+        return schema is True
+    if "$ref" in schema and root is not None:
+        return _admits_null(_resolve(root, schema["$ref"], "#"), root)
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return "enum" not in schema or None in schema["enum"]
+    if "const" in schema:
+        return schema["const"] is None
+    variants = [*schema.get("anyOf", ()), *schema.get("oneOf", ())]
+    if variants:
+        return any(_admits_null(v, root) for v in variants)
+    if "allOf" in schema:
+        return all(_admits_null(v, root) for v in schema["allOf"])
+    return (
+        kind is None
+        and "enum" not in schema
+        and "$ref" not in schema
+        and "properties" not in schema
+    )
+
+
+def _resolve(root: Mapping[str, Any], ref: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        raise StrictSchemaError(f"{path}: only local $refs ('#/...') are supported, got {ref!r}")
+    target: Any = root
+    for part in filter(None, ref[1:].split("/")):
+        if not isinstance(target, Mapping) or part not in target:
+            raise StrictSchemaError(f"{path}: $ref {ref!r} does not resolve")
+        target = target[part]
+    if not isinstance(target, Mapping):
+        raise StrictSchemaError(f"{path}: $ref {ref!r} does not point to a schema")
+    return target
+
+
+def drop_injected_nulls(arguments: str, schema: Mapping[str, Any]) -> str:
+    """Undo strict mode's forced nullability on the model's arguments.
+
+    ``schema`` is the tool's original schema. A ``null`` for a property that was optional and
+    does not itself accept ``null`` means "not given", so the key is removed and the tool's
+    default applies. Arguments that are not a JSON object, or need no change, are returned
+    unchanged (text intact), so broken JSON still reaches the tool layer as the model wrote it.
+    """
+    try:
+        value = json.loads(arguments) if arguments.strip() else None
+    except ValueError:
+        return arguments
+    if not isinstance(value, dict) or not _drop(value, schema, schema):
+        return arguments
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _drop(value: Any, schema: Any, root: Mapping[str, Any]) -> bool:
+    """Remove injected nulls in place; True if anything changed."""
+    if not isinstance(schema, Mapping):
+        return False
+    if "$ref" in schema:
+        try:
+            schema = {**_resolve(root, schema["$ref"], "#"), **schema}
+        except StrictSchemaError:
+            return False
+        del schema["$ref"]
+    changed = False
+    if isinstance(value, dict) and isinstance(schema.get("properties"), Mapping):
+        properties = schema["properties"]
+        required = set(schema.get("required", ()))
+        for key in [k for k in value if k in properties]:
+            if (
+                value[key] is None
+                and key not in required
+                and not _admits_null(properties[key], root)
+            ):
+                del value[key]
+                changed = True
+            else:
+                changed |= _drop(value[key], properties[key], root)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for item in value:
+            changed |= _drop(item, schema["items"], root)
+    else:
+        variants = [
+            v for v in (*schema.get("anyOf", ()), *schema.get("allOf", ())) if not _is_null_type(v)
+        ]
+        if len(variants) == 1:
+            changed |= _drop(value, variants[0], root)
+    return changed
+
+
+def _is_null_type(schema: Any) -> bool:
+    return isinstance(schema, Mapping) and schema.get("type") == "null"

@@ -1,0 +1,673 @@
+"""OpenAIChatModel against a local server speaking the Chat Completions wire format, through
+the real ``openai`` SDK (request encoding, SSE decoding, retries and timeouts are the SDK's)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import openai
+import pytest
+
+from provider_payloads import (
+    openai_call,
+    openai_chunk,
+    openai_completion,
+    openai_usage,
+    stub_tool,
+)
+from provider_server import ProviderServer, Reply, openai_sse, shared_server
+from tooluse import (
+    AssistantMessage,
+    ChatOptions,
+    ChatResponse,
+    Prompt,
+    SystemMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    Usage,
+    UserMessage,
+)
+from tooluse.models import OpenAIChatModel, ProviderError, ProviderTimeoutError, provider_safe_name
+from tooluse.streaming import merge_chunks
+
+WEATHER_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "description": "City name"},
+        "unit": {"type": "string", "enum": ["c", "f"], "default": "c"},
+    },
+    "required": ["city"],
+    "additionalProperties": False,
+}
+WEATHER = stub_tool("get_weather", WEATHER_SCHEMA, "Current weather in a city")
+
+
+@pytest.fixture
+def server() -> ProviderServer:
+    return shared_server()
+
+
+@pytest.fixture
+async def make_model(server: ProviderServer) -> AsyncIterator[Callable[..., OpenAIChatModel]]:
+    made: list[OpenAIChatModel] = []
+
+    def make(**kwargs: Any) -> OpenAIChatModel:
+        kwargs.setdefault("max_retries", 0)
+        model = OpenAIChatModel(
+            kwargs.pop("model", "gpt-test"),
+            base_url=f"{server.url}/v1",
+            api_key="sk-test",
+            **kwargs,
+        )
+        made.append(model)
+        return model
+
+    yield make
+    for model in made:
+        await model.aclose()
+
+
+def ask(text: str = "Weather in Paris?", **options: Any) -> Prompt:
+    return Prompt([UserMessage(text=text)], ChatOptions(**options))
+
+
+async def collect(model: OpenAIChatModel, prompt: Prompt) -> list[ChatResponse]:
+    return [chunk async for chunk in model.stream(prompt)]
+
+
+# -- request encoding --------------------------------------------------------------------------
+
+
+async def test_request_carries_messages_tools_and_parameters(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(Reply.json(openai_completion("ok")))
+    model = make_model(extra_headers={"X-Team": "qa"})
+    history = [
+        SystemMessage(text="Be brief."),
+        UserMessage(text="Weather in Paris?"),
+        AssistantMessage(
+            text=None, tool_calls=(ToolCall(id="call_1", name="get_weather", arguments=""),)
+        ),
+        ToolResponseMessage(
+            responses=(ToolResponse(id="call_1", name="get_weather", data='{"temp": 21}'),)
+        ),
+    ]
+    options = ChatOptions(
+        tool_callbacks=(WEATHER,),
+        tool_choice="required",
+        parallel_tool_calls=False,
+        temperature=0.2,
+        top_p=0.9,
+        max_tokens=64,
+        stop=("END",),
+        extra={"seed": 7},
+    )
+
+    await model.acall(Prompt(history, options))
+
+    (request,) = server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == "Bearer sk-test"
+    assert request.headers["x-team"] == "qa"
+    assert request.body == {
+        "model": "gpt-test",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": "{}"},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 21}'},
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "description": "Current weather in a city",
+                    "parameters": {k: v for k, v in WEATHER_SCHEMA.items() if k != "$schema"},
+                },
+            }
+        ],
+        "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "max_tokens": 64,
+        "stop": ["END"],
+        "seed": 7,
+    }
+
+
+async def test_default_options_apply_and_request_options_win(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(Reply.json(openai_completion("ok")))
+    model = make_model(
+        default_options=ChatOptions(temperature=0.1, max_tokens=10, extra={"seed": 1, "user": "u"}),
+        max_tokens_field="max_completion_tokens",
+    )
+    await model.acall(ask(temperature=0.7, model="gpt-other", extra={"seed": 2}))
+    body = server.requests[0].body
+    assert body["model"] == "gpt-other"
+    assert body["temperature"] == 0.7
+    assert body["max_completion_tokens"] == 10
+    assert "max_tokens" not in body
+    assert (body["seed"], body["user"]) == (2, "u")
+    assert "tools" not in body and "parallel_tool_calls" not in body
+
+
+async def test_named_tool_choice_without_tools_is_rejected(
+    make_model: Callable[..., OpenAIChatModel],
+) -> None:
+    with pytest.raises(ValueError, match="tool_choice='get_weather' needs tools"):
+        await make_model().acall(ask(tool_choice="get_weather"))
+
+
+# -- responses -----------------------------------------------------------------------------------
+
+
+async def test_response_text_calls_usage_and_finish_reason(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(
+        Reply.json(
+            openai_completion(
+                None,
+                [
+                    openai_call("call_a", "get_weather", '{"city": "Paris"}'),
+                    openai_call("call_b", "get_weather", '{"city": "Rome"}'),
+                ],
+                finish_reason="tool_calls",
+                usage=openai_usage(100, 20, cached_tokens=64, cache_write_tokens=8),
+            )
+        )
+    )
+    response = await make_model().acall(ask(tool_callbacks=(WEATHER,)))
+
+    generation = response.generations[0]
+    assert generation.message.text is None
+    assert generation.message.tool_calls == (
+        ToolCall(id="call_a", name="get_weather", arguments='{"city": "Paris"}'),
+        ToolCall(id="call_b", name="get_weather", arguments='{"city": "Rome"}'),
+    )
+    assert generation.finish_reason == "tool_calls"
+    assert response.usage == Usage(
+        prompt_tokens=100,
+        completion_tokens=20,
+        total_tokens=120,
+        cache_read_tokens=64,
+        cache_write_tokens=8,
+    )
+    assert response.metadata == {"id": "chatcmpl-1", "model": "gpt-test", "provider": "openai"}
+
+
+async def test_missing_arguments_and_ids_and_broken_json_do_not_crash(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(
+        Reply.json(
+            openai_completion(
+                None,
+                [
+                    {"type": "function", "function": {"name": "get_weather"}},
+                    {"type": "function", "function": {"name": "get_weather", "arguments": None}},
+                    openai_call("call_c", "get_weather", '{"city": "Par'),
+                ],
+            )
+        )
+    )
+    calls = (
+        (await make_model().acall(ask(tool_callbacks=(WEATHER,)))).generations[0].message.tool_calls
+    )
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("get_weather", ""),
+        ("get_weather", ""),
+        ("get_weather", '{"city": "Par'),  # raw text: the tool layer tells the model what broke
+    ]
+    assert calls[0].id.startswith("call_") and calls[1].id.startswith("call_")
+    assert len({c.id for c in calls}) == 3
+
+
+async def test_deepseek_cache_hits_count_as_cache_reads(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    usage = {**openai_usage(50, 5), "prompt_cache_hit_tokens": 32, "prompt_cache_miss_tokens": 18}
+    server.expect(Reply.json(openai_completion("hi", usage=usage)))
+    response = await make_model().acall(ask())
+    assert response.usage is not None and response.usage.cache_read_tokens == 32
+    assert response.usage.cache_write_tokens is None
+
+
+def test_call_is_blocking_and_needs_no_event_loop(server: ProviderServer) -> None:
+    server.expect(Reply.json(openai_completion("Sunny.")))
+    model = OpenAIChatModel("gpt-test", base_url=f"{server.url}/v1", api_key="sk-test")
+    try:
+        assert model.call(ask()).text == "Sunny."
+    finally:
+        model.close()
+    assert server.requests[0].headers["user-agent"].startswith("OpenAI/Python")
+
+
+def test_call_with_an_injected_async_client_only_says_what_to_pass() -> None:
+    client = openai.AsyncOpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
+    model = OpenAIChatModel("gpt-test", client=client)
+    with pytest.raises(RuntimeError, match=r"sync_client=openai\.OpenAI"):
+        model.call(ask())
+
+
+# -- tool names at the boundary ----------------------------------------------------------------
+
+
+async def test_unsafe_names_are_aliased_on_the_wire_and_mapped_back(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    long_name = "mcp__acme_enterprise_knowledge_base__search_documents_by_semantic_similarity_v2"
+    tools = (stub_tool("math.factorial"), stub_tool("查询天气"), stub_tool(long_name))
+    dotted, cjk, long_alias = (provider_safe_name(t.definition.name) for t in tools)
+    server.expect(
+        Reply.json(
+            openai_completion(
+                None,
+                [
+                    openai_call("c1", dotted, "{}"),
+                    openai_call("c2", cjk, "{}"),
+                    openai_call("c3", long_alias, "{}"),
+                ],
+            )
+        )
+    )
+    history = [
+        UserMessage(text="5!"),
+        AssistantMessage(tool_calls=(ToolCall(id="c0", name="math.factorial", arguments="{}"),)),
+        ToolResponseMessage(responses=(ToolResponse(id="c0", name="math.factorial", data="120"),)),
+    ]
+    response = await make_model().acall(
+        Prompt(history, ChatOptions(tool_callbacks=tools, tool_choice="math.factorial"))
+    )
+
+    body = server.requests[0].body
+    sent_names = [tool["function"]["name"] for tool in body["tools"]]
+    assert sent_names == [dotted, cjk, long_alias]
+    assert all(len(name) <= 64 and name.isascii() for name in sent_names)
+    assert dotted.startswith("math_factorial_")
+    assert long_alias.startswith("mcp__acme_enterprise")
+    assert body["messages"][1]["tool_calls"][0]["function"]["name"] == dotted
+    assert body["tool_choice"] == {"type": "function", "function": {"name": dotted}}
+    names = [c.name for c in response.generations[0].message.tool_calls]
+    assert names == ["math.factorial", "查询天气", long_name]
+
+
+async def test_a_name_the_model_invented_passes_through_unchanged(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(Reply.json(openai_completion(None, [openai_call("c1", "get_wether", "{}")])))
+    response = await make_model().acall(ask(tool_callbacks=(WEATHER,)))
+    assert response.generations[0].message.tool_calls[0].name == "get_wether"
+
+
+# -- strict mode -------------------------------------------------------------------------------
+
+
+async def test_strict_tools_send_strict_schemas_and_drop_the_nulls_they_force(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(
+        Reply.json(
+            openai_completion(
+                None, [openai_call("c1", "get_weather", '{"city": "Oslo", "unit": null}')]
+            )
+        )
+    )
+    response = await make_model(strict_tools=True).acall(ask(tool_callbacks=(WEATHER,)))
+
+    function = server.requests[0].body["tools"][0]["function"]
+    assert function["strict"] is True
+    assert function["parameters"] == {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "City name"},
+            "unit": {"type": ["string", "null"], "enum": ["c", "f", None], "default": "c"},
+        },
+        "required": ["city", "unit"],
+        "additionalProperties": False,
+    }
+    assert response.generations[0].message.tool_calls[0].arguments == '{"city": "Oslo"}'
+
+
+async def test_a_schema_strict_mode_cannot_express_is_sent_plain_with_a_warning(
+    server: ProviderServer,
+    make_model: Callable[..., OpenAIChatModel],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tags_schema = {
+        "type": "object",
+        "properties": {"tags": {"type": "object", "additionalProperties": {"type": "string"}}},
+        "required": ["tags"],
+    }
+    tagger = stub_tool("set_tags", tags_schema)
+    server.expect(
+        Reply.json(openai_completion(None, [openai_call("c1", "set_tags", '{"tags": null}')]))
+    )
+    with caplog.at_level(logging.WARNING, logger="tooluse.models"):
+        response = await make_model(strict_tools=True).acall(ask(tool_callbacks=(tagger, WEATHER)))
+
+    tools = server.requests[0].body["tools"]
+    assert (
+        "strict" not in tools[0]["function"] and tools[0]["function"]["parameters"] == tags_schema
+    )
+    assert tools[1]["function"]["strict"] is True
+    assert "'set_tags' is sent without strict mode" in caplog.text
+    assert "#/properties/tags" in caplog.text
+    assert response.generations[0].message.tool_calls[0].arguments == '{"tags": null}'
+
+
+# -- streaming ---------------------------------------------------------------------------------
+
+
+def fragmented_weather_stream() -> list[dict[str, Any]]:
+    """OpenAI style: role first, id and type only on a call's first delta, name and arguments
+    in fragments, two parallel calls, finish reason, then a usage-only chunk."""
+
+    def call_delta(index: int, **fields: Any) -> dict[str, Any]:
+        return {"tool_calls": [{"index": index, **fields}]}
+
+    return [
+        openai_chunk({"role": "assistant", "content": None}),
+        openai_chunk({"content": "Checking "}),
+        openai_chunk({"content": "both."}),
+        openai_chunk(
+            call_delta(0, id="call_a", type="function", function={"name": "get_", "arguments": ""})
+        ),
+        openai_chunk(call_delta(0, function={"name": "weather"})),
+        openai_chunk(call_delta(0, function={"arguments": '{"ci'})),
+        openai_chunk(call_delta(0, function={"arguments": 'ty": "Paris"}'})),
+        openai_chunk(call_delta(1, id="call_b", type="function", function={"name": "get_weather"})),
+        openai_chunk(call_delta(1, function={"arguments": '{"city": "Rome"}'})),
+        openai_chunk({}, finish_reason="tool_calls"),
+        openai_chunk(None, usage=openai_usage(80, 30, cached_tokens=16)),
+    ]
+
+
+async def test_stream_merges_fragmented_parallel_calls_and_reports_usage(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(openai_sse(fragmented_weather_stream()))
+    chunks = await collect(make_model(), ask(tool_callbacks=(WEATHER,)))
+
+    assert server.requests[0].body["stream"] is True
+    assert server.requests[0].body["stream_options"] == {"include_usage": True}
+    texts = [c.text for c in chunks if c.text]
+    assert texts == ["Checking ", "both."]  # text is not held back
+    call_chunks = [c for c in chunks if c.has_tool_calls()]
+    assert len(call_chunks) == 1  # calls leave whole, each carrying its id
+    merged = merge_chunks(chunks)
+    message = merged.generations[0].message
+    assert message.text == "Checking both."
+    assert message.tool_calls == (
+        ToolCall(id="call_a", name="get_weather", arguments='{"city": "Paris"}'),
+        ToolCall(id="call_b", name="get_weather", arguments='{"city": "Rome"}'),
+    )
+    assert merged.generations[0].finish_reason == "tool_calls"
+    assert merged.usage == Usage(
+        prompt_tokens=80, completion_tokens=30, total_tokens=110, cache_read_tokens=16
+    )
+    assert chunks[-1].generations == () and chunks[-1].usage is not None
+
+
+async def test_stream_quirks_of_compatible_servers(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """Ollama/vLLM/Qwen/DeepSeek shapes in one stream: null content, every parallel call at
+    index 0 with its own id, an id repeated on every delta, the name repeated after the
+    arguments started, a call with no arguments at all, a delta without index, and no
+    finish_reason (the calls are flushed when the stream ends)."""
+    tools = (WEATHER, stub_tool("now"), stub_tool("math.factorial"))
+    aliased = provider_safe_name("math.factorial")
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk({"role": "assistant", "content": None}),
+                openai_chunk(
+                    {
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "a",
+                                "function": {"name": "get_weather", "arguments": '{"city":'},
+                            }
+                        ],
+                    }
+                ),
+                openai_chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "a",
+                                "function": {"name": "get_weather", "arguments": ' "Oslo"}'},
+                            }
+                        ]
+                    }
+                ),
+                openai_chunk(
+                    {"tool_calls": [{"index": 0, "id": "b", "function": {"name": "now"}}]}
+                ),
+                openai_chunk(
+                    {
+                        "tool_calls": [
+                            {"id": "c", "function": {"name": aliased, "arguments": '{"n": 5}'}}
+                        ]
+                    }
+                ),
+                openai_chunk({"tool_calls": [{"function": {"arguments": ""}}]}),
+            ]
+        )
+    )
+    chunks = await collect(make_model(), ask(tool_callbacks=tools))
+    merged = merge_chunks(chunks)
+    assert merged.generations[0].message.text is None
+    assert [(c.id, c.name, c.arguments) for c in merged.generations[0].message.tool_calls] == [
+        ("a", "get_weather", '{"city": "Oslo"}'),
+        ("b", "now", "{}"),
+        ("c", "math.factorial", '{"n": 5}'),
+    ]
+
+
+async def test_stream_without_ids_gets_unique_ids_and_keeps_broken_json_raw(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "function": {"name": "get_weather", "arguments": '{"city": '},
+                            }
+                        ]
+                    }
+                ),
+                openai_chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": 1,
+                                "function": {
+                                    "name": "get_weather",
+                                    "arguments": '{"city": "Rome"}',
+                                },
+                            }
+                        ]
+                    }
+                ),
+                openai_chunk({}, finish_reason="length"),
+            ]
+        )
+    )
+    merged = merge_chunks(await collect(make_model(), ask(tool_callbacks=(WEATHER,))))
+    first, second = merged.generations[0].message.tool_calls
+    assert first.arguments == '{"city":' and second.arguments == '{"city": "Rome"}'
+    assert first.id != second.id and first.id.startswith("call_")
+    assert merged.generations[0].finish_reason == "length"
+
+
+async def test_stream_usage_can_be_switched_off_for_servers_that_reject_it(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(openai_sse([openai_chunk({"content": "hi"}, finish_reason="stop")]))
+    chunks = await collect(make_model(stream_usage=False), ask())
+    assert "stream_options" not in server.requests[0].body
+    assert merge_chunks(chunks).text == "hi" and merge_chunks(chunks).usage is None
+
+
+async def test_strict_stream_calls_leave_with_injected_nulls_dropped(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "a",
+                                "function": {
+                                    "name": "get_weather",
+                                    "arguments": '{"city": "Oslo", ',
+                                },
+                            }
+                        ]
+                    }
+                ),
+                openai_chunk(
+                    {"tool_calls": [{"index": 0, "function": {"arguments": '"unit": null}'}}]}
+                ),
+                openai_chunk({}, finish_reason="tool_calls"),
+            ]
+        )
+    )
+    merged = merge_chunks(
+        await collect(make_model(strict_tools=True), ask(tool_callbacks=(WEATHER,)))
+    )
+    assert merged.generations[0].message.tool_calls[0].arguments == '{"city": "Oslo"}'
+
+
+# -- errors, retries, timeouts -----------------------------------------------------------------
+
+
+async def test_a_4xx_is_a_provider_error_with_the_providers_message(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    error = {
+        "error": {"message": "Invalid schema for function 'x'", "type": "invalid_request_error"}
+    }
+    server.expect(Reply.json(error, status=400))
+    with pytest.raises(ProviderError) as raised:
+        await make_model(max_retries=3).acall(ask())
+    assert str(raised.value) == "openai: HTTP 400: Invalid schema for function 'x'"
+    assert raised.value.status_code == 400 and not raised.value.retryable
+    assert isinstance(raised.value.__cause__, openai.BadRequestError)
+    assert len(server.requests) == 1  # 4xx is not retried
+
+
+async def test_429_is_retried_after_the_retry_after_delay(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    limited = {"error": {"message": "Rate limit reached", "type": "requests"}}
+    server.expect(
+        Reply.json(limited, status=429, headers={"retry-after": "0.3"}),
+        Reply.json(openai_completion("done")),
+    )
+    response = await make_model(max_retries=2).acall(ask())
+    assert response.text == "done"
+    first, second = server.requests
+    assert second.received_at - first.received_at >= 0.3
+    assert second.headers["x-stainless-retry-count"] == "1"
+
+
+async def test_5xx_retries_are_bounded(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    failing = Reply.json(
+        {"error": {"message": "upstream overloaded"}}, status=503, headers={"retry-after-ms": "10"}
+    )
+    server.expect(failing, failing, failing, Reply.json(openai_completion("never reached")))
+    with pytest.raises(ProviderError, match="HTTP 503: upstream overloaded") as raised:
+        await make_model(max_retries=2).acall(ask())
+    assert raised.value.retryable
+    assert len(server.requests) == 3 and server.pending == 1
+
+
+async def test_500_is_retried_with_the_sdks_own_backoff(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(
+        Reply.json({"error": {"message": "boom"}}, status=500), Reply.json(openai_completion("ok"))
+    )
+    assert (await make_model(max_retries=1).acall(ask())).text == "ok"
+    first, second = server.requests
+    assert 0.3 <= second.received_at - first.received_at < 2  # 0.5 s minus up to 25 % jitter
+
+
+async def test_a_slow_server_raises_a_timeout(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(Reply.json(openai_completion("late"), delay=1.0))
+    with pytest.raises(ProviderTimeoutError, match="openai: request timed out"):
+        await make_model(timeout=0.2).acall(ask())
+
+
+async def test_a_connection_dropped_mid_stream_is_a_provider_error_after_the_text_so_far(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk({"content": "Par"}),
+                openai_chunk({"content": "is"}),
+                openai_chunk({"content": "!"}),
+            ],
+            drop_after=2,
+        )
+    )
+    received: list[str] = []
+    with pytest.raises(ProviderError, match="connection lost after 2 stream chunks") as raised:
+        async for chunk in make_model().stream(ask()):
+            received.append(chunk.text)
+    assert received == ["Par", "is"]
+    assert raised.value.status_code is None and raised.value.retryable
+
+
+async def test_an_error_status_on_a_stream_request_is_a_provider_error(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(Reply.json({"error": {"message": "model not found"}}, status=404))
+    with pytest.raises(ProviderError, match="HTTP 404: model not found"):
+        await collect(make_model(), ask())
+
+
+def test_constructor_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError, match="needs a model name"):
+        OpenAIChatModel(" ", api_key="k")
+    with pytest.raises(ValueError, match="max_retries must be >= 0"):
+        OpenAIChatModel("m", api_key="k", max_retries=-1)
+    with pytest.raises(ValueError, match="timeout must be a positive"):
+        OpenAIChatModel("m", api_key="k", timeout=0)
