@@ -1,0 +1,94 @@
+"""SQLite plumbing shared by the embedded stores (chat memory, vector store).
+
+Every store opens its file the same way: WAL journal (readers never block the writer), a busy
+timeout (writers from other threads or processes wait instead of failing), explicit
+``BEGIN IMMEDIATE`` transactions (the write lock is taken up front, so a read-modify-write
+cannot interleave with another writer), and a per-component schema version.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Literal
+
+__all__ = ["SCHEMA_TABLE", "Synchronous", "connect", "ensure_schema", "write_transaction"]
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_TABLE = "tooluse_schema_version"
+
+
+Synchronous = Literal["NORMAL", "FULL"]
+
+
+def connect(
+    path: str | os.PathLike[str], *, busy_timeout: float, synchronous: Synchronous
+) -> sqlite3.Connection:
+    """Open ``path`` in autocommit mode (transactions are explicit) with WAL on.
+
+    ``synchronous="NORMAL"`` (WAL's usual setting) keeps every committed transaction through a
+    crash of the process; ``"FULL"`` also through a power cut, at one fsync per commit.
+    """
+    if busy_timeout < 0:
+        raise ValueError(f"busy_timeout must be >= 0 seconds, got {busy_timeout}")
+    if synchronous not in ("NORMAL", "FULL"):
+        raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+    connection = sqlite3.connect(
+        os.fspath(path), timeout=busy_timeout, isolation_level=None, check_same_thread=False
+    )
+    try:
+        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if mode != "wal" and os.fspath(path) != ":memory:":
+            logger.warning("SQLite file %s is in %s mode, not WAL (file system?)", path, mode)
+        connection.execute(f"PRAGMA synchronous={synchronous}")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+@contextmanager
+def write_transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One ``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction; rolled back on any exception."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield connection
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+def ensure_schema(
+    connection: sqlite3.Connection,
+    *,
+    component: str,
+    version: int,
+    statements: Iterable[str],
+    location: str,
+) -> None:
+    """Create ``component``'s tables on first use; refuse a file of another schema version."""
+    with write_transaction(connection):
+        connection.execute(
+            f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} "
+            "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+        )
+        row = connection.execute(
+            f"SELECT version FROM {SCHEMA_TABLE} WHERE component = ?", (component,)
+        ).fetchone()
+        if row is None:
+            for statement in statements:
+                connection.execute(statement)
+            connection.execute(
+                f"INSERT INTO {SCHEMA_TABLE} (component, version) VALUES (?, ?)",
+                (component, version),
+            )
+        elif row[0] != version:
+            raise RuntimeError(
+                f"{location} holds {component} schema version {row[0]}, but this version of "
+                f"tooluse reads version {version}; use a matching tooluse or a new file"
+            )

@@ -1,0 +1,26 @@
+"""Chat memory: what a conversation remembers between requests, and where it is stored.
+
+``MessageWindowChatMemory`` keeps the last N messages per conversation in a repository
+(``InMemoryChatMemoryRepository``, or ``SqliteChatMemoryRepository``, the embedded default);
+``MessageChatMemoryAdvisor`` replays and records it around each request;
+``repair_tool_pairs`` makes any history safe to send to a provider.
+"""
+
+from tooluse.memory._advisor import MessageChatMemoryAdvisor
+from tooluse.memory._api import CONVERSATION_ID, ChatMemory, ChatMemoryRepository
+from tooluse.memory._in_memory import InMemoryChatMemoryRepository
+from tooluse.memory._repair import UNANSWERED_TOOL_CALL_RESULT, repair_tool_pairs
+from tooluse.memory._sqlite import SqliteChatMemoryRepository
+from tooluse.memory._window import MessageWindowChatMemory
+
+__all__ = [
+    "CONVERSATION_ID",
+    "UNANSWERED_TOOL_CALL_RESULT",
+    "ChatMemory",
+    "ChatMemoryRepository",
+    "InMemoryChatMemoryRepository",
+    "MessageChatMemoryAdvisor",
+    "MessageWindowChatMemory",
+    "SqliteChatMemoryRepository",
+    "repair_tool_pairs",
+]

@@ -1,0 +1,174 @@
+"""``MessageChatMemoryAdvisor``: replays a conversation's memory and records each turn."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+
+from tooluse.advisors import (
+    HIGHEST_PRECEDENCE,
+    LOWEST_PRECEDENCE,
+    AdvisorChain,
+    ChatClientRequest,
+    ChatClientResponse,
+)
+from tooluse.memory._api import CONVERSATION_ID, ChatMemory, validate_conversation_id
+from tooluse.messages import (
+    ChatResponse,
+    Message,
+    SystemMessage,
+    ToolResponseMessage,
+    UserMessage,
+)
+from tooluse.streaming import StreamAggregator
+
+__all__ = ["DEFAULT_ORDER", "INSIDE_TOOL_LOOP_ORDER", "MessageChatMemoryAdvisor", "merge_history"]
+
+DEFAULT_ORDER = HIGHEST_PRECEDENCE + 200
+"""Outside the tool loop (+300): memory sees the user message and the final answer only."""
+INSIDE_TOOL_LOOP_ORDER = HIGHEST_PRECEDENCE + 400
+"""Inside the tool loop: memory sees, and stores, every round's tool calls and results."""
+
+
+class MessageChatMemoryAdvisor:
+    """Adds a conversation's memory to each request and stores the new messages after it.
+
+    The conversation id comes from the request context key :data:`CONVERSATION_ID` and is
+    required. Memory is prepended without duplicating what the prompt already holds: if the
+    stored messages appear as a contiguous run in the prompt nothing is added, and if the
+    prompt starts with the tail of the memory only the rest is added (this is what lets the
+    advisor sit inside the tool loop whatever history the loop forwards). System messages come
+    first; the prompt's own system messages win over remembered ones.
+
+    By default (order ``HIGHEST_PRECEDENCE + 200``, outside the tool loop) it stores the
+    prompt's last user message and the final answer, assistant messages that carry tool calls
+    excluded, so memory never holds half a tool exchange. With ``inside_tool_loop=True``
+    (default order ``HIGHEST_PRECEDENCE + 400``) it runs once per round and stores tool
+    traffic too: the round's last user message or tool result, then the model's message.
+
+    What a request produced is stored in one ``add`` after the model answered (or after the
+    stream ended), so a failed request leaves memory as it was and two concurrent requests
+    on one conversation never interleave their messages.
+    """
+
+    def __init__(
+        self,
+        memory: ChatMemory,
+        *,
+        inside_tool_loop: bool = False,
+        order: int | None = None,
+        name: str = "MessageChatMemoryAdvisor",
+    ) -> None:
+        if order is None:
+            order = INSIDE_TOOL_LOOP_ORDER if inside_tool_loop else DEFAULT_ORDER
+        if not HIGHEST_PRECEDENCE < order < LOWEST_PRECEDENCE:
+            raise ValueError(
+                f"order must be strictly between HIGHEST_PRECEDENCE and LOWEST_PRECEDENCE, "
+                f"got {order}"
+            )
+        self._memory = memory
+        self._inside_tool_loop = inside_tool_loop
+        self._order = order
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def order(self) -> int:
+        return self._order
+
+    @property
+    def memory(self) -> ChatMemory:
+        return self._memory
+
+    @property
+    def inside_tool_loop(self) -> bool:
+        return self._inside_tool_loop
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientResponse:
+        conversation_id = _conversation_id(request)
+        augmented = await self._with_memory(conversation_id, request)
+        response = await chain.next_call(augmented)
+        await self._store(conversation_id, request, response.chat_response)
+        return response
+
+    async def advise_stream(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        conversation_id = _conversation_id(request)
+        augmented = await self._with_memory(conversation_id, request)
+        aggregator = StreamAggregator()
+        async for item in chain.next_stream(augmented):
+            if item.chat_response is not None:
+                aggregator.add(item.chat_response)
+            yield item
+        await self._store(conversation_id, request, aggregator.response())
+
+    async def _with_memory(
+        self, conversation_id: str, request: ChatClientRequest
+    ) -> ChatClientRequest:
+        remembered = await self._memory.aget(conversation_id)
+        if not remembered:
+            return request
+        messages = merge_history(remembered, request.prompt.messages)
+        return request.replace(prompt=request.prompt.replace(messages=messages))
+
+    async def _store(
+        self, conversation_id: str, request: ChatClientRequest, response: ChatResponse | None
+    ) -> None:
+        new: list[Message] = []
+        incoming = self._last_incoming(request.prompt.messages)
+        if incoming is not None:
+            new.append(incoming)
+        if response is not None:
+            for generation in response.generations:
+                if self._inside_tool_loop or not generation.message.tool_calls:
+                    new.append(generation.message)
+        if new:
+            await self._memory.aadd(conversation_id, new)
+
+    def _last_incoming(self, messages: Sequence[Message]) -> Message | None:
+        kinds = (UserMessage, ToolResponseMessage) if self._inside_tool_loop else (UserMessage,)
+        return next((m for m in reversed(messages) if isinstance(m, kinds)), None)
+
+
+def _conversation_id(request: ChatClientRequest) -> str:
+    if CONVERSATION_ID not in request.context:
+        raise ValueError(
+            "MessageChatMemoryAdvisor needs a conversation id: put it in the request context "
+            f"under {CONVERSATION_ID!r}, e.g. "
+            f"client.prompt().context({{{CONVERSATION_ID!r}: 'user-42'}})"
+        )
+    return validate_conversation_id(request.context[CONVERSATION_ID])
+
+
+def merge_history(remembered: Sequence[Message], prompt: Sequence[Message]) -> list[Message]:
+    """``remembered`` followed by ``prompt``, minus what the prompt already holds.
+
+    System messages go first: the prompt's own, or if it has none, the remembered ones.
+    """
+    prompt_system: list[Message] = [m for m in prompt if isinstance(m, SystemMessage)]
+    prompt_rest: list[Message] = [m for m in prompt if not isinstance(m, SystemMessage)]
+    memory_system: list[Message] = [m for m in remembered if isinstance(m, SystemMessage)]
+    memory_rest: list[Message] = [m for m in remembered if not isinstance(m, SystemMessage)]
+    if _contains_run(prompt_rest, memory_rest):
+        history: list[Message] = []
+    else:
+        history = memory_rest[: len(memory_rest) - _overlap(memory_rest, prompt_rest)]
+    return (prompt_system or memory_system) + history + prompt_rest
+
+
+def _contains_run(messages: list[Message], run: list[Message]) -> bool:
+    width = len(run)
+    return any(messages[i : i + width] == run for i in range(len(messages) - width + 1))
+
+
+def _overlap(remembered: list[Message], prompt: list[Message]) -> int:
+    """The length of the longest tail of ``remembered`` that the prompt starts with."""
+    for size in range(min(len(remembered), len(prompt)), 0, -1):
+        if remembered[-size:] == prompt[:size]:
+            return size
+    return 0

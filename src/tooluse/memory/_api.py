@@ -1,0 +1,72 @@
+"""The chat-memory contracts: what a memory and a repository promise."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from tooluse.messages import Message
+
+__all__ = [
+    "CONVERSATION_ID",
+    "ChatMemory",
+    "ChatMemoryRepository",
+    "validate_conversation_id",
+]
+
+CONVERSATION_ID = "chat_memory_conversation_id"
+"""Request-context key holding the conversation id (shared with tool search's session id)."""
+
+
+def validate_conversation_id(conversation_id: object) -> str:
+    """Return ``conversation_id`` if it is a non-blank string, else raise a specific error."""
+    if not isinstance(conversation_id, str):
+        raise TypeError(
+            f"conversation id must be a str, got {type(conversation_id).__name__}: "
+            f"{conversation_id!r}"
+        )
+    if not conversation_id.strip():
+        raise ValueError("conversation id must not be blank")
+    return conversation_id
+
+
+@runtime_checkable
+class ChatMemory(Protocol):
+    """The messages remembered per conversation (ids are non-blank strings).
+
+    The async forms exist because repositories may do blocking I/O; they never block the loop.
+    """
+
+    def add(self, conversation_id: str, messages: Message | Sequence[Message]) -> None: ...
+
+    def get(self, conversation_id: str) -> list[Message]: ...
+
+    def clear(self, conversation_id: str) -> None: ...
+
+    async def aadd(self, conversation_id: str, messages: Message | Sequence[Message]) -> None: ...
+
+    async def aget(self, conversation_id: str) -> list[Message]: ...
+
+    async def aclear(self, conversation_id: str) -> None: ...
+
+
+@runtime_checkable
+class ChatMemoryRepository(Protocol):
+    """Stores whole conversations. ``save_all`` replaces what was stored (Spring semantics).
+
+    ``update`` is the read-modify-write of one conversation as a single atomic step (one
+    transaction in a database), so concurrent writers, threads or processes, never lose a
+    message to each other.
+    """
+
+    def find_conversation_ids(self) -> list[str]: ...
+
+    def find_by_conversation_id(self, conversation_id: str) -> list[Message]: ...
+
+    def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None: ...
+
+    def delete_by_conversation_id(self, conversation_id: str) -> None: ...
+
+    def update(
+        self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
+    ) -> list[Message]: ...

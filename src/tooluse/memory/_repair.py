@@ -1,0 +1,76 @@
+"""Repairing tool-call pairs so that no provider ever receives a broken history.
+
+Providers reject a history in which a tool result has no call before it, or a tool call is
+not answered by the messages right after it. Such histories arise from windowed or
+interrupted conversations (a crash mid-tool, a pending approval abandoned, a window edge),
+so the loop runs :func:`repair_tool_pairs` before each model request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+from tooluse.messages import AssistantMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
+
+__all__ = ["UNANSWERED_TOOL_CALL_RESULT", "repair_tool_pairs"]
+
+logger = logging.getLogger(__name__)
+
+UNANSWERED_TOOL_CALL_RESULT = (
+    "Error: this tool call has no result (the conversation was interrupted or cut before the "
+    "tool returned). Call the tool again if the result is still needed."
+)
+
+
+def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:
+    """Return ``messages`` with every tool call answered and every tool result paired.
+
+    A tool call's results must follow its assistant message directly (consecutive tool
+    messages). Results without such a call, and repeated results for one call, are dropped;
+    calls left without a result are answered with an error result
+    (:data:`UNANSWERED_TOOL_CALL_RESULT`, ``is_error=True``) placed after their group.
+    A well-formed history comes back unchanged (equal, in a new list).
+    """
+    repaired: list[Message] = []
+    pending: dict[str, ToolCall] = {}  # calls of the current group still awaiting a result
+    dropped = 0
+    answered = 0
+    for message in messages:
+        if isinstance(message, ToolResponseMessage):
+            kept = [r for r in message.responses if pending.pop(r.id, None) is not None]
+            dropped += len(message.responses) - len(kept)
+            if len(kept) == len(message.responses):
+                repaired.append(message)
+            elif kept:
+                repaired.append(message.model_copy(update={"responses": tuple(kept)}))
+            continue
+        if pending:  # any other message closes the group of the last tool calls
+            answered += len(pending)
+            repaired.append(_error_results(pending.values()))
+            pending = {}
+        repaired.append(message)
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            pending = {call.id: call for call in message.tool_calls}
+    if pending:
+        answered += len(pending)
+        repaired.append(_error_results(pending.values()))
+    if dropped or answered:
+        logger.warning(
+            "Repaired a conversation history: dropped %d orphan tool result(s), answered %d "
+            "unanswered tool call(s) with an error result",
+            dropped,
+            answered,
+        )
+    return repaired
+
+
+def _error_results(calls: Iterable[ToolCall]) -> ToolResponseMessage:
+    return ToolResponseMessage(
+        responses=tuple(
+            ToolResponse(
+                id=call.id, name=call.name, data=UNANSWERED_TOOL_CALL_RESULT, is_error=True
+            )
+            for call in calls
+        )
+    )

@@ -1,0 +1,132 @@
+"""``SqliteChatMemoryRepository``: conversations in a SQLite file, the embedded default."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+
+from pydantic import TypeAdapter
+
+from tooluse._sqlite import Synchronous, connect, ensure_schema, write_transaction
+from tooluse.memory._api import validate_conversation_id
+from tooluse.messages import Message
+
+__all__ = ["SqliteChatMemoryRepository"]
+
+SCHEMA_VERSION = 1
+_SCHEMA = (
+    """CREATE TABLE chat_memory_message (
+        conversation_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        message TEXT NOT NULL,
+        PRIMARY KEY (conversation_id, position)
+    ) WITHOUT ROWID""",
+)
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+class SqliteChatMemoryRepository:
+    """Stores each message as a JSON row (tool calls and results intact).
+
+    Safe with concurrent writers in threads and processes: the file runs in WAL mode, writers
+    wait up to ``busy_timeout`` seconds for the lock, and each save (and each
+    :meth:`update`, the read-modify-write a window memory does) is one ``BEGIN IMMEDIATE``
+    transaction. A committed message survives a crash of the process (``synchronous="FULL"``:
+    a power cut too). The tables carry a schema version; a file of another version is refused.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        synchronous: Synchronous = "NORMAL",
+    ) -> None:
+        self._path = os.fspath(path)
+        self._connection = connect(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        self._lock = threading.Lock()  # one connection, used by one thread at a time
+        try:
+            ensure_schema(
+                self._connection,
+                component="chat_memory",
+                version=SCHEMA_VERSION,
+                statements=_SCHEMA,
+                location=self._path,
+            )
+        except BaseException:
+            self._connection.close()
+            raise
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def __enter__(self) -> SqliteChatMemoryRepository:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def find_conversation_ids(self) -> list[str]:
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT DISTINCT conversation_id FROM chat_memory_message ORDER BY conversation_id"
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        validate_conversation_id(conversation_id)
+        with self._lock:
+            return self._load(conversation_id)
+
+    def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        validate_conversation_id(conversation_id)
+        rows = _rows(conversation_id, messages)
+        with self._lock, write_transaction(self._connection):
+            self._replace(conversation_id, rows)
+
+    def delete_by_conversation_id(self, conversation_id: str) -> None:
+        validate_conversation_id(conversation_id)
+        with self._lock, write_transaction(self._connection):
+            self._connection.execute(
+                "DELETE FROM chat_memory_message WHERE conversation_id = ?", (conversation_id,)
+            )
+
+    def update(
+        self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
+    ) -> list[Message]:
+        validate_conversation_id(conversation_id)
+        with self._lock, write_transaction(self._connection):
+            updated = change(self._load(conversation_id))
+            self._replace(conversation_id, _rows(conversation_id, updated))
+        return updated
+
+    def _load(self, conversation_id: str) -> list[Message]:
+        rows = self._connection.execute(
+            "SELECT message FROM chat_memory_message WHERE conversation_id = ? ORDER BY position",
+            (conversation_id,),
+        ).fetchall()
+        return [_MESSAGE.validate_json(row[0]) for row in rows]
+
+    def _replace(self, conversation_id: str, rows: list[tuple[str, int, str, str]]) -> None:
+        self._connection.execute(
+            "DELETE FROM chat_memory_message WHERE conversation_id = ?", (conversation_id,)
+        )
+        self._connection.executemany(
+            "INSERT INTO chat_memory_message (conversation_id, position, role, message) "
+            "VALUES (?, ?, ?, ?)",
+            rows,
+        )
+
+
+def _rows(conversation_id: str, messages: Sequence[Message]) -> list[tuple[str, int, str, str]]:
+    return [
+        (conversation_id, position, message.role, _MESSAGE.dump_json(message).decode())
+        for position, message in enumerate(messages)
+    ]

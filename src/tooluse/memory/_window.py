@@ -1,0 +1,112 @@
+"""``MessageWindowChatMemory``: keeps the last N messages of each conversation."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from tooluse.memory._api import ChatMemoryRepository, validate_conversation_id
+from tooluse.memory._in_memory import InMemoryChatMemoryRepository
+from tooluse.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolResponseMessage,
+    UserMessage,
+)
+
+__all__ = ["MessageWindowChatMemory"]
+
+_MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolResponseMessage)
+
+
+class MessageWindowChatMemory:
+    """A chat memory that keeps at most ``max_messages`` per conversation (Spring's rule).
+
+    On ``add``: if the new messages bring a system message that is not stored yet, the stored
+    system messages are dropped (a changed system prompt replaces the old one). When the total
+    exceeds ``max_messages``, the oldest non-system messages are evicted and the cut moves
+    forward to the next user message, so the window always starts a turn and a tool call is
+    never kept without its result (if no user message is left, every non-system message goes).
+    System messages are always kept. Unlike Spring, a tool result never starts the window: one
+    whose call was evicted is dropped too.
+
+    Each ``add`` is one atomic read-modify-write in the repository, so concurrent writers to
+    one conversation never lose each other's messages.
+    """
+
+    def __init__(
+        self, max_messages: int = 20, repository: ChatMemoryRepository | None = None
+    ) -> None:
+        if isinstance(max_messages, bool) or not isinstance(max_messages, int):
+            raise TypeError(f"max_messages must be an int, got {max_messages!r}")
+        if max_messages <= 0:
+            raise ValueError(f"max_messages must be greater than 0, got {max_messages}")
+        self._max_messages = max_messages
+        self._repository: ChatMemoryRepository = (
+            repository if repository is not None else InMemoryChatMemoryRepository()
+        )
+
+    @property
+    def max_messages(self) -> int:
+        return self._max_messages
+
+    @property
+    def repository(self) -> ChatMemoryRepository:
+        return self._repository
+
+    def add(self, conversation_id: str, messages: Message | Sequence[Message]) -> None:
+        validate_conversation_id(conversation_id)
+        batch = _as_batch(messages)
+        if not batch:
+            return
+        self._repository.update(
+            conversation_id, lambda stored: _window(stored, batch, self._max_messages)
+        )
+
+    def get(self, conversation_id: str) -> list[Message]:
+        return self._repository.find_by_conversation_id(validate_conversation_id(conversation_id))
+
+    def clear(self, conversation_id: str) -> None:
+        self._repository.delete_by_conversation_id(validate_conversation_id(conversation_id))
+
+    async def aadd(self, conversation_id: str, messages: Message | Sequence[Message]) -> None:
+        await asyncio.to_thread(self.add, conversation_id, messages)
+
+    async def aget(self, conversation_id: str) -> list[Message]:
+        return await asyncio.to_thread(self.get, conversation_id)
+
+    async def aclear(self, conversation_id: str) -> None:
+        await asyncio.to_thread(self.clear, conversation_id)
+
+
+def _as_batch(messages: Message | Sequence[Message]) -> list[Message]:
+    if isinstance(messages, _MESSAGE_TYPES):
+        return [messages]
+    if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+        raise TypeError(f"expected a message or a sequence of messages, got {messages!r}")
+    batch = list(messages)
+    for index, message in enumerate(batch):
+        if not isinstance(message, _MESSAGE_TYPES):
+            raise TypeError(f"messages[{index}] is not a message: {message!r}")
+    return batch
+
+
+def _window(stored: list[Message], new: list[Message], max_messages: int) -> list[Message]:
+    if any(isinstance(m, SystemMessage) and m not in stored for m in new):
+        stored = [m for m in stored if not isinstance(m, SystemMessage)]
+    combined = stored + new
+    others = [m for m in combined if not isinstance(m, SystemMessage)]
+    starts_with_result = bool(others) and isinstance(others[0], ToolResponseMessage)
+    if len(combined) <= max_messages and not starts_with_result:
+        return combined
+    if len(combined) > max_messages:
+        # The total (system messages included) decides how many to evict, as in Spring.
+        cut = len(combined) - max_messages
+        while cut < len(others) and not isinstance(others[cut], UserMessage):
+            cut += 1
+        others = others[cut:]
+    start = 0
+    while start < len(others) and isinstance(others[start], ToolResponseMessage):
+        start += 1  # a result whose call an earlier add evicted: it cannot start the window
+    return [m for m in combined if isinstance(m, SystemMessage)] + others[start:]

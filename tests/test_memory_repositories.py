@@ -1,0 +1,210 @@
+"""Chat memory repositories: the shared contract, and SQLite's persistence and concurrency."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _memory_helpers import answer, calls, results, system, user, write_messages
+from tooluse.memory import (
+    ChatMemoryRepository,
+    InMemoryChatMemoryRepository,
+    MessageWindowChatMemory,
+    SqliteChatMemoryRepository,
+)
+from tooluse.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
+
+
+@pytest.fixture(params=["in-memory", "sqlite"])
+def repository(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ChatMemoryRepository]:
+    if request.param == "in-memory":
+        yield InMemoryChatMemoryRepository()
+        return
+    with SqliteChatMemoryRepository(tmp_path / "memory.db") as sqlite_repository:
+        yield sqlite_repository
+
+
+RICH_CONVERSATION: list[Message] = [
+    system("你是助手"),
+    UserMessage(text="北京天气？", metadata={"lang": "zh", "n": 1}),
+    AssistantMessage(
+        text="let me check",
+        tool_calls=(
+            ToolCall(id="c1", name="weather", arguments='{"city": "北京"}'),
+            ToolCall(id="c2", name="time", arguments=""),
+        ),
+    ),
+    ToolResponseMessage(
+        responses=(
+            ToolResponse(id="c1", name="weather", data='{"sky": "晴"}'),
+            ToolResponse(id="c2", name="time", data="boom", is_error=True),
+        )
+    ),
+    answer("晴天"),
+]
+
+
+def test_save_all_replaces_and_find_returns_a_copy(repository: ChatMemoryRepository) -> None:
+    assert repository.find_by_conversation_id("c") == []
+    repository.save_all("c", RICH_CONVERSATION)
+    repository.save_all("c", RICH_CONVERSATION[:2])
+    found = repository.find_by_conversation_id("c")
+    assert found == RICH_CONVERSATION[:2]
+    found.append(user("not stored"))
+    assert repository.find_by_conversation_id("c") == RICH_CONVERSATION[:2]
+
+
+def test_tool_calls_and_results_round_trip_intact(repository: ChatMemoryRepository) -> None:
+    repository.save_all("c", RICH_CONVERSATION)
+    assert repository.find_by_conversation_id("c") == RICH_CONVERSATION
+
+
+def test_ids_listing_and_delete(repository: ChatMemoryRepository) -> None:
+    repository.save_all("b", [user("x")])
+    repository.save_all("a", [user("y")])
+    assert sorted(repository.find_conversation_ids()) == ["a", "b"]
+    repository.delete_by_conversation_id("a")
+    repository.delete_by_conversation_id("never-existed")
+    assert repository.find_conversation_ids() == ["b"]
+
+
+def test_update_is_applied_to_the_stored_messages(repository: ChatMemoryRepository) -> None:
+    repository.save_all("c", [user("one")])
+    updated = repository.update("c", lambda stored: [*stored, answer("two")])
+    assert updated == [user("one"), answer("two")]
+    assert repository.find_by_conversation_id("c") == updated
+
+
+def test_a_failing_update_leaves_the_conversation_unchanged(
+    repository: ChatMemoryRepository,
+) -> None:
+    repository.save_all("c", [user("one")])
+
+    def fail(stored: list[Message]) -> list[Message]:
+        raise RuntimeError("change failed")
+
+    with pytest.raises(RuntimeError, match="change failed"):
+        repository.update("c", fail)
+    assert repository.find_by_conversation_id("c") == [user("one")]
+    repository.save_all("c", [user("still writable")])
+
+
+def test_blank_ids_are_rejected(repository: ChatMemoryRepository) -> None:
+    with pytest.raises(ValueError, match="conversation id must not be blank"):
+        repository.save_all(" ", [user("x")])
+
+
+def test_sqlite_file_is_in_wal_mode_with_a_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    SqliteChatMemoryRepository(path).close()
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert connection.execute(
+            "SELECT version FROM tooluse_schema_version WHERE component = 'chat_memory'"
+        ).fetchone() == (1,)
+
+
+def test_sqlite_refuses_a_file_of_another_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    SqliteChatMemoryRepository(path).close()
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE tooluse_schema_version SET version = 99")
+    with pytest.raises(RuntimeError, match=r"chat_memory schema version 99.*reads version 1"):
+        SqliteChatMemoryRepository(path)
+
+
+def test_sqlite_persists_across_processes(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    with SqliteChatMemoryRepository(path) as repository:
+        repository.save_all("c", RICH_CONVERSATION)
+    script = (
+        "import sys\n"
+        "from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository\n"
+        "from tooluse.messages import UserMessage, messages_to_json\n"
+        "repository = SqliteChatMemoryRepository(sys.argv[1])\n"
+        "print(messages_to_json(repository.find_by_conversation_id('c')))\n"
+        "MessageWindowChatMemory(repository=repository).add('c', UserMessage(text='from child'))\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True
+    )
+    from tooluse.messages import messages_from_json
+
+    assert messages_from_json(child.stdout) == RICH_CONVERSATION
+    with SqliteChatMemoryRepository(path) as reopened:
+        assert reopened.find_by_conversation_id("c") == [*RICH_CONVERSATION, user("from child")]
+
+
+def test_twenty_writer_threads_lose_no_message(tmp_path: Path) -> None:
+    path = str(tmp_path / "memory.db")
+    shared = SqliteChatMemoryRepository(path)
+    shared_memory = MessageWindowChatMemory(max_messages=10_000, repository=shared)
+    per_writer = 10
+
+    def writer(number: int) -> None:
+        if number % 2:  # half share one connection, half open their own
+            for n in range(per_writer):
+                shared_memory.add("shared", user(f"writer {number} message {n}"))
+        else:
+            write_messages(path, "shared", number, per_writer)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stored = shared.find_by_conversation_id("shared")
+    shared.close()
+    expected = {f"writer {w} message {n}" for w in range(20) for n in range(per_writer)}
+    assert len(stored) == len(expected)
+    assert {m.text for m in stored if isinstance(m, UserMessage)} == expected
+    for w in range(20):  # each writer's messages stay in its order
+        own = [m.text for m in stored if isinstance(m, UserMessage) and f"writer {w} " in m.text]
+        assert own == [f"writer {w} message {n}" for n in range(per_writer)]
+
+
+def test_twenty_writers_in_four_processes_lose_no_message(tmp_path: Path) -> None:
+    path = str(tmp_path / "memory.db")  # a fresh file: the processes also race to create it
+    go_file = tmp_path / "go"
+    per_writer = 5
+    helper = Path(__file__).with_name("_memory_helpers.py")
+    arguments = [str(per_writer), str(go_file)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, str(helper), path, "shared", str(first), str(first + 5), *arguments],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for first in range(0, 20, 5)
+    ]
+    for child in children:  # every process is up before any writes
+        assert child.stdout is not None
+        assert child.stdout.readline() == "ready\n"
+    go_file.touch()
+    assert [child.wait(timeout=120) for child in children] == [0, 0, 0, 0]
+    with SqliteChatMemoryRepository(path) as repository:
+        stored = repository.find_by_conversation_id("shared")
+    expected = {f"writer {w} message {n}" for w in range(20) for n in range(per_writer)}
+    assert {m.text for m in stored if isinstance(m, UserMessage)} == expected
+    assert len(stored) == len(expected)
+
+
+def test_window_memory_over_sqlite_keeps_tool_pairs(tmp_path: Path) -> None:
+    with SqliteChatMemoryRepository(tmp_path / "memory.db") as repository:
+        memory = MessageWindowChatMemory(max_messages=4, repository=repository)
+        memory.add("c", [user("Q1"), calls("s1"), results("s1"), answer("Final")])
+        memory.add("c", [user("Q2"), answer("A2")])
+        assert memory.get("c") == [user("Q2"), answer("A2")]
