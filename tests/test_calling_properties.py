@@ -1,0 +1,84 @@
+"""Properties: whatever names and argument strings a model sends, the manager answers each call
+with a response (an error the model can read when the call cannot run) and never crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from _calling_tools import FakeTool, prompt_with, tool_calls_response
+from tooluse import ToolCallingManager, ToolResponse
+
+REGISTERED = ("get_weather", "get_time", "search.docs")
+MANAGER = ToolCallingManager(max_argument_chars=2_000)
+
+
+async def echo(**arguments: object) -> str:
+    return json.dumps(arguments)
+
+
+TOOLS = [FakeTool(name, echo) for name in REGISTERED]
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
+    max_leaves=8,
+)
+argument_strings = st.one_of(
+    st.text(),  # mostly not JSON at all
+    json_values.map(json.dumps),  # JSON, often not an object
+    st.dictionaries(st.text(max_size=10), json_values, max_size=4).map(json.dumps),  # objects
+    st.text(min_size=1).map(lambda t: '{"city": "' + t),  # truncated by a stream
+    st.integers(2_001, 5_000).map(lambda n: '{"q": "' + "x" * n + '"}'),  # oversized
+)
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[asyncio.Runner]:
+    with asyncio.Runner() as loop_runner:  # one loop for all examples: each is fast
+        yield loop_runner
+
+
+def run(runner: asyncio.Runner, name: str, arguments: str) -> ToolResponse:
+    result = runner.run(
+        MANAGER.aexecute_tool_calls(prompt_with(TOOLS), tool_calls_response((name, arguments)))
+    )
+    (response,) = result.conversation_history[-1].responses
+    assert (response.id, response.name) == ("c0", name)
+    return response
+
+
+@settings(max_examples=150, deadline=None)
+@given(name=st.text(max_size=300).filter(lambda n: n not in REGISTERED))
+def test_any_unknown_name_gets_an_error_naming_it(runner: asyncio.Runner, name: str) -> None:
+    response = run(runner, name, "{}")
+    assert response.is_error
+    assert response.data.startswith(f"Unknown tool '{name[:100]}")
+
+
+@settings(max_examples=200, deadline=None)
+@given(arguments=argument_strings)
+def test_any_argument_string_gets_a_result_or_a_readable_error(
+    runner: asyncio.Runner, arguments: str
+) -> None:
+    response = run(runner, "get_weather", arguments)
+    stripped = arguments.strip()
+    if not stripped or stripped == "null":
+        parsed: object = {}
+    else:
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            parsed = None
+    runnable = isinstance(parsed, dict) and len(arguments) <= 2_000
+    assert response.is_error is not runnable
+    assert response.data.strip()
+    if runnable:
+        assert json.loads(response.data) == parsed
