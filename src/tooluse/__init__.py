@@ -33,11 +33,15 @@ from tooluse.messages import (
     UserMessage,
 )
 from tooluse.tools import (
+    FunctionToolCallback,
     ToolCallback,
     ToolCallbackProvider,
     ToolContext,
     ToolDefinition,
     ToolMetadata,
+    ToolParam,
+    tool,
+    tool_callbacks,
 )
 
 __all__ = [
@@ -52,6 +56,7 @@ __all__ = [
     "ChatResponse",
     "DefaultToolExecutionExceptionProcessor",
     "Deny",
+    "FunctionToolCallback",
     "Generation",
     "Message",
     "PendingToolCall",
@@ -68,8 +73,11 @@ __all__ = [
     "ToolExecutionException",
     "ToolExecutionResult",
     "ToolMetadata",
+    "ToolParam",
     "ToolResponse",
     "ToolResponseMessage",
     "Usage",
     "UserMessage",
+    "tool",
+    "tool_callbacks",
 ]

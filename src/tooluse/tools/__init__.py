@@ -1,13 +1,26 @@
-"""Declaring tools: definitions, metadata, the ``ToolCallback`` protocol and the tool context."""
+"""Declaring tools: ``@tool``, ``ToolParam``, ``FunctionToolCallback``, ``tool_callbacks``,
+definitions, metadata, the ``ToolCallback`` protocol and the tool context."""
 
 from tooluse.tools._callback import ToolCallback, ToolCallbackProvider
 from tooluse.tools._context import ToolContext
+from tooluse.tools._decorator import tool
 from tooluse.tools._definition import ToolDefinition, ToolMetadata
+from tooluse.tools._function import FunctionToolCallback
+from tooluse.tools._param import ToolParam
+from tooluse.tools._results import Image, ResultConverter, convert_result
+from tooluse.tools._sources import tool_callbacks
 
 __all__ = [
+    "FunctionToolCallback",
+    "Image",
+    "ResultConverter",
     "ToolCallback",
     "ToolCallbackProvider",
     "ToolContext",
     "ToolDefinition",
     "ToolMetadata",
+    "ToolParam",
+    "convert_result",
+    "tool",
+    "tool_callbacks",
 ]

@@ -1,0 +1,15 @@
+"""JSON Schema for tools: generation from type hints and repair of foreign schemas."""
+
+from tooluse.schema._generate import (
+    DRAFT_2020_12,
+    generate_for_function_input,
+    generate_for_type,
+)
+from tooluse.schema._repair import ensure_valid_input_schema
+
+__all__ = [
+    "DRAFT_2020_12",
+    "ensure_valid_input_schema",
+    "generate_for_function_input",
+    "generate_for_type",
+]

@@ -1,0 +1,151 @@
+"""Parsing and validating the model's argument JSON, and binding it to a function call.
+
+Each tool gets one parser, built once with its pydantic validator; the call path is one
+``validate_json`` plus a dict walk. Every failure becomes a ``ToolExecutionException`` whose
+message tells the model what to fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NotRequired, Optional, Required
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
+
+from tooluse.errors import ToolExecutionException
+from tooluse.tools._argument_errors import describe_missing_fields, describe_validation_error
+from tooluse.tools._context import ToolContext
+from tooluse.tools._definition import ToolDefinition
+from tooluse.tools._signature import ToolSignature, accepts_none
+
+CallArguments = tuple[list[Any], dict[str, Any]]
+EMPTY_CONTEXT = ToolContext()
+# Lax validation ("3" -> 3) plus numbers accepted where text is expected (a zip code sent as
+# 12345): models get these wrong often and the intent is unambiguous.
+_LENIENT = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+_make_typed_dict: Any = TypedDict  # called with a computed field mapping
+
+
+def normalise_arguments(arguments: str | None) -> str:
+    """Empty, blank or ``null`` arguments mean no arguments: ``{}``."""
+    if not arguments or arguments.isspace() or arguments.strip() == "null":
+        return "{}"
+    return arguments
+
+
+class _Binder:
+    """Puts validated values into ``(args, kwargs)`` for the function, adding the context."""
+
+    def __init__(self, signature: ToolSignature) -> None:
+        self._context_name = signature.context_parameter
+        self._positional = signature.positional_only
+        self._defaults = {p.name: p.default for p in signature.parameters if p.has_default}
+
+    def bind(self, values: dict[str, Any], context: ToolContext | None) -> CallArguments:
+        if self._context_name is not None:
+            values[self._context_name] = context if context is not None else EMPTY_CONTEXT
+        if not self._positional:
+            return [], values
+        args = [
+            values.pop(name) if name in values else self._defaults.get(name)
+            for name in self._positional
+        ]
+        return args, values
+
+
+class SignatureArguments:
+    """Arguments validated against the function's own parameters (the usual case)."""
+
+    def __init__(self, signature: ToolSignature, *, tool_name: str) -> None:
+        fields: dict[str, Any] = {}
+        fill_with_none: list[str] = []
+        null_means_default: list[str] = []
+        for param in signature.parameters:
+            annotation = param.annotation
+            if not param.required:
+                if not param.has_default:
+                    fill_with_none.append(param.name)
+                elif not accepts_none(annotation):
+                    # An optional parameter sent as null (OpenAI strict mode makes optional
+                    # fields nullable) means "use the default".
+                    null_means_default.append(param.name)
+                    annotation = Optional[annotation]  # noqa: UP045 (annotation is a runtime value)
+            fields[param.name] = Required[annotation] if param.required else NotRequired[annotation]
+        arguments_type = _make_typed_dict(f"{tool_name}_arguments", fields)
+        arguments_type.__pydantic_config__ = _LENIENT
+        try:
+            self._adapter: TypeAdapter[dict[str, Any]] = TypeAdapter(arguments_type)
+        except Exception as exc:  # pydantic schema errors name the offending type
+            raise ValueError(f"Tool '{tool_name}': cannot validate its parameters: {exc}") from exc
+        self._fill_with_none = tuple(fill_with_none)
+        self._null_means_default = tuple(null_means_default)
+        self._binder = _Binder(signature)
+
+    def bind(
+        self, arguments: str, context: ToolContext | None, definition: ToolDefinition
+    ) -> CallArguments:
+        try:
+            values = self._adapter.validate_json(normalise_arguments(arguments))
+        except ValidationError as exc:
+            raise _invalid(definition, exc) from exc
+        for name in self._null_means_default:
+            if name in values and values[name] is None:
+                del values[name]
+        for name in self._fill_with_none:
+            values.setdefault(name, None)
+        return self._binder.bind(values, context)
+
+
+class SingleInputArguments:
+    """The whole argument object validated as one value passed to the function's single
+    parameter: an ``input_type`` (model, dataclass, TypedDict) or, for a raw ``input_schema``,
+    the parsed dict (its ``required`` fields checked)."""
+
+    def __init__(
+        self,
+        signature: ToolSignature,
+        *,
+        tool_name: str,
+        input_type: Any,
+        required: tuple[str, ...] = (),
+    ) -> None:
+        if len(signature.parameters) != 1:
+            names = ", ".join(p.name for p in signature.parameters) or "none"
+            raise ValueError(
+                f"Tool '{tool_name}': with input_type= or input_schema= the function must take "
+                f"exactly one input parameter (plus an optional ToolContext); it takes: {names}"
+            )
+        self._adapter: TypeAdapter[Any] = TypeAdapter(input_type)
+        self._required = required
+        self._input_name = signature.parameters[0].name
+        self._binder = _Binder(signature)
+
+    def bind(
+        self, arguments: str, context: ToolContext | None, definition: ToolDefinition
+    ) -> CallArguments:
+        try:
+            value = self._adapter.validate_json(normalise_arguments(arguments))
+        except ValidationError as exc:
+            raise _invalid(definition, exc) from exc
+        if self._required:
+            missing = [name for name in self._required if name not in value]
+            if missing:
+                raise ToolExecutionException(
+                    describe_missing_fields(definition.name, missing, definition.input_schema),
+                    definition=definition,
+                )
+        return self._binder.bind({self._input_name: value}, context)
+
+
+def _invalid(definition: ToolDefinition, error: ValidationError) -> ToolExecutionException:
+    message = describe_validation_error(definition.name, error, definition.input_schema)
+    return ToolExecutionException(message, definition=definition, cause=error)
+
+
+def required_names(schema: Mapping[str, Any]) -> tuple[str, ...]:
+    required = schema.get("required")
+    if not isinstance(required, list):
+        return ()
+    return tuple(name for name in required if isinstance(name, str))
+

@@ -1,0 +1,106 @@
+"""``@tool``: marks a function or method as a tool and records how it is exposed.
+
+The decorated function is returned unchanged (still a normal function, sync or async, still a
+method when defined in a class); the options are stored on it and read by
+``FunctionToolCallback`` and ``tool_callbacks``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from tooluse.tools._definition import ToolMetadata
+from tooluse.tools._names import check_tool_name, function_tool_name
+
+if TYPE_CHECKING:
+    from tooluse.messages import ToolCall
+    from tooluse.tools._context import ToolContext
+    from tooluse.tools._results import ResultConverter
+
+_F = TypeVar("_F")
+TOOL_OPTIONS_ATTRIBUTE = "__tooluse_tool__"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ToolOptions:
+    """What ``@tool(...)`` was given; ``None`` means "derive it" (name, description)."""
+
+    name: str | None = None
+    description: str | None = None
+    metadata: ToolMetadata = dataclasses.field(default_factory=ToolMetadata)
+    result_converter: ResultConverter | None = None
+
+
+@overload
+def tool(function: _F, /) -> _F: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    return_direct: bool = False,
+    requires_approval: bool | Callable[[ToolCall, ToolContext], bool] = False,
+    sequential: bool = False,
+    timeout: float | None = None,
+    result_converter: ResultConverter | None = None,
+) -> Callable[[_F], _F]: ...
+def tool(
+    function: Any = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    return_direct: bool = False,
+    requires_approval: bool | Callable[[ToolCall, ToolContext], bool] = False,
+    sequential: bool = False,
+    timeout: float | None = None,
+    result_converter: ResultConverter | None = None,
+) -> Any:
+    """Mark a function or method as a tool, bare (``@tool``) or with options.
+
+    - ``name``: the tool's name (default: the function's name). Blank raises ``ValueError``;
+      a name outside ``[a-zA-Z0-9_.-]`` logs a warning (provider adapters alias it).
+    - ``description``: default the docstring (without its parameter sections), else the name
+      split into words (``getWeather`` -> ``get weather``).
+    - ``return_direct``: the result goes to the caller instead of back to the model.
+    - ``requires_approval``: ``True`` or a predicate ``(call, context) -> bool``; such calls
+      wait for a human decision.
+    - ``sequential``: never run concurrently with the other calls of a round.
+    - ``timeout``: seconds; a slower call becomes an error result for the model.
+    - ``result_converter``: ``(value) -> str`` replacing the default result conversion.
+
+    Works on ``async def`` functions, on methods (collect them with
+    ``tool_callbacks(instance)``) and on top of ``@staticmethod``/``@classmethod``.
+    """
+    if name is not None:
+        check_tool_name(name)
+    options = ToolOptions(
+        name=name,
+        description=description,
+        metadata=ToolMetadata(
+            return_direct=return_direct,
+            requires_approval=requires_approval,
+            sequential=sequential,
+            timeout=timeout,
+        ),
+        result_converter=result_converter,
+    )
+
+    def mark(target: _F) -> _F:
+        function = target.__func__ if isinstance(target, staticmethod | classmethod) else target
+        if isinstance(function, type) or not callable(function):
+            raise TypeError(f"@tool applies to functions and methods, not to {target!r}")
+        if name is None:
+            check_tool_name(function_tool_name(function))
+        setattr(function, TOOL_OPTIONS_ATTRIBUTE, options)
+        return target
+
+    return mark(function) if function is not None else mark
+
+
+def tool_options(function: object) -> ToolOptions | None:
+    """The ``@tool`` options of a function or method, ``None`` when it is not decorated."""
+    options = getattr(function, TOOL_OPTIONS_ATTRIBUTE, None)
+    return options if isinstance(options, ToolOptions) else None

@@ -1,0 +1,231 @@
+"""``FunctionToolCallback``: a Python callable as a ``ToolCallback``."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from tooluse.schema import ensure_valid_input_schema, generate_for_type
+from tooluse.schema._generate import schema_for_signature
+from tooluse.tools._arguments import (
+    SignatureArguments,
+    SingleInputArguments,
+    required_names,
+)
+from tooluse.tools._cache import PerFunctionCache
+from tooluse.tools._context import ToolContext
+from tooluse.tools._decorator import ToolOptions, tool_options
+from tooluse.tools._definition import ToolDefinition, ToolMetadata
+from tooluse.tools._names import check_tool_name, function_tool_name, words_of_name
+from tooluse.tools._results import ResultConverter, convert_result
+from tooluse.tools._signature import ToolSignature, read_signature
+
+if TYPE_CHECKING:
+    from tooluse.messages import ToolCall
+
+_SIGNATURES: PerFunctionCache[ToolSignature] = PerFunctionCache()
+_SIGNATURE_TOOLS: PerFunctionCache[tuple[dict[str, Any], SignatureArguments]] = (
+    PerFunctionCache()
+)
+
+
+class FunctionToolCallback:
+    """A tool backed by a Python function (sync or async), a bound method, a
+    ``functools.partial`` or a callable object.
+
+    The input can be described three ways:
+
+    - by the function's signature (the default): one property per parameter, validated with
+      pydantic against the type hints;
+    - ``input_type=``: a pydantic model, dataclass or TypedDict; the function takes one
+      parameter and receives the validated instance;
+    - ``input_schema=``: a raw JSON Schema (repaired with ``ensure_valid_input_schema``); the
+      function receives the parsed ``dict`` (only its ``required`` fields are checked).
+
+    A parameter annotated ``ToolContext`` receives the call's context (an empty one when none
+    is given); it is never part of the schema.
+
+    Options left ``None`` come from the function's ``@tool(...)`` options when it has them,
+    else from the defaults (name: the function's name; description: its docstring, else its
+    name in words).
+
+    Calling: empty, blank or ``null`` arguments mean ``{}``. Arguments that are not JSON, not
+    an object, or do not validate raise ``ToolExecutionException`` with a message for the
+    model (tool, field, expected, received). Validation is lax (``"3"`` is accepted for an
+    ``int``), extra fields are rejected (the schema says ``additionalProperties: false``), and
+    ``null`` for an optional parameter means its default. Exceptions raised by the function
+    itself propagate unchanged; the ``ToolCallingManager``'s exception processor decides what
+    the model sees. ``acall`` runs sync functions in a worker thread (``asyncio.to_thread``)
+    and awaits async ones on the loop; ``call`` runs async functions with ``asyncio.run`` and
+    raises ``RuntimeError`` when called inside a running event loop (use ``acall`` there).
+    """
+
+    __slots__ = ("_arguments", "_definition", "_function", "_is_async", "_metadata",
+                 "_result_converter", "_returns_none")
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        input_type: Any = None,
+        input_schema: Mapping[str, Any] | str | None = None,
+        return_direct: bool | None = None,
+        requires_approval: bool | Callable[[ToolCall, ToolContext], bool] | None = None,
+        sequential: bool | None = None,
+        timeout: float | None = None,
+        result_converter: ResultConverter | None = None,
+    ) -> None:
+        if not callable(function):
+            raise TypeError(f"FunctionToolCallback needs a callable, got {function!r}")
+        if input_type is not None and input_schema is not None:
+            raise ValueError("Pass either input_type= or input_schema=, not both")
+        options = tool_options(function) or ToolOptions()
+        tool_name = check_tool_name(name or options.name or function_tool_name(function))
+        signature = _SIGNATURES.get(
+            function, lambda: read_signature(function, tool_name=tool_name)
+        )
+        self._function = function
+        self._is_async = signature.is_async
+        self._returns_none = signature.returns_none
+        self._result_converter = result_converter or options.result_converter
+        self._metadata = _metadata(
+            options.metadata, return_direct, requires_approval, sequential, timeout
+        )
+        schema, self._arguments = _input(signature, tool_name, function, input_type, input_schema)
+        text = description or options.description or signature.description
+        self._definition = ToolDefinition(
+            name=tool_name,
+            description=text.strip() if text and text.strip() else words_of_name(tool_name),
+            input_schema=schema,
+        )
+
+    @property
+    def definition(self) -> ToolDefinition:
+        """Name, description and input schema. The schema is shared with other callbacks of the
+        same function: treat it as read-only."""
+        return self._definition
+
+    @property
+    def metadata(self) -> ToolMetadata:
+        return self._metadata
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        return self._function
+
+    def call(self, arguments: str, context: ToolContext | None = None) -> str:
+        args, kwargs = self._arguments.bind(arguments, context, self._definition)
+        if self._is_async:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:  # no running loop: this thread may run one
+                return self._convert(asyncio.run(self._run_async(args, kwargs)))
+            raise RuntimeError(
+                f"Tool '{self._definition.name}' is async and call() was used inside a running "
+                "event loop, which it would block; use 'await callback.acall(...)'"
+            )
+        return self._convert(self._function(*args, **kwargs))
+
+    async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
+        args, kwargs = self._arguments.bind(arguments, context, self._definition)
+        if self._is_async:
+            result = await self._run_async(args, kwargs)
+        else:
+            result = await asyncio.to_thread(self._function, *args, **kwargs)
+        return self._convert(result)
+
+    async def _run_async(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        result = self._function(*args, **kwargs)
+        # sync wrappers around coroutine functions return the awaitable
+        return await result if inspect.isawaitable(result) else result
+
+    def _convert(self, value: Any) -> str:
+        if self._result_converter is None:
+            return convert_result(value, returns_none=self._returns_none)
+        text = self._result_converter(value)
+        if not isinstance(text, str):
+            raise TypeError(
+                f"The result_converter of tool '{self._definition.name}' returned "
+                f"{type(text).__name__}, not str"
+            )
+        return text
+
+    def __repr__(self) -> str:
+        return f"FunctionToolCallback(name={self._definition.name!r}, function={self._function!r})"
+
+
+def _metadata(
+    declared: ToolMetadata,
+    return_direct: bool | None,
+    requires_approval: bool | Callable[[ToolCall, ToolContext], bool] | None,
+    sequential: bool | None,
+    timeout: float | None,
+) -> ToolMetadata:
+    if return_direct is None and requires_approval is None and sequential is None and (
+        timeout is None
+    ):
+        return declared
+    return ToolMetadata(
+        return_direct=declared.return_direct if return_direct is None else return_direct,
+        requires_approval=(
+            declared.requires_approval if requires_approval is None else requires_approval
+        ),
+        sequential=declared.sequential if sequential is None else sequential,
+        timeout=declared.timeout if timeout is None else timeout,
+    )
+
+
+def _input(
+    signature: ToolSignature,
+    tool_name: str,
+    function: Callable[..., Any],
+    input_type: Any,
+    input_schema: Mapping[str, Any] | str | None,
+) -> tuple[dict[str, Any], SignatureArguments | SingleInputArguments]:
+    if input_type is not None:
+        schema = generate_for_type(input_type)
+        if schema.get("type") != "object":
+            raise ValueError(
+                f"Tool '{tool_name}': input_type must describe a JSON object (a pydantic model, "
+                f"dataclass or TypedDict), got {input_type!r}"
+            )
+        return schema, SingleInputArguments(signature, tool_name=tool_name, input_type=input_type)
+    if input_schema is not None:
+        schema = _as_object_schema(input_schema, tool_name)
+        arguments = SingleInputArguments(
+            signature,
+            tool_name=tool_name,
+            input_type=dict[str, Any],
+            required=required_names(schema),
+        )
+        return schema, arguments
+
+    def build() -> tuple[dict[str, Any], SignatureArguments]:
+        return (
+            schema_for_signature(signature, tool_name=tool_name),
+            SignatureArguments(signature, tool_name=tool_name),
+        )
+
+    return _SIGNATURE_TOOLS.get(function, build)
+
+
+def _as_object_schema(schema: Mapping[str, Any] | str, tool_name: str) -> dict[str, Any]:
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"Tool '{tool_name}': input_schema is not valid JSON: {exc}") from exc
+    if not isinstance(schema, Mapping):
+        raise ValueError(f"Tool '{tool_name}': input_schema must be a JSON object")
+    repaired = ensure_valid_input_schema(schema)
+    if repaired.get("type") != "object":
+        raise ValueError(
+            f"Tool '{tool_name}': input_schema must describe a JSON object, "
+            f"got type {repaired.get('type')!r}"
+        )
+    return repaired

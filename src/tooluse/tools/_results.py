@@ -1,0 +1,87 @@
+"""Turning what a tool function returns into the text the model reads.
+
+- ``str`` that is JSON (strictly: ``json.loads`` accepts it) passes through unchanged; any other
+  ``str`` is JSON-encoded (quoted), so every default result is JSON. Spring AI forwards any
+  string that merely *starts* with a JSON value; we do not (``"3 items: [a, b]"`` is quoted).
+- ``None`` from a function annotated ``-> None`` gives ``"Done"`` as a JSON string (the text
+  ``"Done"`` with its quotes, as in Spring AI); ``None`` from any other function gives ``""``.
+- ``Image`` (bytes with a mime type) gives ``{"mimeType": ..., "data": <base64>}``, also when
+  nested in lists or dicts; bare ``bytes`` become a base64 string.
+- everything else is serialised with pydantic (models, dataclasses, TypedDicts, lists, tuples,
+  sets, dicts, enums, datetimes, UUIDs, Decimals, ...); objects pydantic does not know become
+  their ``str()``. Non-ASCII text is kept as is (no ``\\u`` escapes: fewer tokens).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic_core import to_json
+
+ResultConverter = Callable[[Any], str]
+"""A function from a tool's return value to the text the model reads."""
+
+DONE = json.dumps("Done")
+_JSON_START = frozenset('{["-0123456789tfnNI')
+
+
+class Image:
+    """An image a tool returns: raw bytes and their mime type (``image/png`` by default)."""
+
+    __slots__ = ("data", "mime_type")
+
+    def __init__(self, data: bytes, mime_type: str = "image/png") -> None:
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"Image data must be bytes, got {type(data).__name__}")
+        if not mime_type or not mime_type.strip():
+            raise ValueError("Image mime_type cannot be empty")
+        self.data = bytes(data)
+        self.mime_type = mime_type
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Image):
+            return NotImplemented
+        return self.data == other.data and self.mime_type == other.mime_type
+
+    def __hash__(self) -> int:
+        return hash((self.data, self.mime_type))
+
+    def __repr__(self) -> str:
+        return f"Image(<{len(self.data)} bytes>, mime_type={self.mime_type!r})"
+
+    def to_json_object(self) -> dict[str, str]:
+        return {"mimeType": self.mime_type, "data": base64.b64encode(self.data).decode("ascii")}
+
+
+def convert_result(value: Any, *, returns_none: bool = False) -> str:
+    """The default conversion (see the module docstring); ``returns_none`` says the function
+    is annotated ``-> None``."""
+    if value is None:
+        return DONE if returns_none else ""
+    if isinstance(value, str):
+        return value if is_json(value) else json.dumps(value, ensure_ascii=False)
+    if isinstance(value, Image):
+        return json.dumps(value.to_json_object())
+    return to_json(value, bytes_mode="base64", fallback=_unknown_to_json).decode()
+
+
+def is_json(text: str) -> bool:
+    """Whether ``json.loads`` accepts ``text`` (a quick first-character test skips plain
+    prose without parsing it)."""
+    start = text.lstrip()[:1]
+    if not start or start not in _JSON_START:
+        return False
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):  # RecursionError: text nested deeper than json allows
+        return False
+    return True
+
+
+def _unknown_to_json(value: Any) -> Any:
+    if isinstance(value, Image):
+        return value.to_json_object()
+    return str(value)

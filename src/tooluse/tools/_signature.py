@@ -1,0 +1,170 @@
+"""What a tool function takes and returns, read once from its signature, type hints and
+docstring. Both the schema generator and the argument binder work from this."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import types
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any, Union
+
+from tooluse.tools._context import ToolContext
+from tooluse.tools._docstrings import parse_docstring
+from tooluse.tools._param import find_tool_param
+
+EMPTY = inspect.Parameter.empty
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolParameter:
+    """One parameter the model fills in.
+
+    ``annotation`` is the declared type (``Any`` when missing), ``Annotated`` metadata kept.
+    ``required`` follows SPEC: required unless it has a default, is ``Optional``/``| None``,
+    or is marked ``ToolParam(required=False)``; ``ToolParam(required=True)`` forces it.
+    """
+
+    name: str
+    annotation: Any
+    default: Any
+    required: bool
+    description: str | None
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not EMPTY
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolSignature:
+    """Parameters for the model (in declaration order, without the ``ToolContext`` one), the
+    name of the ``ToolContext`` parameter, the leading positional-only parameter names
+    (context included) that must be passed by position, and facts about the function."""
+
+    parameters: tuple[ToolParameter, ...]
+    context_parameter: str | None
+    positional_only: tuple[str, ...]
+    returns_none: bool
+    is_async: bool
+    description: str | None
+
+
+def read_signature(function: Callable[..., Any], *, tool_name: str) -> ToolSignature:
+    """Read ``function`` (a function, bound method, ``functools.partial`` or callable object).
+
+    Raises ``ValueError`` for what cannot be a tool: ``*args``/``**kwargs``, async generators,
+    type hints that do not resolve.
+    """
+    if inspect.isasyncgenfunction(function) or inspect.isasyncgenfunction(
+        inspect.unwrap(function)
+    ):
+        raise ValueError(f"Tool '{tool_name}': async generator functions cannot be tools")
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"Tool '{tool_name}': cannot read the signature: {exc}") from exc
+    hints = _type_hints(function, tool_name)
+    docstring = parse_docstring(function)
+
+    parameters: list[ToolParameter] = []
+    context_parameter: str | None = None
+    positional_only: list[str] = []
+    for param in signature.parameters.values():
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise ValueError(
+                f"Tool '{tool_name}': parameter '{param.name}' is *args or **kwargs; tools "
+                "need named parameters (or pass input_type= / input_schema=)"
+            )
+        if param.kind is inspect.Parameter.POSITIONAL_ONLY:
+            positional_only.append(param.name)
+        annotation = hints.get(param.name, Any)
+        if _is_tool_context(annotation):
+            context_parameter = param.name
+            continue
+        tool_param = _tool_param_of(annotation)
+        description = (tool_param.description if tool_param else None) or (
+            docstring.parameters.get(param.name)
+        )
+        parameters.append(
+            ToolParameter(
+                name=param.name,
+                annotation=annotation,
+                default=param.default,
+                required=_is_required(annotation, param, tool_param),
+                description=description,
+            )
+        )
+    return ToolSignature(
+        parameters=tuple(parameters),
+        context_parameter=context_parameter,
+        positional_only=tuple(positional_only),
+        returns_none=hints.get("return", EMPTY) is type(None),
+        is_async=is_async_callable(function),
+        description=docstring.description,
+    )
+
+
+def is_async_callable(function: Callable[..., Any]) -> bool:
+    """Coroutine functions, sync wrappers around them (``functools.wraps``), partials of them
+    and objects whose ``__call__`` is one."""
+    return (
+        inspect.iscoroutinefunction(function)
+        or inspect.iscoroutinefunction(inspect.unwrap(function))
+        or inspect.iscoroutinefunction(type(function).__call__)
+    )
+
+
+def _type_hints(function: Callable[..., Any], tool_name: str) -> dict[str, Any]:
+    # partials and callable objects: read the hints of what actually runs.
+    target: Any = function
+    while isinstance(target, functools.partial):
+        target = target.func
+    if not (inspect.isfunction(target) or inspect.ismethod(target)):
+        target = type(target).__call__
+    try:
+        return typing.get_type_hints(target, include_extras=True)
+    except Exception as exc:  # NameError, TypeError, ... from evaluating annotations
+        raise ValueError(
+            f"Tool '{tool_name}': cannot resolve the type hints ({type(exc).__name__}: {exc}); "
+            "define the types at module level or import them at run time"
+        ) from exc
+
+
+def _strip_annotated(annotation: Any) -> Any:
+    while typing.get_origin(annotation) is Annotated:
+        annotation = annotation.__origin__
+    return annotation
+
+
+def _tool_param_of(annotation: Any) -> Any:
+    if typing.get_origin(annotation) is Annotated:
+        return find_tool_param(annotation.__metadata__)
+    return None
+
+
+def _union_members(annotation: Any) -> tuple[Any, ...]:
+    base = _strip_annotated(annotation)
+    if typing.get_origin(base) in (Union, types.UnionType):
+        return typing.get_args(base)
+    return (base,)
+
+
+def _is_tool_context(annotation: Any) -> bool:
+    members = [m for m in _union_members(annotation) if m is not type(None)]
+    return bool(members) and all(
+        isinstance(m, type) and issubclass(m, ToolContext) for m in members
+    )
+
+
+def accepts_none(annotation: Any) -> bool:
+    """``Optional[X]``, ``X | None``, ``None`` (and ``Annotated`` forms of them)."""
+    return any(m is type(None) or m is None for m in _union_members(annotation))
+
+
+def _is_required(annotation: Any, param: inspect.Parameter, tool_param: Any) -> bool:
+    if tool_param is not None and tool_param.required is not None:
+        return bool(tool_param.required)
+    return param.default is EMPTY and not accepts_none(annotation)
