@@ -7,10 +7,15 @@ provider's own message, the HTTP status and the SDK exception as ``__cause__``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from types import ModuleType
 
-__all__ = ["ProviderError", "ProviderTimeoutError", "from_sdk_error"]
+__all__ = ["ProviderError", "ProviderTimeoutError", "from_sdk_error", "sdk_failures"]
+
+# The SDKs' HTTP transport (httpx2 in current releases, httpx in older ones); its errors escape
+# unwrapped when a stream breaks after the response started.
+_TRANSPORTS = ("httpx2", "httpx")
 
 
 class ProviderError(Exception):
@@ -48,12 +53,21 @@ class ProviderTimeoutError(ProviderError):
     """The provider did not answer within the configured timeout."""
 
 
+def sdk_failures(sdk_error: type[Exception]) -> tuple[type[Exception], ...]:
+    """What a request through an SDK may raise: its base error class and its transport's
+    errors (call after importing the SDK, which imports its transport)."""
+    transport_errors = [
+        sys.modules[name].TransportError for name in _TRANSPORTS if name in sys.modules
+    ]
+    return (sdk_error, *transport_errors)
+
+
 def from_sdk_error(
     provider: str, exc: Exception, sdk: ModuleType, *, chunks_received: int = 0
 ) -> ProviderError:
     """Translate an exception of the ``openai`` or ``anthropic`` SDK (``sdk`` is the module;
     both define ``APIStatusError``, ``APITimeoutError`` and ``APIConnectionError``)."""
-    if isinstance(exc, sdk.APITimeoutError):
+    if isinstance(exc, sdk.APITimeoutError) or _is_transport_error(exc, "TimeoutException"):
         return ProviderTimeoutError(f"{provider}: request timed out", provider=provider)
     if isinstance(exc, sdk.APIStatusError):
         message = _provider_message(exc.body, exc.message)
@@ -63,12 +77,22 @@ def from_sdk_error(
             status_code=exc.status_code,
             provider_message=message,
         )
-    if isinstance(exc, sdk.APIConnectionError) and chunks_received:
+    if chunks_received and (
+        isinstance(exc, sdk.APIConnectionError) or _is_transport_error(exc, "TransportError")
+    ):
         return ProviderError(
-            f"{provider}: connection lost after {chunks_received} stream chunks: {exc.message}",
+            f"{provider}: connection lost after {chunks_received} stream chunks: {exc}",
             provider=provider,
         )
     return ProviderError(f"{provider}: {exc}", provider=provider, provider_message=str(exc))
+
+
+def _is_transport_error(exc: Exception, kind: str) -> bool:
+    return any(
+        isinstance(exc, getattr(sys.modules[name], kind))
+        for name in _TRANSPORTS
+        if name in sys.modules
+    )
 
 
 def _provider_message(body: object, fallback: str) -> str:

@@ -40,7 +40,7 @@ from tooluse.messages import (
     Usage,
     UserMessage,
 )
-from tooluse.models._errors import ProviderError, from_sdk_error
+from tooluse.models._errors import ProviderError, from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._options import merge_options
 from tooluse.models._schema_cache import shaped_schema
@@ -48,6 +48,8 @@ from tooluse.schema._provider import drop_injected_nulls
 from tooluse.tools import ToolDefinition
 
 __all__ = ["OpenAIChatModel"]
+
+_FAILURES = sdk_failures(openai.OpenAIError)
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +138,7 @@ class OpenAIChatModel:
         request = self._request(prompt)
         try:
             completion = self._blocking_client().chat.completions.create(**request.params)
-        except openai.OpenAIError as exc:
+        except _FAILURES as exc:
             raise from_sdk_error(self.provider, exc, openai) from exc
         return self._response(completion, request)
 
@@ -144,7 +146,7 @@ class OpenAIChatModel:
         request = self._request(prompt)
         try:
             completion = await self._client.chat.completions.create(**request.params)
-        except openai.OpenAIError as exc:
+        except _FAILURES as exc:
             raise from_sdk_error(self.provider, exc, openai) from exc
         return self._response(completion, request)
 
@@ -163,7 +165,7 @@ class OpenAIChatModel:
                     response = state.add(chunk)
                     if response is not None:
                         yield response
-        except openai.OpenAIError as exc:
+        except _FAILURES as exc:
             raise from_sdk_error(
                 self.provider, exc, openai, chunks_received=state.chunks_received
             ) from exc

@@ -1,0 +1,415 @@
+"""``AnthropicChatModel``: Claude over the official ``anthropic`` SDK (Messages API).
+
+Mapping: system messages become the ``system`` parameter; tool calls are ``tool_use`` blocks
+in the assistant turn; tool results are ``tool_result`` blocks (``is_error`` set for failed
+calls) in the next user turn, with consecutive results (and a user message that follows them)
+merged into that one turn, as the API requires alternating roles. ``prompt_tokens`` counts all
+input tokens (``input_tokens`` + cache reads + cache writes; Anthropic reports them apart).
+
+Retries (429, 408, 409, 5xx incl. 529 overloaded, connection errors; exponential backoff with
+jitter, capped at 8 s) and timeouts are the SDK's own. The SDK honours ``Retry-After`` without
+an upper bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+import anthropic
+from anthropic.types import (
+    InputJSONDelta,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawContentBlockStopEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStreamEvent,
+    TextBlock,
+    TextDelta,
+    ToolUseBlock,
+)
+from anthropic.types import Message as AnthropicMessage
+from anthropic.types import Usage as AnthropicUsage
+
+from tooluse.messages import (
+    AssistantMessage,
+    ChatOptions,
+    ChatResponse,
+    Generation,
+    Message,
+    Prompt,
+    SystemMessage,
+    ToolCall,
+    ToolResponseMessage,
+    Usage,
+    UserMessage,
+)
+from tooluse.models._errors import from_sdk_error, sdk_failures
+from tooluse.models._names import ToolNameAliases
+from tooluse.models._options import merge_options
+from tooluse.models._schema_cache import shaped_schema
+
+__all__ = ["AnthropicChatModel"]
+
+_FAILURES = sdk_failures(anthropic.AnthropicError)
+
+
+class AnthropicChatModel:
+    """A Claude model behind the Anthropic Messages API.
+
+    ``max_tokens`` is required by the API; ``ChatOptions.max_tokens`` overrides it per request.
+    ``temperature`` and ``top_p`` are sent in the request body when set (the installed SDK
+    has no named parameters for them). ``client`` / ``sync_client`` inject preconfigured SDK
+    clients (``call`` needs the blocking one; it is built from the settings when not injected).
+    """
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_tokens: int = 4096,
+        default_options: ChatOptions | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        max_retries: int = 2,
+        client: anthropic.AsyncAnthropic | None = None,
+        sync_client: anthropic.Anthropic | None = None,
+    ) -> None:
+        if not model.strip():
+            raise ValueError("AnthropicChatModel needs a model name, got an empty string")
+        if max_tokens <= 0:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+        self.model = model
+        self.max_tokens = max_tokens
+        self.default_options = default_options
+        self._extra_headers = dict(extra_headers or {})
+        self._settings: dict[str, Any] = {"api_key": api_key, "base_url": base_url}
+        self._settings["max_retries"] = max_retries
+        if timeout is not None:
+            self._settings["timeout"] = timeout
+        self._injected_async_only = client is not None and sync_client is None
+        self._client = client if client is not None else anthropic.AsyncAnthropic(**self._settings)
+        self._sync_client = sync_client
+
+    def __repr__(self) -> str:
+        return f"AnthropicChatModel(model={self.model!r}, base_url={str(self._client.base_url)!r})"
+
+    # -- the ChatModel protocol -----------------------------------------------------------
+
+    def call(self, prompt: Prompt) -> ChatResponse:
+        """Blocking form of :meth:`acall` (uses the SDK's blocking client, no event loop)."""
+        params, aliases = self._request(prompt)
+        try:
+            message = self._blocking_client().messages.create(**params)
+        except _FAILURES as exc:
+            raise from_sdk_error(self.provider, exc, anthropic) from exc
+        return _response(message, aliases)
+
+    async def acall(self, prompt: Prompt) -> ChatResponse:
+        params, aliases = self._request(prompt)
+        try:
+            message = await self._client.messages.create(**params)
+        except _FAILURES as exc:
+            raise from_sdk_error(self.provider, exc, anthropic) from exc
+        return _response(message, aliases)
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        """Text arrives as it is generated; each tool call arrives whole (real name, complete
+        ``input_json_delta`` arguments) when its content block stops, carrying the block id."""
+        params, aliases = self._request(prompt)
+        state = _StreamState(aliases)
+        try:
+            events = await self._client.messages.create(**params, stream=True)
+            async with events:
+                async for event in events:
+                    response = state.add(event)
+                    if response is not None:
+                        yield response
+        except _FAILURES as exc:
+            raise from_sdk_error(
+                self.provider, exc, anthropic, chunks_received=state.events_received
+            ) from exc
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the clients this model uses."""
+        await self._client.close()
+        if self._sync_client is not None:
+            await asyncio.to_thread(self._sync_client.close)
+
+    def close(self) -> None:
+        """Close the blocking client (use :meth:`aclose` from async code to close both)."""
+        if self._sync_client is not None:
+            self._sync_client.close()
+
+    def _blocking_client(self) -> anthropic.Anthropic:
+        if self._sync_client is None:
+            if self._injected_async_only:
+                raise RuntimeError(
+                    "AnthropicChatModel was given an async client only; pass "
+                    "sync_client=anthropic.Anthropic(...) as well to use call(), or use acall()"
+                )
+            self._sync_client = anthropic.Anthropic(**self._settings)
+        return self._sync_client
+
+    # -- request ----------------------------------------------------------------------------
+
+    def _request(self, prompt: Prompt) -> tuple[dict[str, Any], ToolNameAliases]:
+        options = merge_options(self.default_options, prompt.options)
+        definitions = [callback.definition for callback in options.tool_callbacks]
+        aliases = ToolNameAliases.for_request(definitions, prompt.messages)
+        params: dict[str, Any] = {
+            "model": options.model or self.model,
+            "max_tokens": options.max_tokens or self.max_tokens,
+            "messages": _turns(prompt.messages, aliases),
+        }
+        system = "\n\n".join(m.text for m in prompt.messages if isinstance(m, SystemMessage))
+        if system:
+            params["system"] = system
+        if definitions:
+            params["tools"] = [
+                {
+                    "name": aliases.to_provider(d.name),
+                    "description": d.description,
+                    "input_schema": shaped_schema(d, "plain"),
+                }
+                for d in definitions
+            ]
+            tool_choice = _tool_choice(options, aliases)
+            if tool_choice is not None:
+                params["tool_choice"] = tool_choice
+        elif options.tool_choice not in (None, "auto", "none"):
+            raise ValueError(f"tool_choice={options.tool_choice!r} needs tools in the request")
+        if options.stop:
+            params["stop_sequences"] = list(options.stop)
+        body: dict[str, Any] = {}
+        if options.temperature is not None:
+            body["temperature"] = options.temperature
+        if options.top_p is not None:
+            body["top_p"] = options.top_p
+        body.update(options.extra)
+        if body:
+            params["extra_body"] = body
+        if self._extra_headers:
+            params["extra_headers"] = self._extra_headers
+        return params, aliases
+
+
+def _tool_choice(options: ChatOptions, aliases: ToolNameAliases) -> dict[str, Any] | None:
+    choice = options.tool_choice
+    if choice is None and options.parallel_tool_calls is not False:
+        return None
+    result: dict[str, Any]
+    if choice is None or choice == "auto":
+        result = {"type": "auto"}
+    elif choice == "none":
+        return {"type": "none"}
+    elif choice in ("required", "any"):
+        result = {"type": "any"}
+    else:
+        result = {"type": "tool", "name": aliases.to_provider(choice)}
+    if options.parallel_tool_calls is False:
+        result["disable_parallel_tool_use"] = True
+    return result
+
+
+def _turns(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dict[str, Any]]:
+    """Messages as alternating user/assistant turns of content blocks."""
+    turns: list[dict[str, Any]] = []
+
+    def add(role: str, blocks: list[dict[str, Any]]) -> None:
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+
+    for message in messages:
+        if isinstance(message, UserMessage):
+            add("user", [{"type": "text", "text": message.text}])
+        elif isinstance(message, ToolResponseMessage):
+            add("user", [_tool_result(r.id, r.data, r.is_error) for r in message.responses])
+        elif isinstance(message, AssistantMessage):
+            blocks: list[dict[str, Any]] = []
+            if message.text:
+                blocks.append({"type": "text", "text": message.text})
+            blocks.extend(
+                {
+                    "type": "tool_use",
+                    "id": call.id,
+                    "name": aliases.to_provider(call.name),
+                    "input": _input_object(call.arguments),
+                }
+                for call in message.tool_calls
+            )
+            if blocks:  # the API rejects empty assistant turns
+                add("assistant", blocks)
+    for turn in turns:  # a lone text block is sent as a plain string, the common form
+        content = turn["content"]
+        if len(content) == 1 and content[0]["type"] == "text":
+            turn["content"] = content[0]["text"]
+    return turns
+
+
+def _tool_result(call_id: str, data: str, is_error: bool) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
+    if data:  # the API rejects empty text content
+        block["content"] = data
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def _input_object(arguments: str) -> dict[str, Any]:
+    """A ``tool_use`` block's ``input`` must be an object. Arguments the model sent broken
+    (e.g. cut off at max_tokens) were answered with an error result; they are replayed as
+    ``{}`` since the text cannot be sent."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _usage(
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cache_read: int | None,
+    cache_write: int | None,
+) -> Usage:
+    """``prompt_tokens`` includes cached input, which Anthropic counts apart."""
+    prompt = (input_tokens or 0) + (cache_read or 0) + (cache_write or 0)
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=output_tokens or 0,
+        total_tokens=prompt + (output_tokens or 0),
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+    )
+
+
+def _response(message: AnthropicMessage, aliases: ToolNameAliases) -> ChatResponse:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, ToolUseBlock):
+            calls.append(
+                ToolCall(
+                    id=block.id,
+                    name=aliases.to_real(block.name),
+                    arguments=json.dumps(block.input, ensure_ascii=False),
+                )
+            )
+    generation = Generation(
+        message=AssistantMessage(text="".join(texts) or None, tool_calls=tuple(calls)),
+        metadata={"finish_reason": message.stop_reason},
+    )
+    return ChatResponse(
+        generations=(generation,),
+        usage=_usage(
+            message.usage.input_tokens,
+            message.usage.output_tokens,
+            message.usage.cache_read_input_tokens,
+            message.usage.cache_creation_input_tokens,
+        ),
+        metadata={"id": message.id, "model": message.model, "provider": "anthropic"},
+    )
+
+
+@dataclasses.dataclass(slots=True)
+class _PendingToolUse:
+    block_id: str
+    name: str
+    parts: list[str]
+
+
+class _StreamState:
+    """Translates raw stream events into ``ChatResponse`` chunks."""
+
+    def __init__(self, aliases: ToolNameAliases) -> None:
+        self._aliases = aliases
+        self._tool_uses: dict[int, _PendingToolUse] = {}
+        self._start_usage: AnthropicUsage | None = None
+        self._metadata: dict[str, Any] = {"provider": "anthropic"}
+        self.events_received = 0
+
+    def add(self, event: RawMessageStreamEvent) -> ChatResponse | None:
+        self.events_received += 1
+        if isinstance(event, RawMessageStartEvent):
+            self._metadata.update(id=event.message.id, model=event.message.model)
+            self._start_usage = event.message.usage
+        elif isinstance(event, RawContentBlockStartEvent):
+            block = event.content_block
+            if isinstance(block, ToolUseBlock):
+                # Some gateways send the whole input here instead of as deltas.
+                parts = [json.dumps(block.input, ensure_ascii=False)] if block.input else []
+                self._tool_uses[event.index] = _PendingToolUse(block.id, block.name, parts)
+            elif isinstance(block, TextBlock) and block.text:
+                return self._chunk(AssistantMessage(text=block.text))
+        elif isinstance(event, RawContentBlockDeltaEvent):
+            delta = event.delta
+            if isinstance(delta, TextDelta) and delta.text:
+                return self._chunk(AssistantMessage(text=delta.text))
+            if isinstance(delta, InputJSONDelta) and event.index in self._tool_uses:
+                self._tool_uses[event.index].parts.append(delta.partial_json)
+        elif isinstance(event, RawContentBlockStopEvent):
+            pending = self._tool_uses.pop(event.index, None)
+            if pending is not None:
+                call = ToolCall(
+                    id=pending.block_id,
+                    name=self._aliases.to_real(pending.name),
+                    arguments="".join(pending.parts),
+                )
+                return self._chunk(AssistantMessage(tool_calls=(call,)))
+        elif isinstance(event, RawMessageDeltaEvent):
+            return self._chunk(
+                AssistantMessage(),
+                metadata={"finish_reason": event.delta.stop_reason},
+                usage=self._final_usage(event),
+            )
+        return None
+
+    def _final_usage(self, event: RawMessageDeltaEvent) -> Usage:
+        # The delta's counts are cumulative; input counts in it (newer API versions send
+        # them) supersede those of message_start.
+        final, start = event.usage, self._start_usage
+        return _usage(
+            _first(final.input_tokens, start.input_tokens if start else None),
+            final.output_tokens,
+            _first(final.cache_read_input_tokens, start.cache_read_input_tokens if start else None),
+            _first(
+                final.cache_creation_input_tokens,
+                start.cache_creation_input_tokens if start else None,
+            ),
+        )
+
+    def _chunk(
+        self,
+        message: AssistantMessage,
+        *,
+        metadata: dict[str, Any] | None = None,
+        usage: Usage | None = None,
+    ) -> ChatResponse:
+        return ChatResponse(
+            generations=(Generation(message=message, metadata=metadata or {}),),
+            usage=usage,
+            metadata=dict(self._metadata),
+        )
+
+
+def _first(*values: int | None) -> int | None:
+    return next((v for v in values if v is not None), None)

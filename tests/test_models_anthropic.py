@@ -1,0 +1,442 @@
+"""AnthropicChatModel against a local server speaking the Messages wire format, through the
+real ``anthropic`` SDK."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anthropic
+import pytest
+
+from provider_payloads import anthropic_message, stub_tool, text_block, tool_use_block
+from provider_server import ProviderServer, Reply, anthropic_sse, shared_server
+from tooluse import (
+    AssistantMessage,
+    ChatOptions,
+    ChatResponse,
+    Prompt,
+    SystemMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    Usage,
+    UserMessage,
+)
+from tooluse.models import (
+    AnthropicChatModel,
+    ProviderError,
+    ProviderTimeoutError,
+    provider_safe_name,
+)
+from tooluse.streaming import merge_chunks
+
+WEATHER_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "properties": {"city": {"type": "string"}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+WEATHER = stub_tool("get_weather", WEATHER_SCHEMA, "Current weather in a city")
+
+
+@pytest.fixture
+def server() -> ProviderServer:
+    return shared_server()
+
+
+@pytest.fixture
+async def make_model(server: ProviderServer) -> AsyncIterator[Callable[..., AnthropicChatModel]]:
+    made: list[AnthropicChatModel] = []
+
+    def make(**kwargs: Any) -> AnthropicChatModel:
+        kwargs.setdefault("max_retries", 0)
+        model = AnthropicChatModel(
+            kwargs.pop("model", "claude-test"), base_url=server.url, api_key="sk-ant-test", **kwargs
+        )
+        made.append(model)
+        return model
+
+    yield make
+    for model in made:
+        await model.aclose()
+
+
+def ask(text: str = "Weather in Paris?", **options: Any) -> Prompt:
+    return Prompt([UserMessage(text=text)], ChatOptions(**options))
+
+
+async def collect(model: AnthropicChatModel, prompt: Prompt) -> list[ChatResponse]:
+    return [chunk async for chunk in model.stream(prompt)]
+
+
+async def test_request_maps_system_tools_tool_use_and_merged_tool_results(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    server.expect(Reply.json(anthropic_message(text_block("ok"))))
+    history = [
+        SystemMessage(text="Be brief."),
+        SystemMessage(text="Use metric units."),
+        UserMessage(text="Weather in Paris and Rome?"),
+        AssistantMessage(
+            text="Checking.",
+            tool_calls=(
+                ToolCall(id="toolu_1", name="get_weather", arguments='{"city": "Paris"}'),
+                ToolCall(id="toolu_2", name="get_weather", arguments=""),
+            ),
+        ),
+        ToolResponseMessage(
+            responses=(ToolResponse(id="toolu_1", name="get_weather", data="21C"),)
+        ),
+        ToolResponseMessage(
+            responses=(
+                ToolResponse(
+                    id="toolu_2", name="get_weather", data="city is required", is_error=True
+                ),
+            )
+        ),
+        UserMessage(text="Also Oslo."),
+    ]
+    options = ChatOptions(
+        tool_callbacks=(WEATHER,),
+        tool_choice="required",
+        parallel_tool_calls=False,
+        temperature=0.3,
+        stop=("END",),
+        extra={"metadata": {"user_id": "u1"}},
+    )
+    await make_model(extra_headers={"anthropic-beta": "test-beta"}).acall(Prompt(history, options))
+
+    (request,) = server.requests
+    assert request.path == "/v1/messages"
+    assert request.headers["authorization"] == "Bearer sk-ant-test"  # this SDK version's auth
+    assert request.headers["anthropic-beta"] == "test-beta"
+    assert "anthropic-version" in request.headers
+    assert request.body == {
+        "model": "claude-test",
+        "max_tokens": 4096,
+        "system": "Be brief.\n\nUse metric units.",
+        "messages": [
+            {"role": "user", "content": "Weather in Paris and Rome?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Checking."},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_1",
+                        "name": "get_weather",
+                        "input": {"city": "Paris"},
+                    },
+                    {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "21C"},
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_2",
+                        "content": "city is required",
+                        "is_error": True,
+                    },
+                    {"type": "text", "text": "Also Oslo."},
+                ],
+            },
+        ],
+        "tools": [
+            {
+                "name": "get_weather",
+                "description": "Current weather in a city",
+                "input_schema": {k: v for k, v in WEATHER_SCHEMA.items() if k != "$schema"},
+            }
+        ],
+        "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
+        "stop_sequences": ["END"],
+        "temperature": 0.3,
+        "metadata": {"user_id": "u1"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("tool_choice", "parallel", "expected"),
+    [
+        (None, None, None),
+        ("auto", None, {"type": "auto"}),
+        (None, False, {"type": "auto", "disable_parallel_tool_use": True}),
+        ("none", None, {"type": "none"}),
+        ("get_weather", None, {"type": "tool", "name": "get_weather"}),
+    ],
+)
+async def test_tool_choice_mapping(
+    server: ProviderServer,
+    make_model: Callable[..., AnthropicChatModel],
+    tool_choice: str | None,
+    parallel: bool | None,
+    expected: dict[str, Any] | None,
+) -> None:
+    server.expect(Reply.json(anthropic_message(text_block("ok"))))
+    await make_model().acall(
+        ask(tool_callbacks=(WEATHER,), tool_choice=tool_choice, parallel_tool_calls=parallel)
+    )
+    assert server.requests[0].body.get("tool_choice") == expected
+
+
+async def test_response_with_parallel_tool_use_and_cache_usage(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    usage = {
+        "input_tokens": 12,
+        "output_tokens": 30,
+        "cache_read_input_tokens": 1000,
+        "cache_creation_input_tokens": 200,
+    }
+    server.expect(
+        Reply.json(
+            anthropic_message(
+                text_block("Let me check "),
+                text_block("both."),
+                tool_use_block("toolu_a", "get_weather", {"city": "Paris"}),
+                tool_use_block("toolu_b", "get_weather", {"city": "東京"}),
+                stop_reason="tool_use",
+                usage=usage,
+            )
+        )
+    )
+    response = await make_model().acall(ask(tool_callbacks=(WEATHER,)))
+
+    generation = response.generations[0]
+    assert generation.message.text == "Let me check both."
+    assert generation.message.tool_calls == (
+        ToolCall(id="toolu_a", name="get_weather", arguments='{"city": "Paris"}'),
+        ToolCall(id="toolu_b", name="get_weather", arguments='{"city": "東京"}'),
+    )
+    assert generation.finish_reason == "tool_use"
+    assert response.usage == Usage(
+        prompt_tokens=1212,
+        completion_tokens=30,
+        total_tokens=1242,
+        cache_read_tokens=1000,
+        cache_write_tokens=200,
+    )
+    assert response.metadata == {"id": "msg_1", "model": "claude-test", "provider": "anthropic"}
+
+
+async def test_unsafe_names_are_aliased_and_mapped_back(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    tool = stub_tool("math.factorial")
+    alias = provider_safe_name("math.factorial")
+    server.expect(Reply.json(anthropic_message(tool_use_block("toolu_2", alias, {"n": 6}))))
+    history = [
+        UserMessage(text="5! and 6!"),
+        AssistantMessage(
+            tool_calls=(ToolCall(id="toolu_1", name="math.factorial", arguments='{"n": 5}'),)
+        ),
+        ToolResponseMessage(
+            responses=(ToolResponse(id="toolu_1", name="math.factorial", data="120"),)
+        ),
+    ]
+    response = await make_model().acall(
+        Prompt(history, ChatOptions(tool_callbacks=(tool,), tool_choice="math.factorial"))
+    )
+    body = server.requests[0].body
+    assert body["tools"][0]["name"] == alias
+    assert body["messages"][1]["content"][0]["name"] == alias
+    assert body["tool_choice"] == {"type": "tool", "name": alias}
+    assert response.generations[0].message.tool_calls[0].name == "math.factorial"
+
+
+def stream_events(alias: str = "get_weather") -> list[dict[str, Any]]:
+    start = anthropic_message(
+        usage={"input_tokens": 20, "output_tokens": 1, "cache_read_input_tokens": 100}
+    )
+    start["content"], start["stop_reason"] = [], None
+    return [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "ping"},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "Checking "},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "text_delta", "text": "both."},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {"type": "tool_use", "id": "toolu_a", "name": alias, "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": ""},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": '{"ci'},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 1,
+            "delta": {"type": "input_json_delta", "partial_json": 'ty": "Paris"}'},
+        },
+        {"type": "content_block_stop", "index": 1},
+        {
+            "type": "content_block_start",
+            "index": 2,
+            "content_block": {"type": "tool_use", "id": "toolu_b", "name": alias, "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "input_json_delta", "partial_json": '{"city": "Rome"}'},
+        },
+        {"type": "content_block_stop", "index": 2},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+            "usage": {"output_tokens": 42},
+        },
+        {"type": "message_stop"},
+    ]
+
+
+async def test_stream_merges_input_json_deltas_per_block_and_reports_usage(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    server.expect(anthropic_sse(stream_events()))
+    chunks = await collect(make_model(), ask(tool_callbacks=(WEATHER,)))
+
+    assert server.requests[0].body["stream"] is True
+    assert [c.text for c in chunks if c.text] == ["Checking ", "both."]
+    call_chunks = [c.generations[0].message.tool_calls for c in chunks if c.has_tool_calls()]
+    assert [[call.id for call in calls] for calls in call_chunks] == [["toolu_a"], ["toolu_b"]]
+    merged = merge_chunks(chunks)
+    assert merged.generations[0].message.tool_calls == (
+        ToolCall(id="toolu_a", name="get_weather", arguments='{"city": "Paris"}'),
+        ToolCall(id="toolu_b", name="get_weather", arguments='{"city": "Rome"}'),
+    )
+    assert merged.generations[0].finish_reason == "tool_use"
+    assert merged.usage == Usage(
+        prompt_tokens=120, completion_tokens=42, total_tokens=162, cache_read_tokens=100
+    )
+
+
+async def test_stream_maps_aliases_back(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    tool = stub_tool("weather.now")
+    server.expect(anthropic_sse(stream_events(provider_safe_name("weather.now"))))
+    merged = merge_chunks(await collect(make_model(), ask(tool_callbacks=(tool,))))
+    assert {call.name for call in merged.generations[0].message.tool_calls} == {"weather.now"}
+
+
+def test_call_is_blocking_and_needs_no_event_loop(server: ProviderServer) -> None:
+    server.expect(Reply.json(anthropic_message(text_block("Sunny."))))
+    model = AnthropicChatModel(
+        "claude-test", base_url=server.url, api_key="sk-ant-test", max_tokens=99
+    )
+    try:
+        assert model.call(ask()).text == "Sunny."
+    finally:
+        model.close()
+    assert server.requests[0].body["max_tokens"] == 99
+
+
+def test_call_with_an_injected_async_client_only_says_what_to_pass() -> None:
+    model = AnthropicChatModel("claude-test", client=anthropic.AsyncAnthropic(api_key="k"))
+    with pytest.raises(RuntimeError, match=r"sync_client=anthropic\.Anthropic"):
+        model.call(ask())
+
+
+async def test_a_4xx_is_a_provider_error_with_the_providers_message(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    error = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "tools.0.name: String should match pattern",
+        },
+    }
+    server.expect(Reply.json(error, status=400))
+    with pytest.raises(ProviderError) as raised:
+        await make_model(max_retries=2).acall(ask())
+    assert str(raised.value) == "anthropic: HTTP 400: tools.0.name: String should match pattern"
+    assert raised.value.status_code == 400 and len(server.requests) == 1
+
+
+async def test_529_overloaded_is_retried_after_retry_after(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    server.expect(
+        Reply.json(overloaded, status=529, headers={"retry-after": "0.2"}),
+        Reply.json(anthropic_message(text_block("ok"))),
+    )
+    assert (await make_model(max_retries=1).acall(ask())).text == "ok"
+    first, second = server.requests
+    assert second.received_at - first.received_at >= 0.2
+
+
+async def test_rate_limit_retries_are_bounded(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    limited = Reply.json(
+        {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
+        status=429,
+        headers={"retry-after-ms": "10"},
+    )
+    server.expect(limited, limited)
+    with pytest.raises(ProviderError, match="HTTP 429: slow down"):
+        await make_model(max_retries=1).acall(ask())
+    assert len(server.requests) == 2
+
+
+async def test_a_slow_server_raises_a_timeout(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    server.expect(Reply.json(anthropic_message(text_block("late")), delay=1.0))
+    with pytest.raises(ProviderTimeoutError, match="anthropic: request timed out"):
+        await make_model(timeout=0.2).acall(ask())
+
+
+async def test_an_error_event_mid_stream_is_a_provider_error(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    events = stream_events()[:4]
+    events.append({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    server.expect(anthropic_sse(events))
+    received: list[str] = []
+    with pytest.raises(ProviderError, match="Overloaded"):
+        async for chunk in make_model().stream(ask()):
+            received.append(chunk.text)
+    assert received == ["Checking "]
+
+
+async def test_a_connection_dropped_mid_stream_is_a_provider_error(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    server.expect(anthropic_sse(stream_events(), drop_after=5))
+    received: list[str] = []
+    with pytest.raises(ProviderError, match="connection lost after 4 stream chunks") as raised:
+        async for chunk in make_model().stream(ask(tool_callbacks=(WEATHER,))):
+            received.append(chunk.text)
+    assert received == ["Checking ", "both."]
+    assert raised.value.status_code is None
+
+
+def test_constructor_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError, match="needs a model name"):
+        AnthropicChatModel("", api_key="k")
+    with pytest.raises(ValueError, match="max_tokens must be positive"):
+        AnthropicChatModel("m", api_key="k", max_tokens=0)
