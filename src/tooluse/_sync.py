@@ -1,0 +1,58 @@
+"""Running the async core from synchronous code.
+
+Each thread keeps one ``asyncio.Runner``: one event loop per thread that lives as long as the
+thread, so objects bound to a loop (SDK HTTP clients, the default thread pool) survive from
+one sync call to the next, and no loop is created per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import inspect
+import threading
+import weakref
+from collections.abc import Awaitable
+from typing import TypeVar
+
+__all__ = ["run_sync"]
+
+T = TypeVar("T")
+
+_local = threading.local()
+_runners: weakref.WeakSet[asyncio.Runner] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_runners() -> None:
+    for runner in list(_runners):
+        runner.close()
+
+
+def run_sync(awaitable: Awaitable[T], *, sync_name: str, async_name: str) -> T:
+    """Run ``awaitable`` to completion on this thread's loop.
+
+    Inside a running event loop this would block the loop, so it raises ``RuntimeError``
+    naming the async form to use instead (``sync_name`` / ``async_name`` are for that message).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        if inspect.iscoroutine(awaitable):
+            awaitable.close()  # never awaited: close it so Python does not warn about it
+        raise RuntimeError(
+            f"{sync_name} cannot run inside a running event loop (it would block the loop); "
+            f"use `await {async_name}` instead"
+        )
+    runner: asyncio.Runner | None = getattr(_local, "runner", None)
+    if runner is None:
+        runner = asyncio.Runner()
+        _local.runner = runner
+        _runners.add(runner)
+    return runner.run(_await(awaitable))
+
+
+async def _await(awaitable: Awaitable[T]) -> T:
+    return await awaitable

@@ -1,0 +1,84 @@
+"""``FunctionModel``: a chat model whose responses a function decides."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+
+from tooluse._sync import run_sync
+from tooluse.messages import ChatResponse, Prompt
+from tooluse.testing._chunking import stream_chunks
+from tooluse.testing._responses import ResponseLike, as_chat_response
+
+__all__ = ["FunctionModel"]
+
+ResponseFunction = Callable[[Prompt], ResponseLike | Awaitable[ResponseLike]]
+StreamFunction = Callable[[Prompt], AsyncIterable[ResponseLike] | Iterable[ResponseLike]]
+
+
+class FunctionModel:
+    """Answers each request with ``fn(prompt)``, a plain or ``async`` function returning a
+    ``ChatResponse`` or a short form (see :class:`ScriptedModel`).
+
+    Streaming uses ``stream_fn(prompt)`` when given (an iterable or async iterable of chunks,
+    emitted as they are) and otherwise cuts ``fn``'s response into ``chunk_size`` pieces.
+    Requests are recorded in :attr:`requests`; :attr:`responses` holds ``fn``'s responses
+    and the chunks ``stream_fn`` yielded.
+    """
+
+    model_name = "function"
+
+    def __init__(
+        self,
+        fn: ResponseFunction,
+        *,
+        stream_fn: StreamFunction | None = None,
+        chunk_size: int = 8,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"FunctionModel needs a callable, got {type(fn).__name__}")
+        if stream_fn is not None and not callable(stream_fn):
+            raise TypeError(f"stream_fn must be callable, got {type(stream_fn).__name__}")
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be at least 1 character, got {chunk_size}")
+        self.fn = fn
+        self.stream_fn = stream_fn
+        self.chunk_size = chunk_size
+        self.requests: list[Prompt] = []
+        self.responses: list[ChatResponse] = []
+
+    def _record(self, item: ResponseLike, index: int) -> ChatResponse:
+        response = as_chat_response(item, request_index=index)
+        self.responses.append(response)
+        return response
+
+    async def acall(self, prompt: Prompt) -> ChatResponse:
+        index = len(self.requests)
+        self.requests.append(prompt)
+        result = self.fn(prompt)
+        if inspect.isawaitable(result):
+            result = await result
+        return self._record(result, index)
+
+    def call(self, prompt: Prompt) -> ChatResponse:
+        index = len(self.requests)
+        self.requests.append(prompt)
+        result = self.fn(prompt)
+        if inspect.isawaitable(result):
+            result = run_sync(result, sync_name="FunctionModel.call()", async_name="acall()")
+        return self._record(result, index)
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        if self.stream_fn is None:
+            for chunk in stream_chunks(await self.acall(prompt), self.chunk_size):
+                yield chunk
+            return
+        index = len(self.requests)
+        self.requests.append(prompt)
+        chunks = self.stream_fn(prompt)
+        if isinstance(chunks, AsyncIterable):
+            async for item in chunks:
+                yield self._record(item, index)
+        else:
+            for item in chunks:
+                yield self._record(item, index)
