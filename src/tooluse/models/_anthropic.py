@@ -103,8 +103,12 @@ class AnthropicChatModel:
         self._client = client if client is not None else anthropic.AsyncAnthropic(**self._settings)
         self._sync_client = sync_client
 
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url)
+
     def __repr__(self) -> str:
-        return f"AnthropicChatModel(model={self.model!r}, base_url={str(self._client.base_url)!r})"
+        return f"AnthropicChatModel(model={self.model!r}, base_url={self.base_url!r})"
 
     # -- the ChatModel protocol -----------------------------------------------------------
 

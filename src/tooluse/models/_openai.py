@@ -128,8 +128,12 @@ class OpenAIChatModel:
         self._client = client if client is not None else openai.AsyncOpenAI(**self._settings)
         self._sync_client = sync_client
 
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url)
+
     def __repr__(self) -> str:
-        return f"OpenAIChatModel(model={self.model!r}, base_url={str(self._client.base_url)!r})"
+        return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
 
     # -- the ChatModel protocol -----------------------------------------------------------
 

@@ -1,0 +1,147 @@
+"""``from_config``: a chat model from a ``"<provider>:<model>"`` string and the environment.
+
+- ``openai:gpt-4o-mini``: ``OPENAI_BASE_URL`` or OpenAI's API; key ``OPENAI_API_KEY``.
+- ``anthropic:claude-sonnet-4-5``: key ``ANTHROPIC_API_KEY`` (the SDK reads
+  ``ANTHROPIC_BASE_URL``).
+- ``deepseek:deepseek-chat``: ``https://api.deepseek.com``; key ``DEEPSEEK_API_KEY``.
+- ``qwen:qwen-plus``: DashScope compatible mode; key ``DASHSCOPE_API_KEY``.
+- ``ollama:qwen2.5``: ``http://localhost:11434/v1``; no key.
+- ``openai-compatible:<model>@<base_url>`` (vLLM, llama.cpp, gateways): the URL given, else
+  ``OPENAI_BASE_URL``; key ``OPENAI_API_KEY`` when set.
+
+The spec comes from the argument or ``TOOLUSE_MODEL``. Everything after the first ``:`` is the
+model name, so Ollama tags work (``ollama:qwen2.5:7b``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from typing import Literal
+
+from tooluse.messages import ChatOptions
+from tooluse.models._anthropic import AnthropicChatModel
+from tooluse.models._base import ChatModel
+from tooluse.models._openai import OpenAIChatModel
+
+__all__ = ["MODEL_ENV", "from_config"]
+
+MODEL_ENV = "TOOLUSE_MODEL"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Provider:
+    api: Literal["openai", "anthropic"]
+    key_env: str | None  # where the API key comes from
+    key_required: bool
+    base_url: str | None = None
+    base_url_env: str | None = None
+    # Local servers ignore the key, but the SDK insists on one.
+    placeholder_key: str | None = None
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+
+
+_PROVIDERS: dict[str, _Provider] = {
+    "openai": _Provider(
+        "openai",
+        "OPENAI_API_KEY",
+        key_required=True,
+        base_url_env="OPENAI_BASE_URL",
+        max_tokens_field="max_completion_tokens",
+    ),
+    "anthropic": _Provider("anthropic", "ANTHROPIC_API_KEY", key_required=True),
+    "deepseek": _Provider(
+        "openai", "DEEPSEEK_API_KEY", key_required=True, base_url="https://api.deepseek.com"
+    ),
+    "qwen": _Provider(
+        "openai",
+        "DASHSCOPE_API_KEY",
+        key_required=True,
+        base_url="https://dashscope.aliyuncs.com/compatible-mode/v1",
+    ),
+    "ollama": _Provider(
+        "openai",
+        None,
+        key_required=False,
+        base_url="http://localhost:11434/v1",
+        placeholder_key="ollama",
+    ),
+    "openai-compatible": _Provider(
+        "openai",
+        "OPENAI_API_KEY",
+        key_required=False,
+        base_url_env="OPENAI_BASE_URL",
+        placeholder_key="EMPTY",
+    ),
+}
+
+
+def from_config(
+    spec: str | None = None,
+    *,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    timeout: float | None = None,
+    max_retries: int = 2,
+    default_options: ChatOptions | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ChatModel:
+    """Build the model ``spec`` names (default: ``$TOOLUSE_MODEL``).
+
+    Explicit ``api_key`` / ``base_url`` win over the environment; ``env`` replaces
+    ``os.environ`` (for tests and embedding).
+    """
+    environ = os.environ if env is None else env
+    spec = spec if spec is not None else environ.get(MODEL_ENV)
+    if not spec or not spec.strip():
+        raise ValueError(
+            f"No model configured: pass a spec such as 'openai:gpt-4o-mini' or set {MODEL_ENV}"
+        )
+    provider_name, sep, model = spec.strip().partition(":")
+    if not sep:
+        raise ValueError(
+            f"Model spec {spec!r} needs a provider prefix, '<provider>:<model>', with provider "
+            f"one of {', '.join(sorted(_PROVIDERS))}"
+        )
+    provider_name = provider_name.lower()
+    provider = _PROVIDERS.get(provider_name)
+    if provider is None:
+        raise ValueError(
+            f"Unknown model provider {provider_name!r} in {spec!r}; "
+            f"known providers: {', '.join(sorted(_PROVIDERS))}"
+        )
+    if provider_name == "openai-compatible" and "@" in model:
+        model, _, url = model.partition("@")
+        base_url = base_url or url
+    if not model.strip():
+        raise ValueError(f"Model spec {spec!r} names no model")
+    base_url = base_url or (environ.get(provider.base_url_env) if provider.base_url_env else None)
+    base_url = base_url or provider.base_url
+    if provider_name == "openai-compatible" and not base_url:
+        raise ValueError(
+            f"{spec!r} needs a base URL: write 'openai-compatible:<model>@<base_url>' "
+            "or set OPENAI_BASE_URL"
+        )
+    key = api_key or (environ.get(provider.key_env) if provider.key_env else None)
+    key = key or provider.placeholder_key
+    if not key and provider.key_required:
+        raise ValueError(f"{spec!r} needs an API key: set {provider.key_env} or pass api_key=")
+    if provider.api == "anthropic":
+        return AnthropicChatModel(
+            model,
+            api_key=key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            default_options=default_options,
+        )
+    return OpenAIChatModel(
+        model,
+        api_key=key,
+        base_url=base_url,
+        timeout=timeout,
+        max_retries=max_retries,
+        default_options=default_options,
+        max_tokens_field=provider.max_tokens_field,
+    )
