@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"interpreter not found: {python} (see benchmarks/peers/README.md)", file=sys.stderr
             )
             return 2
+    load_before = os.getloadavg()[0]
     results: list[dict[str, Any]] = []
     for round_index in range(args.rounds):
         # Rotate the order each round so no framework always runs first (or last).
@@ -181,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text("\n".join(json.dumps(r) for r in results) + "\n")
     print(
         f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs; "
-        f"{args.rounds} rounds x {args.iterations} runs (+{args.warmup} warm-up) per framework"
+        f"{args.rounds} rounds x {args.iterations} runs (+{args.warmup} warm-up) per framework; "
+        f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
     print(summarise(results, [f.name for f in chosen]))
     return 0
