@@ -42,43 +42,54 @@ logger = logging.getLogger("tooluse.schema")
 
 MAX_DEPTH = 100
 
-_TYPE_NAMES: dict[str, str | None] = {
-    **dict.fromkeys(
-        ("object", "dict", "map", "hashmap", "treemap", "linkedhashmap", "hashtable",
-         "mapping", "struct", "record", "jsonobject"),
-        "object",
-    ),
-    **dict.fromkeys(
-        ("array", "list", "tuple", "set", "frozenset", "arraylist", "linkedlist", "vector",
-         "sequence", "collection", "iterable", "jsonarray"),
-        "array",
-    ),
-    **dict.fromkeys(("string", "str", "char", "character", "text", "charsequence"), "string"),
-    **dict.fromkeys(
-        ("integer", "int", "long", "short", "byte", "bigint", "biginteger", "int32", "int64"),
-        "integer",
-    ),
-    **dict.fromkeys(
-        ("number", "float", "double", "decimal", "bigdecimal", "float32", "float64", "real",
-         "numeric"),
-        "number",
-    ),
-    **dict.fromkeys(("boolean", "bool"), "boolean"),
-    **dict.fromkeys(("null", "none", "nil"), "null"),
-    # "any value": the node keeps no type at all
-    **dict.fromkeys(("any", "", "*", "mixed", "unknown", "jsonvalue"), None),
+# Type names seen in foreign schemas (Python, Java, TypeScript, C#), lower-cased.
+_TYPE_NAME_GROUPS: dict[str | None, str] = {
+    "object": "object dict map hashmap treemap linkedhashmap hashtable mapping struct record "
+    "jsonobject",
+    "array": "array list tuple set frozenset arraylist linkedlist vector sequence collection "
+    "iterable jsonarray",
+    "string": "string str char character text charsequence",
+    "integer": "integer int long short byte bigint biginteger int32 int64",
+    "number": "number float double decimal bigdecimal float32 float64 real numeric",
+    "boolean": "boolean bool",
+    "null": "null none nil",
+    None: "any * mixed unknown jsonvalue",  # "any value": the node keeps no type at all
 }
-_STRING_FORMATS = {"date": "date", "datetime": "date-time", "date-time": "date-time",
-                   "time": "time"}
+_TYPE_NAMES: dict[str, str | None] = {
+    name: json_type for json_type, names in _TYPE_NAME_GROUPS.items() for name in names.split()
+}
+_TYPE_NAMES[""] = None
+_STRING_FORMATS = {
+    "date": "date",
+    "datetime": "date-time",
+    "date-time": "date-time",
+    "time": "time",
+}
 _NUMBER_KEYWORDS = frozenset({"minimum", "maximum", "multipleOf"})
 _COUNT_KEYWORDS = frozenset(
-    {"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
-     "minContains", "maxContains"}
+    {
+        "minLength",
+        "maxLength",
+        "minItems",
+        "maxItems",
+        "minProperties",
+        "maxProperties",
+        "minContains",
+        "maxContains",
+    }
 )
 _TEXT_KEYWORDS = frozenset({"description", "title", "$comment"})
 _STRING_ONLY_KEYWORDS = frozenset(
-    {"format", "$ref", "$id", "$anchor", "$dynamicRef", "$dynamicAnchor", "contentEncoding",
-     "contentMediaType"}
+    {
+        "format",
+        "$ref",
+        "$id",
+        "$anchor",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "contentEncoding",
+        "contentMediaType",
+    }
 )
 _BOOLEAN_KEYWORDS = frozenset({"uniqueItems", "deprecated", "readOnly", "writeOnly"})
 _TRUE_WORDS = frozenset({"true", "yes", "1", "y"})
@@ -160,8 +171,10 @@ def _repair_node(node: Mapping[str, Any], depth: int) -> Schema:
     _apply_nullable(out, node)
     _apply_required(out, node)
     _coerce_default(out)
-    if "type" not in out and isinstance(out.get("properties"), dict) and not (
-        {"$ref", "anyOf", "oneOf", "allOf"} & out.keys()
+    if (
+        "type" not in out
+        and isinstance(out.get("properties"), dict)
+        and not ({"$ref", "anyOf", "oneOf", "allOf"} & out.keys())
     ):
         out = {"type": "object", **out}
     return out
@@ -358,8 +371,7 @@ def _fix_pattern(pattern: str) -> str | None:
         except re.error:
             continue
         return candidate
-    logger.warning("Dropped pattern %r from a tool schema: not a valid regular expression",
-                   pattern)
+    logger.warning("Dropped pattern %r from a tool schema: not a valid regular expression", pattern)
     return None
 
 

@@ -148,4 +148,3 @@ def required_names(schema: Mapping[str, Any]) -> tuple[str, ...]:
     if not isinstance(required, list):
         return ()
     return tuple(name for name in required if isinstance(name, str))
-

@@ -27,9 +27,7 @@ if TYPE_CHECKING:
     from tooluse.messages import ToolCall
 
 _SIGNATURES: PerFunctionCache[ToolSignature] = PerFunctionCache()
-_SIGNATURE_TOOLS: PerFunctionCache[tuple[dict[str, Any], SignatureArguments]] = (
-    PerFunctionCache()
-)
+_SIGNATURE_TOOLS: PerFunctionCache[tuple[dict[str, Any], SignatureArguments]] = PerFunctionCache()
 
 
 class FunctionToolCallback:
@@ -63,8 +61,15 @@ class FunctionToolCallback:
     raises ``RuntimeError`` when called inside a running event loop (use ``acall`` there).
     """
 
-    __slots__ = ("_arguments", "_definition", "_function", "_is_async", "_metadata",
-                 "_result_converter", "_returns_none")
+    __slots__ = (
+        "_arguments",
+        "_definition",
+        "_function",
+        "_is_async",
+        "_metadata",
+        "_result_converter",
+        "_returns_none",
+    )
 
     def __init__(
         self,
@@ -86,9 +91,7 @@ class FunctionToolCallback:
             raise ValueError("Pass either input_type= or input_schema=, not both")
         options = tool_options(function) or ToolOptions()
         tool_name = check_tool_name(name or options.name or function_tool_name(function))
-        signature = _SIGNATURES.get(
-            function, lambda: read_signature(function, tool_name=tool_name)
-        )
+        signature = _SIGNATURES.get(function, lambda: read_signature(function, tool_name=tool_name))
         self._function = function
         self._is_async = signature.is_async
         self._returns_none = signature.returns_none
@@ -166,8 +169,11 @@ def _metadata(
     sequential: bool | None,
     timeout: float | None,
 ) -> ToolMetadata:
-    if return_direct is None and requires_approval is None and sequential is None and (
-        timeout is None
+    if (
+        return_direct is None
+        and requires_approval is None
+        and sequential is None
+        and (timeout is None)
     ):
         return declared
     return ToolMetadata(

@@ -58,9 +58,7 @@ def read_signature(function: Callable[..., Any], *, tool_name: str) -> ToolSigna
     Raises ``ValueError`` for what cannot be a tool: ``*args``/``**kwargs``, async generators,
     type hints that do not resolve.
     """
-    if inspect.isasyncgenfunction(function) or inspect.isasyncgenfunction(
-        inspect.unwrap(function)
-    ):
+    if inspect.isasyncgenfunction(function) or inspect.isasyncgenfunction(inspect.unwrap(function)):
         raise ValueError(f"Tool '{tool_name}': async generator functions cannot be tools")
     try:
         signature = inspect.signature(function)

@@ -49,8 +49,10 @@ def _collect(source: object, found: _Found) -> None:
             f"Got the class {source.__qualname__}; pass an instance of it (its @tool methods "
             "are collected from the instance)"
         )
-    elif inspect.isfunction(source) or inspect.ismethod(source) or (
-        isinstance(source, functools.partial)
+    elif (
+        inspect.isfunction(source)
+        or inspect.ismethod(source)
+        or (isinstance(source, functools.partial))
     ):
         found.append((FunctionToolCallback(source), _describe_function(source)))
     elif isinstance(source, str | bytes | Mapping):
@@ -97,9 +99,7 @@ def _check_duplicates(found: _Found) -> None:
         sources_by_name.setdefault(callback.definition.name, []).append(source)
     duplicates = {name: srcs for name, srcs in sources_by_name.items() if len(srcs) > 1}
     if duplicates:
-        details = "; ".join(
-            f"'{name}' from {', '.join(srcs)}" for name, srcs in duplicates.items()
-        )
+        details = "; ".join(f"'{name}' from {', '.join(srcs)}" for name, srcs in duplicates.items())
         raise ValueError(
             f"Multiple tools with the same name ({', '.join(duplicates)}) found in sources: "
             f"{details}"
