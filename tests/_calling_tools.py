@@ -16,6 +16,7 @@ from tooluse import (
     Generation,
     Prompt,
     ToolCall,
+    ToolCallback,
     ToolContext,
     ToolDefinition,
     ToolExecutionException,
@@ -81,7 +82,7 @@ def tool_calls_response(*calls: ToolCall | tuple[str, str]) -> ChatResponse:
 
 
 def prompt_with(
-    tools: Sequence[FakeTool],
+    tools: Sequence[ToolCallback],
     *,
     context: dict[str, Any] | None = None,
     messages: Sequence[Any] = (),

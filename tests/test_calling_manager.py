@@ -415,7 +415,7 @@ def test_sync_wrapper_runs_and_refuses_to_run_inside_an_event_loop() -> None:
     async def inside_loop() -> None:
         manager.execute_tool_calls(prompt, response)
 
-    with pytest.raises(RuntimeError, match=r"await aexecute_tool_calls\(\) instead"):
+    with pytest.raises(RuntimeError, match=r"use `await aexecute_tool_calls\(\)` instead"):
         asyncio.run(inside_loop())
 
 

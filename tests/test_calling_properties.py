@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _calling_tools import FakeTool, prompt_with, tool_calls_response
-from tooluse import ToolCallingManager, ToolResponse
+from tooluse import ToolCallback, ToolCallingManager, ToolResponse, tool, tool_callbacks
 
 REGISTERED = ("get_weather", "get_time", "search.docs")
 MANAGER = ToolCallingManager(max_argument_chars=2_000)
@@ -23,6 +23,15 @@ async def echo(**arguments: object) -> str:
 
 
 TOOLS = [FakeTool(name, echo) for name in REGISTERED]
+
+
+@tool
+def forecast(city: str, days: int = 1) -> str:
+    """A real ``@tool``: arguments are validated against its signature."""
+    return f"{city}/{days}"
+
+
+VALIDATED = tool_callbacks(forecast)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -46,9 +55,11 @@ def runner() -> Iterator[asyncio.Runner]:
         yield loop_runner
 
 
-def run(runner: asyncio.Runner, name: str, arguments: str) -> ToolResponse:
+def run(
+    runner: asyncio.Runner, name: str, arguments: str, tools: Sequence[ToolCallback] = TOOLS
+) -> ToolResponse:
     result = runner.run(
-        MANAGER.aexecute_tool_calls(prompt_with(TOOLS), tool_calls_response((name, arguments)))
+        MANAGER.aexecute_tool_calls(prompt_with(tools), tool_calls_response((name, arguments)))
     )
     (response,) = result.conversation_history[-1].responses
     assert (response.id, response.name) == ("c0", name)
@@ -82,3 +93,17 @@ def test_any_argument_string_gets_a_result_or_a_readable_error(
     assert response.data.strip()
     if runnable:
         assert json.loads(response.data) == parsed
+
+
+@settings(max_examples=200, deadline=None)
+@given(arguments=argument_strings | st.fixed_dictionaries({"city": json_values}).map(json.dumps))
+def test_a_validated_tool_answers_any_argument_string(
+    runner: asyncio.Runner, arguments: str
+) -> None:
+    response = run(runner, "forecast", arguments, VALIDATED)
+    if response.is_error:
+        assert response.data.startswith(
+            ("Invalid arguments for tool 'forecast'", "The arguments for tool 'forecast' are")
+        )
+    else:
+        assert json.loads(arguments)["city"] is not None

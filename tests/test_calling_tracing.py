@@ -17,6 +17,7 @@ from opentelemetry.trace import StatusCode
 
 from _calling_tools import FakeTool, prompt_with, tool_calls_response
 from tooluse import DefaultToolExecutionExceptionProcessor, ToolCallingManager
+from tooluse import _tracing as tracing
 
 
 @pytest.fixture(scope="module")
@@ -104,27 +105,45 @@ async def test_a_propagating_exception_is_recorded(exporter: InMemorySpanExporte
     assert [e.name for e in span.events] == ["exception"]
 
 
-def test_without_opentelemetry_everything_still_works() -> None:
+def test_without_opentelemetry_spans_are_no_ops() -> None:
+    # Load the module on its own (the package pulls in SDKs that need OpenTelemetry).
     script = textwrap.dedent(
         """
-        import sys
+        import importlib.util, sys
         sys.modules["opentelemetry"] = None  # makes `import opentelemetry` fail
-        sys.path.insert(0, sys.argv[1])
-        from _calling_tools import FakeTool, prompt_with, tool_calls_response
-        from tooluse import ToolCallingManager, _tracing
-        assert _tracing._tracer is None
-        result = ToolCallingManager().execute_tool_calls(
-            prompt_with([FakeTool("a")]), tool_calls_response(("a", ""), ("b", ""))
-        )
-        print(result.conversation_history[-1].responses[0].data)
+        spec = importlib.util.spec_from_file_location("tracing_probe", sys.argv[1])
+        tracing = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(tracing)
+        assert tracing._tracer is None
+        with tracing.start_span("execute_tool x", {"gen_ai.tool.name": "x"}) as span:
+            span.set_attribute("k", 1)
+            span.set_error("timeout")
+        try:
+            with tracing.start_span("execute_tool x", {}):
+                raise KeyError("propagates")
+        except KeyError:
+            print("ok")
         """
     )
+    module = Path(tracing.__file__)
     done = subprocess.run(
-        [sys.executable, "-c", script, str(Path(__file__).parent)],
+        [sys.executable, "-c", script, str(module)],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "a ok"
+    assert done.stdout.strip() == "ok"
+
+
+async def test_the_manager_runs_untraced(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exporter.clear()
+    monkeypatch.setattr(tracing, "_tracer", None)
+    result = await ToolCallingManager().aexecute_tool_calls(
+        prompt_with([FakeTool("a")]), tool_calls_response(("a", ""), ("b", ""))
+    )
+    assert [r.is_error for r in result.conversation_history[-1].responses] == [False, True]
+    assert tool_spans(exporter) == []

@@ -10,6 +10,7 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeVar
 
 from tooluse import _tracing
+from tooluse._sync import run_sync
 from tooluse.calling._approval import (
     ApprovalPredicate,
     Approve,
@@ -51,7 +52,7 @@ _LISTED_TOOL_NAMES: Final = 20  # an unknown-tool error lists all names up to th
 _T = TypeVar("_T")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(slots=True)  # not frozen: frozen dataclasses are slow to build
 class _Job:
     """A call that will run: its position in the round, the tool, and the arguments to pass."""
 
@@ -178,7 +179,11 @@ class ToolCallingManager:
 
     def execute_tool_calls(self, prompt: Prompt, response: ChatResponse) -> ToolExecutionResult:
         """Sync form of :meth:`aexecute_tool_calls` (not from inside a running event loop)."""
-        return _run_sync(self.aexecute_tool_calls(prompt, response), "execute_tool_calls")
+        return run_sync(
+            self.aexecute_tool_calls(prompt, response),
+            sync_name="execute_tool_calls()",
+            async_name="aexecute_tool_calls()",
+        )
 
     async def aresume_tool_calls(
         self, prompt: Prompt, decisions: Mapping[str, Decision]
@@ -214,7 +219,11 @@ class ToolCallingManager:
         self, prompt: Prompt, decisions: Mapping[str, Decision]
     ) -> ToolExecutionResult:
         """Sync form of :meth:`aresume_tool_calls` (not from inside a running event loop)."""
-        return _run_sync(self.aresume_tool_calls(prompt, decisions), "resume_tool_calls")
+        return run_sync(
+            self.aresume_tool_calls(prompt, decisions),
+            sync_name="resume_tool_calls()",
+            async_name="aresume_tool_calls()",
+        )
 
     # -- planning: what happens to each call, decided before anything runs ------------------
 
@@ -540,12 +549,3 @@ def _check_decisions(
     wrong = {k: type(v).__name__ for k, v in decisions.items() if not isinstance(v, Approve | Deny)}
     if wrong:
         raise TypeError(f"Decisions must be Approve or Deny, got {wrong}")
-
-
-def _run_sync(coroutine: Coroutine[Any, Any, _T], name: str) -> _T:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    coroutine.close()
-    raise RuntimeError(f"{name}() cannot run inside a running event loop; await a{name}() instead")
