@@ -1,0 +1,63 @@
+"""Retrieval-augmented generation: documents, vector stores, retrievers, augmenters, ingestion.
+
+``SqliteVectorStore`` (a file, the embedded default) and ``InMemoryVectorStore`` embed with
+the bundled offline multilingual model unless given another :class:`EmbeddingModel` (such as
+``tooluse.embedding.OpenAIEmbeddingModel`` for an OpenAI-compatible endpoint).
+``RetrievalAugmentationAdvisor`` wires a retriever and an augmenter into a ``ChatClient``.
+"""
+
+from tooluse.embedding import EmbeddingModel
+from tooluse.rag._advisor import DOCUMENT_CONTEXT, ORIGINAL_TEXT, RetrievalAugmentationAdvisor
+from tooluse.rag._augmenter import (
+    DEFAULT_EMPTY_CONTEXT_TEMPLATE,
+    DEFAULT_PROMPT_TEMPLATE,
+    ContextualQueryAugmenter,
+    QueryAugmenter,
+)
+from tooluse.rag._document import Document, Query
+from tooluse.rag._filter import Filter, compile_filter
+from tooluse.rag._ingest import DEFAULT_PATTERNS, IngestReport, ingest_directory
+from tooluse.rag._readers import MarkdownReader, TextReader, markdown_sections
+from tooluse.rag._retrieval import (
+    FILTER_EXPRESSION,
+    DocumentReranker,
+    DocumentRetriever,
+    RerankingRetriever,
+    VectorStoreRetriever,
+)
+from tooluse.rag._splitter import TextSplitter, estimate_tokens
+from tooluse.rag._sqlite_store import SqliteVectorStore
+from tooluse.rag._store import InMemoryVectorStore, VectorStore
+from tooluse.rag._template import PromptTemplate
+
+__all__ = [
+    "DEFAULT_EMPTY_CONTEXT_TEMPLATE",
+    "DEFAULT_PATTERNS",
+    "DEFAULT_PROMPT_TEMPLATE",
+    "DOCUMENT_CONTEXT",
+    "FILTER_EXPRESSION",
+    "ORIGINAL_TEXT",
+    "ContextualQueryAugmenter",
+    "Document",
+    "DocumentReranker",
+    "DocumentRetriever",
+    "EmbeddingModel",
+    "Filter",
+    "InMemoryVectorStore",
+    "IngestReport",
+    "MarkdownReader",
+    "PromptTemplate",
+    "Query",
+    "QueryAugmenter",
+    "RerankingRetriever",
+    "RetrievalAugmentationAdvisor",
+    "SqliteVectorStore",
+    "TextReader",
+    "TextSplitter",
+    "VectorStore",
+    "VectorStoreRetriever",
+    "compile_filter",
+    "estimate_tokens",
+    "ingest_directory",
+    "markdown_sections",
+]

@@ -1,0 +1,97 @@
+"""``RetrievalAugmentationAdvisor``: retrieve for the user's question, augment the prompt."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from tooluse.advisors import (
+    HIGHEST_PRECEDENCE,
+    LOWEST_PRECEDENCE,
+    AdvisorChain,
+    ChatClientRequest,
+    ChatClientResponse,
+)
+from tooluse.messages import UserMessage
+from tooluse.rag._augmenter import ContextualQueryAugmenter, QueryAugmenter
+from tooluse.rag._document import Query
+from tooluse.rag._retrieval import DocumentRetriever
+
+__all__ = ["DEFAULT_ORDER", "DOCUMENT_CONTEXT", "ORIGINAL_TEXT", "RetrievalAugmentationAdvisor"]
+
+DOCUMENT_CONTEXT = "rag_document_context"
+"""Request/response context key under which the retrieved documents are published."""
+ORIGINAL_TEXT = "rag_original_text"
+"""Metadata key of the augmented user message that keeps the question as the user wrote it."""
+DEFAULT_ORDER = HIGHEST_PRECEDENCE + 250
+"""Inside memory (+200), outside the tool loop (+300): retrieval runs once per request, not
+once per tool round (Spring's default order 0 puts it inside the loop)."""
+
+
+class RetrievalAugmentationAdvisor:
+    """Retrieves documents for the prompt's last user message and rewrites that message with
+    the augmenter (by default :class:`ContextualQueryAugmenter`).
+
+    The query carries the messages before the user message as ``history`` and the request
+    context, so retrievers can read per-request settings (a filter, a gate). The documents are
+    put in the context under :data:`DOCUMENT_CONTEXT`; the augmented message keeps the user's
+    own text in its metadata under :data:`ORIGINAL_TEXT`.
+    """
+
+    def __init__(
+        self,
+        retriever: DocumentRetriever,
+        *,
+        augmenter: QueryAugmenter | None = None,
+        order: int = DEFAULT_ORDER,
+        name: str = "RetrievalAugmentationAdvisor",
+    ) -> None:
+        if not HIGHEST_PRECEDENCE < order < LOWEST_PRECEDENCE:
+            raise ValueError(
+                f"order must be strictly between HIGHEST_PRECEDENCE and LOWEST_PRECEDENCE, "
+                f"got {order}"
+            )
+        self._retriever = retriever
+        self._augmenter = augmenter if augmenter is not None else ContextualQueryAugmenter()
+        self._order = order
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def order(self) -> int:
+        return self._order
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientResponse:
+        return await chain.next_call(await self._augment(request))
+
+    async def advise_stream(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        augmented = await self._augment(request)
+        async for item in chain.next_stream(augmented):
+            yield item
+
+    async def _augment(self, request: ChatClientRequest) -> ChatClientRequest:
+        messages = list(request.prompt.messages)
+        position = next(
+            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserMessage)),
+            None,
+        )
+        if position is None:
+            raise ValueError(
+                "RetrievalAugmentationAdvisor needs a user message in the prompt to retrieve for"
+            )
+        message = messages[position]
+        assert isinstance(message, UserMessage)
+        query = Query(message.text, messages[:position], request.context)
+        documents = await self._retriever.aretrieve(query)
+        augmented = self._augmenter.augment(query, documents)
+        original = message.metadata.get(ORIGINAL_TEXT, message.text)
+        metadata = {**message.metadata, ORIGINAL_TEXT: original}
+        messages[position] = UserMessage(text=augmented.text, metadata=metadata)
+        context = {**request.context, DOCUMENT_CONTEXT: documents}
+        return request.replace(prompt=request.prompt.replace(messages=messages), context=context)

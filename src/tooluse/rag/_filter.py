@@ -1,0 +1,143 @@
+"""Metadata filters: which documents a search or a delete may touch.
+
+A filter is a mapping in the style of MongoDB and Chroma, or a function of the metadata:
+
+- ``{"lang": "zh"}``: equality; several keys must all match;
+- ``{"year": {"$gte": 2020, "$lt": 2025}}``: ``$eq $ne $gt $gte $lt $lte $in $nin $exists``;
+- ``{"$and": [f, ...]}``, ``{"$or": [f, ...]}``, ``{"$not": f}``.
+
+Comparisons only match values of the same kind (numbers with numbers, strings with strings,
+booleans with booleans): a string ``"2020"`` is not ``>= 2019``. A missing key matches only
+``$ne``, ``$nin`` and ``$exists: false``. Mistakes (an unknown operator, ``$in`` without a
+list) are reported when the filter is compiled, before any document is looked at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias
+
+__all__ = ["Filter", "MetadataPredicate", "compile_filter"]
+
+MetadataPredicate: TypeAlias = Callable[[Mapping[str, Any]], bool]
+Filter: TypeAlias = Mapping[str, Any] | MetadataPredicate
+
+_MISSING = object()
+
+
+def compile_filter(filter: Filter | None) -> MetadataPredicate | None:
+    """The predicate a filter stands for (``None`` for no filter)."""
+    if filter is None:
+        return None
+    if isinstance(filter, Mapping):
+        return _compile(filter, "filter")
+    if callable(filter):
+        return filter
+    raise TypeError(f"A filter is a mapping or a function of the metadata, got {filter!r}")
+
+
+def _compile(spec: Mapping[str, Any], where: str) -> MetadataPredicate:
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"{where}: expected a mapping, got {spec!r}")
+    parts: list[MetadataPredicate] = []
+    for key, value in spec.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{where}: keys must be strings, got {key!r}")
+        if key in ("$and", "$or"):
+            branches = [
+                _compile(b, f"{where}.{key}[{i}]")
+                for i, b in enumerate(_list(value, f"{where}.{key}"))
+            ]
+            parts.append(_all_of(branches) if key == "$and" else _any_of(branches))
+        elif key == "$not":
+            parts.append(_negation(_compile(value, f"{where}.$not")))
+        elif key.startswith("$"):
+            raise ValueError(f"{where}: unknown logical operator {key!r} (use $and, $or, $not)")
+        elif isinstance(value, Mapping):
+            parts.append(_field(key, value, f"{where}.{key}"))
+        else:
+            parts.append(_field(key, {"$eq": value}, f"{where}.{key}"))
+    return _all_of(parts)
+
+
+def _field(key: str, operators: Mapping[str, Any], where: str) -> MetadataPredicate:
+    if not operators:
+        raise ValueError(f"{where}: an empty operator mapping matches nothing useful")
+    tests: list[Callable[[Any], bool]] = []
+    for operator, operand in operators.items():
+        tests.append(_operator(operator, operand, where))
+
+    def matches(metadata: Mapping[str, Any]) -> bool:
+        value = metadata.get(key, _MISSING)
+        return all(test(value) for test in tests)
+
+    return matches
+
+
+def _operator(operator: str, operand: Any, where: str) -> Callable[[Any], bool]:
+    if operator == "$eq":
+        return lambda value: value is not _MISSING and _equal(value, operand)
+    if operator == "$ne":
+        return lambda value: value is _MISSING or not _equal(value, operand)
+    if operator in ("$in", "$nin"):
+        options = _list(operand, f"{where}.{operator}")
+        if operator == "$in":
+            return lambda value: value is not _MISSING and any(_equal(value, o) for o in options)
+        return lambda value: value is _MISSING or not any(_equal(value, o) for o in options)
+    if operator == "$exists":
+        if not isinstance(operand, bool):
+            raise TypeError(f"{where}.$exists: expected true or false, got {operand!r}")
+        return lambda value: (value is not _MISSING) == operand
+    if operator in _ORDERINGS:
+        if _kind(operand) not in ("number", "str"):
+            raise TypeError(
+                f"{where}.{operator}: compare with a number or a string, got {operand!r}"
+            )
+        compare = _ORDERINGS[operator]
+        return lambda value: _kind(value) == _kind(operand) and compare(value, operand)
+    raise ValueError(
+        f"{where}: unknown operator {operator!r} "
+        "(use $eq, $ne, $gt, $gte, $lt, $lte, $in, $nin, $exists)"
+    )
+
+
+_ORDERINGS: dict[str, Callable[[Any, Any], bool]] = {
+    "$gt": lambda a, b: a > b,
+    "$gte": lambda a, b: a >= b,
+    "$lt": lambda a, b: a < b,
+    "$lte": lambda a, b: a <= b,
+}
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "str"
+    return type(value).__name__
+
+
+def _equal(value: Any, operand: Any) -> bool:
+    return _kind(value) == _kind(operand) and bool(value == operand)
+
+
+def _list(value: Any, where: str) -> Sequence[Any]:
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+        raise TypeError(f"{where}: expected a list, got {value!r}")
+    return value
+
+
+def _all_of(parts: list[MetadataPredicate]) -> MetadataPredicate:
+    if len(parts) == 1:
+        return parts[0]
+    return lambda metadata: all(part(metadata) for part in parts)
+
+
+def _negation(inner: MetadataPredicate) -> MetadataPredicate:
+    return lambda metadata: not inner(metadata)
+
+
+def _any_of(parts: list[MetadataPredicate]) -> MetadataPredicate:
+    return lambda metadata: any(part(metadata) for part in parts)

@@ -1,0 +1,125 @@
+"""``TextSplitter``: chunks that fit the embedding model, cut at natural boundaries."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+
+from tooluse.rag._document import Document
+
+__all__ = ["TextSplitter", "estimate_tokens"]
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+_PARAGRAPHS = re.compile(r"\n[ \t]*\n\s*")
+# A sentence ends at CJK or Latin terminal punctuation (plus closing quotes), or a line break.
+_SENTENCE = re.compile(r".*?(?:[。！？；…]+[”’」』）)]*|[.!?;]+[\"'”’)]*(?=\s|$)|\n|$)", re.DOTALL)
+# The smallest units: one CJK character, or a word with the spaces after it.
+_UNIT = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+\\s*|\\s+")
+
+
+def estimate_tokens(text: str) -> int:
+    """A model-independent token estimate: each CJK character about one token, other text
+    about four characters a token (so Chinese and English chunks get similar sizes)."""
+    cjk = len(_CJK_CHAR.findall(text))
+    return cjk + math.ceil((len(text) - cjk) / 4)
+
+
+class TextSplitter:
+    """Splits documents into chunks of at most ``chunk_size`` (``length_function`` units,
+    estimated tokens by default), with about ``chunk_overlap`` carried from one chunk to the
+    next.
+
+    Cuts fall between paragraphs where possible, then between sentences (Chinese, Japanese and
+    Latin punctuation), then between words or CJK characters. A document whose metadata has a
+    ``title`` (Markdown sections) gets it as the first line of every chunk, so each chunk says
+    what it is about. Chunk ids are ``<document id>#<n>``; metadata is the
+    document's plus ``chunk_index``.
+    """
+
+    def __init__(
+        self,
+        chunk_size: int = 256,
+        chunk_overlap: int = 32,
+        *,
+        length_function: Callable[[str], int] = estimate_tokens,
+    ) -> None:
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+        if not 0 <= chunk_overlap < chunk_size:
+            raise ValueError(
+                f"chunk_overlap must be >= 0 and smaller than chunk_size ({chunk_size}), "
+                f"got {chunk_overlap!r}"
+            )
+        self._size = chunk_size
+        self._overlap = chunk_overlap
+        self._length = length_function
+
+    @property
+    def fingerprint(self) -> str:
+        """Identifies the settings, so ingestion can tell chunks cut differently."""
+        return f"TextSplitter({self._size},{self._overlap},{self._length.__qualname__})"
+
+    def split(self, documents: Sequence[Document]) -> list[Document]:
+        chunks: list[Document] = []
+        for document in documents:
+            title = document.metadata.get("title")
+            heading = f"{title}\n" if isinstance(title, str) and title else ""
+            budget = max(1, self._size - self._length(heading)) if heading else self._size
+            for index, text in enumerate(self._split_text(document.text, budget)):
+                chunks.append(
+                    Document(
+                        id=f"{document.id}#{index}",
+                        text=heading + text,
+                        metadata={**document.metadata, "chunk_index": index},
+                    )
+                )
+        return chunks
+
+    def split_text(self, text: str) -> list[str]:
+        return self._split_text(text, self._size)
+
+    def _split_text(self, text: str, size: int) -> list[str]:
+        pieces: list[str] = []
+        for paragraph in _PARAGRAPHS.split(text.strip()):
+            if paragraph.strip():
+                pieces.extend(self._fit(paragraph + "\n\n", size))
+        return self._merge(pieces, size)
+
+    def _fit(self, text: str, size: int) -> list[str]:
+        """``text`` as pieces no longer than ``size``: itself, its sentences, or its units."""
+        if self._length(text.strip()) <= size:
+            return [text]
+        pieces: list[str] = []
+        for sentence in _SENTENCE.findall(text):
+            if not sentence:
+                continue
+            if self._length(sentence.strip()) <= size:
+                pieces.append(sentence)
+            else:
+                pieces.extend(self._merge(_UNIT.findall(sentence), size, overlap=False))
+        return pieces
+
+    def _merge(self, pieces: list[str], size: int, *, overlap: bool = True) -> list[str]:
+        """Greedily pack pieces into chunks of at most ``size``, starting each new chunk with
+        the previous chunk's last pieces up to the overlap."""
+        chunks: list[str] = []
+        current: list[str] = []
+        for piece in pieces:
+            if current and self._length("".join([*current, piece]).strip()) > size:
+                chunks.append("".join(current).strip())
+                current = self._tail(current, size - self._length(piece)) if overlap else []
+            current.append(piece)
+        if current and "".join(current).strip():
+            chunks.append("".join(current).strip())
+        return [c for c in chunks if c]
+
+    def _tail(self, pieces: list[str], room: int) -> list[str]:
+        limit = min(self._overlap, room)
+        tail: list[str] = []
+        for piece in reversed(pieces):
+            if self._length("".join([piece, *tail]).strip()) > limit:
+                break
+            tail.insert(0, piece)
+        return tail

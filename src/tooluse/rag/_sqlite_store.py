@@ -1,0 +1,221 @@
+"""``SqliteVectorStore``: documents and vectors persisted in a SQLite file (the default)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from tooluse._sqlite import Synchronous, connect, ensure_schema, write_transaction
+from tooluse.embedding import EmbeddingModel
+from tooluse.rag._document import Document
+from tooluse.rag._filter import Filter, compile_filter
+from tooluse.rag._index import VectorIndex, validate_search
+from tooluse.rag._store import check_ids, embed_documents, resolve_embedding_model
+
+__all__ = ["SqliteVectorStore"]
+
+SCHEMA_VERSION = 1
+_SCHEMA = (
+    """CREATE TABLE vector_store_document (
+        collection TEXT NOT NULL,
+        id TEXT NOT NULL,
+        text TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        embedding BLOB NOT NULL,
+        PRIMARY KEY (collection, id)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE vector_store_collection (
+        collection TEXT PRIMARY KEY,
+        dimensions INTEGER NOT NULL,
+        model_id TEXT
+    )""",
+)
+
+
+class SqliteVectorStore:
+    """Documents, metadata and vectors in a SQLite file; searched in memory with numpy.
+
+    Several named ``collection``s can share one file (and the file can hold chat memory
+    too). The vectors are loaded once and kept in step with the file: writes by this store
+    update the in-memory index directly, and writes by other connections or processes are
+    noticed (SQLite's ``data_version``) and reloaded before the next read. The collection
+    records the embedding dimensions and model id; opening it with a different model is an
+    error rather than silently meaningless scores.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        embedding_model: EmbeddingModel | None = None,
+        *,
+        collection: str = "default",
+        busy_timeout: float = 30.0,
+        synchronous: Synchronous = "NORMAL",
+    ) -> None:
+        if not isinstance(collection, str) or not collection.strip():
+            raise ValueError(f"collection must be a non-blank string, got {collection!r}")
+        self._model = resolve_embedding_model(embedding_model)
+        self._path = os.fspath(path)
+        self._collection = collection
+        self._lock = threading.Lock()
+        self._index = VectorIndex(self._model.dimensions)
+        self._data_version: int | None = None
+        self._connection = connect(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        try:
+            ensure_schema(
+                self._connection,
+                component="vector_store",
+                version=SCHEMA_VERSION,
+                statements=_SCHEMA,
+                location=self._path,
+            )
+            self._register_collection()
+        except BaseException:
+            self._connection.close()
+            raise
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def collection(self) -> str:
+        return self._collection
+
+    @property
+    def embedding_model(self) -> EmbeddingModel:
+        return self._model
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._refresh()
+            return len(self._index)
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def __enter__(self) -> SqliteVectorStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def add(self, documents: Sequence[Document]) -> None:
+        vectors = embed_documents(self._model, documents)
+        rows = [
+            (self._collection, d.id, d.text, _metadata_json(d), v.astype("<f4").tobytes())
+            for d, v in zip(documents, vectors, strict=True)
+        ]
+        with self._lock, write_transaction(self._connection):
+            self._refresh()
+            self._connection.executemany(
+                "INSERT OR REPLACE INTO vector_store_document "
+                "(collection, id, text, metadata, embedding) VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+            self._index.upsert([d.with_score(None) for d in documents], vectors)
+
+    def delete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
+        doomed = set(check_ids(ids))
+        predicate = compile_filter(filter)
+        with self._lock, write_transaction(self._connection):
+            self._refresh()
+            if predicate is not None:
+                doomed.update(d.id for d in self._index.matching(predicate))
+            self._connection.executemany(
+                "DELETE FROM vector_store_document WHERE collection = ? AND id = ?",
+                [(self._collection, i) for i in doomed],
+            )
+            return self._index.remove(doomed)
+
+    def similarity_search(
+        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
+    ) -> list[Document]:
+        validate_search(query, top_k, threshold)
+        predicate = compile_filter(filter)
+        vector = self._model.embed_query(query)
+        with self._lock:
+            self._refresh()
+            return self._index.search(vector, top_k, threshold, predicate)
+
+    def find(self, filter: Filter | None = None) -> list[Document]:
+        predicate = compile_filter(filter)
+        with self._lock:
+            self._refresh()
+            return self._index.matching(predicate)
+
+    async def aadd(self, documents: Sequence[Document]) -> None:
+        await asyncio.to_thread(self.add, documents)
+
+    async def adelete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
+        return await asyncio.to_thread(self.delete, ids, filter=filter)
+
+    async def asimilarity_search(
+        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
+    ) -> list[Document]:
+        return await asyncio.to_thread(self.similarity_search, query, top_k, threshold, filter)
+
+    async def afind(self, filter: Filter | None = None) -> list[Document]:
+        return await asyncio.to_thread(self.find, filter)
+
+    def _register_collection(self) -> None:
+        model_id = getattr(self._model, "model_id", None)
+        model_id = model_id if isinstance(model_id, str) else None
+        with write_transaction(self._connection):
+            row = self._connection.execute(
+                "SELECT dimensions, model_id FROM vector_store_collection WHERE collection = ?",
+                (self._collection,),
+            ).fetchone()
+            if row is None:
+                self._connection.execute(
+                    "INSERT INTO vector_store_collection (collection, dimensions, model_id) "
+                    "VALUES (?, ?, ?)",
+                    (self._collection, self._model.dimensions, model_id),
+                )
+                return
+        dimensions, stored_model = row
+        if dimensions != self._model.dimensions or (
+            stored_model is not None and model_id is not None and stored_model != model_id
+        ):
+            raise ValueError(
+                f"collection {self._collection!r} in {self._path} was embedded with "
+                f"{stored_model or 'an unnamed model'} ({dimensions} dimensions), but this "
+                f"store uses {model_id or type(self._model).__name__} "
+                f"({self._model.dimensions} dimensions); use the same model or re-ingest "
+                "into a new collection"
+            )
+
+    def _refresh(self) -> None:
+        """Reload the index if another connection changed the file since the last look."""
+        version = self._connection.execute("PRAGMA data_version").fetchone()[0]
+        if version == self._data_version:
+            return
+        rows = self._connection.execute(
+            "SELECT id, text, metadata, embedding FROM vector_store_document WHERE collection = ?",
+            (self._collection,),
+        ).fetchall()
+        index = VectorIndex(self._model.dimensions)
+        if rows:
+            documents = [
+                Document(id=row[0], text=row[1], metadata=json.loads(row[2])) for row in rows
+            ]
+            vectors = np.frombuffer(b"".join(row[3] for row in rows), dtype="<f4")
+            index.upsert(documents, vectors.reshape(len(rows), self._model.dimensions))
+        self._index = index
+        self._data_version = version
+
+
+def _metadata_json(document: Document) -> str:
+    try:
+        return json.dumps(document.metadata, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"Document {document.id!r}: metadata must be JSON-serialisable to be stored "
+            f"in SQLite ({exc})"
+        ) from exc

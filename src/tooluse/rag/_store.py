@@ -1,0 +1,151 @@
+"""The ``VectorStore`` protocol and ``InMemoryVectorStore``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from tooluse.embedding import EmbeddingModel, Vectors
+from tooluse.rag._document import Document
+from tooluse.rag._filter import Filter, compile_filter
+from tooluse.rag._index import VectorIndex, validate_search
+
+__all__ = [
+    "InMemoryVectorStore",
+    "VectorStore",
+    "check_ids",
+    "embed_documents",
+    "resolve_embedding_model",
+]
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Documents searchable by meaning.
+
+    ``add`` embeds and stores documents (an existing id is replaced); ``delete`` removes
+    documents by id and/or by metadata filter and returns how many went;
+    ``similarity_search`` returns at most ``top_k`` documents whose cosine similarity to the
+    query is at least ``threshold``, best first, with ``score`` set; ``find`` lists the
+    documents a filter matches. Each has an async form that does not block the event loop.
+    """
+
+    def add(self, documents: Sequence[Document]) -> None: ...
+
+    def delete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int: ...
+
+    def similarity_search(
+        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
+    ) -> list[Document]: ...
+
+    def find(self, filter: Filter | None = None) -> list[Document]: ...
+
+    async def aadd(self, documents: Sequence[Document]) -> None: ...
+
+    async def adelete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int: ...
+
+    async def asimilarity_search(
+        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
+    ) -> list[Document]: ...
+
+    async def afind(self, filter: Filter | None = None) -> list[Document]: ...
+
+
+def resolve_embedding_model(model: EmbeddingModel | None) -> EmbeddingModel:
+    if model is not None:
+        return model
+    from tooluse.embedding import default_embedding_model  # loads the bundled model lazily
+
+    return default_embedding_model()
+
+
+def embed_documents(model: EmbeddingModel, documents: Sequence[Document]) -> Vectors:
+    """Embed ``documents`` (checked first, so a bad batch fails before any work is done)."""
+    if isinstance(documents, Document) or not isinstance(documents, Sequence):
+        raise TypeError(f"add takes a sequence of Documents, got {documents!r}")
+    for index, document in enumerate(documents):
+        if not isinstance(document, Document):
+            raise TypeError(f"documents[{index}] is not a Document: {document!r}")
+        if not document.text.strip():
+            raise ValueError(f"Document {document.id!r} has no text to embed")
+    ids = [d.id for d in documents]
+    if len(set(ids)) != len(ids):
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(f"duplicate document ids in one batch: {duplicates}")
+    vectors = model.embed_documents([d.text for d in documents])
+    return np.asarray(vectors, dtype=np.float32).reshape(len(documents), model.dimensions)
+
+
+class InMemoryVectorStore:
+    """A vector store held in this process (numpy); gone when the process ends.
+
+    ``embedding_model`` defaults to the bundled offline multilingual model.
+    """
+
+    def __init__(self, embedding_model: EmbeddingModel | None = None) -> None:
+        self._model = resolve_embedding_model(embedding_model)
+        self._index = VectorIndex(self._model.dimensions)
+        self._lock = threading.Lock()
+
+    @property
+    def embedding_model(self) -> EmbeddingModel:
+        return self._model
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def add(self, documents: Sequence[Document]) -> None:
+        vectors = embed_documents(self._model, documents)
+        with self._lock:
+            self._index.upsert(documents, vectors)
+
+    def delete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
+        ids = check_ids(ids)
+        predicate = compile_filter(filter)
+        with self._lock:
+            doomed = set(ids)
+            if predicate is not None:
+                doomed.update(d.id for d in self._index.matching(predicate))
+            return self._index.remove(doomed)
+
+    def similarity_search(
+        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
+    ) -> list[Document]:
+        validate_search(query, top_k, threshold)
+        predicate = compile_filter(filter)
+        vector = self._model.embed_query(query)
+        with self._lock:
+            return self._index.search(vector, top_k, threshold, predicate)
+
+    def find(self, filter: Filter | None = None) -> list[Document]:
+        predicate = compile_filter(filter)
+        with self._lock:
+            return self._index.matching(predicate)
+
+    async def aadd(self, documents: Sequence[Document]) -> None:
+        await asyncio.to_thread(self.add, documents)
+
+    async def adelete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
+        return await asyncio.to_thread(self.delete, ids, filter=filter)
+
+    async def asimilarity_search(
+        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
+    ) -> list[Document]:
+        return await asyncio.to_thread(self.similarity_search, query, top_k, threshold, filter)
+
+    async def afind(self, filter: Filter | None = None) -> list[Document]:
+        return await asyncio.to_thread(self.find, filter)
+
+
+def check_ids(ids: Iterable[str]) -> list[str]:
+    if isinstance(ids, str):
+        raise TypeError(f"delete takes an iterable of ids, not one string: {ids!r}")
+    listed = list(ids)
+    for item in listed:
+        if not isinstance(item, str):
+            raise TypeError(f"document ids are strings, got {item!r}")
+    return listed

@@ -1,0 +1,203 @@
+"""Vector stores: the shared contract (in-memory and SQLite), and SQLite persistence."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _rag_helpers import HashingEmbeddingModel
+from tooluse.rag import Document, InMemoryVectorStore, SqliteVectorStore, VectorStore
+
+FRUIT = [
+    Document(id="apple", text="apple pie recipe", metadata={"kind": "recipe", "year": 2021}),
+    Document(id="pear", text="pear tart recipe", metadata={"kind": "recipe", "year": 2019}),
+    Document(id="bike", text="bike repair guide", metadata={"kind": "guide", "year": 2023}),
+    Document(id="tea", text="绿茶 泡法", metadata={"kind": "guide", "lang": "zh"}),
+]
+
+
+@pytest.fixture(params=["in-memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
+    model = HashingEmbeddingModel()
+    if request.param == "in-memory":
+        yield InMemoryVectorStore(model)
+        return
+    with SqliteVectorStore(tmp_path / "kb.db", model) as sqlite_store:
+        yield sqlite_store
+
+
+def ids(documents: list[Document]) -> list[str]:
+    return [d.id for d in documents]
+
+
+def test_stores_implement_the_protocol(store: VectorStore) -> None:
+    assert isinstance(store, VectorStore)
+
+
+def test_search_ranks_by_cosine_and_sets_scores(store: VectorStore) -> None:
+    store.add(FRUIT)
+    found = store.similarity_search("apple recipe", top_k=2)
+    assert ids(found) == ["apple", "pear"]
+    assert found[0].score is not None and found[1].score is not None
+    assert 1.0 >= found[0].score > found[1].score > 0.0
+    assert found[0].text == "apple pie recipe"
+    assert found[0].metadata == {"kind": "recipe", "year": 2021}
+
+
+def test_default_top_k_is_four_and_threshold_cuts(store: VectorStore) -> None:
+    store.add([Document(id=f"d{n}", text=f"shared word{n}") for n in range(6)])
+    assert len(store.similarity_search("shared")) == 4
+    assert store.similarity_search("shared", top_k=0) == []
+    assert store.similarity_search("nothing in common", threshold=0.1) == []
+    everything = store.similarity_search("shared", top_k=10, threshold=0.0)
+    assert len(everything) == 6
+
+
+@pytest.mark.parametrize(
+    ("filter", "expected"),
+    [
+        ({"kind": "guide"}, ["bike", "tea"]),
+        ({"year": {"$gte": 2020}}, ["apple", "bike"]),
+        ({"kind": "recipe", "year": {"$lt": 2020}}, ["pear"]),
+        ({"$or": [{"lang": "zh"}, {"year": 2019}]}, ["pear", "tea"]),
+        ({"lang": {"$exists": False}}, ["apple", "bike", "pear"]),
+        ({"kind": {"$in": ["guide", "other"]}, "$not": {"lang": "zh"}}, ["bike"]),
+        (lambda metadata: metadata.get("year", 0) > 2022, ["bike"]),
+    ],
+)
+def test_metadata_filters_restrict_the_search(
+    store: VectorStore, filter: object, expected: list[str]
+) -> None:
+    store.add(FRUIT)
+    found = store.similarity_search("recipe guide 绿茶", top_k=10, filter=filter)  # type: ignore[arg-type]
+    assert sorted(ids(found)) == expected
+    assert sorted(ids(store.find(filter))) == expected  # type: ignore[arg-type]
+
+
+def test_adding_an_existing_id_replaces_the_document(store: VectorStore) -> None:
+    store.add(FRUIT)
+    store.add([Document(id="apple", text="apple juice", metadata={"kind": "drink"})])
+    assert len(store.find()) == 4
+    assert store.similarity_search("juice", top_k=1)[0].metadata == {"kind": "drink"}
+
+
+def test_delete_by_id_and_by_filter(store: VectorStore) -> None:
+    store.add(FRUIT)
+    assert store.delete(["apple", "missing"]) == 1
+    assert store.delete(filter={"kind": "guide"}) == 2
+    assert ids(store.find()) == ["pear"]
+    assert store.delete([]) == 0
+
+
+async def test_async_forms(store: VectorStore) -> None:
+    await store.aadd(FRUIT)
+    assert ids(await store.asimilarity_search("bike", top_k=1)) == ["bike"]
+    assert await store.adelete(filter={"kind": "recipe"}) == 2
+    assert sorted(ids(await store.afind())) == ["bike", "tea"]
+
+
+def test_bad_input_is_rejected_before_anything_is_stored(store: VectorStore) -> None:
+    with pytest.raises(ValueError, match=r"duplicate document ids in one batch: \['x'\]"):
+        store.add([Document(id="x", text="a"), Document(id="x", text="b")])
+    with pytest.raises(ValueError, match="Document 'blank' has no text to embed"):
+        store.add([Document(id="ok", text="fine"), Document(id="blank", text="  ")])
+    with pytest.raises(TypeError, match=r"documents\[0\] is not a Document"):
+        store.add(["just text"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="sequence of Documents"):
+        store.add(FRUIT[0])  # type: ignore[arg-type]
+    assert store.find() == []
+    with pytest.raises(ValueError, match="non-blank query"):
+        store.similarity_search(" ")
+    with pytest.raises(ValueError, match="top_k must be an int >= 0"):
+        store.similarity_search("x", top_k=-1)
+    with pytest.raises(ValueError, match=r"threshold must be between 0\.0 and 1\.0"):
+        store.similarity_search("x", threshold=1.5)
+    with pytest.raises(ValueError, match="unknown operator '\\$like'"):
+        store.similarity_search("x", filter={"kind": {"$like": "re%"}})
+    with pytest.raises(TypeError, match="not one string"):
+        store.delete("apple")
+
+
+def test_documents_validate_themselves() -> None:
+    with pytest.raises(ValueError, match="non-blank string"):
+        Document(id="", text="x")
+    with pytest.raises(TypeError, match="metadata key 1 is not a str"):
+        Document(text="x", metadata={1: "a"})  # type: ignore[dict-item]
+    assert Document(text="x").id != Document(text="x").id
+
+
+def test_sqlite_store_persists_and_reloads(tmp_path: Path) -> None:
+    path = tmp_path / "kb.db"
+    model = HashingEmbeddingModel()
+    with SqliteVectorStore(path, model) as first:
+        first.add(FRUIT)
+    embedded_before = len(model.embedded)
+    with SqliteVectorStore(path, model) as reopened:
+        assert ids(reopened.similarity_search("pear tart", top_k=1)) == ["pear"]
+        assert sorted(ids(reopened.find({"kind": "guide"}))) == ["bike", "tea"]
+        assert reopened.find({"lang": "zh"})[0].text == "绿茶 泡法"
+    assert len(model.embedded) == embedded_before  # reloading embeds nothing
+
+
+def test_sqlite_store_sees_writes_from_another_process(tmp_path: Path) -> None:
+    path = tmp_path / "kb.db"
+    model = HashingEmbeddingModel()
+    with SqliteVectorStore(path, model) as store:
+        store.add(FRUIT[:1])
+        assert len(store) == 1
+        script = (
+            "import sys\n"
+            f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+            "from _rag_helpers import HashingEmbeddingModel\n"
+            "from tooluse.rag import Document, SqliteVectorStore\n"
+            "with SqliteVectorStore(sys.argv[1], HashingEmbeddingModel()) as other:\n"
+            "    other.add([Document(id='kite', text='kite flying guide')])\n"
+            "    other.delete(['apple'])\n"
+        )
+        subprocess.run([sys.executable, "-c", script, str(path)], check=True)
+        assert ids(store.similarity_search("kite", top_k=1)) == ["kite"]
+        assert ids(store.find()) == ["kite"]
+
+
+def test_sqlite_collections_are_separate(tmp_path: Path) -> None:
+    path = tmp_path / "kb.db"
+    model = HashingEmbeddingModel()
+    with (
+        SqliteVectorStore(path, model, collection="a") as a,
+        SqliteVectorStore(path, model, collection="b") as b,
+    ):
+        a.add(FRUIT[:2])
+        b.add(FRUIT[2:])
+        assert sorted(ids(a.find())) == ["apple", "pear"]
+        assert sorted(ids(b.find())) == ["bike", "tea"]
+
+
+def test_sqlite_refuses_another_embedding_model(tmp_path: Path) -> None:
+    path = tmp_path / "kb.db"
+    SqliteVectorStore(path, HashingEmbeddingModel()).close()
+    with pytest.raises(ValueError, match=r"embedded with hashing-64 \(64 dimensions\)"):
+        SqliteVectorStore(path, HashingEmbeddingModel(32, "hashing-32"))
+    with pytest.raises(ValueError, match="use the same model"):
+        SqliteVectorStore(path, HashingEmbeddingModel(64, "other-64"))
+
+
+def test_sqlite_rejects_metadata_it_cannot_store(tmp_path: Path) -> None:
+    with (
+        SqliteVectorStore(tmp_path / "kb.db", HashingEmbeddingModel()) as store,
+        pytest.raises(ValueError, match="Document 'x': metadata must be JSON-serialisable"),
+    ):
+        store.add([Document(id="x", text="a", metadata={"when": object()})])
+
+
+def test_sqlite_file_records_the_schema_version(tmp_path: Path) -> None:
+    path = tmp_path / "kb.db"
+    SqliteVectorStore(path, HashingEmbeddingModel()).close()
+    with sqlite3.connect(path) as connection:
+        assert connection.execute(
+            "SELECT version FROM tooluse_schema_version WHERE component = 'vector_store'"
+        ).fetchone() == (1,)
