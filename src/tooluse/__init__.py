@@ -6,7 +6,9 @@ from tooluse.advisors import (
     CallAdvisor,
     ChatClientRequest,
     ChatClientResponse,
+    LoggingAdvisor,
     StreamAdvisor,
+    ToolCallingAdvisor,
 )
 from tooluse.calling import (
     Approve,
@@ -17,6 +19,7 @@ from tooluse.calling import (
     ToolCallLimitExceeded,
     ToolExecutionResult,
 )
+from tooluse.client import ChatClient, RunState
 from tooluse.errors import ToolExecutionException
 from tooluse.messages import (
     AssistantMessage,
@@ -50,6 +53,7 @@ __all__ = [
     "Approve",
     "AssistantMessage",
     "CallAdvisor",
+    "ChatClient",
     "ChatClientRequest",
     "ChatClientResponse",
     "ChatOptions",
@@ -58,15 +62,18 @@ __all__ = [
     "Deny",
     "FunctionToolCallback",
     "Generation",
+    "LoggingAdvisor",
     "Message",
     "PendingToolCall",
     "Prompt",
+    "RunState",
     "StreamAdvisor",
     "SystemMessage",
     "ToolCall",
     "ToolCallLimitExceeded",
     "ToolCallback",
     "ToolCallbackProvider",
+    "ToolCallingAdvisor",
     "ToolCallingManager",
     "ToolContext",
     "ToolDefinition",

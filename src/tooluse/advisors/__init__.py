@@ -9,15 +9,41 @@ from tooluse.advisors._api import (
     ChatClientRequest,
     ChatClientResponse,
     StreamAdvisor,
+    ToolAdvisor,
+)
+from tooluse.advisors._logging import LoggingAdvisor
+from tooluse.advisors._tool_calling import (
+    APPROVAL_REQUIRED,
+    HISTORY_CONTEXT_KEY,
+    PAUSE_CONTEXT_KEY,
+    PENDING_TOOL_CALLS_METADATA,
+    RESUME_CONTEXT_KEY,
+    EligibilityChecker,
+    LoopPause,
+    LoopResume,
+    ToolCallingAdvisor,
+    has_tool_calls,
 )
 
 __all__ = [
+    "APPROVAL_REQUIRED",
     "HIGHEST_PRECEDENCE",
+    "HISTORY_CONTEXT_KEY",
     "LOWEST_PRECEDENCE",
+    "PAUSE_CONTEXT_KEY",
+    "PENDING_TOOL_CALLS_METADATA",
+    "RESUME_CONTEXT_KEY",
     "Advisor",
     "AdvisorChain",
     "CallAdvisor",
     "ChatClientRequest",
     "ChatClientResponse",
+    "EligibilityChecker",
+    "LoggingAdvisor",
+    "LoopPause",
+    "LoopResume",
     "StreamAdvisor",
+    "ToolAdvisor",
+    "ToolCallingAdvisor",
+    "has_tool_calls",
 ]

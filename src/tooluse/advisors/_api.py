@@ -3,15 +3,19 @@
 Advisors are sorted by ``order`` ascending; lower is outer (sees the request first and the
 response last). ``chain.copy(advisor)`` is the part of the chain after ``advisor``, which lets
 a loop (the tool-calling advisor) call the rest of the chain once per iteration.
+
+The end of the chain calls the model inside an OpenTelemetry span ``chat {model}`` (GenAI
+semantic conventions, with token usage) when OpenTelemetry is installed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
-from tooluse.messages import ChatResponse, Prompt
+from tooluse import _tracing
+from tooluse.messages import ChatResponse, Prompt, Usage
 from tooluse.models import ChatModel
 
 __all__ = [
@@ -23,10 +27,15 @@ __all__ = [
     "ChatClientRequest",
     "ChatClientResponse",
     "StreamAdvisor",
+    "ToolAdvisor",
+    "model_name",
 ]
 
 HIGHEST_PRECEDENCE = -(2**31)
 LOWEST_PRECEDENCE = 2**31 - 1
+
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,19 +97,55 @@ class StreamAdvisor(Advisor, Protocol):
     ) -> AsyncIterator[ChatClientResponse]: ...
 
 
+class ToolAdvisor:
+    """Marker base class of advisors that run the model <-> tool loop.
+
+    ``ChatClient`` adds a :class:`~tooluse.advisors.ToolCallingAdvisor` to a request's chain
+    unless one of these is already there, and refuses a chain with two of them.
+    """
+
+    __slots__ = ()
+
+
+def model_name(model: ChatModel, prompt: Prompt) -> str:
+    """The model's name for traces: the request's ``options.model``, else the model object's
+    ``model_name`` / ``model`` attribute, else its class name."""
+    requested = prompt.options.model
+    if requested:
+        return requested
+    for attribute in ("model_name", "model"):
+        value = getattr(model, attribute, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(model).__name__
+
+
+def _span_attributes(name: str) -> dict[str, _tracing.AttributeValue]:
+    return {_tracing.GEN_AI_OPERATION_NAME: "chat", _tracing.GEN_AI_REQUEST_MODEL: name}
+
+
+def _record_usage(span: _tracing.SpanHandle, usage: Usage | None) -> None:
+    if usage is not None and not usage.is_empty():
+        span.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, usage.prompt_tokens)
+        span.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens)
+
+
 class AdvisorChain:
-    """An immutable position in a sorted list of advisors, ending at the model."""
+    """An immutable position in a sorted list of advisors, ending at the model.
 
-    __slots__ = ("_advisors", "_model", "_position")
+    Which advisors take part in calls and which in streams is worked out once, when the chain
+    is built, so moving along the chain costs no protocol checks.
+    """
 
-    def __init__(
-        self, advisors: Sequence[Advisor], model: ChatModel, *, _position: int = 0
-    ) -> None:
-        if _position == 0:
-            advisors = tuple(sorted(advisors, key=lambda a: a.order))  # stable for equal orders
-        self._advisors: tuple[Advisor, ...] = tuple(advisors)
+    __slots__ = ("_advisors", "_call_positions", "_model", "_position", "_stream_positions")
+
+    def __init__(self, advisors: Sequence[Advisor], model: ChatModel) -> None:
+        ordered = tuple(sorted(advisors, key=lambda a: a.order))  # stable for equal orders
+        self._advisors: tuple[Advisor, ...] = ordered
         self._model = model
-        self._position = _position
+        self._position = 0
+        self._call_positions = _next_positions(ordered, CallAdvisor)
+        self._stream_positions = _next_positions(ordered, StreamAdvisor)
 
     @property
     def advisors(self) -> tuple[Advisor, ...]:
@@ -112,7 +157,13 @@ class AdvisorChain:
         return self._model
 
     def _after(self, position: int) -> AdvisorChain:
-        return AdvisorChain(self._advisors, self._model, _position=position)
+        chain = AdvisorChain.__new__(AdvisorChain)
+        chain._advisors = self._advisors
+        chain._model = self._model
+        chain._call_positions = self._call_positions
+        chain._stream_positions = self._stream_positions
+        chain._position = position
+        return chain
 
     def copy(self, after: Advisor) -> AdvisorChain:
         """The chain that starts right after ``after``."""
@@ -122,23 +173,42 @@ class AdvisorChain:
         raise ValueError(f"Advisor {after.name!r} is not part of this chain")
 
     async def next_call(self, request: ChatClientRequest) -> ChatClientResponse:
-        position = self._position
-        while position < len(self._advisors):
-            advisor = self._advisors[position]
-            position += 1
-            if isinstance(advisor, CallAdvisor):
-                return await advisor.advise_call(request, self._after(position))
-        response = await self._model.acall(request.prompt)
-        return ChatClientResponse(response, request.context)
+        position = self._call_positions[self._position]
+        if position < len(self._advisors):
+            advisor: Any = self._advisors[position]
+            response: ChatClientResponse = await advisor.advise_call(
+                request, self._after(position + 1)
+            )
+            return response
+        prompt = request.prompt
+        name = model_name(self._model, prompt)
+        with _tracing.start_span(f"chat {name}", _span_attributes(name)) as span:
+            chat_response = await self._model.acall(prompt)
+            _record_usage(span, chat_response.usage)
+        return ChatClientResponse(chat_response, request.context)
 
     async def next_stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
-        position = self._position
-        while position < len(self._advisors):
-            advisor = self._advisors[position]
-            position += 1
-            if isinstance(advisor, StreamAdvisor):
-                async for item in advisor.advise_stream(request, self._after(position)):
-                    yield item
-                return
-        async for chunk in self._model.stream(request.prompt):
-            yield ChatClientResponse(chunk, request.context)
+        position = self._stream_positions[self._position]
+        if position < len(self._advisors):
+            advisor: Any = self._advisors[position]
+            async for item in advisor.advise_stream(request, self._after(position + 1)):
+                yield item
+            return
+        prompt = request.prompt
+        name = model_name(self._model, prompt)
+        with _tracing.start_span(f"chat {name}", _span_attributes(name)) as span:
+            usage: Usage | None = None
+            async for chunk in self._model.stream(prompt):
+                if chunk.usage is not None and not chunk.usage.is_empty():
+                    usage = chunk.usage
+                yield ChatClientResponse(chunk, request.context)
+            _record_usage(span, usage)
+
+
+def _next_positions(advisors: tuple[Advisor, ...], kind: type) -> tuple[int, ...]:
+    """For each position, the index of the first advisor at or after it that is a ``kind``
+    (``len(advisors)`` when none is: the model)."""
+    positions = [len(advisors)] * (len(advisors) + 1)
+    for index in range(len(advisors) - 1, -1, -1):
+        positions[index] = index if isinstance(advisors[index], kind) else positions[index + 1]
+    return tuple(positions)

@@ -1,0 +1,419 @@
+"""``ToolCallingAdvisor``: the model -> tools -> model loop (Spring AI's ``ToolCallingAdvisor``).
+
+One request runs as a do-while loop: call the rest of the chain (the model); if the
+eligibility checker says the response asks for tools, let the ``ToolCallingManager`` run one
+round of calls; stop on a return-direct round, a limit breach or calls held for approval;
+otherwise send the conversation back to the model. Subclasses hook into each step (the
+tool-search advisor swaps the offered tools per round in :meth:`do_before_call`); the manager
+always executes with the options the hooks left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import ClassVar, Final
+
+from tooluse import _tracing
+from tooluse.advisors._api import (
+    GEN_AI_USAGE_INPUT_TOKENS,
+    GEN_AI_USAGE_OUTPUT_TOKENS,
+    HIGHEST_PRECEDENCE,
+    LOWEST_PRECEDENCE,
+    AdvisorChain,
+    ChatClientRequest,
+    ChatClientResponse,
+    ToolAdvisor,
+)
+from tooluse.calling import (
+    Decision,
+    PendingToolCall,
+    ToolCallingManager,
+    ToolCallLimitExceeded,
+    ToolExecutionResult,
+)
+from tooluse.messages import (
+    AssistantMessage,
+    ChatOptions,
+    ChatResponse,
+    Generation,
+    Message,
+    Prompt,
+    SystemMessage,
+    Usage,
+)
+from tooluse.streaming import StreamAggregator
+
+__all__ = [
+    "APPROVAL_REQUIRED",
+    "HISTORY_CONTEXT_KEY",
+    "PAUSE_CONTEXT_KEY",
+    "PENDING_TOOL_CALLS_METADATA",
+    "RESUME_CONTEXT_KEY",
+    "EligibilityChecker",
+    "LoopPause",
+    "LoopResume",
+    "ToolCallingAdvisor",
+    "has_tool_calls",
+]
+
+APPROVAL_REQUIRED: Final = "toolApprovalRequired"
+"""Finish reason of the response of a run paused because tool calls wait for approval."""
+PENDING_TOOL_CALLS_METADATA: Final = "pending_tool_calls"
+"""Generation metadata key of a paused run: the held calls, as ``PendingToolCall.to_dict()``."""
+PAUSE_CONTEXT_KEY: Final = "tooluse.tool_calling.pause"
+"""Request context key where the advisor leaves a :class:`LoopPause` when it holds calls."""
+RESUME_CONTEXT_KEY: Final = "tooluse.tool_calling.resume"
+"""Request context key of a :class:`LoopResume`: the request continues a paused run. Advisors
+outside the loop can check it to skip work already done for the paused request."""
+HISTORY_CONTEXT_KEY: Final = "tooluse.tool_calling.history"
+"""Request context key where the advisor leaves the turn's full history when the loop ends."""
+
+EligibilityChecker = Callable[[ChatResponse], bool]
+
+
+def has_tool_calls(response: ChatResponse) -> bool:
+    """The default eligibility checker: any generation asks for a tool call."""
+    return response.has_tool_calls()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LoopPause:
+    """Where a run stopped for approval: the history up to the held round (its assistant
+    message, then the responses of the calls that ran), the held calls, the usage so far."""
+
+    history: tuple[Message, ...]
+    pending_tool_calls: tuple[PendingToolCall, ...]
+    usage: Usage | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LoopResume:
+    """How to continue a paused run: its history, a decision per held call id, its usage."""
+
+    history: tuple[Message, ...]
+    decisions: Mapping[str, Decision]
+    usage: Usage | None
+
+
+class _Loop:
+    """The mutable state of one request's loop."""
+
+    __slots__ = ("history", "instructions", "options", "request", "rounds", "usage")
+
+    def __init__(self, request: ChatClientRequest) -> None:
+        self.request = request  # the current iteration's request, as the hooks left it
+        self.options: ChatOptions = request.prompt.options
+        self.instructions: Sequence[Message] = request.prompt.messages  # sent to the model
+        self.history: Sequence[Message] = request.prompt.messages  # the turn, for the manager
+        self.usage: Usage | None = None
+        self.rounds = 0
+
+    def add_usage(self, usage: Usage | None) -> None:
+        if usage is None or usage.is_empty():
+            return
+        self.usage = usage if self.usage is None else self.usage + usage
+
+
+class ToolCallingAdvisor(ToolAdvisor):
+    """Runs tool calls for the model until it answers (call and stream).
+
+    - ``tool_calling_manager``: executes each round (default ``ToolCallingManager()``:
+      40 calls per tool and 150 in total per turn).
+    - ``eligibility_checker``: decides whether a response's tool calls are executed
+      (default :func:`has_tool_calls`).
+    - ``conversation_history``: send the model the whole turn each round (default) or only
+      the system message and the last tool results (for a memory advisor inside the loop
+      that replays the rest).
+    - ``order``: strictly between ``HIGHEST_PRECEDENCE`` and ``LOWEST_PRECEDENCE``.
+
+    The final response carries the usage summed over all rounds. A return-direct round
+    answers with one generation per tool result (finish reason ``returnDirect``); a limit
+    breach with the limit message (finish reason ``toolCallLimitExceeded``); calls held for
+    approval with the round's assistant message (finish reason ``toolApprovalRequired``)
+    and a :class:`LoopPause` in the request context.
+
+    Hooks for subclasses, all ``async`` and used by the call and the stream path alike:
+    :meth:`do_initialize_loop` (once), :meth:`do_before_call` and :meth:`do_after_call`
+    (each model call), :meth:`do_get_next_instructions` (after each executed round),
+    :meth:`do_finalize_loop` (the final response of a call) and :meth:`do_finalize_stream`
+    (the emitted stream).
+    """
+
+    DEFAULT_ORDER: ClassVar[int] = HIGHEST_PRECEDENCE + 300
+
+    def __init__(
+        self,
+        *,
+        tool_calling_manager: ToolCallingManager | None = None,
+        eligibility_checker: EligibilityChecker = has_tool_calls,
+        conversation_history: bool = True,
+        order: int = DEFAULT_ORDER,
+        name: str = "Tool Calling Advisor",
+    ) -> None:
+        if not HIGHEST_PRECEDENCE < order < LOWEST_PRECEDENCE:
+            raise ValueError(
+                "order must be strictly between HIGHEST_PRECEDENCE and LOWEST_PRECEDENCE, "
+                f"got {order}"
+            )
+        if not callable(eligibility_checker):
+            raise TypeError("eligibility_checker must be a callable (ChatResponse) -> bool")
+        self.tool_calling_manager = tool_calling_manager or ToolCallingManager()
+        self.eligibility_checker = eligibility_checker
+        self.conversation_history = conversation_history
+        self._order = order
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def order(self) -> int:
+        return self._order
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self._name!r}, order={self._order})"
+
+    # -- hooks ---------------------------------------------------------------------------
+
+    async def do_initialize_loop(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientRequest:
+        """Once per request, before the first model call."""
+        return request
+
+    async def do_before_call(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientRequest:
+        """Before each model call. The options of the returned request are the ones the model
+        sees and the manager executes with."""
+        return request
+
+    async def do_after_call(
+        self, response: ChatClientResponse, chain: AdvisorChain
+    ) -> ChatClientResponse:
+        """After each model call (for a stream: on the round's merged response)."""
+        return response
+
+    async def do_get_next_instructions(
+        self,
+        request: ChatClientRequest,
+        response: ChatClientResponse | None,
+        result: ToolExecutionResult,
+    ) -> Sequence[Message]:
+        """The messages of the next model call after an executed round. ``request`` is the
+        round's request; ``response`` is ``None`` when the round completed a resumed run."""
+        history = result.conversation_history
+        if self.conversation_history:
+            return history
+        system = next((m for m in request.prompt.messages if isinstance(m, SystemMessage)), None)
+        return history[-1:] if system is None else (system, history[-1])
+
+    async def do_finalize_loop(
+        self, response: ChatClientResponse, chain: AdvisorChain
+    ) -> ChatClientResponse:
+        """Once per call, on the final response."""
+        return response
+
+    def do_finalize_stream(
+        self, stream: AsyncIterator[ChatClientResponse], chain: AdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        """Once per stream: may wrap the emitted stream."""
+        return stream
+
+    # -- call ----------------------------------------------------------------------------
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientResponse:
+        with _tracing.start_span("tool_loop", _LOOP_SPAN_ATTRIBUTES) as span:
+            inner = chain.copy(self)
+            loop = _Loop(await self.do_initialize_loop(request, chain))
+            final = await self._resume(loop)
+            last: ChatClientResponse | None = None
+            while final is None:
+                await self._before_round(loop, chain)
+                response = await inner.next_call(loop.request)
+                response = await self.do_after_call(response, chain)
+                last = response
+                chat_response = response.chat_response
+                loop.rounds += 1
+                if chat_response is None:
+                    raise ValueError(f"{self._name}: the chain returned no model response")
+                loop.add_usage(chat_response.usage)
+                if not self.eligibility_checker(chat_response):
+                    final = chat_response
+                    break
+                final = await self._execute_round(loop, response, chat_response)
+            final = self._finish(loop, final, span)
+            context = last.context if last is not None else loop.request.context
+            return await self.do_finalize_loop(ChatClientResponse(final, context), chain)
+
+    # -- stream --------------------------------------------------------------------------
+
+    def advise_stream(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        return self.do_finalize_stream(self._stream(request, chain), chain)
+
+    async def _stream(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        with _tracing.start_span("tool_loop", _LOOP_SPAN_ATTRIBUTES) as span:
+            inner = chain.copy(self)
+            loop = _Loop(await self.do_initialize_loop(request, chain))
+            final = await self._resume(loop)
+            while final is None:
+                await self._before_round(loop, chain)
+                previous_usage = loop.usage
+                aggregator = StreamAggregator()
+                context = loop.request.context
+                async for item in inner.next_stream(loop.request):
+                    context = item.context
+                    chunk = item.chat_response
+                    if chunk is None:
+                        yield item
+                        continue
+                    aggregator.add(chunk)
+                    emitted = _emittable(chunk, previous_usage)
+                    if emitted is not None:
+                        yield item if emitted is chunk else item.replace(chat_response=emitted)
+                merged = aggregator.response()
+                response = await self.do_after_call(ChatClientResponse(merged, context), chain)
+                merged = response.chat_response or merged
+                loop.rounds += 1
+                loop.add_usage(merged.usage)
+                if not self.eligibility_checker(merged):
+                    final_usage = loop.usage
+                    if (merged.usage is None or merged.usage.is_empty()) and final_usage:
+                        # The last round reported no usage: the total rides on its own chunk.
+                        yield ChatClientResponse(ChatResponse(usage=final_usage), context)
+                    self._finish(loop, merged, span)
+                    return
+                final = await self._execute_round(loop, response, merged)
+            yield ChatClientResponse(self._finish(loop, final, span), loop.request.context)
+
+    # -- the steps both paths share ------------------------------------------------------
+
+    async def _before_round(self, loop: _Loop, chain: AdvisorChain) -> None:
+        iteration = loop.request.replace(prompt=Prompt(loop.instructions, loop.options))
+        iteration = await self.do_before_call(iteration, chain)
+        loop.request = iteration
+        loop.options = iteration.prompt.options
+
+    async def _resume(self, loop: _Loop) -> ChatResponse | None:
+        """Complete a paused round when the request resumes a run; ``None``: call the model."""
+        resume = loop.request.context.pop(RESUME_CONTEXT_KEY, None)
+        if resume is None:
+            return None
+        if not isinstance(resume, LoopResume):
+            raise TypeError(
+                f"The request context entry {RESUME_CONTEXT_KEY!r} must be a LoopResume, got "
+                f"{type(resume).__name__}"
+            )
+        loop.history = resume.history
+        loop.usage = resume.usage
+        try:
+            result = await self.tool_calling_manager.aresume_tool_calls(
+                Prompt(resume.history, loop.options), resume.decisions
+            )
+        except ToolCallLimitExceeded as exc:
+            loop.history = exc.partial_result.conversation_history
+            return ChatResponse(generations=(exc.build_generation(),))
+        return await self._after_round(loop, result, None, None)
+
+    async def _execute_round(
+        self, loop: _Loop, response: ChatClientResponse, chat_response: ChatResponse
+    ) -> ChatResponse | None:
+        """Run the round's tool calls; the final response, or ``None`` to call the model."""
+        try:
+            result = await self.tool_calling_manager.aexecute_tool_calls(
+                Prompt(loop.history, loop.options), chat_response
+            )
+        except ToolCallLimitExceeded as exc:
+            loop.history = exc.partial_result.conversation_history
+            return chat_response.model_copy(update={"generations": (exc.build_generation(),)})
+        return await self._after_round(loop, result, response, chat_response)
+
+    async def _after_round(
+        self,
+        loop: _Loop,
+        result: ToolExecutionResult,
+        response: ChatClientResponse | None,
+        chat_response: ChatResponse | None,
+    ) -> ChatResponse | None:
+        loop.history = result.conversation_history
+        if result.pending_tool_calls:
+            if chat_response is None:
+                raise ValueError("A resumed round cannot hold calls for approval again")
+            return self._pause(loop, result, chat_response)
+        if result.return_direct:
+            generations = tuple(result.build_generations())
+            if chat_response is None:
+                return ChatResponse(generations=generations)
+            return chat_response.model_copy(update={"generations": generations})
+        loop.instructions = await self.do_get_next_instructions(loop.request, response, result)
+        return None
+
+    def _pause(
+        self, loop: _Loop, result: ToolExecutionResult, chat_response: ChatResponse
+    ) -> ChatResponse:
+        pending = result.pending_tool_calls
+        loop.request.context[PAUSE_CONTEXT_KEY] = LoopPause(
+            history=tuple(result.conversation_history), pending_tool_calls=pending, usage=loop.usage
+        )
+        generation = next(g for g in chat_response.generations if g.message.tool_calls)
+        paused = Generation(
+            message=generation.message,
+            metadata={
+                **generation.metadata,
+                "finish_reason": APPROVAL_REQUIRED,
+                PENDING_TOOL_CALLS_METADATA: [call.to_dict() for call in pending],
+            },
+        )
+        return chat_response.model_copy(update={"generations": (paused,)})
+
+    def _finish(self, loop: _Loop, final: ChatResponse, span: _tracing.SpanHandle) -> ChatResponse:
+        """Stamp the summed usage, leave the history in the context, fill in the span."""
+        loop.request.context[HISTORY_CONTEXT_KEY] = tuple(loop.history)
+        usage = loop.usage
+        span.set_attribute("tooluse.tool_loop.rounds", loop.rounds)
+        if final.generations:
+            reason = final.generations[0].finish_reason
+            span.set_attribute("tooluse.tool_loop.finish_reason", reason or "")
+        if usage is None:
+            return final
+        span.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, usage.prompt_tokens)
+        span.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens)
+        if final.usage == usage:
+            return final
+        return final.model_copy(update={"usage": usage})
+
+
+_LOOP_SPAN_ATTRIBUTES: Final[dict[str, _tracing.AttributeValue]] = {
+    _tracing.GEN_AI_OPERATION_NAME: "tool_loop"
+}
+
+
+def _emittable(chunk: ChatResponse, previous_usage: Usage | None) -> ChatResponse | None:
+    """What a stream chunk becomes for the caller: ``None`` for a chunk carrying tool-call
+    fragments (dropped, or kept without them when it also carries text), and the usage of
+    the rounds before added to a chunk that reports its own usage."""
+    if any(g.message.tool_calls for g in chunk.generations):
+        if not any(g.message.text for g in chunk.generations):
+            return None
+        chunk = chunk.model_copy(
+            update={
+                "generations": tuple(
+                    g.model_copy(update={"message": AssistantMessage(text=g.message.text)})
+                    if g.message.tool_calls
+                    else g
+                    for g in chunk.generations
+                )
+            }
+        )
+    usage = chunk.usage
+    if previous_usage is not None and usage is not None and not usage.is_empty():
+        chunk = chunk.model_copy(update={"usage": previous_usage + usage})
+    return chunk

@@ -1,0 +1,71 @@
+"""A request ready to run: the request, its advisor chain, and what a pause or a retry needs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+from tooluse.advisors import AdvisorChain, ChatClientRequest, ChatClientResponse
+from tooluse.advisors._tool_calling import PAUSE_CONTEXT_KEY, RESUME_CONTEXT_KEY, LoopPause
+from tooluse.client._state import RunState, model_parameters
+from tooluse.messages import Message
+
+__all__ = ["PreparedRequest"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PreparedRequest:
+    """``request`` goes through ``chain``. ``caller_context`` is the request context as the
+    caller set it (advisors add entries to the live one). ``tool_advisor`` tells whether a
+    tool advisor is in the chain; ``response_format`` is the type of ``.entity()``, if set."""
+
+    request: ChatClientRequest
+    chain: AdvisorChain
+    caller_context: Mapping[str, Any]
+    tool_advisor: bool
+    response_format: Any = None
+
+    async def call(self) -> ChatClientResponse:
+        response = await self.chain.next_call(self.request)
+        _check_resume_taken(response.context)
+        return response
+
+    async def stream(self) -> AsyncIterator[ChatClientResponse]:
+        context = self.request.context
+        async for item in self.chain.next_stream(self.request):
+            context = item.context
+            yield item
+        _check_resume_taken(context)
+
+    def follow_up(self, messages: Sequence[Message]) -> PreparedRequest:
+        """The same request with other messages and a fresh copy of the caller's context."""
+        request = ChatClientRequest(
+            self.request.prompt.replace(messages=messages), dict(self.caller_context)
+        )
+        return dataclasses.replace(self, request=request)
+
+    def paused_state(self, context: Mapping[str, Any]) -> RunState | None:
+        """The run state when the run stopped for approval (read from the response context)."""
+        pause = context.get(PAUSE_CONTEXT_KEY)
+        if not isinstance(pause, LoopPause):
+            return None
+        options = self.request.prompt.options
+        return RunState(
+            messages=self.request.prompt.messages,
+            history=pause.history,
+            pending_tool_calls=pause.pending_tool_calls,
+            usage=pause.usage,
+            context=dict(self.caller_context),
+            tool_context=dict(options.tool_context),
+            options=model_parameters(options),
+        )
+
+
+def _check_resume_taken(context: Mapping[str, Any]) -> None:
+    if RESUME_CONTEXT_KEY in context:
+        raise RuntimeError(
+            "The run was not resumed: the tool advisor in the chain does not continue paused "
+            f"runs (it left {RESUME_CONTEXT_KEY!r} in the request context); use "
+            "ToolCallingAdvisor or a subclass of it"
+        )
