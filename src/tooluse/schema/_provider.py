@@ -139,16 +139,16 @@ class _Shaper:
         return shaped
 
     def _object(self, node: Mapping[str, Any], shaped: dict[str, Any], path: str) -> None:
-        properties = node.get("properties")
-        if properties is None:
-            raise StrictSchemaError(
-                f"{path}: an object with free-form keys has no strict equivalent"
-            )
         extra = node.get("additionalProperties", False)
         if extra is not False:
             raise StrictSchemaError(
                 f"{path}: additionalProperties {json.dumps(extra)} (free-form keys) "
                 "has no strict equivalent"
+            )
+        properties = node.get("properties")
+        if properties is None:
+            raise StrictSchemaError(
+                f"{path}: an object with free-form keys has no strict equivalent"
             )
         required = set(node.get("required", ()))
         shaped_properties = {}
