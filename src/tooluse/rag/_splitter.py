@@ -32,7 +32,8 @@ class TextSplitter:
     next.
 
     Cuts fall between paragraphs where possible, then between sentences (Chinese, Japanese and
-    Latin punctuation), then between words or CJK characters. A document whose metadata has a
+    Latin punctuation), then between words or CJK characters, and inside a word only when the
+    word alone is longer than a chunk. A document whose metadata has a
     ``title`` (Markdown sections) gets it as the first line of every chunk, so each chunk says
     what it is about. Chunk ids are ``<document id>#<n>``; metadata is the
     document's plus ``chunk_index``.
@@ -98,8 +99,18 @@ class TextSplitter:
             if self._length(sentence.strip()) <= size:
                 pieces.append(sentence)
             else:
-                pieces.extend(self._merge(_UNIT.findall(sentence), size, overlap=False))
+                pieces.extend(self._merge(self._units(sentence, size), size, overlap=False))
         return pieces
+
+    def _units(self, sentence: str, size: int) -> list[str]:
+        """Words and CJK characters; a word longer than a chunk is cut into characters."""
+        units: list[str] = []
+        for unit in _UNIT.findall(sentence):
+            if self._length(unit.strip()) <= size:
+                units.append(unit)
+            else:
+                units.extend(unit)
+        return units
 
     def _merge(self, pieces: list[str], size: int, *, overlap: bool = True) -> list[str]:
         """Greedily pack pieces into chunks of at most ``size``, starting each new chunk with

@@ -1,0 +1,144 @@
+"""Readers and the splitter: sections by heading, chunks by length with overlap, CJK-aware."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tooluse.rag import (
+    Document,
+    MarkdownReader,
+    TextReader,
+    TextSplitter,
+    estimate_tokens,
+    markdown_sections,
+)
+
+
+def test_token_estimate_counts_cjk_characters_one_each() -> None:
+    assert estimate_tokens("退货政策") == 4
+    assert estimate_tokens("abcdefgh") == 2
+    assert estimate_tokens("积分 points") == 2 + 2  # "积分" plus " points" (7 chars)
+
+
+def test_markdown_sections_follow_the_heading_path_and_skip_code_fences() -> None:
+    markdown = "\n".join(
+        [
+            "intro text",
+            "# Guide",
+            "## Returns",
+            "Send it back.",
+            "```python",
+            "# not a heading",
+            "```",
+            "### Refunds",
+            "Money back.",
+            "## Shipping",
+            "",
+            "# Other",
+            "Last words. ##",
+        ]
+    )
+    assert markdown_sections(markdown) == [
+        ("", "intro text"),
+        ("Guide > Returns", "Send it back.\n```python\n# not a heading\n```"),
+        ("Guide > Returns > Refunds", "Money back."),
+        ("Other", "Last words. ##"),
+    ]
+
+
+def test_readers(tmp_path: Path) -> None:
+    (tmp_path / "faq.md").write_text("# FAQ\n## 积分\n积分两年有效。\n", encoding="utf-8")
+    (tmp_path / "note.txt").write_text("  plain note \n", encoding="utf-8")
+    (tmp_path / "empty.txt").write_text(" \n", encoding="utf-8")
+    (tmp_path / "latin1.txt").write_bytes("café".encode("latin-1"))
+    [section] = MarkdownReader(tmp_path / "faq.md").read()
+    assert section == Document(
+        id="faq.md#s0", text="积分两年有效。", metadata={"source": "faq.md", "title": "FAQ > 积分"}
+    )
+    assert TextReader(tmp_path / "note.txt", source="docs/note.txt").read() == [
+        Document(id="docs/note.txt", text="plain note", metadata={"source": "docs/note.txt"})
+    ]
+    assert TextReader(tmp_path / "empty.txt").read() == []
+    with pytest.raises(ValueError, match=r"latin1\.txt is not utf-8 text"):
+        TextReader(tmp_path / "latin1.txt").read()
+
+
+def test_short_text_is_one_chunk_with_its_title() -> None:
+    document = Document(id="d", text="Short body.", metadata={"title": "FAQ > Q", "source": "s"})
+    assert TextSplitter().split([document]) == [
+        Document(
+            id="d#0",
+            text="FAQ > Q\nShort body.",
+            metadata={"title": "FAQ > Q", "source": "s", "chunk_index": 0},
+        )
+    ]
+
+
+def test_paragraphs_are_kept_whole_when_they_fit() -> None:
+    paragraphs = [" ".join([f"p{n}w{i}" for i in range(10)]) for n in range(4)]
+    chunks = TextSplitter(chunk_size=30, chunk_overlap=0).split_text("\n\n".join(paragraphs))
+    assert chunks == ["\n\n".join(paragraphs[:2]), "\n\n".join(paragraphs[2:])]
+
+
+def test_chinese_is_cut_at_sentence_ends() -> None:
+    sentences = [f"第{n}句话讲的是积分规则的一部分内容。" for n in range(1, 7)]
+    chunks = TextSplitter(chunk_size=40, chunk_overlap=0).split_text("".join(sentences))
+    assert len(chunks) == 3
+    assert all(chunk.endswith("。") for chunk in chunks)
+    assert "".join(chunks) == "".join(sentences)
+
+
+def test_overlap_repeats_the_end_of_the_previous_chunk() -> None:
+    sentences = [f"Sentence number {n} is here." for n in range(12)]
+    chunks = TextSplitter(chunk_size=30, chunk_overlap=8).split_text(" ".join(sentences))
+    assert len(chunks) > 2
+    for previous, following in itertools.pairwise(chunks):
+        last_sentence = previous.rsplit(". ", 1)[-1]
+        assert following.startswith(last_sentence.rstrip("."))
+
+
+def test_a_sentence_longer_than_a_chunk_is_cut_between_words_or_characters() -> None:
+    long_word_run = " ".join(f"word{n}" for n in range(200))
+    for chunk in TextSplitter(chunk_size=20, chunk_overlap=0).split_text(long_word_run):
+        assert estimate_tokens(chunk) <= 20
+        assert not chunk.startswith("ord")  # never inside a word
+    cjk = "无标点的长句" * 30
+    cjk_chunks = TextSplitter(chunk_size=50, chunk_overlap=0).split_text(cjk)
+    assert "".join(cjk_chunks) == cjk
+    assert all(len(c) <= 50 for c in cjk_chunks)
+
+
+@pytest.mark.parametrize(
+    ("size", "overlap", "message"),
+    [(0, 0, "chunk_size must be a positive int"), (10, 10, "chunk_overlap must be >= 0")],
+)
+def test_bad_settings(size: int, overlap: int, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        TextSplitter(chunk_size=size, chunk_overlap=overlap)
+
+
+_words = st.sampled_from(
+    ["alpha", "beta", "积分", "规则", "有效", "two-year", "x" * 30, "。", ". "]
+)
+_texts = st.lists(
+    st.one_of(_words, st.sampled_from([" ", "\n", "\n\n", "！", "?"])), min_size=1, max_size=300
+).map("".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=_texts, size=st.integers(8, 80), overlap_share=st.floats(0, 0.5))
+def test_chunks_fit_and_lose_no_word(text: str, size: int, overlap_share: float) -> None:
+    overlap = int(size * overlap_share)
+    chunks = TextSplitter(chunk_size=size, chunk_overlap=overlap).split_text(text)
+    for chunk in chunks:
+        assert chunk.strip() == chunk and chunk
+        assert estimate_tokens(chunk) <= size
+    joined = "".join(chunks)
+    for word in text.split():
+        for piece in word.split("。"):
+            assert piece.strip(". ！?") in joined
