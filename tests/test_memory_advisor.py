@@ -1,0 +1,153 @@
+"""MessageChatMemoryAdvisor on the advisor chain (the full client loop: test_memory_loop.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from _memory_helpers import answer, calls, results, system, user
+from tooluse.advisors import (
+    HIGHEST_PRECEDENCE,
+    LOWEST_PRECEDENCE,
+    AdvisorChain,
+    CallAdvisor,
+    ChatClientRequest,
+    StreamAdvisor,
+)
+from tooluse.memory import CONVERSATION_ID, MessageChatMemoryAdvisor, MessageWindowChatMemory
+from tooluse.messages import ChatResponse, Message, Prompt
+from tooluse.streaming import merge_chunks
+from tooluse.testing import ScriptedModel, ScriptExhaustedError, tool_call
+
+
+def request(*messages: Message, conversation: str | None = "c") -> ChatClientRequest:
+    context = {} if conversation is None else {CONVERSATION_ID: conversation}
+    return ChatClientRequest(Prompt(messages), context)
+
+
+async def call(
+    advisor: MessageChatMemoryAdvisor, model: ScriptedModel, *messages: Message
+) -> ChatResponse | None:
+    response = await AdvisorChain([advisor], model).next_call(request(*messages))
+    return response.chat_response
+
+
+def test_defaults_follow_spring() -> None:
+    advisor = MessageChatMemoryAdvisor(MessageWindowChatMemory())
+    assert advisor.order == HIGHEST_PRECEDENCE + 200
+    assert not advisor.inside_tool_loop
+    assert isinstance(advisor, CallAdvisor)
+    assert isinstance(advisor, StreamAdvisor)
+    inside = MessageChatMemoryAdvisor(MessageWindowChatMemory(), inside_tool_loop=True)
+    assert inside.order > HIGHEST_PRECEDENCE + 300  # the tool-calling advisor's order
+
+
+@pytest.mark.parametrize("order", [HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE])
+def test_order_must_be_strictly_inside_the_range(order: int) -> None:
+    with pytest.raises(ValueError, match="order must be strictly between"):
+        MessageChatMemoryAdvisor(MessageWindowChatMemory(), order=order)
+
+
+async def test_the_conversation_id_is_required() -> None:
+    advisor = MessageChatMemoryAdvisor(MessageWindowChatMemory())
+    chain = AdvisorChain([advisor], ScriptedModel(["never"]))
+    with pytest.raises(ValueError, match=r"needs a conversation id.*chat_memory_conversation_id"):
+        await chain.next_call(request(user("hi"), conversation=None))
+    with pytest.raises(ValueError, match="conversation id must not be blank"):
+        await chain.next_call(request(user("hi"), conversation=" "))
+
+
+async def test_history_is_replayed_and_each_turn_stored() -> None:
+    memory = MessageWindowChatMemory()
+    advisor = MessageChatMemoryAdvisor(memory)
+    model = ScriptedModel(["A1", "A2"])
+    await call(advisor, model, system("S"), user("Q1"))
+    assert memory.get("c") == [user("Q1"), answer("A1")]
+    await call(advisor, model, system("S"), user("Q2"))
+    assert list(model.requests[1].messages) == [
+        system("S"),
+        user("Q1"),
+        answer("A1"),
+        user("Q2"),
+    ]
+    assert memory.get("c") == [user("Q1"), answer("A1"), user("Q2"), answer("A2")]
+
+
+async def test_history_already_in_the_prompt_is_not_added_again() -> None:
+    memory = MessageWindowChatMemory()
+    memory.add("c", [user("Q1"), answer("A1")])
+    model = ScriptedModel(["A2"])
+    await call(MessageChatMemoryAdvisor(memory), model, user("Q1"), answer("A1"), user("Q2"))
+    assert list(model.requests[0].messages) == [user("Q1"), answer("A1"), user("Q2")]
+
+
+async def test_only_the_part_of_memory_missing_from_the_prompt_is_added() -> None:
+    memory = MessageWindowChatMemory()
+    memory.add("c", [user("Q1"), answer("A1"), user("Q2"), calls("x")])
+    model = ScriptedModel(["A2"])
+    advisor = MessageChatMemoryAdvisor(memory, inside_tool_loop=True)
+    await call(advisor, model, user("Q2"), calls("x"), results("x"))
+    assert list(model.requests[0].messages) == [
+        user("Q1"),
+        answer("A1"),
+        user("Q2"),
+        calls("x"),
+        results("x"),
+    ]
+
+
+async def test_the_prompts_system_message_wins_over_a_remembered_one() -> None:
+    memory = MessageWindowChatMemory()
+    memory.add("c", [system("old"), user("Q1"), answer("A1")])
+    model = ScriptedModel(["A2", "A3"])
+    advisor = MessageChatMemoryAdvisor(memory)
+    await call(advisor, model, user("Q2"), system("new"))
+    assert list(model.requests[0].messages) == [
+        system("new"),
+        user("Q1"),
+        answer("A1"),
+        user("Q2"),
+    ]
+    memory.clear("c")
+    memory.add("c", [system("remembered"), user("Q1")])
+    await call(advisor, model, user("Q2"))
+    assert list(model.requests[1].messages) == [system("remembered"), user("Q1"), user("Q2")]
+
+
+async def test_outside_the_loop_a_tool_calling_answer_is_not_stored() -> None:
+    memory = MessageWindowChatMemory()
+    await call(MessageChatMemoryAdvisor(memory), ScriptedModel([tool_call("t", id="x")]), user("Q"))
+    assert memory.get("c") == [user("Q")]
+
+
+async def test_inside_the_loop_tool_traffic_is_stored() -> None:
+    memory = MessageWindowChatMemory()
+    advisor = MessageChatMemoryAdvisor(memory, inside_tool_loop=True)
+    model = ScriptedModel([tool_call("lookup", {"q": 1}, id="x"), "done"])
+    await call(advisor, model, user("Q"))
+    await call(advisor, model, user("Q"), calls("x"), results("x"))
+    assert memory.get("c") == [user("Q"), calls("x"), results("x"), answer("done")]
+
+
+async def test_a_failed_request_leaves_memory_unchanged() -> None:
+    memory = MessageWindowChatMemory()
+    memory.add("c", [user("Q1"), answer("A1")])
+    with pytest.raises(ScriptExhaustedError):
+        await call(MessageChatMemoryAdvisor(memory), ScriptedModel([]), user("Q2"))
+    assert memory.get("c") == [user("Q1"), answer("A1")]
+
+
+async def test_streaming_replays_history_and_stores_the_whole_answer() -> None:
+    memory = MessageWindowChatMemory()
+    memory.add("c", [user("Q1"), answer("A1")])
+    model = ScriptedModel(["a long streamed answer"], chunk_size=3)
+    chain = AdvisorChain([MessageChatMemoryAdvisor(memory)], model)
+    chunks = [item.chat_response async for item in chain.next_stream(request(user("Q2")))]
+    assert len(chunks) > 3
+    assert merge_chunks(c for c in chunks if c is not None).text == "a long streamed answer"
+    assert list(model.requests[0].messages) == [user("Q1"), answer("A1"), user("Q2")]
+    assert memory.get("c") == [
+        user("Q1"),
+        answer("A1"),
+        user("Q2"),
+        answer("a long streamed answer"),
+    ]
