@@ -424,3 +424,12 @@ async def test_prompt_messages_are_not_copied_or_changed() -> None:
     result = await ToolCallingManager().aexecute_tool_calls(prompt, tool_calls_response(("a", "")))
     assert result.conversation_history[0] is prompt.messages[0]
     assert prompt == Prompt([UserMessage(text="q")], prompt.options)
+
+
+async def test_a_function_in_the_tool_list_is_a_clear_type_error() -> None:
+    def plain() -> str:
+        return "x"
+
+    prompt = Prompt([UserMessage(text="q")], ChatOptions(tool_callbacks=(plain,)))
+    with pytest.raises(TypeError, match="must hold ToolCallbacks, got <function"):
+        await ToolCallingManager().aexecute_tool_calls(prompt, tool_calls_response(("plain", "")))

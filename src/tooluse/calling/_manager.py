@@ -283,6 +283,11 @@ class ToolCallingManager:
             return last[1]
         index: dict[str, ToolCallback] = {}
         for callback in callbacks:
+            if not isinstance(callback, ToolCallback):
+                raise TypeError(
+                    f"ChatOptions.tool_callbacks must hold ToolCallbacks, got {callback!r}; "
+                    "convert functions and objects with tooluse.tool_callbacks(...)"
+                )
             index.setdefault(callback.definition.name, callback)  # first match wins
         self._last_index = (callbacks, index)
         return index
