@@ -90,7 +90,9 @@ class FunctionToolCallback:
         if input_type is not None and input_schema is not None:
             raise ValueError("Pass either input_type= or input_schema=, not both")
         options = tool_options(function) or ToolOptions()
-        tool_name = check_tool_name(name or options.name or function_tool_name(function))
+        if name is None:
+            name = options.name if options.name is not None else function_tool_name(function)
+        tool_name = check_tool_name(name)
         signature = _SIGNATURES.get(function, lambda: read_signature(function, tool_name=tool_name))
         self._function = function
         self._is_async = signature.is_async

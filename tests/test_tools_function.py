@@ -1,0 +1,494 @@
+"""``FunctionToolCallback``: validating arguments, calling sync/async functions, the three input
+modes, context injection, errors for the model."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import threading
+import warnings
+from typing import Annotated, Any
+
+import pytest
+from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
+
+from tooluse import (
+    FunctionToolCallback,
+    ToolCallback,
+    ToolContext,
+    ToolExecutionException,
+    ToolParam,
+)
+
+
+class Address(BaseModel):
+    street: str
+    number: int
+
+
+class Order(BaseModel):
+    item: str
+    quantity: int = 1
+
+
+@dataclasses.dataclass
+class Move:
+    x: int
+    y: int
+
+
+class Query(TypedDict):
+    text: str
+    limit: int
+
+
+def book(
+    city: str,
+    nights: int,
+    address: Address | None = None,
+    tags: list[str] | None = None,
+    breakfast: bool = False,
+) -> dict[str, Any]:
+    return {
+        "city": city,
+        "nights": nights,
+        "address": address,
+        "tags": tags,
+        "breakfast": breakfast,
+    }
+
+
+BOOK = FunctionToolCallback(book)
+
+
+def error_of(callback: FunctionToolCallback, arguments: str) -> str:
+    with pytest.raises(ToolExecutionException) as info:
+        callback.call(arguments)
+    assert info.value.definition is callback.definition
+    return str(info.value)
+
+
+def test_implements_the_protocol() -> None:
+    assert isinstance(BOOK, ToolCallback)
+    assert BOOK.definition.name == "book"
+    assert BOOK.function is book
+
+
+def test_lax_validation_and_defaults() -> None:
+    result = BOOK.call(
+        '{"city": "Paris", "nights": "3", "address": {"street": "Main", "number": "7"}}'
+    )
+    assert result == (
+        '{"city":"Paris","nights":3,"address":{"street":"Main","number":7},"tags":null,'
+        '"breakfast":false}'
+    )
+
+
+def test_numbers_are_accepted_for_text() -> None:
+    assert '"city":"75001"' in BOOK.call('{"city": 75001, "nights": 1}')
+
+
+def test_null_for_an_optional_parameter_means_its_default() -> None:
+    # OpenAI strict mode sends null for optional fields it does not fill
+    result = BOOK.call('{"city": "Rome", "nights": 1, "breakfast": null, "tags": null}')
+    assert '"breakfast":false' in result
+    assert '"tags":null' in result
+
+
+@pytest.mark.parametrize("empty", ["", "   ", "null", " null ", "{}"])
+def test_empty_or_null_arguments_mean_no_arguments(empty: str) -> None:
+    def now() -> str:
+        return "noon"
+
+    assert FunctionToolCallback(now).call(empty) == '"noon"'
+
+
+def test_missing_required_fields_named_with_expected_types() -> None:
+    message = error_of(BOOK, "{}")
+    assert message.splitlines() == [
+        "Invalid arguments for tool 'book':",
+        "- 'city': required but missing (expected string)",
+        "- 'nights': required but missing (expected integer)",
+        "Expected arguments: {city: string, nights: integer, address?: Address | null, "
+        "tags?: array of string | null, breakfast?: boolean}",
+    ]
+
+
+def test_wrong_type_says_field_expected_and_received() -> None:
+    message = error_of(BOOK, '{"city": "Oslo", "nights": "three"}')
+    assert "- 'nights': Input should be a valid integer" in message
+    assert 'got "three"' in message
+
+
+def test_nested_field_locations() -> None:
+    message = error_of(
+        BOOK, '{"city": "Oslo", "nights": 1, "address": {"street": 5}, "tags": ["a", {}]}'
+    )
+    assert "'address.number': required but missing" in message
+    assert "'tags[1]': Input should be a valid string; got {}" in message
+
+
+def test_extra_fields_are_rejected_with_the_parameter_list() -> None:
+    message = error_of(BOOK, '{"city": "Oslo", "nights": 1, "nigths": 2}')
+    assert (
+        "- 'nigths': not a parameter of this tool (parameters: city, nights, address, tags, "
+        "breakfast)" in message
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ('{"city": "Oslo"', "the arguments are not valid JSON (EOF while parsing"),
+        ("[1, 2]", "the arguments must be a JSON object, got a JSON array"),
+        ('"Oslo"', "the arguments must be a JSON object, got a JSON string"),
+        ("42", "the arguments must be a JSON object, got a JSON number"),
+        ("true", "the arguments must be a JSON object, got a JSON boolean"),
+        ("city=Oslo", "the arguments are not valid JSON"),
+    ],
+)
+def test_not_an_object(arguments: str, expected: str) -> None:
+    message = error_of(BOOK, arguments)
+    assert message.startswith(f"Invalid arguments for tool 'book': {expected}")
+    assert message.endswith(
+        "{city: string, nights: integer, address?: Address | null, "
+        "tags?: array of string | null, breakfast?: boolean}"
+    )
+
+
+def test_long_received_values_are_cut_short() -> None:
+    message = error_of(BOOK, '{"city": "Oslo", "nights": "' + "x" * 5000 + '"}')
+    assert len(message) < 400
+
+
+def test_many_errors_are_summarised() -> None:
+    def f(a: int, b: int, c: int, d: int, e: int, g: int, h: int) -> None: ...
+
+    message = error_of(FunctionToolCallback(f), "{}")
+    assert "- and 2 more problems" in message
+
+
+def test_optional_without_default_missing_is_none() -> None:
+    def f(a: int | None, b: Annotated[str, ToolParam(required=False)]) -> str:
+        return f"{a}-{b}"
+
+    assert FunctionToolCallback(f).call("{}") == '"None-None"'
+
+
+def test_field_constraints_are_enforced() -> None:
+    def f(count: Annotated[int, Field(ge=1, le=10)]) -> int:
+        return count
+
+    callback = FunctionToolCallback(f)
+    assert callback.call('{"count": 10}') == "10"
+    assert "Input should be less than or equal to 10" in error_of(callback, '{"count": 11}')
+
+
+def test_positional_only_parameters() -> None:
+    def f(a: int, ctx: ToolContext, /, b: int = 2, *, c: int = 3) -> str:
+        return f"{a}{ctx.get('k')}{b}{c}"
+
+    callback = FunctionToolCallback(f)
+    assert callback.call('{"a": 1, "c": 9}', ToolContext({"k": "K"})) == '"1K29"'
+
+
+# context ------------------------------------------------------------------------------------
+
+
+def test_context_is_injected_and_never_in_the_schema() -> None:
+    seen: list[ToolContext] = []
+
+    def f(city: str, context: ToolContext) -> str:
+        seen.append(context)
+        return city
+
+    callback = FunctionToolCallback(f)
+    assert list(callback.definition.input_schema["properties"]) == ["city"]
+    callback.call('{"city": "x"}', ToolContext({"user": "u1"}))
+    callback.call('{"city": "x"}')
+    assert seen[0] == {"user": "u1"}
+    assert isinstance(seen[1], ToolContext)
+    assert dict(seen[1]) == {}
+
+
+def test_context_key_sent_by_the_model_is_rejected() -> None:
+    def f(city: str, context: ToolContext) -> str:
+        return city
+
+    message = error_of(FunctionToolCallback(f), '{"city": "x", "context": {"admin": true}}')
+    assert "'context': not a parameter of this tool" in message
+
+
+# sync / async --------------------------------------------------------------------------------
+
+
+async def test_acall_runs_sync_functions_in_a_worker_thread() -> None:
+    loop_thread = threading.get_ident()
+
+    def where() -> bool:
+        return threading.get_ident() != loop_thread
+
+    assert await FunctionToolCallback(where).acall("") == "true"
+
+
+async def test_acall_awaits_async_functions_on_the_loop() -> None:
+    loop_thread = threading.get_ident()
+
+    async def where() -> bool:
+        await asyncio.sleep(0)
+        return threading.get_ident() == loop_thread
+
+    assert await FunctionToolCallback(where).acall("") == "true"
+
+
+async def test_sync_tools_run_concurrently_in_acall() -> None:
+    barrier = threading.Barrier(3, timeout=5)
+
+    def wait() -> str:
+        barrier.wait()  # deadlocks unless all three run at the same time
+        return "ok"
+
+    callback = FunctionToolCallback(wait)
+    assert await asyncio.gather(*(callback.acall("") for _ in range(3))) == ['"ok"'] * 3
+
+
+def test_call_runs_async_functions_from_sync_code() -> None:
+    async def double(n: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * n
+
+    assert FunctionToolCallback(double).call('{"n": 4}') == "8"
+
+
+async def test_call_on_an_async_tool_inside_a_running_loop_is_a_clear_error() -> None:
+    async def double(n: int) -> int:
+        return 2 * n
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "coroutine was never awaited"
+        with pytest.raises(RuntimeError, match=r"use 'await callback.acall\(...\)'"):
+            FunctionToolCallback(double).call('{"n": 4}')
+
+
+def test_sync_wrapper_around_an_async_function() -> None:
+    async def inner(n: int) -> int:
+        return n + 1
+
+    @functools.wraps(inner)
+    def wrapper(n: int) -> Any:
+        return inner(n)
+
+    callback = FunctionToolCallback(wrapper)
+    assert callback.call('{"n": 1}') == "2"
+    assert asyncio.run(callback.acall('{"n": 1}')) == "2"
+
+
+def test_async_generators_are_rejected() -> None:
+    async def stream() -> Any:
+        yield 1
+
+    with pytest.raises(ValueError, match="async generator"):
+        FunctionToolCallback(stream)
+
+
+# exceptions ----------------------------------------------------------------------------------
+
+
+class Boom(Exception):
+    pass
+
+
+def test_exceptions_from_the_function_propagate_unchanged() -> None:
+    error = Boom("no such city")
+
+    def fail(city: str) -> str:
+        raise error
+
+    async def afail(city: str) -> str:
+        raise error
+
+    for function in (fail, afail):
+        callback = FunctionToolCallback(function)
+        with pytest.raises(Boom) as info:
+            asyncio.run(callback.acall('{"city": "x"}'))
+        assert info.value is error
+    with pytest.raises(Boom):
+        FunctionToolCallback(fail).call('{"city": "x"}')
+
+
+def test_tool_execution_exception_from_the_function_passes_through() -> None:
+    error = ToolExecutionException("city must be in Europe")
+
+    def f(city: str) -> str:
+        raise error
+
+    with pytest.raises(ToolExecutionException) as info:
+        FunctionToolCallback(f).call('{"city": "x"}')
+    assert info.value is error
+
+
+def test_validation_errors_raised_inside_the_function_are_not_argument_errors() -> None:
+    def f() -> None:
+        Address.model_validate({})
+
+    with pytest.raises(Exception) as info:
+        FunctionToolCallback(f).call("")
+    assert not isinstance(info.value, ToolExecutionException)
+
+
+# input_type / input_schema --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("input_type", "arguments", "expected"),
+    [
+        (Order, '{"item": "tea", "quantity": "2"}', Order(item="tea", quantity=2)),
+        (Move, '{"x": 1, "y": "2"}', Move(1, 2)),
+        (Query, '{"text": "a", "limit": 3}', {"text": "a", "limit": 3}),
+    ],
+)
+def test_input_type_receives_the_validated_value(
+    input_type: Any, arguments: str, expected: Any
+) -> None:
+    received: list[Any] = []
+
+    def handle(value: Any, ctx: ToolContext) -> str:
+        received.append(value)
+        return "ok"
+
+    callback = FunctionToolCallback(handle, name="handle", input_type=input_type)
+    assert callback.definition.input_schema["type"] == "object"
+    assert callback.call(arguments) == '"ok"'
+    assert received == [expected]
+
+
+def test_input_type_errors_name_the_field() -> None:
+    def place(order: Order) -> str:
+        return order.item
+
+    callback = FunctionToolCallback(place, input_type=Order)
+    assert callback.definition.input_schema["required"] == ["item"]
+    assert "- 'item': required but missing (expected string)" in error_of(callback, "{}")
+
+
+def test_input_type_must_be_an_object_type() -> None:
+    with pytest.raises(ValueError, match="input_type must describe a JSON object"):
+        FunctionToolCallback(lambda n: n, name="n", input_type=int)
+
+
+def test_input_type_needs_a_one_parameter_function() -> None:
+    def two(a: Order, b: int) -> None: ...
+
+    with pytest.raises(ValueError, match=r"exactly one input parameter .* it takes: a, b"):
+        FunctionToolCallback(two, input_type=Order)
+
+
+def test_input_schema_gets_the_parsed_dict_and_is_repaired() -> None:
+    received: list[dict[str, Any]] = []
+
+    def handle(arguments: dict[str, Any]) -> str:
+        received.append(arguments)
+        return "ok"
+
+    raw = {
+        "type": "dict",
+        "properties": {"x": {"type": "float"}, "y": {"type": "float", "optional": True}},
+        "required": ["x", "y"],
+    }
+    callback = FunctionToolCallback(handle, name="point", input_schema=raw)
+    assert callback.definition.input_schema == {
+        "type": "object",
+        "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+        "required": ["x"],
+    }
+    assert callback.call('{"x": 1.5, "z": true}') == '"ok"'
+    assert received == [{"x": 1.5, "z": True}]
+    message = error_of(callback, '{"y": 2}')
+    assert "- 'x': required but missing (expected number)" in message
+
+
+def test_input_schema_as_json_text() -> None:
+    callback = FunctionToolCallback(
+        lambda args: args["q"], name="search", input_schema='{"properties": {"q": {}}}'
+    )
+    assert callback.definition.input_schema == {"type": "object", "properties": {"q": {}}}
+    assert callback.call('{"q": "hi"}') == '"hi"'
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ("{not json", "input_schema is not valid JSON"),
+        ('{"type": "string"}', "input_schema must describe a JSON object"),
+        ("[1]", "input_schema must be a JSON object"),
+    ],
+)
+def test_bad_input_schema(schema: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        FunctionToolCallback(lambda a: a, name="t", input_schema=schema)
+
+
+def test_input_type_and_input_schema_are_exclusive() -> None:
+    with pytest.raises(ValueError, match="either input_type= or input_schema="):
+        FunctionToolCallback(lambda a: a, name="t", input_type=Order, input_schema={})
+
+
+# other callables and caching ------------------------------------------------------------------
+
+
+def test_partial_and_callable_objects() -> None:
+    def scale(value: int, factor: int) -> int:
+        return value * factor
+
+    class Adder:
+        def __call__(self, a: int, b: int) -> int:
+            return a + b
+
+    by_two = FunctionToolCallback(functools.partial(scale, factor=2))
+    assert by_two.definition.name == "scale"
+    assert by_two.call('{"value": 4}') == "8"
+    adder = FunctionToolCallback(Adder(), name="add")
+    assert list(adder.definition.input_schema["properties"]) == ["a", "b"]
+    assert adder.call('{"a": 1, "b": 2}') == "3"
+    with pytest.raises(ValueError, match="pass name="):
+        FunctionToolCallback(Adder())
+
+
+def test_not_callable() -> None:
+    with pytest.raises(TypeError, match="needs a callable"):
+        FunctionToolCallback("f")  # type: ignore[arg-type]
+
+
+def test_schema_and_validator_are_built_once_per_function() -> None:
+    class Tools:
+        def lookup(self, key: str) -> str:
+            return key
+
+    first, second = Tools(), Tools()
+    a = FunctionToolCallback(first.lookup)
+    b = FunctionToolCallback(second.lookup)
+    assert a.definition.input_schema is b.definition.input_schema
+    assert a.call('{"key": "k"}') == '"k"'
+    assert FunctionToolCallback(book).definition.input_schema is BOOK.definition.input_schema
+
+
+def test_method_tool_binds_its_instance() -> None:
+    class Counter:
+        def __init__(self, start: int) -> None:
+            self.value = start
+
+        def add(self, n: int) -> int:
+            self.value += n
+            return self.value
+
+    one, ten = Counter(1), Counter(10)
+    assert FunctionToolCallback(one.add).call('{"n": 1}') == "2"
+    assert FunctionToolCallback(ten.add).call('{"n": 1}') == "11"
+
+
+def test_result_converter_must_return_text() -> None:
+    callback = FunctionToolCallback(lambda: 1, name="one", result_converter=lambda v: v)
+    with pytest.raises(TypeError, match="returned int, not str"):
+        callback.call("")

@@ -1,0 +1,132 @@
+"""Converting tool return values to text for the model (SPEC section 2; Spring AI's
+DefaultToolCallResultConverter, with the strict JSON check SPEC asks for)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import enum
+import json
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from tooluse import FunctionToolCallback
+from tooluse.tools import Image, convert_result
+
+
+class Weather(BaseModel):
+    city: str
+    celsius: float
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int
+
+
+class Level(enum.Enum):
+    LOW = "low"
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ('{"a": 1}', '{"a": 1}'),  # JSON text passes through untouched
+        ("[1, 2]", "[1, 2]"),
+        ("42", "42"),
+        ("true", "true"),
+        ('"quoted"', '"quoted"'),
+        ("plain text", '"plain text"'),
+        ("3 strings processed: [one, two, three]", '"3 strings processed: [one, two, three]"'),
+        ("Object processed: {x}", '"Object processed: {x}"'),
+        ("", '""'),
+        ("天气晴", '"天气晴"'),  # no \\u escapes
+        ('line\n"two"', '"line\\n\\"two\\""'),
+        (42, "42"),
+        (1.5, "1.5"),
+        (True, "true"),
+        ([], "[]"),
+        ({}, "{}"),
+        (["one", "two", "three"], '["one","two","three"]'),
+        ((1, "a"), '[1,"a"]'),
+        ({"k": [1, {"n": None}]}, '{"k":[1,{"n":null}]}'),
+        (Weather(city="Oslo", celsius=-3.5), '{"city":"Oslo","celsius":-3.5}'),
+        (Point(1, 2), '{"x":1,"y":2}'),
+        ([Point(1, 2)], '[{"x":1,"y":2}]'),
+        (Level.LOW, '"low"'),
+        (datetime.date(2026, 4, 22), '"2026-04-22"'),
+        (datetime.datetime(2026, 4, 22, 9, 30), '"2026-04-22T09:30:00"'),
+        (datetime.timedelta(minutes=90), '"PT1H30M"'),
+        (Decimal("1.10"), '"1.10"'),
+        (uuid.UUID(int=1), '"00000000-0000-0000-0000-000000000001"'),
+        (b"\x00\xff", '"AP8="'),
+    ],
+)
+def test_default_conversion(value: Any, expected: str) -> None:
+    assert convert_result(value) == expected
+
+
+def test_sets_become_arrays() -> None:
+    assert sorted(json.loads(convert_result({3, 1, 2}))) == [1, 2, 3]
+
+
+def test_deeply_nested_text_that_json_cannot_parse_is_quoted() -> None:
+    text = "[" * 100_000
+    assert json.loads(convert_result(text)) == text
+
+
+def test_unknown_objects_become_their_str() -> None:
+    class Opaque:
+        def __str__(self) -> str:
+            return "opaque!"
+
+    assert convert_result({"v": Opaque()}) == '{"v":"opaque!"}'
+
+
+def test_none_gives_done_for_none_annotated_functions_else_empty() -> None:
+    assert convert_result(None, returns_none=True) == '"Done"'
+    assert convert_result(None) == ""
+
+    def log(message: str) -> None:
+        pass
+
+    def maybe(message: str) -> str | None:
+        return None
+
+    def unannotated(message):  # type: ignore[no-untyped-def]
+        return None
+
+    assert FunctionToolCallback(log).call('{"message": "x"}') == '"Done"'
+    assert FunctionToolCallback(maybe).call('{"message": "x"}') == ""
+    assert FunctionToolCallback(unannotated).call('{"message": "x"}') == ""
+
+
+async def test_async_none_annotated_function_gives_done() -> None:
+    async def log(message: str) -> None:
+        pass
+
+    assert await FunctionToolCallback(log).acall('{"message": "x"}') == '"Done"'
+
+
+def test_images_become_mime_type_and_base64() -> None:
+    png = b"\x89PNG\r\n\x1a\n fake"
+    expected = {"mimeType": "image/png", "data": base64.b64encode(png).decode()}
+    assert json.loads(convert_result(Image(png))) == expected
+    jpeg = Image(b"\xff\xd8", mime_type="image/jpeg")
+    nested = json.loads(convert_result({"thumbs": [jpeg]}))
+    assert nested == {"thumbs": [{"mimeType": "image/jpeg", "data": "/9g="}]}
+
+
+def test_image_validation() -> None:
+    with pytest.raises(TypeError, match="must be bytes"):
+        Image("not bytes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="mime_type cannot be empty"):
+        Image(b"x", mime_type=" ")
+    assert Image(bytearray(b"x")) == Image(b"x")
+    assert "1 bytes" in repr(Image(b"x"))
