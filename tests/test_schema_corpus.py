@@ -33,8 +33,19 @@ EXPECTED_ROWS = {"bfcl-v4": 3420, "acebench": 4348}
 
 # Sub-schema positions in the draft 2020-12 meta-schema (core, applicator, unevaluated,
 # content vocabularies, plus the deprecated "definitions").
-_ONE = {"additionalProperties", "propertyNames", "items", "contains", "not", "if", "then",
-        "else", "unevaluatedItems", "unevaluatedProperties", "contentSchema"}  # fmt: skip
+_ONE = {
+    "additionalProperties",
+    "propertyNames",
+    "items",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+}
 _MANY = {"allOf", "anyOf", "oneOf", "prefixItems"}
 _NAMED = {"properties", "$defs", "definitions", "dependentSchemas"}  # names unconstrained
 _PATTERNS = {"patternProperties"}  # names must be regular expressions: kept

@@ -245,8 +245,13 @@ def test_defs_of_parameters_are_hoisted_and_shared() -> None:
 
     schema = generate_for_function_input(f)
     assert list(schema) == [
-        "$schema", "type", "properties", "required", "additionalProperties", "$defs"
-    ]  # fmt: skip
+        "$schema",
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+        "$defs",
+    ]
     assert set(schema["$defs"]) == {"Node", "Address"}
     assert schema["properties"]["first"]["items"] == {"$ref": "#/$defs/Node"}
     assert schema["properties"]["second"] == {"$ref": "#/$defs/Node"}
@@ -255,9 +260,8 @@ def test_defs_of_parameters_are_hoisted_and_shared() -> None:
     assert node["properties"]["children"]["items"] == {"$ref": "#/$defs/Node"}
     validator = Draft202012Validator(schema)
     validator.validate(
-        {"first": [{"value": 1, "children": [{"value": 2}]}], "second": {"value": 3},
-         "third": []}
-    )  # fmt: skip
+        {"first": [{"value": 1, "children": [{"value": 2}]}], "second": {"value": 3}, "third": []}
+    )
 
 
 def _other_item_class() -> type[BaseModel]:
@@ -302,9 +306,15 @@ def test_different_definitions_with_the_same_name_are_renamed() -> None:
 
 def test_generated_schemas_are_valid_2020_12() -> None:
     def f(
-        a: Address, b: list[Node], c: dict[str, Point], d: Color | None, e: tuple[int, str],
-        g: set[str], h: bytes, i: float = 1.5,
-    ) -> None: ...  # fmt: skip
+        a: Address,
+        b: list[Node],
+        c: dict[str, Point],
+        d: Color | None,
+        e: tuple[int, str],
+        g: set[str],
+        h: bytes,
+        i: float = 1.5,
+    ) -> None: ...
 
     Draft202012Validator.check_schema(generate_for_function_input(f))
 
@@ -343,9 +353,7 @@ def test_bound_method_excludes_self() -> None:
 
 def test_generate_for_type_model() -> None:
     schema = generate_for_type(Address)
-    assert list(schema)[:5] == [
-        "$schema", "type", "properties", "required", "additionalProperties"
-    ]  # fmt: skip
+    assert list(schema)[:5] == ["$schema", "type", "properties", "required", "additionalProperties"]
     assert schema["$schema"] == DRAFT_2020_12
     assert schema["description"] == "A postal address."
     Draft202012Validator.check_schema(schema)
@@ -364,8 +372,10 @@ def test_generate_for_type_none_is_empty_object() -> None:
 
 def test_generate_for_type_enum_and_scalar() -> None:
     assert generate_for_type(Color) == {
-        "$schema": DRAFT_2020_12, "type": "string", "enum": ["red", "green"]
-    }  # fmt: skip
+        "$schema": DRAFT_2020_12,
+        "type": "string",
+        "enum": ["red", "green"],
+    }
     assert generate_for_type(int) == {"$schema": DRAFT_2020_12, "type": "integer"}
 
 

@@ -46,8 +46,10 @@ def test_missing_type_becomes_object() -> None:
 
 def test_object_without_properties_gets_empty_properties() -> None:
     assert repaired({"type": "object", "description": "x"}) == {
-        "type": "object", "properties": {}, "description": "x"
-    }  # fmt: skip
+        "type": "object",
+        "properties": {},
+        "description": "x",
+    }
 
 
 def test_other_root_types_are_left_alone() -> None:
@@ -213,11 +215,14 @@ def test_required_as_a_single_name() -> None:
 
 
 def test_openapi_nullable() -> None:
-    schema = {"type": "object", "properties": {
-        "a": {"type": "string", "nullable": True},
-        "b": {"type": "string", "nullable": False},
-        "c": {"nullable": True},
-    }}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "string", "nullable": True},
+            "b": {"type": "string", "nullable": False},
+            "c": {"nullable": True},
+        },
+    }
     props = repaired(schema)["properties"]
     assert props == {"a": {"type": ["string", "null"]}, "b": {"type": "string"}, "c": {}}
 
@@ -270,11 +275,23 @@ def test_unfixable_regex_is_dropped_with_a_warning(caplog: pytest.LogCaptureFixt
 
 
 def test_keyword_values_of_the_wrong_type() -> None:
-    schema = {"type": "object", "properties": {"a": {
-        "type": "string", "minLength": "2", "maxLength": -1, "minimum": "0.5",
-        "enum": "only", "description": ["two", "parts"], "format": 5, "uniqueItems": "yes",
-        "examples": "x", "multipleOf": 0,
-    }}}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {
+                "type": "string",
+                "minLength": "2",
+                "maxLength": -1,
+                "minimum": "0.5",
+                "enum": "only",
+                "description": ["two", "parts"],
+                "format": 5,
+                "uniqueItems": "yes",
+                "examples": "x",
+                "multipleOf": 0,
+            }
+        },
+    }
     prop = repaired(schema)["properties"]["a"]
     assert prop == {
         "type": "string",
@@ -288,12 +305,15 @@ def test_keyword_values_of_the_wrong_type() -> None:
 
 
 def test_defaults_that_are_strings_of_the_declared_type() -> None:
-    schema = {"type": "object", "properties": {
-        "flag": {"type": "boolean", "default": "false"},
-        "n": {"type": "integer", "default": "10"},
-        "x": {"type": "number", "default": "1.5"},
-        "label": {"type": "integer", "default": "dontcare"},
-    }}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {
+            "flag": {"type": "boolean", "default": "false"},
+            "n": {"type": "integer", "default": "10"},
+            "x": {"type": "number", "default": "1.5"},
+            "label": {"type": "integer", "default": "dontcare"},
+        },
+    }
     props = repaired(schema)["properties"]
     assert props["flag"]["default"] is False
     assert props["n"]["default"] == 10
@@ -302,19 +322,22 @@ def test_defaults_that_are_strings_of_the_declared_type() -> None:
 
 
 def test_properties_given_as_a_list() -> None:
-    schema = {"type": "object", "properties": [
-        "a", {"name": "b", "type": "int", "description": "bee"}
-    ]}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": ["a", {"name": "b", "type": "int", "description": "bee"}],
+    }
     assert repaired(schema)["properties"] == {
-        "a": {}, "b": {"type": "integer", "description": "bee"}
-    }  # fmt: skip
+        "a": {},
+        "b": {"type": "integer", "description": "bee"},
+    }
 
 
 def test_nested_properties_without_type_become_objects() -> None:
     schema = {"type": "object", "properties": {"o": {"properties": {"a": {"type": "str"}}}}}
     assert repaired(schema)["properties"]["o"] == {
-        "type": "object", "properties": {"a": {"type": "string"}}
-    }  # fmt: skip
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+    }
 
 
 def test_unknown_keywords_and_valid_parts_are_kept() -> None:
