@@ -1,0 +1,314 @@
+"""The whole loop over each provider: ChatClient -> ToolCallingAdvisor -> real SDK -> local
+wire-format server -> tools -> back. The tools include a dotted name (aliased on the wire) and
+the model sends parallel calls, one of them with broken JSON arguments."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from provider_payloads import (
+    anthropic_message,
+    openai_call,
+    openai_chunk,
+    openai_completion,
+    openai_usage,
+    text_block,
+    tool_use_block,
+)
+from provider_server import ProviderServer, Reply, anthropic_sse, openai_sse, shared_server
+from tooluse import Usage
+from tooluse.client import ChatClient
+from tooluse.models import AnthropicChatModel, OpenAIChatModel, provider_safe_name
+from tooluse.tools import tool
+
+FACTORIAL = provider_safe_name("math.factorial")
+calls_seen: list[tuple[str, Any]] = []
+
+
+@tool
+def get_weather(city: str, unit: str = "c") -> str:
+    """Current weather in a city."""
+    calls_seen.append(("get_weather", (city, unit)))
+    return f"Sunny in {city}, 21{unit.upper()}"
+
+
+@tool(name="math.factorial")
+def factorial(n: int) -> int:
+    """n! for a small n."""
+    calls_seen.append(("math.factorial", n))
+    result = 1
+    for k in range(2, n + 1):
+        result *= k
+    return result
+
+
+@pytest.fixture
+def server() -> ProviderServer:
+    calls_seen.clear()
+    return shared_server()
+
+
+@pytest.fixture
+async def models(server: ProviderServer) -> AsyncIterator[dict[str, Callable[..., Any]]]:
+    made: list[OpenAIChatModel | AnthropicChatModel] = []
+
+    def openai_model(**kwargs: Any) -> OpenAIChatModel:
+        model = OpenAIChatModel("gpt-test", base_url=f"{server.url}/v1", api_key="k", **kwargs)
+        made.append(model)
+        return model
+
+    def anthropic_model(**kwargs: Any) -> AnthropicChatModel:
+        model = AnthropicChatModel("claude-test", base_url=server.url, api_key="k", **kwargs)
+        made.append(model)
+        return model
+
+    yield {"openai": openai_model, "anthropic": anthropic_model}
+    for model in made:
+        await model.aclose()
+
+
+def client_for(model: OpenAIChatModel | AnthropicChatModel) -> ChatClient:
+    return ChatClient(model, system="Use the tools.", tools=[get_weather, factorial])
+
+
+# -- OpenAI --------------------------------------------------------------------------------------
+
+
+async def test_openai_call_loop_with_aliases_parallel_calls_and_broken_arguments(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    server.expect(
+        Reply.json(
+            openai_completion(
+                None,
+                [
+                    openai_call("call_w", "get_weather", '{"city": "Paris"}'),
+                    openai_call("call_f", FACTORIAL, '{"n": 5}'),
+                    openai_call("call_x", "get_weather", '{"city": "Ro'),
+                ],
+                finish_reason="tool_calls",
+                usage=openai_usage(100, 10, cached_tokens=50),
+            )
+        ),
+        Reply.json(openai_completion("Paris is sunny; 5! = 120.", usage=openai_usage(200, 20))),
+    )
+    response = await client_for(models["openai"]()).prompt("Weather in Paris, and 5!?").acall()
+
+    assert response.content() == "Paris is sunny; 5! = 120."
+    assert sorted(calls_seen) == [("get_weather", ("Paris", "c")), ("math.factorial", 5)]
+    second = server.requests[1].body["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool", "tool"]
+    assert [c["function"]["name"] for c in second[2]["tool_calls"]] == [
+        "get_weather",
+        FACTORIAL,
+        "get_weather",
+    ]
+    results = {m["tool_call_id"]: m["content"] for m in second[3:]}
+    assert results["call_w"] == '"Sunny in Paris, 21C"'  # str results are JSON-encoded
+    assert results["call_f"] == "120"
+    assert "the arguments are not valid JSON" in results["call_x"]  # the model hears what broke
+    assert response.chat_response().usage == Usage(
+        prompt_tokens=300, completion_tokens=30, total_tokens=330, cache_read_tokens=50
+    )
+
+
+async def test_openai_stream_loop(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk({"role": "assistant", "content": None}),
+                openai_chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_f",
+                                "type": "function",
+                                "function": {"name": FACTORIAL[:6], "arguments": ""},
+                            }
+                        ]
+                    }
+                ),
+                openai_chunk(
+                    {
+                        "tool_calls": [
+                            {"index": 0, "function": {"name": FACTORIAL[6:], "arguments": '{"n"'}}
+                        ]
+                    }
+                ),
+                openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": ": 4}"}}]}),
+                openai_chunk({}, finish_reason="tool_calls"),
+                openai_chunk(None, usage=openai_usage(40, 4)),
+            ]
+        ),
+        openai_sse(
+            [
+                openai_chunk({"content": "4! is "}),
+                openai_chunk({"content": "24."}, finish_reason="stop"),
+                openai_chunk(None, usage=openai_usage(60, 6)),
+            ]
+        ),
+    )
+    stream = client_for(models["openai"]()).prompt("4!?").stream()
+    pieces = [piece async for piece in stream.content()]
+
+    assert pieces == ["4! is ", "24."]
+    assert calls_seen == [("math.factorial", 4)]
+    assert server.requests[1].body["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": "call_f",
+        "content": "24",
+    }
+    assert stream.chat_response().usage == Usage(
+        prompt_tokens=100, completion_tokens=10, total_tokens=110
+    )
+
+
+async def test_openai_strict_loop_gives_tools_their_defaults(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    server.expect(
+        Reply.json(
+            openai_completion(
+                None, [openai_call("c1", "get_weather", '{"city": "Oslo", "unit": null}')]
+            )
+        ),
+        Reply.json(openai_completion("Sunny.")),
+    )
+    response = await client_for(models["openai"](strict_tools=True)).prompt("Oslo?").acall()
+    assert response.content() == "Sunny."
+    assert calls_seen == [("get_weather", ("Oslo", "c"))]
+    assert server.requests[0].body["tools"][0]["function"]["strict"] is True
+
+
+# -- Anthropic -----------------------------------------------------------------------------------
+
+
+async def test_anthropic_call_loop_with_aliases_parallel_calls_and_error_results(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    server.expect(
+        Reply.json(
+            anthropic_message(
+                text_block("Checking."),
+                tool_use_block("toolu_w", "get_weather", {"city": "Paris"}),
+                tool_use_block("toolu_f", FACTORIAL, {"n": "five"}),
+                stop_reason="tool_use",
+                usage={"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 90},
+            )
+        ),
+        Reply.json(
+            anthropic_message(
+                text_block("Paris is sunny."), usage={"input_tokens": 20, "output_tokens": 7}
+            )
+        ),
+    )
+    response = await client_for(models["anthropic"]()).prompt("Weather in Paris, and 5!?").acall()
+
+    assert response.content() == "Paris is sunny."
+    assert calls_seen == [("get_weather", ("Paris", "c"))]
+    body = server.requests[1].body
+    assert body["system"] == "Use the tools."
+    assistant, results = body["messages"][1], body["messages"][2]
+    assert [b.get("name") for b in assistant["content"]] == [None, "get_weather", FACTORIAL]
+    assert results["role"] == "user"
+    weather, failed = results["content"]
+    assert weather == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_w",
+        "content": '"Sunny in Paris, 21C"',
+    }
+    assert failed["tool_use_id"] == "toolu_f" and failed["is_error"] is True
+    assert "Invalid arguments for tool 'math.factorial'" in failed["content"]
+    assert response.chat_response().usage == Usage(
+        prompt_tokens=120, completion_tokens=12, total_tokens=132, cache_read_tokens=90
+    )
+
+
+async def test_anthropic_stream_loop(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    def start(input_tokens: int) -> dict[str, Any]:
+        message = anthropic_message(usage={"input_tokens": input_tokens, "output_tokens": 1})
+        message["content"], message["stop_reason"] = [], None
+        return {"type": "message_start", "message": message}
+
+    server.expect(
+        anthropic_sse(
+            [
+                start(30),
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {
+                        "type": "tool_use",
+                        "id": "toolu_1",
+                        "name": FACTORIAL,
+                        "input": {},
+                    },
+                },
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": '{"n":'},
+                },
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "input_json_delta", "partial_json": " 3}"},
+                },
+                {"type": "content_block_stop", "index": 0},
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "tool_use"},
+                    "usage": {"output_tokens": 9},
+                },
+                {"type": "message_stop"},
+            ]
+        ),
+        anthropic_sse(
+            [
+                start(50),
+                {
+                    "type": "content_block_start",
+                    "index": 0,
+                    "content_block": {"type": "text", "text": ""},
+                },
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": "3! = "},
+                },
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": "6"},
+                },
+                {"type": "content_block_stop", "index": 0},
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn"},
+                    "usage": {"output_tokens": 4},
+                },
+                {"type": "message_stop"},
+            ]
+        ),
+    )
+    stream = client_for(models["anthropic"]()).prompt("3!?").stream()
+    pieces = [piece async for piece in stream.content()]
+
+    assert pieces == ["3! = ", "6"]
+    assert calls_seen == [("math.factorial", 3)]
+    last_turn = server.requests[1].body["messages"][-1]
+    assert last_turn == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "6"}],
+    }
+    assert stream.chat_response().usage == Usage(
+        prompt_tokens=80, completion_tokens=13, total_tokens=93
+    )
