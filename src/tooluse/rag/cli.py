@@ -1,0 +1,80 @@
+"""``tooluse ingest DIR``: load a directory of text and Markdown files into the knowledge base."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from tooluse.rag._ingest import DEFAULT_PATTERNS, ingest_directory, source_files
+from tooluse.rag._splitter import TextSplitter
+from tooluse.rag._sqlite_store import SqliteVectorStore
+
+__all__ = ["DEFAULT_DATABASE", "add_arguments", "run"]
+
+DEFAULT_DATABASE = "tooluse.db"
+"""The SQLite file used when neither ``--db`` nor ``$TOOLUSE_DB`` names one."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Split the text and Markdown files under DIR into chunks, embed them with the bundled "
+        "offline model and store them in a SQLite knowledge base. Unchanged files are skipped, "
+        "changed files replace their chunks."
+    )
+    parser.add_argument("directory", metavar="DIR", type=Path, help="directory to ingest")
+    parser.add_argument(
+        "--db",
+        default=os.environ.get("TOOLUSE_DB", DEFAULT_DATABASE),
+        help=f"SQLite file (default: $TOOLUSE_DB or {DEFAULT_DATABASE})",
+    )
+    parser.add_argument("--collection", default="default", help="collection in the file")
+    parser.add_argument(
+        "--pattern",
+        dest="patterns",
+        action="append",
+        help=f"file name pattern, repeatable (default: {' '.join(DEFAULT_PATTERNS)})",
+    )
+    parser.add_argument("--chunk-size", type=int, default=256, help="estimated tokens")
+    parser.add_argument("--chunk-overlap", type=int, default=32, help="estimated tokens")
+    parser.add_argument(
+        "--prune", action="store_true", help="remove the chunks of files no longer in DIR"
+    )
+    parser.add_argument("--force", action="store_true", help="re-ingest unchanged files too")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm  # type: ignore[import-untyped]  # the rag extra; only the CLI needs it
+
+    directory: Path = args.directory
+    if not directory.is_dir():
+        print(f"tooluse ingest: not a directory: {directory}", file=sys.stderr)
+        return 2
+    try:
+        splitter = TextSplitter(args.chunk_size, args.chunk_overlap)
+    except ValueError as exc:
+        print(f"tooluse ingest: {exc}", file=sys.stderr)
+        return 2
+    patterns = tuple(args.patterns or DEFAULT_PATTERNS)
+    total = len(source_files(directory, patterns))
+    with (
+        SqliteVectorStore(args.db, collection=args.collection) as store,
+        tqdm(total=total, unit="file", disable=args.quiet, file=sys.stderr) as bar,
+    ):
+        report = ingest_directory(
+            directory,
+            store,
+            splitter=splitter,
+            patterns=patterns,
+            prune=args.prune,
+            force=args.force,
+            on_file=lambda source: bar.update(1),
+        )
+    print(
+        f"{len(report.added)} added, {len(report.updated)} updated, "
+        f"{len(report.unchanged)} unchanged, {len(report.removed)} removed; "
+        f"{report.chunks_written} chunks written to {args.db} (collection {args.collection!r})"
+    )
+    return 0

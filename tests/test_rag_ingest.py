@@ -1,0 +1,128 @@
+"""Ingestion: idempotent re-runs, changed files replace their chunks, pruning, the CLI."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from _rag_helpers import HashingEmbeddingModel
+from tooluse.rag import (
+    IngestReport,
+    InMemoryVectorStore,
+    SqliteVectorStore,
+    TextSplitter,
+    ingest_directory,
+)
+from tooluse.rag import cli as ingest_cli
+
+
+@pytest.fixture
+def knowledge(tmp_path: Path) -> Path:
+    root = tmp_path / "kb"
+    (root / "zh").mkdir(parents=True)
+    (root / "faq.md").write_text(
+        "# FAQ\n## Returns\nReturns are free for 30 days.\n## Refunds\nRefunds take 5 days.\n",
+        encoding="utf-8",
+    )
+    (root / "zh" / "积分.txt").write_text("积分两年有效。", encoding="utf-8")
+    (root / "notes.rst").write_text("not matched by the default patterns", encoding="utf-8")
+    return root
+
+
+def chunk_ids(store: InMemoryVectorStore | SqliteVectorStore) -> list[str]:
+    return sorted(d.id for d in store.find())
+
+
+def test_first_run_adds_every_matching_file(knowledge: Path) -> None:
+    store = InMemoryVectorStore(HashingEmbeddingModel())
+    seen: list[str] = []
+    report = ingest_directory(knowledge, store, on_file=seen.append)
+    assert report == IngestReport(added=("faq.md", "zh/积分.txt"), chunks_written=3)
+    assert seen == ["faq.md", "zh/积分.txt"]
+    assert chunk_ids(store) == ["faq.md#s0#0", "faq.md#s1#0", "zh/积分.txt#0"]
+    [refunds] = store.find({"title": "FAQ > Refunds"})
+    assert refunds.text == "FAQ > Refunds\nRefunds take 5 days."
+    assert refunds.metadata["source"] == "faq.md"
+    assert len(refunds.metadata["source_sha256"]) == 64
+
+
+def test_an_unchanged_directory_is_not_embedded_again(knowledge: Path) -> None:
+    model = HashingEmbeddingModel()
+    store = InMemoryVectorStore(model)
+    ingest_directory(knowledge, store)
+    embedded = len(model.embedded)
+    report = ingest_directory(knowledge, store)
+    assert report == IngestReport(unchanged=("faq.md", "zh/积分.txt"))
+    assert not report.changed
+    assert len(model.embedded) == embedded
+
+
+def test_a_changed_file_replaces_its_chunks(knowledge: Path, tmp_path: Path) -> None:
+    model = HashingEmbeddingModel()
+    with SqliteVectorStore(tmp_path / "kb.db", model) as store:
+        ingest_directory(knowledge, store)
+        (knowledge / "faq.md").write_text("# FAQ\nOnly one answer now.\n", encoding="utf-8")
+        embedded = len(model.embedded)
+        report = ingest_directory(knowledge, store)
+        assert report.updated == ("faq.md",) and report.unchanged == ("zh/积分.txt",)
+        assert model.embedded[embedded:] == ["FAQ\nOnly one answer now."]
+        assert chunk_ids(store) == ["faq.md#s0#0", "zh/积分.txt#0"]
+        assert store.find({"source": "faq.md"})[0].text == "FAQ\nOnly one answer now."
+
+
+def test_other_splitter_settings_count_as_a_change(knowledge: Path) -> None:
+    store = InMemoryVectorStore(HashingEmbeddingModel())
+    ingest_directory(knowledge, store)
+    report = ingest_directory(knowledge, store, splitter=TextSplitter(64, 8))
+    assert report.updated == ("faq.md", "zh/积分.txt")
+
+
+def test_prune_and_force(knowledge: Path) -> None:
+    store = InMemoryVectorStore(HashingEmbeddingModel())
+    ingest_directory(knowledge, store)
+    (knowledge / "faq.md").unlink()
+    assert ingest_directory(knowledge, store).removed == ()
+    assert len(store.find({"source": "faq.md"})) == 2  # kept without prune
+    report = ingest_directory(knowledge, store, prune=True)
+    assert report.removed == ("faq.md",)
+    assert chunk_ids(store) == ["zh/积分.txt#0"]
+    assert ingest_directory(knowledge, store, force=True).updated == ("zh/积分.txt",)
+
+
+def test_a_missing_directory_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(NotADirectoryError, match="not a directory"):
+        ingest_directory(tmp_path / "nope", InMemoryVectorStore(HashingEmbeddingModel()))
+
+
+def run_cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="tooluse ingest")
+    ingest_cli.add_arguments(parser)
+    return ingest_cli.run(parser.parse_args(list(argv)))
+
+
+def test_cli_ingests_with_the_bundled_model(
+    knowledge: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("TOOLUSE_CACHE_DIR", str(tmp_path / "cache"))
+    database = str(tmp_path / "kb.db")
+    assert run_cli(str(knowledge), "--db", database) == 0
+    captured = capsys.readouterr()
+    assert "2 added, 0 updated, 0 unchanged, 0 removed; 3 chunks written" in captured.out
+    assert "2/2" in captured.err  # the progress bar
+    assert run_cli(str(knowledge), "--db", database, "--quiet") == 0
+    assert "0 added, 0 updated, 2 unchanged" in capsys.readouterr().out
+    with SqliteVectorStore(database) as store:
+        [best] = store.similarity_search("How long do refunds take?", top_k=1)
+        assert best.id == "faq.md#s1#0"
+
+
+def test_cli_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli(str(tmp_path / "missing"), "--db", str(tmp_path / "kb.db")) == 2
+    assert "not a directory" in capsys.readouterr().err
+    assert run_cli(str(tmp_path), "--chunk-size", "10", "--chunk-overlap", "10") == 2
+    assert "chunk_overlap must be" in capsys.readouterr().err
