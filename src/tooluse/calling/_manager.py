@@ -196,9 +196,7 @@ class ToolCallingManager:
         Answered calls never run again; limits and the return-direct rule apply as in a round.
         """
         messages = prompt.messages
-        assistant_index, answered, prior_return_direct = _paused_round(messages)
-        assistant = messages[assistant_index]
-        assert isinstance(assistant, AssistantMessage)  # guaranteed by _paused_round
+        assistant_index, assistant, answered, prior_return_direct = _paused_round(messages)
         calls = assistant.tool_calls
         _check_resumable(calls)
         _check_decisions(calls, answered, decisions)
@@ -497,8 +495,8 @@ async def _gather(coroutines: Sequence[Coroutine[Any, Any, _T]]) -> list[_T]:
 
 def _paused_round(
     messages: Sequence[Message],
-) -> tuple[int, dict[str, ToolResponse], bool | None]:
-    """Locate the paused round: the index of the last assistant message with tool calls, the
+) -> tuple[int, AssistantMessage, dict[str, ToolResponse], bool | None]:
+    """Locate the paused round: the last assistant message with tool calls and its index, the
     responses already given, and whether the calls executed so far were all return-direct."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
@@ -508,7 +506,7 @@ def _paused_round(
         raise ValueError("prompt.messages has no assistant message with tool calls to resume")
     tail = messages[index + 1 :]
     if not tail:
-        return index, {}, None
+        return index, message, {}, None
     partial = tail[0]
     if len(tail) > 1 or not isinstance(partial, ToolResponseMessage):
         raise ValueError(
@@ -521,7 +519,8 @@ def _paused_round(
     if stray:
         raise ValueError(f"Tool responses {stray} answer no call of the round being resumed")
     prior = partial.metadata.get(_EXECUTED_RETURN_DIRECT)
-    return index, {r.id: r for r in partial.responses}, prior if isinstance(prior, bool) else None
+    answered = {r.id: r for r in partial.responses}
+    return index, message, answered, prior if isinstance(prior, bool) else None
 
 
 def _check_resumable(calls: Sequence[ToolCall]) -> None:
