@@ -11,6 +11,8 @@ the median over rounds of each script's per-run median, p90, and the ratio to ou
 
 Scenarios: A = one tool round + final answer (2 model calls, 1 tool call);
 B = five rounds of three parallel calls + answer (6 model calls, 15 tool calls).
+Each is run with ``add`` as a plain ``def`` (most frameworks run it in a worker thread) and as
+``async def`` (no thread hop; smolagents has no async form and is left out there).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 PEERS_DIR = Path(__file__).resolve().parent / "peers"
 OURS = "tooluse"
 SCENARIOS = ("A", "B")
+TOOL_KINDS = ("sync", "async")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +80,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="interpreter of the peer venv (default: $PEER_PYTHON or "
         "../peerbench/.venv/bin/python next to the repository)",
     )
+    parser.add_argument(
+        "--tool",
+        action="append",
+        choices=TOOL_KINDS,
+        help="declare add as a plain def (sync) or async def; repeatable; default both",
+    )
     parser.add_argument("--json", type=Path, help="also write every raw result line here")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.iterations < 1 or args.warmup < 0:
@@ -84,10 +93,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run_script(framework: Framework, python: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+def run_script(
+    framework: Framework, python: str, tool_kind: str, args: argparse.Namespace
+) -> list[dict[str, Any]]:
     command = [
         python,
         str(PEERS_DIR / framework.script),
+        "--tool",
+        tool_kind,
         "--warmup",
         str(args.warmup),
         "--iterations",
@@ -105,47 +118,53 @@ def run_script(framework: Framework, python: str, args: argparse.Namespace) -> l
     return [json.loads(line) for line in lines]
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
-def summarise(results: list[dict[str, Any]], names: list[str]) -> str:
-    """The Markdown table: per framework and scenario, medians over rounds and ratios to ours."""
+def summarise(results: list[dict[str, Any]], names: list[str], tool_kind: str) -> str:
+    """A Markdown table for one tool kind: medians over rounds, p90, ratios to ours, target."""
     timed: dict[tuple[str, str], list[dict[str, Any]]] = {}
     probes: dict[str, bool] = {}
     versions: dict[str, str] = {}
+    skipped: dict[str, str] = {}
     for row in results:
-        versions[row["framework"]] = row["version"]
-        if row["scenario"] == "probe":
-            probes[row["framework"]] = bool(row["validates_arguments"])
+        if row["tool"] != tool_kind:
+            continue
+        name = row["framework"]
+        versions[name] = row["version"]
+        if "skipped" in row:
+            skipped[name] = row["skipped"]
+        elif row["scenario"] == "probe":
+            probes[name] = bool(row["validates_arguments"])
         else:
-            timed.setdefault((row["framework"], row["scenario"]), []).append(row)
+            timed.setdefault((name, row["scenario"]), []).append(row)
+    ran = [n for n in names if n not in skipped]
 
-    def median_of(name: str, scenario: str, key: str) -> float:
-        return _median([r[key] for r in timed[(name, scenario)]])
+    def median_of(name: str, scenario: str, key: str = "per_run_ms_median") -> float:
+        return statistics.median(r[key] for r in timed[(name, scenario)])
 
-    header = (
+    lines = [
+        f"Tool declared as {'a plain def' if tool_kind == 'sync' else 'async def'}:",
+        "",
         "| framework | version | validates args | A median ms | A p90 ms | A vs ours "
-        "| B median ms | B p90 ms | B vs ours |"
-    )
-    lines = [header, "|---|---|---|---:|---:|---:|---:|---:|---:|"]
-    ours = {s: median_of(OURS, s, "per_run_ms_median") for s in SCENARIOS} if OURS in names else {}
-    for name in names:
-        cells = [name, versions.get(name, "?"), "yes" if probes.get(name) else "no"]
+        "| B median ms | B p90 ms | B vs ours |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    ours = {s: median_of(OURS, s) for s in SCENARIOS} if OURS in ran else {}
+    for name in ran:
+        cells = [name, versions[name], "yes" if probes[name] else "**no**"]
         for scenario in SCENARIOS:
-            median = median_of(name, scenario, "per_run_ms_median")
+            median = median_of(name, scenario)
             ratio = f"{median / ours[scenario]:.1f}x" if ours else "-"
             cells += [f"{median:.2f}", f"{median_of(name, scenario, 'p90'):.2f}", ratio]
         lines.append("| " + " | ".join(cells) + " |")
-    if ours:
-        peers = [n for n in names if n != OURS]
+    lines.extend(f"\n{name}: skipped ({reason})." for name, reason in skipped.items())
+    peers = [n for n in ran if n != OURS]
+    if ours and peers:
         for scenario in SCENARIOS:
-            fastest = min(peers, key=lambda n: median_of(n, scenario, "per_run_ms_median"))
-            target = median_of(fastest, scenario, "per_run_ms_median") / 2
+            fastest = min(peers, key=lambda n: median_of(n, scenario))
+            target = median_of(fastest, scenario) / 2
             verdict = "met" if ours[scenario] <= target else "NOT met"
             lines.append(
-                f"\nScenario {scenario}: fastest peer {fastest}; target (half of it) "
-                f"{target:.2f} ms; ours {ours[scenario]:.2f} ms: {verdict}."
+                f"\nScenario {scenario}: fastest peer {fastest} {median_of(fastest, scenario):.2f}"
+                f" ms; target (half) {target:.2f} ms; ours {ours[scenario]:.2f} ms: {verdict}."
             )
     return "\n".join(lines)
 
@@ -153,6 +172,7 @@ def summarise(results: list[dict[str, Any]], names: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     chosen = [f for f in FRAMEWORKS if not args.only or f.name in args.only]
+    tool_kinds = args.tool or list(TOOL_KINDS)
     for python in {args.our_python, *(args.peer_python for f in chosen if f.peer)}:
         if not Path(python).exists():
             print(
@@ -161,12 +181,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     load_before = os.getloadavg()[0]
     results: list[dict[str, Any]] = []
+    jobs = [(f, kind) for kind in tool_kinds for f in chosen]
     for round_index in range(args.rounds):
         # Rotate the order each round so no framework always runs first (or last).
-        shift = round_index % len(chosen)
-        for framework in chosen[shift:] + chosen[:shift]:
+        shift = round_index % len(jobs)
+        for framework, kind in jobs[shift:] + jobs[:shift]:
             python = args.peer_python if framework.peer else args.our_python
-            rows = run_script(framework, python, args)
+            rows = run_script(framework, python, kind, args)
             results.extend(rows)
             medians = ", ".join(
                 f"{r['scenario']} {r['per_run_ms_median']:.2f} ms"
@@ -174,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
                 if "per_run_ms_median" in r
             )
             print(
-                f"round {round_index + 1}/{args.rounds} {framework.name}: {medians}",
+                f"round {round_index + 1}/{args.rounds} {framework.name} ({kind} tool): "
+                f"{medians or 'skipped'}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -185,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.rounds} rounds x {args.iterations} runs (+{args.warmup} warm-up) per framework; "
         f"1-min load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     )
-    print(summarise(results, [f.name for f in chosen]))
+    for kind in tool_kinds:
+        print()
+        print(summarise(results, [f.name for f in chosen], kind))
     return 0
 
 

@@ -11,6 +11,10 @@ the history through its loop. The arguments are JSON text, as a provider sends t
 whose model interface takes parsed arguments get them parsed by the scripted model, as their
 provider adapters do.
 
+``--tool async`` declares ``add`` as ``async def`` instead of a plain ``def`` (which most
+frameworks, ours included, run in a worker thread): that separates the loop's own cost from the
+cost of the thread hop.
+
 A third scenario, ``probe``, is not timed: the model sends ``{"a": "x", "b": 1}`` once and then
 answers, and the script reports whether the tool function ever received the string, i.e.
 whether the framework validates arguments against the tool's signature.
@@ -27,10 +31,10 @@ import json
 import statistics
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 FINAL_ANSWER = "done"
 TOOL_NAME = "add"
-TOOL_DESCRIPTION = "Add two integers."
 PROBE_ARGUMENTS = '{"a": "x", "b": 1}'
 
 
@@ -124,11 +128,25 @@ def add(a: int, b: int) -> int:
     return a + b  # type: ignore[operator, no-any-return]  # the probe may hand us a str
 
 
+async def add_async(a: int, b: int) -> int:
+    """Add two integers."""
+    TOOL_LOG.record(a, b)
+    return a + b  # type: ignore[operator, no-any-return]  # the probe may hand us a str
+
+
+# Frameworks name a tool after its function; both forms must be the tool ``add``.
+add_async.__name__ = add_async.__qualname__ = TOOL_NAME
+
+ToolFunction = Callable[..., Any]
+TOOL_FUNCTIONS: dict[str, ToolFunction] = {"sync": add, "async": add_async}
+
+
 @dataclasses.dataclass
 class Options:
     scenarios: list[Scenario]
     warmup: int
     iterations: int
+    tool: str  # "sync" (a plain def, which frameworks run in a worker thread) or "async"
 
 
 def parse_options(argv: list[str] | None = None) -> Options:
@@ -138,11 +156,17 @@ def parse_options(argv: list[str] | None = None) -> Options:
     )
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument(
+        "--tool",
+        choices=sorted(TOOL_FUNCTIONS),
+        default="sync",
+        help="declare add as a plain def (default) or as async def",
+    )
     args = parser.parse_args(argv)
     if args.warmup < 0 or args.iterations < 1:
         parser.error("--warmup must be >= 0 and --iterations >= 1")
     names = args.scenario or sorted(SCENARIOS)
-    return Options([SCENARIOS[n] for n in names], args.warmup, args.iterations)
+    return Options([SCENARIOS[n] for n in names], args.warmup, args.iterations, args.tool)
 
 
 def _check(framework: str, scenario: Scenario, answer: str) -> None:
@@ -158,118 +182,117 @@ def _check(framework: str, scenario: Scenario, answer: str) -> None:
         )
 
 
-def _report(
-    framework: str, version: str, scenario: Scenario, samples_ns: list[int], notes: str
-) -> None:
+def _emit(row: dict[str, Any]) -> None:
+    print(json.dumps(row), flush=True)
+
+
+def _timing_row(scenario: Scenario, samples_ns: list[int]) -> dict[str, Any]:
     samples_ms = sorted(s / 1e6 for s in samples_ns)
     p90 = samples_ms[min(len(samples_ms) - 1, int(0.9 * len(samples_ms)))]
-    print(
-        json.dumps(
-            {
-                "framework": framework,
-                "version": version,
-                "scenario": scenario.name,
-                "rounds": scenario.rounds,
-                "calls_per_round": scenario.calls_per_round,
-                "iterations": len(samples_ms),
-                "per_run_ms_median": round(statistics.median(samples_ms), 4),
-                "p90": round(p90, 4),
-                "min": round(samples_ms[0], 4),
-                "notes": notes,
-            }
-        ),
-        flush=True,
-    )
+    return {
+        "scenario": scenario.name,
+        "rounds": scenario.rounds,
+        "calls_per_round": scenario.calls_per_round,
+        "iterations": len(samples_ms),
+        "per_run_ms_median": round(statistics.median(samples_ms), 4),
+        "p90": round(p90, 4),
+        "min": round(samples_ms[0], 4),
+    }
 
 
-def _report_probe(framework: str, version: str, outcome: str) -> None:
-    print(
-        json.dumps(
-            {
-                "framework": framework,
-                "version": version,
-                "scenario": PROBE.name,
-                "validates_arguments": not TOOL_LOG.unvalidated,
-                "probe_outcome": outcome,
-            }
-        ),
-        flush=True,
-    )
+def _probe_row(answer_or_error: str | BaseException) -> dict[str, Any]:
+    if isinstance(answer_or_error, BaseException):
+        outcome = f"run raised {type(answer_or_error).__name__}: {answer_or_error}"[:200]
+    else:
+        outcome = f"run answered {answer_or_error!r}"
+    return {
+        "scenario": PROBE.name,
+        "validates_arguments": not TOOL_LOG.unvalidated,
+        "probe_outcome": outcome,
+    }
 
 
 AsyncRun = Callable[[Scenario], Awaitable[str]]
 SyncRun = Callable[[Scenario], str]
 
 
-async def _measure_async(
-    framework: str, run: AsyncRun, scenario: Scenario, options: Options
-) -> list[int]:
-    samples: list[int] = []
-    for i in range(options.warmup + options.iterations):
-        TOOL_LOG.reset()
-        start = time.perf_counter_ns()
-        answer = await run(scenario)
-        elapsed = time.perf_counter_ns() - start
-        _check(framework, scenario, answer)
-        if i >= options.warmup:
-            samples.append(elapsed)
-    return samples
-
-
-def _measure_sync(framework: str, run: SyncRun, scenario: Scenario, options: Options) -> list[int]:
-    samples: list[int] = []
-    for i in range(options.warmup + options.iterations):
-        TOOL_LOG.reset()
-        start = time.perf_counter_ns()
-        answer = run(scenario)
-        elapsed = time.perf_counter_ns() - start
-        _check(framework, scenario, answer)
-        if i >= options.warmup:
-            samples.append(elapsed)
-    return samples
-
-
-def _probe_outcome(answer_or_error: str | BaseException) -> str:
-    if isinstance(answer_or_error, BaseException):
-        return f"run raised {type(answer_or_error).__name__}: {answer_or_error}"[:200]
-    return f"run answered {answer_or_error!r}"
-
-
 def main_async(
-    framework: str, version: str, run: AsyncRun, notes: str = "", argv: list[str] | None = None
+    framework: str,
+    version: str,
+    setup: Callable[[ToolFunction], AsyncRun],
+    notes: str = "",
+    argv: list[str] | None = None,
 ) -> None:
-    """Time ``await run(scenario)`` for each scenario, then run the validation probe."""
+    """Time ``await run(scenario)`` per scenario, then run the validation probe.
+
+    ``setup(add)`` builds the framework's agents around the tool function once (as an
+    application would) and returns ``run``.
+    """
     options = parse_options(argv)
+    common = {"framework": framework, "version": version, "tool": options.tool, "notes": notes}
+    run = setup(TOOL_FUNCTIONS[options.tool])
+
+    async def measure(scenario: Scenario) -> list[int]:
+        samples: list[int] = []
+        for i in range(options.warmup + options.iterations):
+            TOOL_LOG.reset()
+            start = time.perf_counter_ns()
+            answer = await run(scenario)
+            elapsed = time.perf_counter_ns() - start
+            _check(framework, scenario, answer)
+            if i >= options.warmup:
+                samples.append(elapsed)
+        return samples
 
     async def all_scenarios() -> None:
         for scenario in options.scenarios:
             gc.collect()
-            samples = await _measure_async(framework, run, scenario, options)
-            _report(framework, version, scenario, samples, notes)
+            _emit(common | _timing_row(scenario, await measure(scenario)))
         TOOL_LOG.reset()
         outcome: str | BaseException
         try:
             outcome = await run(PROBE)
         except Exception as exc:  # the probe records how the framework reacts, whatever it is
             outcome = exc
-        _report_probe(framework, version, _probe_outcome(outcome))
+        _emit(common | _probe_row(outcome))
 
     asyncio.run(all_scenarios())
 
 
 def main_sync(
-    framework: str, version: str, run: SyncRun, notes: str = "", argv: list[str] | None = None
+    framework: str,
+    version: str,
+    setup: Callable[[ToolFunction], SyncRun],
+    notes: str = "",
+    argv: list[str] | None = None,
 ) -> None:
-    """Time ``run(scenario)`` (for frameworks with no async entry point), then the probe."""
+    """Like :func:`main_async` for a framework with no async entry point (nor async tools)."""
     options = parse_options(argv)
+    common = {"framework": framework, "version": version, "tool": options.tool, "notes": notes}
+    if options.tool != "sync":
+        _emit(common | {"skipped": f"{framework} has no async loop to await an async tool"})
+        return
+    run = setup(TOOL_FUNCTIONS[options.tool])
+
+    def measure(scenario: Scenario) -> list[int]:
+        samples: list[int] = []
+        for i in range(options.warmup + options.iterations):
+            TOOL_LOG.reset()
+            start = time.perf_counter_ns()
+            answer = run(scenario)
+            elapsed = time.perf_counter_ns() - start
+            _check(framework, scenario, answer)
+            if i >= options.warmup:
+                samples.append(elapsed)
+        return samples
+
     for scenario in options.scenarios:
         gc.collect()
-        samples = _measure_sync(framework, run, scenario, options)
-        _report(framework, version, scenario, samples, notes)
+        _emit(common | _timing_row(scenario, measure(scenario)))
     TOOL_LOG.reset()
     outcome: str | BaseException
     try:
         outcome = run(PROBE)
     except Exception as exc:  # the probe records how the framework reacts, whatever it is
         outcome = exc
-    _report_probe(framework, version, _probe_outcome(outcome))
+    _emit(common | _probe_row(outcome))

@@ -54,8 +54,8 @@ class ScriptedChatGenerator:
         return self._reply(messages)
 
 
-def main() -> None:
-    add_tool = create_tool_from_function(_harness.add)
+def setup(add: _harness.ToolFunction) -> _harness.AsyncRun:
+    add_tool = create_tool_from_function(add)
     agents = {
         s.name: Agent(chat_generator=ScriptedChatGenerator(s), tools=[add_tool])
         for s in [*_harness.SCENARIOS.values(), _harness.PROBE]
@@ -67,10 +67,14 @@ def main() -> None:
         result = await agents[scenario.name].run_async([ChatMessage.from_user("go")])
         return str(result["last_message"].text)
 
+    return run
+
+
+def main() -> None:
     _harness.main_async(
         "haystack",
         version("haystack-ai"),
-        run,
+        setup,
         notes="Agent.run_async, custom chat generator; no argument validation",
     )
 

@@ -82,8 +82,8 @@ class ScriptedChatModel(BaseChatModel):
         return self._reply(messages)
 
 
-def main() -> None:
-    add_tool = tool(_harness.add)
+def setup(add: _harness.ToolFunction) -> _harness.AsyncRun:
+    add_tool = tool(add)
     agents = {
         s.name: create_agent(ScriptedChatModel(scenario=s), tools=[add_tool])
         for s in [*_harness.SCENARIOS.values(), _harness.PROBE]
@@ -93,10 +93,14 @@ def main() -> None:
         state = await agents[scenario.name].ainvoke({"messages": [("user", "go")]})
         return str(state["messages"][-1].content)
 
+    return run
+
+
+def main() -> None:
     _harness.main_async(
         "langchain",
         version("langchain"),
-        run,
+        setup,
         notes=f"create_agent on langgraph {version('langgraph')}, "
         f"langchain-core {version('langchain-core')}",
     )

@@ -79,7 +79,7 @@ class ScriptedModel(Model):
             )
             for c in calls
         ]
-        return ModelResponse(output=list(output), usage=_usage(), response_id=None)
+        return ModelResponse(output=output, usage=_usage(), response_id=None)
 
     def stream_response(
         self,
@@ -99,9 +99,8 @@ def _item_type(item: Any) -> Any:
     return item.get("type") if isinstance(item, dict) else getattr(item, "type", None)
 
 
-def main() -> None:
-    set_tracing_disabled(True)
-    add_tool = function_tool(_harness.add)
+def setup(add: _harness.ToolFunction) -> _harness.AsyncRun:
+    add_tool = function_tool(add)
     agents = {
         s.name: Agent(name="bench", model=ScriptedModel(s), tools=[add_tool])
         for s in [*_harness.SCENARIOS.values(), _harness.PROBE]
@@ -111,10 +110,15 @@ def main() -> None:
         result = await Runner.run(agents[scenario.name], "go")
         return str(result.final_output)
 
+    return run
+
+
+def main() -> None:
+    set_tracing_disabled(True)
     _harness.main_async(
         "openai-agents",
         version("openai-agents"),
-        run,
+        setup,
         notes="Runner.run, custom Model, tracing disabled",
     )
 

@@ -21,7 +21,7 @@ from pydantic_ai.usage import RequestUsage
 USAGE = RequestUsage(input_tokens=10, output_tokens=5)
 
 
-def build(scenario: _harness.Scenario) -> Agent[None, str]:
+def build(scenario: _harness.Scenario, add: _harness.ToolFunction) -> Agent[None, str]:
     turns = _harness.ScriptedTurns(scenario)
 
     # An async function: FunctionModel runs a sync one in a worker thread, which a real
@@ -36,20 +36,24 @@ def build(scenario: _harness.Scenario) -> Agent[None, str]:
             usage=USAGE,
         )
 
-    return Agent(FunctionModel(respond), tools=[_harness.add])
+    return Agent(FunctionModel(respond), tools=[add])
 
 
-def main() -> None:
-    agents = {s.name: build(s) for s in [*_harness.SCENARIOS.values(), _harness.PROBE]}
+def setup(add: _harness.ToolFunction) -> _harness.AsyncRun:
+    agents = {s.name: build(s, add) for s in [*_harness.SCENARIOS.values(), _harness.PROBE]}
 
     async def run(scenario: _harness.Scenario) -> str:
         result = await agents[scenario.name].run("go")
         return result.output
 
+    return run
+
+
+def main() -> None:
     _harness.main_async(
         "pydantic-ai",
         version("pydantic-ai-slim"),
-        run,
+        setup,
         notes="Agent.run, FunctionModel, pydantic-validated tool args",
     )
 

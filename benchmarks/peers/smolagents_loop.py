@@ -16,17 +16,6 @@ from smolagents.models import ChatMessageToolCall, ChatMessageToolCallFunction, 
 from smolagents.monitoring import LogLevel, TokenUsage
 
 
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: first addend
-        b: second addend
-    """
-    return _harness.add(a, b)
-
-
 class ScriptedModel(Model):
     def __init__(self, scenario: _harness.Scenario) -> None:
         super().__init__(model_id="scripted")
@@ -66,19 +55,36 @@ def _call(call_id: str, name: str, arguments: dict[str, object]) -> ChatMessageT
     )
 
 
-def main() -> None:
+def setup(add: _harness.ToolFunction) -> _harness.SyncRun:
+    @tool
+    def add_tool(a: int, b: int) -> int:
+        """Add two integers.
+
+        Args:
+            a: first addend
+            b: second addend
+        """
+        return int(add(a, b))
+
+    add_tool.name = _harness.TOOL_NAME
     agents = {
-        s.name: ToolCallingAgent(tools=[add], model=ScriptedModel(s), verbosity_level=LogLevel.OFF)
+        s.name: ToolCallingAgent(
+            tools=[add_tool], model=ScriptedModel(s), verbosity_level=LogLevel.OFF
+        )
         for s in [*_harness.SCENARIOS.values(), _harness.PROBE]
     }
 
     def run(scenario: _harness.Scenario) -> str:
         return str(agents[scenario.name].run("go"))
 
+    return run
+
+
+def main() -> None:
     _harness.main_sync(
         "smolagents",
         version("smolagents"),
-        run,
+        setup,
         notes="ToolCallingAgent.run (sync), final answer via final_answer tool",
     )
 
