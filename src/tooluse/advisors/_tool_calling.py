@@ -292,7 +292,10 @@ class ToolCallingAdvisor(ToolAdvisor):
                     self._finish(loop, merged, span)
                     return
                 final = await self._execute_round(loop, response, merged)
-            yield ChatClientResponse(self._finish(loop, final, span), loop.request.context)
+            final = self._finish(loop, final, span)
+            if final.generations and final.generations[0].finish_reason == APPROVAL_REQUIRED:
+                final = _without_text(final)  # the round's text was streamed already
+            yield ChatClientResponse(final, loop.request.context)
 
     # -- the steps both paths share ------------------------------------------------------
 
@@ -417,3 +420,11 @@ def _emittable(chunk: ChatResponse, previous_usage: Usage | None) -> ChatRespons
     if previous_usage is not None and usage is not None and not usage.is_empty():
         chunk = chunk.model_copy(update={"usage": previous_usage + usage})
     return chunk
+
+
+def _without_text(response: ChatResponse) -> ChatResponse:
+    generations = tuple(
+        g.model_copy(update={"message": g.message.model_copy(update={"text": None})})
+        for g in response.generations
+    )
+    return response.model_copy(update={"generations": generations})

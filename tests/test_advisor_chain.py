@@ -1,0 +1,161 @@
+"""The advisor chain (ordering, copy, call/stream participation), LoggingAdvisor, and the
+OpenTelemetry spans of model calls and tool loops."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from _loop_tools import RecordingTool
+from tooluse import ChatClient, ChatOptions, LoggingAdvisor, Prompt, Usage, UserMessage
+from tooluse.advisors import AdvisorChain, ChatClientRequest, ChatClientResponse
+from tooluse.testing import ScriptedModel, chat_response, tool_call
+
+
+class Tagging:
+    """Appends its name to a shared log on the way in (call) or per chunk (stream)."""
+
+    def __init__(self, name: str, order: int, log: list[str]) -> None:
+        self.name, self.order, self.log = name, order, log
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientResponse:
+        self.log.append(f"in {self.name}")
+        response = await chain.next_call(request)
+        self.log.append(f"out {self.name}")
+        return response
+
+
+class StreamOnly:
+    def __init__(self, log: list[str]) -> None:
+        self.name, self.order, self.log = "stream-only", 5, log
+
+    async def advise_stream(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        self.log.append("stream-only")
+        async for item in chain.next_stream(request):
+            yield item
+
+
+def request(text: str = "hi") -> ChatClientRequest:
+    return ChatClientRequest(Prompt([UserMessage(text=text)]))
+
+
+async def test_lower_order_is_outer_and_equal_orders_keep_their_place() -> None:
+    log: list[str] = []
+    advisors = [Tagging("c", 10, log), Tagging("a", -5, log), Tagging("b", 10, log)]
+    chain = AdvisorChain(advisors, ScriptedModel(["x"]))
+    assert [a.name for a in chain.advisors] == ["a", "c", "b"]
+    await chain.next_call(request())
+    assert log == ["in a", "in c", "in b", "out b", "out c", "out a"]
+
+
+async def test_copy_continues_after_an_advisor_and_rejects_strangers() -> None:
+    log: list[str] = []
+    first, second = Tagging("first", 1, log), Tagging("second", 2, log)
+    chain = AdvisorChain([first, second], ScriptedModel(["x"]))
+    await chain.copy(first).next_call(request())
+    assert log == ["in second", "out second"]
+    with pytest.raises(ValueError, match="'stranger' is not part of this chain"):
+        chain.copy(Tagging("stranger", 3, log))
+
+
+async def test_call_advisors_are_skipped_on_streams_and_stream_advisors_on_calls() -> None:
+    log: list[str] = []
+    chain = AdvisorChain([Tagging("call", 1, log), StreamOnly(log)], ScriptedModel(["x", "y"]))
+    await chain.next_call(request())
+    assert log == ["in call", "out call"]
+    log.clear()
+    chunks = [item.chat_response async for item in chain.next_stream(request())]
+    assert log == ["stream-only"] and [c.text for c in chunks if c] == ["y"]
+
+
+async def test_logging_advisor_logs_each_model_call_of_the_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = ScriptedModel(
+        [tool_call("t", {"q": 1}), chat_response("done", usage=Usage(total_tokens=3))]
+    )
+    client = ChatClient(model, tools=[RecordingTool("t")], advisors=[LoggingAdvisor()])
+    with caplog.at_level(logging.DEBUG, logger="tooluse.advisors"):
+        await client.prompt("question").acall()
+    lines = [r.getMessage() for r in caplog.records if r.name == "tooluse.advisors"]
+    assert lines == [
+        "request: 1 messages, last user 'question', tools ['t']",
+        "response: text None, tool calls ['t({\"q\": 1})'], finish tool_calls; no usage",
+        "request: 3 messages, last tool results for ['t'], tools ['t']",
+        "response: text 'done', tool calls [], finish stop; tokens 0+0=3",
+    ]
+
+
+async def test_logging_advisor_logs_a_stream_once_merged(caplog: pytest.LogCaptureFixture) -> None:
+    client = ChatClient(ScriptedModel(["a long streamed answer"]), advisors=[LoggingAdvisor()])
+    with caplog.at_level(logging.INFO, logger="tooluse.advisors"):
+        _ = [c async for c in client.prompt("q").stream()]  # DEBUG is off: nothing logged
+    assert not [r for r in caplog.records if r.name == "tooluse.advisors"]
+    client = ChatClient(ScriptedModel(["a long streamed answer"]), advisors=[LoggingAdvisor()])
+    with caplog.at_level(logging.DEBUG, logger="tooluse.advisors"):
+        _ = [c async for c in client.prompt("q").stream()]
+    lines = [r.getMessage() for r in caplog.records if r.name == "tooluse.advisors"]
+    assert (
+        lines[1] == "response: text 'a long streamed answer', tool calls [], finish stop; no usage"
+    )
+    with pytest.raises(ValueError, match="strictly between"):
+        LoggingAdvisor(order=2**31 - 1)
+
+
+@pytest.fixture(scope="module")
+def exporter() -> InMemorySpanExporter:
+    # The global provider can be set only once per process: reuse an SDK one if present.
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):
+        provider = TracerProvider()
+        trace.set_tracer_provider(provider)
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    return memory
+
+
+async def test_spans_per_model_call_and_per_loop(exporter: InMemorySpanExporter) -> None:
+    exporter.clear()
+    model = ScriptedModel(
+        [
+            chat_response(
+                tool_calls=[tool_call("t", id="a")],
+                usage=Usage(prompt_tokens=10, completion_tokens=20, total_tokens=30),
+            ),
+            chat_response(
+                "done", usage=Usage(prompt_tokens=1, completion_tokens=2, total_tokens=3)
+            ),
+        ]
+    )
+    client = ChatClient(model, tools=[RecordingTool("t")], options=ChatOptions(model="gpt-x"))
+    await client.prompt("go").acall()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    chats = [s for s in exporter.get_finished_spans() if s.name == "chat gpt-x"]
+    assert len(chats) == 2
+    assert dict(chats[0].attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "gpt-x",
+        "gen_ai.usage.input_tokens": 10,
+        "gen_ai.usage.output_tokens": 20,
+    }
+    loop = spans["tool_loop"]
+    assert dict(loop.attributes or {})["gen_ai.usage.input_tokens"] == 11
+    assert dict(loop.attributes or {})["tooluse.tool_loop.rounds"] == 2
+    assert all(
+        s.parent is not None and s.parent.span_id == loop.context.span_id
+        for s in exporter.get_finished_spans()
+        if s.name in ("chat gpt-x", "execute_tool t")
+    )
+    exporter.clear()
+    _ = [c async for c in ChatClient(ScriptedModel(["x"])).prompt("go").stream()]
+    assert {s.name for s in exporter.get_finished_spans()} == {"chat scripted", "tool_loop"}

@@ -1,0 +1,196 @@
+"""The tool loop over a stream: tool rounds run, tool-call chunks stay hidden, fragments are
+merged, usage is stamped, and the stream never ends while tool calls are pending."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from _loop_tools import RecordingTool
+from tooluse import (
+    AssistantMessage,
+    ChatClient,
+    ChatResponse,
+    Generation,
+    Prompt,
+    ToolCall,
+    ToolCallingAdvisor,
+    ToolCallingManager,
+    Usage,
+)
+from tooluse.advisors import AdvisorChain, ChatClientRequest, ChatClientResponse
+from tooluse.client import StreamResponse
+from tooluse.testing import FunctionModel, ScriptedModel, chat_response, tool_call
+
+
+def usage(prompt: int, completion: int, total: int) -> Usage:
+    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+
+
+async def chunks_of(stream: StreamResponse) -> list[ChatResponse]:
+    return [chunk async for chunk in stream]
+
+
+async def test_a_streamed_tool_round_runs_the_tool_and_hides_its_chunks() -> None:
+    weather = RecordingTool("weather", lambda a, c: f"sunny in {a['city']}")
+    model = ScriptedModel(
+        [tool_call("weather", {"city": "Paris, France"}), "It is sunny in Paris."], chunk_size=1
+    )
+    stream = ChatClient(model, tools=[weather]).prompt("Weather?").stream()
+    chunks = await chunks_of(stream)
+    assert all(not c.has_tool_calls() for c in chunks)
+    assert "".join(c.text for c in chunks) == "It is sunny in Paris."
+    # Arguments arrived one character per chunk and were merged before the call.
+    assert [args for args, _ in weather.calls] == [{"city": "Paris, France"}]
+    assert len(model.requests) == 2
+    assert stream.chat_response().text == "It is sunny in Paris."
+
+
+async def test_text_before_the_tool_calls_does_not_end_the_stream() -> None:
+    model = ScriptedModel(
+        [chat_response("Let me check.", [tool_call("t", id="a")]), "Checked: all fine."]
+    )
+    client = ChatClient(model, tools=[RecordingTool("t")])
+    texts = [text async for text in client.prompt("go").stream().content()]
+    assert "".join(texts) == "Let me check.Checked: all fine."
+    assert len(model.requests) == 2
+
+
+async def test_a_chunk_with_text_and_a_tool_fragment_keeps_its_text() -> None:
+    mixed = ChatResponse(
+        generations=(
+            Generation(
+                message=AssistantMessage(
+                    text="Looking", tool_calls=(ToolCall(id="a", name="t", arguments="{}"),)
+                )
+            ),
+        )
+    )
+
+    def stream_fn(prompt: Prompt) -> list[ChatResponse | str]:
+        return [mixed] if len(prompt.messages) == 1 else ["done"]
+
+    model = FunctionModel(lambda p: "unused", stream_fn=stream_fn)
+    chunks = await chunks_of(ChatClient(model, tools=[RecordingTool("t")]).prompt("go").stream())
+    assert [(c.text, c.has_tool_calls()) for c in chunks] == [("Looking", False), ("done", False)]
+
+
+async def test_usage_is_summed_onto_the_last_round_chunks() -> None:
+    model = ScriptedModel(
+        [
+            chat_response(tool_calls=[tool_call("t", id="a")], usage=usage(10, 20, 30)),
+            chat_response("done", usage=usage(1, 2, 3)),
+        ]
+    )
+    chunks = await chunks_of(ChatClient(model, tools=[RecordingTool("t")]).prompt("go").stream())
+    with_usage = [c.usage for c in chunks if c.usage is not None]
+    assert with_usage == [usage(11, 22, 33)]
+    assert chunks[-1].usage == usage(11, 22, 33)
+
+
+async def test_a_last_round_without_usage_gets_a_trailing_usage_chunk() -> None:
+    model = ScriptedModel(
+        [chat_response(tool_calls=[tool_call("t", id="a")], usage=usage(10, 20, 30)), "done"]
+    )
+    chunks = await chunks_of(ChatClient(model, tools=[RecordingTool("t")]).prompt("go").stream())
+    assert chunks[-1].generations == () and chunks[-1].usage == usage(10, 20, 30)
+    assert all(c.usage is None for c in chunks[:-1])
+
+
+async def test_a_stream_with_no_usage_anywhere_gets_no_usage_chunk() -> None:
+    chunks = await chunks_of(ChatClient(ScriptedModel(["hello"])).prompt("go").stream())
+    assert [c.text for c in chunks] == ["hello"]
+
+
+async def test_return_direct_streams_one_final_chunk() -> None:
+    lookup = RecordingTool("lookup", lambda a, c: "raw record", return_direct=True)
+    model = ScriptedModel(
+        [chat_response(tool_calls=[tool_call("lookup", id="a")], usage=usage(4, 5, 9))]
+    )
+    chunks = await chunks_of(ChatClient(model, tools=[lookup]).prompt("go").stream())
+    assert len(chunks) == 1
+    assert chunks[0].text == "raw record"
+    assert chunks[0].generations[0].finish_reason == "returnDirect"
+    assert chunks[0].usage == usage(4, 5, 9)
+
+
+async def test_a_limit_breach_streams_one_final_chunk() -> None:
+    model = ScriptedModel([[tool_call("t"), tool_call("t")], "never"])
+    advisor = ToolCallingAdvisor(tool_calling_manager=ToolCallingManager(max_calls_per_tool=1))
+    client = ChatClient(model, tools=[RecordingTool("t")], tool_calling_advisor=advisor)
+    chunks = await chunks_of(client.prompt("go").stream())
+    assert len(chunks) == 1 and len(model.requests) == 1
+    assert chunks[0].generations[0].finish_reason == "toolCallLimitExceeded"
+
+
+class StreamHooks(ToolCallingAdvisor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen_after: list[ChatResponse | None] = []
+        self.counts = {"init": 0, "before": 0, "finalize_stream": 0, "emitted": 0}
+
+    async def do_initialize_loop(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientRequest:
+        self.counts["init"] += 1
+        return request
+
+    async def do_before_call(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientRequest:
+        self.counts["before"] += 1
+        return request
+
+    async def do_after_call(
+        self, response: ChatClientResponse, chain: AdvisorChain
+    ) -> ChatClientResponse:
+        self.seen_after.append(response.chat_response)
+        return response
+
+    def do_finalize_stream(
+        self, stream: AsyncIterator[ChatClientResponse], chain: AdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        self.counts["finalize_stream"] += 1
+
+        async def counted() -> AsyncIterator[ChatClientResponse]:
+            async for item in stream:
+                self.counts["emitted"] += 1
+                yield item
+
+        return counted()
+
+
+async def test_stream_hooks_see_merged_rounds() -> None:
+    advisor = StreamHooks()
+    model = ScriptedModel([tool_call("t", {"q": "long enough to split"}), "answer"], chunk_size=3)
+    client = ChatClient(model, tools=[RecordingTool("t")], advisors=[advisor])
+    chunks = await chunks_of(client.prompt("go").stream())
+    assert advisor.counts == {
+        "init": 1,
+        "before": 2,
+        "finalize_stream": 1,
+        "emitted": len(chunks),
+    }
+    first = advisor.seen_after[0]
+    assert first is not None
+    assert first.generations[0].message.tool_calls[0].arguments == '{"q": "long enough to split"}'
+
+
+async def test_a_stream_runs_once_and_its_result_waits_for_the_end() -> None:
+    stream = ChatClient(ScriptedModel(["a"])).prompt("go").stream()
+    with pytest.raises(RuntimeError, match="not been consumed"):
+        stream.chat_response()
+    await chunks_of(stream)
+    with pytest.raises(RuntimeError, match="consumed once"):
+        await chunks_of(stream)
+
+
+async def test_stream_errors_from_the_model_propagate() -> None:
+    def stream_fn(prompt: Prompt) -> Any:
+        raise ConnectionError("provider went away")
+
+    model = FunctionModel(lambda p: "x", stream_fn=stream_fn)
+    with pytest.raises(ConnectionError, match="provider went away"):
+        await chunks_of(ChatClient(model).prompt("go").stream())
