@@ -39,13 +39,16 @@ def scripted(scenario: _harness.Scenario) -> FunctionModel:
 
 def setup(add: _harness.ToolFunction) -> _harness.AsyncRun:
     add_tool = tool(add)
-    clients = {
-        s.name: ChatClient(scripted(s), tools=[add_tool])
-        for s in [*_harness.SCENARIOS.values(), _harness.PROBE]
-    }
+    models = {s.name: scripted(s) for s in [*_harness.SCENARIOS.values(), _harness.PROBE]}
+    clients = {name: ChatClient(model, tools=[add_tool]) for name, model in models.items()}
 
     async def run(scenario: _harness.Scenario) -> str:
         response = await clients[scenario.name].prompt().user("go").acall()
+        # FunctionModel records every request for tests to inspect; a real model keeps
+        # nothing, and thousands of kept prompts would make the collector's passes slower.
+        model = models[scenario.name]
+        model.requests.clear()
+        model.responses.clear()
         return response.content() or ""
 
     return run
