@@ -21,6 +21,7 @@ from tooluse.calling import (
 )
 from tooluse.client import ChatClient, RunState
 from tooluse.errors import ToolExecutionException
+from tooluse.memory import MessageChatMemoryAdvisor
 from tooluse.messages import (
     AssistantMessage,
     ChatOptions,
@@ -35,6 +36,7 @@ from tooluse.messages import (
     Usage,
     UserMessage,
 )
+from tooluse.rag import RetrievalAugmentationAdvisor
 from tooluse.tools import (
     FunctionToolCallback,
     ToolCallback,
@@ -64,8 +66,10 @@ __all__ = [
     "Generation",
     "LoggingAdvisor",
     "Message",
+    "MessageChatMemoryAdvisor",
     "PendingToolCall",
     "Prompt",
+    "RetrievalAugmentationAdvisor",
     "RunState",
     "StreamAdvisor",
     "SystemMessage",
