@@ -57,10 +57,11 @@ def write_transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connec
     connection.execute("BEGIN IMMEDIATE")
     try:
         yield connection
+        connection.execute("COMMIT")
     except BaseException:
-        connection.execute("ROLLBACK")
+        if connection.in_transaction:  # also when COMMIT itself failed
+            connection.execute("ROLLBACK")
         raise
-    connection.execute("COMMIT")
 
 
 def ensure_schema(

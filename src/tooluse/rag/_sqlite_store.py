@@ -6,7 +6,8 @@ import asyncio
 import json
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -112,26 +113,26 @@ class SqliteVectorStore:
             (self._collection, d.id, d.text, _metadata_json(d), v.astype("<f4").tobytes())
             for d, v in zip(documents, vectors, strict=True)
         ]
-        with self._lock, write_transaction(self._connection):
-            self._refresh()
-            self._connection.executemany(
-                "INSERT OR REPLACE INTO vector_store_document "
-                "(collection, id, text, metadata, embedding) VALUES (?, ?, ?, ?, ?)",
-                rows,
-            )
+        with self._lock:
+            with self._writing():
+                self._connection.executemany(
+                    "INSERT OR REPLACE INTO vector_store_document "
+                    "(collection, id, text, metadata, embedding) VALUES (?, ?, ?, ?, ?)",
+                    rows,
+                )
             self._index.upsert([d.with_score(None) for d in documents], vectors)
 
     def delete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
         doomed = set(check_ids(ids))
         predicate = compile_filter(filter)
-        with self._lock, write_transaction(self._connection):
-            self._refresh()
-            if predicate is not None:
-                doomed.update(d.id for d in self._index.matching(predicate))
-            self._connection.executemany(
-                "DELETE FROM vector_store_document WHERE collection = ? AND id = ?",
-                [(self._collection, i) for i in doomed],
-            )
+        with self._lock:
+            with self._writing():
+                if predicate is not None:
+                    doomed.update(d.id for d in self._index.matching(predicate))
+                self._connection.executemany(
+                    "DELETE FROM vector_store_document WHERE collection = ? AND id = ?",
+                    [(self._collection, i) for i in doomed],
+                )
             return self._index.remove(doomed)
 
     def similarity_search(
@@ -163,6 +164,18 @@ class SqliteVectorStore:
 
     async def afind(self, filter: Filter | None = None) -> list[Document]:
         return await asyncio.to_thread(self.find, filter)
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write transaction on an up-to-date index (callers hold the lock). The index is
+        changed after the commit; if the transaction fails it is reloaded on next use."""
+        try:
+            with write_transaction(self._connection):
+                self._refresh()
+                yield
+        except BaseException:
+            self._data_version = None
+            raise
 
     def _register_collection(self) -> None:
         model_id = getattr(self._model, "model_id", None)
