@@ -1,0 +1,96 @@
+"""Metadata filters: operators, kinds, mistakes reported up front, algebraic properties."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tooluse.rag import compile_filter
+
+_values = st.one_of(
+    st.booleans(), st.integers(-3, 3), st.sampled_from([1.5, "a", "b", "2020"]), st.none()
+)
+_metadata = st.dictionaries(st.sampled_from(["k", "n", "x"]), _values, max_size=3)
+
+
+def matches(filter: Any, metadata: dict[str, Any]) -> bool:
+    predicate = compile_filter(filter)
+    assert predicate is not None
+    return predicate(metadata)
+
+
+@pytest.mark.parametrize(
+    ("filter", "metadata", "expected"),
+    [
+        ({"k": "a"}, {"k": "a"}, True),
+        ({"k": "a"}, {}, False),
+        ({"n": 1}, {"n": 1.0}, True),
+        ({"n": 1}, {"n": True}, False),  # booleans are not numbers here
+        ({"n": {"$gte": 2019}}, {"n": "2020"}, False),  # nor are strings
+        ({"n": {"$gt": 1, "$lt": 3}}, {"n": 2}, True),
+        ({"k": {"$lte": "b"}}, {"k": "a"}, True),
+        ({"k": {"$ne": "a"}}, {}, True),
+        ({"k": {"$nin": ["a"]}}, {}, True),
+        ({"k": {"$in": ["a", 1]}}, {"k": 1}, True),
+        ({"k": {"$exists": True}}, {"k": None}, True),
+        ({"k": None}, {"k": None}, True),
+        ({"$and": [{"k": "a"}, {"n": 1}]}, {"k": "a", "n": 2}, False),
+        ({"$or": [{"k": "a"}, {"n": 1}]}, {"k": "b", "n": 1}, True),
+        ({"$not": {"k": "a"}}, {"k": "a"}, False),
+        ({"tags": ["x", "y"]}, {"tags": ["x", "y"]}, True),
+        ({}, {"anything": 1}, True),
+    ],
+)
+def test_operator_semantics(filter: Any, metadata: dict[str, Any], expected: bool) -> None:
+    assert matches(filter, metadata) is expected
+
+
+@pytest.mark.parametrize(
+    ("filter", "error", "message"),
+    [
+        ({"k": {"$like": "a%"}}, ValueError, r"filter\.k: unknown operator '\$like'"),
+        ({"$nor": []}, ValueError, r"unknown logical operator '\$nor'"),
+        ({"k": {"$in": "ab"}}, TypeError, r"filter\.k\.\$in: expected a list"),
+        ({"$or": [{"k": 1}, 5]}, TypeError, r"filter\.\$or\[1\]: expected a mapping"),
+        ({"k": {"$exists": 1}}, TypeError, "expected true or false"),
+        ({"k": {"$gt": None}}, TypeError, "compare with a number or a string"),
+        ({"k": {}}, ValueError, "empty operator mapping"),
+        ({1: "a"}, TypeError, "keys must be strings"),
+        ("k == 'a'", TypeError, "a mapping or a function"),
+    ],
+)
+def test_mistakes_are_reported_when_compiling(
+    filter: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        compile_filter(filter)
+
+
+def test_no_filter_and_function_filters() -> None:
+    assert compile_filter(None) is None
+
+    def recent(metadata: Any) -> bool:
+        return bool(metadata.get("n", 0) > 1)
+
+    assert compile_filter(recent) is recent
+
+
+@settings(max_examples=300, deadline=None)
+@given(metadata=_metadata, key=st.sampled_from(["k", "n"]), value=_values, other=_values)
+def test_filter_algebra(metadata: dict[str, Any], key: str, value: Any, other: Any) -> None:
+    eq = {key: {"$eq": value}}
+    assert matches({key: value}, metadata) == matches(eq, metadata)
+    assert matches({key: {"$in": [value]}}, metadata) == matches(eq, metadata)
+    assert matches({key: {"$ne": value}}, metadata) == (not matches(eq, metadata))
+    assert matches({key: {"$nin": [value, other]}}, metadata) == (
+        not matches({key: {"$in": [value, other]}}, metadata)
+    )
+    assert matches({"$not": eq}, metadata) == (not matches(eq, metadata))
+    both = [eq, {key: {"$eq": other}}]
+    assert matches({"$or": both}, metadata) == matches({key: {"$in": [value, other]}}, metadata)
+    assert matches({"$and": both}, metadata) == (
+        matches(eq, metadata) and matches({key: other}, metadata)
+    )
