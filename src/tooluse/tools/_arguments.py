@@ -29,7 +29,12 @@ _make_typed_dict: Any = TypedDict  # called with a computed field mapping
 
 def normalise_arguments(arguments: str | None) -> str:
     """Empty, blank or ``null`` arguments mean no arguments: ``{}``."""
-    if not arguments or arguments.isspace() or arguments.strip() == "null":
+    # (isspace stops at the first other character; only short text is stripped and compared)
+    if (
+        not arguments
+        or arguments.isspace()
+        or (len(arguments) < 32 and arguments.strip() == "null")
+    ):
         return "{}"
     return arguments
 
