@@ -1,11 +1,22 @@
-"""Chat models: the protocol, and providers over the official SDKs."""
+"""Chat models: the protocol, and providers over the official SDKs.
 
-from tooluse.models._anthropic import AnthropicChatModel
+The provider classes load their SDK on first use (``openai`` and ``anthropic`` take seconds
+to import), so ``import tooluse`` stays fast for code that never talks to a provider.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from tooluse.models._base import ChatModel
-from tooluse.models._config import MODEL_ENV, from_config
 from tooluse.models._errors import ProviderError, ProviderTimeoutError
 from tooluse.models._names import ToolNameAliases, provider_safe_name
-from tooluse.models._openai import OpenAIChatModel
+
+if TYPE_CHECKING:
+    from tooluse.models._anthropic import AnthropicChatModel
+    from tooluse.models._config import MODEL_ENV, from_config
+    from tooluse.models._openai import OpenAIChatModel
 
 __all__ = [
     "MODEL_ENV",
@@ -18,3 +29,19 @@ __all__ = [
     "from_config",
     "provider_safe_name",
 ]
+
+_LAZY = {
+    "AnthropicChatModel": "tooluse.models._anthropic",
+    "OpenAIChatModel": "tooluse.models._openai",
+    "MODEL_ENV": "tooluse.models._config",
+    "from_config": "tooluse.models._config",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tooluse.models' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -21,9 +21,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from tooluse.messages import ChatOptions
-from tooluse.models._anthropic import AnthropicChatModel
 from tooluse.models._base import ChatModel
-from tooluse.models._openai import OpenAIChatModel
 
 __all__ = ["MODEL_ENV", "from_config"]
 
@@ -127,7 +125,10 @@ def from_config(
     key = key or provider.placeholder_key
     if not key and provider.key_required:
         raise ValueError(f"{spec!r} needs an API key: set {provider.key_env} or pass api_key=")
+    # Imported here so configuring one provider never loads the other's SDK.
     if provider.api == "anthropic":
+        from tooluse.models._anthropic import AnthropicChatModel
+
         return AnthropicChatModel(
             model,
             api_key=key,
@@ -136,6 +137,8 @@ def from_config(
             max_retries=max_retries,
             default_options=default_options,
         )
+    from tooluse.models._openai import OpenAIChatModel
+
     return OpenAIChatModel(
         model,
         api_key=key,
