@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 import pytest
 
 from _memory_helpers import answer, calls, results, system, user
@@ -13,10 +16,15 @@ from tooluse.advisors import (
     ChatClientRequest,
     StreamAdvisor,
 )
-from tooluse.memory import CONVERSATION_ID, MessageChatMemoryAdvisor, MessageWindowChatMemory
-from tooluse.messages import ChatResponse, Message, Prompt
+from tooluse.memory import (
+    CONVERSATION_ID,
+    MessageChatMemoryAdvisor,
+    MessageWindowChatMemory,
+    SqliteChatMemoryRepository,
+)
+from tooluse.messages import AssistantMessage, ChatResponse, Message, Prompt, UserMessage
 from tooluse.streaming import merge_chunks
-from tooluse.testing import ScriptedModel, ScriptExhaustedError, tool_call
+from tooluse.testing import FunctionModel, ScriptedModel, ScriptExhaustedError, tool_call
 
 
 def request(*messages: Message, conversation: str | None = "c") -> ChatClientRequest:
@@ -151,3 +159,27 @@ async def test_streaming_replays_history_and_stores_the_whole_answer() -> None:
         user("Q2"),
         answer("a long streamed answer"),
     ]
+
+
+async def test_concurrent_requests_on_one_conversation_keep_their_turns_whole(
+    tmp_path: Path,
+) -> None:
+    with SqliteChatMemoryRepository(tmp_path / "memory.db") as repository:
+        memory = MessageWindowChatMemory(max_messages=100, repository=repository)
+        advisor = MessageChatMemoryAdvisor(memory)
+
+        async def turn(n: int) -> None:
+            async def reply(prompt: Prompt) -> str:
+                await asyncio.sleep(0.01 * (n % 3))  # finish in another order than started
+                return f"answer {n}"
+
+            await AdvisorChain([advisor], FunctionModel(reply)).next_call(
+                request(user(f"question {n}"))
+            )
+
+        await asyncio.gather(*(turn(n) for n in range(10)))
+        stored = memory.get("c")
+    assert len(stored) == 20
+    for question, reply in zip(stored[::2], stored[1::2], strict=True):
+        assert isinstance(question, UserMessage) and isinstance(reply, AssistantMessage)
+        assert question.text.split()[-1] == (reply.text or "").split()[-1]
