@@ -1,4 +1,4 @@
-"""Embedding models: the protocol shared by tool search and RAG."""
+"""The ``EmbeddingModel`` protocol shared by tool search and RAG."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["EmbeddingModel"]
+__all__ = ["EmbeddingModel", "Vectors"]
 
 Vectors = npt.NDArray[np.float32]
 

@@ -1,0 +1,269 @@
+"""Content-hash caches of embeddings, so an unchanged catalogue is never embedded twice.
+
+A key is the SHA-256 of (model id, query or document, text): the same text embedded by
+another model, or with the other prefix, is another entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from tooluse.embedding._protocol import EmbeddingModel, Vectors
+
+__all__ = [
+    "CachedEmbeddingModel",
+    "EmbeddingCache",
+    "InMemoryEmbeddingCache",
+    "SqliteEmbeddingCache",
+    "TieredEmbeddingCache",
+    "default_cache_path",
+    "embedding_key",
+]
+
+Kind = Literal["query", "document"]
+
+
+def embedding_key(model_id: str, kind: Kind, text: str) -> str:
+    """The cache key of one text: hex SHA-256 over model id, kind and text."""
+    digest = hashlib.sha256()
+    for part in (model_id, kind, text):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def default_cache_path() -> Path:
+    """``$TOOLUSE_CACHE_DIR/embeddings.sqlite3``, else under ``$XDG_CACHE_HOME/tooluse``, else
+    ``~/.cache/tooluse``."""
+    directory = os.environ.get("TOOLUSE_CACHE_DIR")
+    if not directory:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+        directory = os.path.join(base, "tooluse")
+    return Path(directory) / "embeddings.sqlite3"
+
+
+@runtime_checkable
+class EmbeddingCache(Protocol):
+    """Vectors by key. ``get_many`` returns only the keys it has."""
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Vectors]: ...
+
+    def put_many(self, items: Mapping[str, Vectors]) -> None: ...
+
+
+class InMemoryEmbeddingCache:
+    """A thread-safe LRU dictionary of vectors (``max_entries`` bounds memory)."""
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be at least 1, got {max_entries}")
+        self._max_entries = max_entries
+        self._entries: OrderedDict[str, Vectors] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Vectors]:
+        found: dict[str, Vectors] = {}
+        with self._lock:
+            for key in keys:
+                vector = self._entries.get(key)
+                if vector is not None:
+                    self._entries.move_to_end(key)
+                    found[key] = vector
+        return found
+
+    def put_many(self, items: Mapping[str, Vectors]) -> None:
+        with self._lock:
+            for key, vector in items.items():
+                self._entries[key] = vector
+                self._entries.move_to_end(key)
+            while len(self._entries) > self._max_entries:
+                self._entries.popitem(last=False)
+
+
+class SqliteEmbeddingCache:
+    """Vectors in a SQLite file (WAL; safe for several threads and processes).
+
+    Losing the last writes on power failure only costs a re-embedding, so commits do not wait
+    for the disk (``synchronous=NORMAL``).
+    """
+
+    _SELECT_CHUNK = 500  # stays under SQLite's limit on bound parameters
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = Path(path)
+        if str(path) != ":memory:":
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._connection = sqlite3.connect(
+            str(path), timeout=30.0, isolation_level=None, check_same_thread=False
+        )
+        self._lock = threading.Lock()
+        with self._lock:
+            self._connection.execute("PRAGMA journal_mode=WAL")
+            self._connection.execute("PRAGMA synchronous=NORMAL")
+            self._connection.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings "
+                "(key TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID"
+            )
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._connection.execute("SELECT count(*) FROM embeddings").fetchone()[0])
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Vectors]:
+        found: dict[str, Vectors] = {}
+        with self._lock:
+            for start in range(0, len(keys), self._SELECT_CHUNK):
+                chunk = list(keys[start : start + self._SELECT_CHUNK])
+                marks = ",".join("?" * len(chunk))
+                rows = self._connection.execute(
+                    f"SELECT key, vector FROM embeddings WHERE key IN ({marks})", chunk
+                )
+                for key, blob in rows:
+                    found[key] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def put_many(self, items: Mapping[str, Vectors]) -> None:
+        rows = [
+            (key, np.ascontiguousarray(vector, dtype=np.float32).tobytes())
+            for key, vector in items.items()
+        ]
+        with self._lock:
+            self._connection.execute("BEGIN IMMEDIATE")
+            try:
+                self._connection.executemany(
+                    "INSERT OR REPLACE INTO embeddings (key, vector) VALUES (?, ?)", rows
+                )
+            except BaseException:
+                self._connection.execute("ROLLBACK")
+                raise
+            self._connection.execute("COMMIT")
+
+
+class TieredEmbeddingCache:
+    """Looks up caches in order (e.g. memory, then disk); a hit in a later tier is copied into
+    the earlier ones, and writes go to every tier."""
+
+    def __init__(self, *tiers: EmbeddingCache) -> None:
+        if not tiers:
+            raise ValueError("TieredEmbeddingCache needs at least one cache")
+        self._tiers = tiers
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, Vectors]:
+        found: dict[str, Vectors] = {}
+        missing = list(keys)
+        for position, tier in enumerate(self._tiers):
+            if not missing:
+                break
+            hits = tier.get_many(missing)
+            if hits:
+                for earlier in self._tiers[:position]:
+                    earlier.put_many(hits)
+                found.update(hits)
+                missing = [key for key in missing if key not in hits]
+        return found
+
+    def put_many(self, items: Mapping[str, Vectors]) -> None:
+        for tier in self._tiers:
+            tier.put_many(items)
+
+
+class CachedEmbeddingModel:
+    """An ``EmbeddingModel`` that embeds only the texts its cache has not seen.
+
+    ``model_id`` names the wrapped model's weights in the keys (default: its ``model_id``
+    attribute); change it when the model changes, or the cache returns the old model's vectors.
+    Queries go to ``query_cache`` (default: an in-memory LRU, so a service does not write every
+    new question to disk), documents to ``cache``.
+    """
+
+    def __init__(
+        self,
+        model: EmbeddingModel,
+        cache: EmbeddingCache,
+        *,
+        model_id: str | None = None,
+        query_cache: EmbeddingCache | None = None,
+    ) -> None:
+        resolved_id = model_id if model_id is not None else getattr(model, "model_id", None)
+        if not isinstance(resolved_id, str) or not resolved_id.strip():
+            raise ValueError(
+                f"{type(model).__name__} has no model_id attribute; pass model_id= to name "
+                "its weights in the cache keys"
+            )
+        self._model = model
+        self._cache = cache
+        self._query_cache = (
+            query_cache if query_cache is not None else InMemoryEmbeddingCache(10_000)
+        )
+        self._model_id = resolved_id
+        self.embedded_texts = 0
+        """How many texts were sent to the wrapped model (cache misses), for tests and stats."""
+
+    @property
+    def model(self) -> EmbeddingModel:
+        return self._model
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dimensions(self) -> int:
+        return self._model.dimensions
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        if isinstance(texts, str):
+            raise TypeError("embed_documents takes a sequence of texts, not one string")
+        keys = [embedding_key(self._model_id, "document", text) for text in texts]
+        found = self._cache.get_many(keys)
+        todo: dict[str, str] = {}  # key -> text, de-duplicated, in first-seen order
+        for key, text in zip(keys, texts, strict=True):
+            if key not in found:
+                todo.setdefault(key, text)
+        if todo:
+            fresh = self._checked(self._model.embed_documents(list(todo.values())), len(todo))
+            new = dict(zip(todo, fresh, strict=True))
+            self._cache.put_many(new)
+            found.update(new)
+            self.embedded_texts += len(todo)
+        if not keys:
+            return np.empty((0, self.dimensions), dtype=np.float32)
+        return np.stack([found[key] for key in keys]).astype(np.float32, copy=False)
+
+    def embed_query(self, text: str) -> Vectors:
+        key = embedding_key(self._model_id, "query", text)
+        hit = self._query_cache.get_many([key]).get(key)
+        if hit is not None:
+            return hit
+        vector = self._model.embed_query(text)
+        self._query_cache.put_many({key: vector})
+        self.embedded_texts += 1
+        return vector
+
+    def _checked(self, vectors: Vectors, count: int) -> Vectors:
+        if vectors.shape != (count, self.dimensions):
+            raise ValueError(
+                f"{type(self._model).__name__}.embed_documents returned shape {vectors.shape}, "
+                f"expected {(count, self.dimensions)}"
+            )
+        return vectors

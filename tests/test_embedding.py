@@ -1,0 +1,266 @@
+"""Embedding models and the content-hash caches."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+import numpy as np
+import openai
+import pytest
+
+from tooluse.embedding import (
+    CachedEmbeddingModel,
+    E5EmbeddingModel,
+    EmbeddingModel,
+    InMemoryEmbeddingCache,
+    OpenAIEmbeddingModel,
+    SqliteEmbeddingCache,
+    TieredEmbeddingCache,
+    Vectors,
+    default_cache_path,
+    embedding_key,
+)
+
+
+class CountingModel:
+    """A deterministic fake: one-hot-ish vectors from the text's hash; counts what it embeds."""
+
+    model_id = "counting/v1"
+    dimensions = 8
+
+    def __init__(self) -> None:
+        self.documents: list[str] = []
+        self.queries: list[str] = []
+
+    def _vector(self, text: str) -> Vectors:
+        rng = np.random.default_rng(abs(hash(text)) % 2**32)
+        vector = rng.normal(size=self.dimensions).astype(np.float32)
+        return vector / np.linalg.norm(vector)
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        self.documents.extend(texts)
+        return np.stack([self._vector(t) for t in texts]) if texts else np.empty((0, 8), np.float32)
+
+    def embed_query(self, text: str) -> Vectors:
+        self.queries.append(text)
+        return self._vector(text)
+
+
+def test_keys_depend_on_model_kind_and_text() -> None:
+    keys = {
+        embedding_key("m1", "document", "a"),
+        embedding_key("m2", "document", "a"),
+        embedding_key("m1", "query", "a"),
+        embedding_key("m1", "document", "b"),
+    }
+    assert len(keys) == 4
+    assert embedding_key("m1", "document", "a") == embedding_key("m1", "document", "a")
+
+
+def test_unchanged_catalogue_is_never_embedded_twice() -> None:
+    inner = CountingModel()
+    model = CachedEmbeddingModel(inner, InMemoryEmbeddingCache())
+    first = model.embed_documents(["get weather", "send email", "get weather"])
+    assert inner.documents == ["get weather", "send email"]  # duplicates embedded once
+    again = model.embed_documents(["send email", "get weather"])
+    assert inner.documents == ["get weather", "send email"]
+    np.testing.assert_array_equal(again, first[[1, 0]])
+    model.embed_documents(["get weather", "book flight"])
+    assert inner.documents[-1:] == ["book flight"]
+    assert model.embedded_texts == 3
+
+
+def test_queries_are_cached_apart_from_documents() -> None:
+    inner = CountingModel()
+    model = CachedEmbeddingModel(inner, InMemoryEmbeddingCache())
+    model.embed_documents(["weather"])
+    model.embed_query("weather")
+    model.embed_query("weather")
+    assert inner.queries == ["weather"]
+
+
+def test_sqlite_cache_survives_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "embeddings.sqlite3"
+    first = CountingModel()
+    cache = SqliteEmbeddingCache(path)
+    vectors = CachedEmbeddingModel(first, cache).embed_documents(["a", "b"])
+    cache.close()
+    second = CountingModel()
+    reopened = SqliteEmbeddingCache(path)
+    restored = CachedEmbeddingModel(second, reopened).embed_documents(["b", "a"])
+    assert second.documents == []
+    np.testing.assert_array_equal(restored, vectors[[1, 0]])
+    assert len(reopened) == 2
+
+
+def test_sqlite_cache_reads_more_keys_than_one_statement_binds(tmp_path: Path) -> None:
+    cache = SqliteEmbeddingCache(tmp_path / "e.sqlite3")
+    items = {f"k{i}": np.full(2, i, dtype=np.float32) for i in range(1200)}
+    cache.put_many(items)
+    found = cache.get_many(list(items) + ["absent"])
+    assert len(found) == 1200
+    assert found["k1199"].tolist() == [1199.0, 1199.0]
+
+
+def test_tiered_cache_copies_disk_hits_into_memory(tmp_path: Path) -> None:
+    disk = SqliteEmbeddingCache(tmp_path / "e.sqlite3")
+    disk.put_many({"k": np.ones(3, dtype=np.float32)})
+    memory = InMemoryEmbeddingCache()
+    tiered = TieredEmbeddingCache(memory, disk)
+    assert set(tiered.get_many(["k", "missing"])) == {"k"}
+    assert set(memory.get_many(["k"])) == {"k"}
+    tiered.put_many({"n": np.zeros(3, dtype=np.float32)})
+    assert set(disk.get_many(["n"])) == {"n"}
+    with pytest.raises(ValueError, match="at least one cache"):
+        TieredEmbeddingCache()
+
+
+def test_in_memory_cache_drops_least_recently_used() -> None:
+    cache = InMemoryEmbeddingCache(max_entries=2)
+    one = np.ones(1, dtype=np.float32)
+    cache.put_many({"a": one, "b": one})
+    cache.get_many(["a"])
+    cache.put_many({"c": one})
+    assert set(cache.get_many(["a", "b", "c"])) == {"a", "c"}
+    with pytest.raises(ValueError, match="max_entries"):
+        InMemoryEmbeddingCache(max_entries=0)
+
+
+def test_cached_model_rejects_bad_input_with_specific_errors() -> None:
+    class Anonymous(CountingModel):
+        model_id = ""
+
+    with pytest.raises(ValueError, match="model_id"):
+        CachedEmbeddingModel(Anonymous(), InMemoryEmbeddingCache())
+    model = CachedEmbeddingModel(CountingModel(), InMemoryEmbeddingCache())
+    with pytest.raises(TypeError, match="not one string"):
+        model.embed_documents("one text")
+
+    class WrongShape(CountingModel):
+        def embed_documents(self, texts: Sequence[str]) -> Vectors:
+            return np.zeros((len(texts), 3), dtype=np.float32)
+
+    broken = CachedEmbeddingModel(WrongShape(), InMemoryEmbeddingCache())
+    with pytest.raises(ValueError, match=r"returned shape \(1, 3\), expected \(1, 8\)"):
+        broken.embed_documents(["x"])
+
+
+def test_default_cache_path_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TOOLUSE_CACHE_DIR", str(tmp_path / "c"))
+    assert default_cache_path() == tmp_path / "c" / "embeddings.sqlite3"
+    monkeypatch.delenv("TOOLUSE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_path() == tmp_path / "xdg" / "tooluse" / "embeddings.sqlite3"
+
+
+# -- OpenAI-compatible endpoint, over the real SDK and wire format ---------------------------
+
+
+def _embeddings_transport(requests: list[dict[str, object]], size: int = 3) -> httpx.MockTransport:
+    def handle(request: httpx.Request) -> httpx.Response:
+        assert request.url.path.endswith("/embeddings")
+        body = json.loads(request.content)
+        requests.append(body)
+        data = [
+            {"object": "embedding", "index": i, "embedding": [float(len(text)), 0.0, 0.0][:size]}
+            for i, text in enumerate(body["input"])
+        ]
+        data.reverse()  # servers may answer out of order; the index says which is which
+        return httpx.Response(
+            200,
+            json={
+                "object": "list",
+                "data": data,
+                "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1},
+            },
+        )
+
+    return httpx.MockTransport(handle)
+
+
+def test_openai_model_batches_prefixes_and_normalises() -> None:
+    requests: list[dict[str, object]] = []
+    client = openai.OpenAI(
+        api_key="k",
+        base_url="http://embed.test/v1",
+        http_client=httpx.Client(transport=_embeddings_transport(requests)),
+    )
+    model = OpenAIEmbeddingModel(
+        "e5",
+        dimensions=3,
+        client=client,
+        batch_size=2,
+        query_prefix="query: ",
+        document_prefix="passage: ",
+    )
+    assert isinstance(model, EmbeddingModel)
+    vectors = model.embed_documents(["a", "bb", "ccc"])
+    assert vectors.shape == (3, 3)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-6)
+    assert [r["input"] for r in requests] == [["passage: a", "passage: bb"], ["passage: ccc"]]
+    assert model.embed_query("q").shape == (3,)
+    assert requests[-1]["input"] == ["query: q"]
+    assert "dimensions" not in requests[-1]
+    assert "e5" in model.model_id
+
+
+def test_openai_model_reports_a_wrong_vector_size() -> None:
+    client = openai.OpenAI(
+        api_key="k",
+        base_url="http://embed.test/v1",
+        http_client=httpx.Client(transport=_embeddings_transport([], size=2)),
+    )
+    model = OpenAIEmbeddingModel("m", dimensions=3, client=client)
+    with pytest.raises(ValueError, match="size 2, expected dimensions=3"):
+        model.embed_query("q")
+    with pytest.raises(ValueError, match="blank"):
+        OpenAIEmbeddingModel(" ", dimensions=3)
+    with pytest.raises(ValueError, match="dimensions"):
+        OpenAIEmbeddingModel("m", dimensions=0)
+
+
+async def test_openai_model_async_forms() -> None:
+    requests: list[dict[str, object]] = []
+    client = openai.AsyncOpenAI(
+        api_key="k",
+        base_url="http://embed.test/v1",
+        http_client=httpx.AsyncClient(transport=_embeddings_transport(requests)),
+    )
+    model = OpenAIEmbeddingModel("m", dimensions=3, async_client=client, send_dimensions=True)
+    assert (await model.aembed_documents(["a", "b"])).shape == (2, 3)
+    assert (await model.aembed_query("a")).shape == (3,)
+    assert all(r["dimensions"] == 3 for r in requests)
+
+
+# -- the bundled model, for real --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def e5() -> E5EmbeddingModel:
+    return E5EmbeddingModel()
+
+
+def test_bundled_model_embeds_chinese_and_english(e5: E5EmbeddingModel) -> None:
+    tools = [
+        "查询城市当前天气",
+        "发送电子邮件给联系人",
+        "Get the current weather for a city",
+        "Send an email to a contact",
+    ]
+    documents = e5.embed_documents(tools)
+    assert documents.shape == (4, 384) and documents.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(documents, axis=1), 1.0, atol=1e-3)
+    weather_zh = documents @ e5.embed_query("查询天气")
+    assert int(np.argmax(weather_zh)) == 0
+    mail_en = documents @ e5.embed_query("email my colleague")
+    assert int(np.argmax(mail_en)) in (1, 3)
+    assert mail_en[3] > mail_en[2]
+    assert e5.embed_documents([]).shape == (0, 384)
+    with pytest.raises(TypeError):
+        e5.embed_documents("one string")  # type: ignore[arg-type]
