@@ -100,7 +100,7 @@ def test_sqlite_cache_reads_more_keys_than_one_statement_binds(tmp_path: Path) -
     cache = SqliteEmbeddingCache(tmp_path / "e.sqlite3")
     items = {f"k{i}": np.full(2, i, dtype=np.float32) for i in range(1200)}
     cache.put_many(items)
-    found = cache.get_many(list(items) + ["absent"])
+    found = cache.get_many([*items, "absent"])
     assert len(found) == 1200
     assert found["k1199"].tolist() == [1199.0, 1199.0]
 
