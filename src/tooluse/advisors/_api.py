@@ -107,12 +107,9 @@ class ToolAdvisor:
     __slots__ = ()
 
 
-def model_name(model: ChatModel, prompt: Prompt) -> str:
-    """The model's name for traces: the request's ``options.model``, else the model object's
-    ``model_name`` / ``model`` attribute, else its class name."""
-    requested = prompt.options.model
-    if requested:
-        return requested
+def model_name(model: ChatModel) -> str:
+    """The model's name for traces when a request names none (``options.model``): the model
+    object's ``model_name`` / ``model`` attribute, else its class name."""
     for attribute in ("model_name", "model"):
         value = getattr(model, attribute, None)
         if isinstance(value, str) and value:
@@ -137,12 +134,20 @@ class AdvisorChain:
     is built, so moving along the chain costs no protocol checks.
     """
 
-    __slots__ = ("_advisors", "_call_positions", "_model", "_position", "_stream_positions")
+    __slots__ = (
+        "_advisors",
+        "_call_positions",
+        "_model",
+        "_model_name",
+        "_position",
+        "_stream_positions",
+    )
 
     def __init__(self, advisors: Sequence[Advisor], model: ChatModel) -> None:
         ordered = tuple(sorted(advisors, key=lambda a: a.order))  # stable for equal orders
         self._advisors: tuple[Advisor, ...] = ordered
         self._model = model
+        self._model_name = model_name(model)
         self._position = 0
         self._call_positions = _next_positions(ordered, CallAdvisor)
         self._stream_positions = _next_positions(ordered, StreamAdvisor)
@@ -160,6 +165,7 @@ class AdvisorChain:
         chain = AdvisorChain.__new__(AdvisorChain)
         chain._advisors = self._advisors
         chain._model = self._model
+        chain._model_name = self._model_name
         chain._call_positions = self._call_positions
         chain._stream_positions = self._stream_positions
         chain._position = position
@@ -181,7 +187,7 @@ class AdvisorChain:
             )
             return response
         prompt = request.prompt
-        name = model_name(self._model, prompt)
+        name = prompt.options.model or self._model_name
         with _tracing.start_span(f"chat {name}", _span_attributes(name)) as span:
             chat_response = await self._model.acall(prompt)
             _record_usage(span, chat_response.usage)
@@ -195,7 +201,7 @@ class AdvisorChain:
                 yield item
             return
         prompt = request.prompt
-        name = model_name(self._model, prompt)
+        name = prompt.options.model or self._model_name
         with _tracing.start_span(f"chat {name}", _span_attributes(name)) as span:
             usage: Usage | None = None
             async for chunk in self._model.stream(prompt):

@@ -132,8 +132,16 @@ class ChatClient:
         self._options = _model_options(options, "ChatClient(options=...)")
         self._tool_calling_advisor = tool_calling_advisor or ToolCallingAdvisor()
         self._auto_register = auto_register_tool_advisor
-        # The chain of a request that adds no advisors is the same every time: build it once.
+        # A request that changes none of the defaults has the same chain and (without tool
+        # providers) the same options every time: build them once.
         self._default_chain = self._build_chain(self._advisors, self._auto_register)
+        self._default_options = (
+            None
+            if self._tools.has_providers
+            else self._options.replace(
+                tool_callbacks=self._tools.callbacks(), tool_context=self._tool_context
+            )
+        )
 
     @property
     def model(self) -> ChatModel:
@@ -397,14 +405,21 @@ class ChatClientRequestSpec:
         messages += self._messages
         if self._user is not None:
             messages.append(UserMessage(text=self._user))
-        tool_context = (
-            client._tool_context
-            if self._tool_context is None
-            else client._tool_context.merged(self._tool_context)
-        )
-        options = _override(client._options, self._parameters).replace(
-            tool_callbacks=self._tools.callbacks(), tool_context=tool_context
-        )
+        options = client._default_options
+        if (
+            options is None
+            or self._tools is not client._tools
+            or self._tool_context is not None
+            or self._parameters
+        ):
+            tool_context = (
+                client._tool_context
+                if self._tool_context is None
+                else client._tool_context.merged(self._tool_context)
+            )
+            options = _override(client._options, self._parameters).replace(
+                tool_callbacks=self._tools.callbacks(), tool_context=tool_context
+            )
         context = client._context if self._context is None else {**client._context, **self._context}
         return client._prepare(
             tuple(messages), options, context, self._advisors, self._response_format

@@ -66,6 +66,21 @@ def _answer_text(response: ChatResponse, state: RunState | None, tool_advisor: b
     return response.text
 
 
+def _history(
+    prepared: PreparedRequest,
+    context: dict[str, Any],
+    response: ChatResponse,
+    state: RunState | None,
+) -> tuple[Message, ...]:
+    history = context.get(HISTORY_CONTEXT_KEY)
+    if history is None:
+        history = prepared.request.prompt.messages
+    result = response.result
+    if state is not None or result is None:
+        return tuple(history)
+    return (*history, result.message)
+
+
 class CallResponse:
     """The outcome of ``call()`` / ``acall()`` / ``resume()``.
 
@@ -109,13 +124,7 @@ class CallResponse:
     def conversation_history(self) -> tuple[Message, ...]:
         """The turn as the tool loop saw it (tool calls and results included) followed by
         the final answer; without a tool loop, the request's messages and the answer."""
-        history = self._response.context.get(HISTORY_CONTEXT_KEY)
-        if history is None:
-            history = self._prepared.request.prompt.messages
-        result = self.chat_response().result
-        if self._state is not None or result is None:
-            return tuple(history)
-        return (*history, result.message)
+        return _history(self._prepared, self._response.context, self.chat_response(), self._state)
 
     def content(self) -> str:
         """The text of the answer ('' when it has none). Raises :class:`ApprovalRequired` for
@@ -234,6 +243,11 @@ class StreamResponse:
     @property
     def context(self) -> dict[str, Any]:
         return self._context
+
+    @property
+    def conversation_history(self) -> tuple[Message, ...]:
+        """As :attr:`CallResponse.conversation_history`, once the stream ended."""
+        return _history(self._prepared, self._context, self.chat_response(), self._state)
 
     @property
     def state(self) -> RunState | None:

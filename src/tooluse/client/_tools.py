@@ -52,6 +52,11 @@ class ToolSources:
     def __bool__(self) -> bool:
         return bool(self._callbacks or self._providers)
 
+    @property
+    def has_providers(self) -> bool:
+        """Whether the callbacks can change from one request to the next."""
+        return bool(self._providers)
+
     def merged(self, other: ToolSources) -> ToolSources:
         """These tools and ``other``'s (for ``add_tools``); duplicate names raise."""
         if not other:

@@ -1,0 +1,71 @@
+"""The ``tooluse`` command.
+
+Each subcommand lives in its own module, imported only when that subcommand runs (so
+``tooluse --help`` stays fast whatever the subcommands import). A module exposes
+``add_arguments(parser: argparse.ArgumentParser) -> None`` and
+``run(args: argparse.Namespace) -> int`` (the exit status). Registering one is one line in
+:data:`COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+__all__ = ["COMMANDS", "Command", "build_parser", "main"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    module: str  # exposes add_arguments(parser) and run(args) -> int
+    summary: str
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "serve", "tooluse._demo", "run an offline demo of the tool loop (TestModel + sample tools)"
+    ),
+)
+
+
+def _load(command: Command) -> ModuleType:
+    module = importlib.import_module(command.module)
+    for attribute in ("add_arguments", "run"):
+        if not callable(getattr(module, attribute, None)):
+            raise TypeError(
+                f"The module {command.module} of `tooluse {command.name}` has no {attribute}()"
+            )
+    return module
+
+
+def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser; only the subcommand named in ``argv`` has its module imported."""
+    parser = argparse.ArgumentParser(
+        prog="tooluse", description="LLM tool calling and tool search for Python."
+    )
+    subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        sub = subcommands.add_parser(
+            command.name, help=command.summary, description=command.summary
+        )
+        if command.name in argv:
+            module = _load(command)
+            module.add_arguments(sub)
+            sub.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(arguments).parse_args(arguments)
+    status: int = args.run(args)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
