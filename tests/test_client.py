@@ -27,7 +27,7 @@ from tooluse import (
     tool,
     tool_callbacks,
 )
-from tooluse.advisors import AdvisorChain, ChatClientRequest, ChatClientResponse
+from tooluse.advisors import AdvisorChain, ChatClientRequest, ChatClientResponse, ToolAdvisor
 from tooluse.client import (
     AUTO_REGISTER_TOOL_ADVISOR,
     EntityValidationError,
@@ -203,6 +203,21 @@ def test_with_auto_registration_off_the_caller_gets_the_tool_calls(switched_off:
     assert response.chat_response().has_tool_calls()
     with pytest.raises(ToolCallsNotExecuted, match=r"asked for tool calls \(add\)"):
         response.content()
+
+
+async def test_a_tool_advisor_that_does_not_stream_leaves_stream_tool_calls_unexecuted() -> None:
+    class CallOnlyLoop(ToolAdvisor):
+        name, order = "call-only loop", 0
+
+        async def advise_call(
+            self, request: ChatClientRequest, chain: AdvisorChain
+        ) -> ChatClientResponse:
+            return await chain.next_call(request)
+
+    model = ScriptedModel([tool_call("add", {"a": 1, "b": 1})])
+    stream = ChatClient(model, tools=[add], advisors=[CallOnlyLoop()]).prompt("x").stream()
+    with pytest.raises(ToolCallsNotExecuted):
+        _ = [text async for text in stream.content()]
 
 
 def test_a_self_managed_loop_with_the_manager_keeps_ids_aligned() -> None:

@@ -102,6 +102,20 @@ class ChatClient:
     ``{AUTO_REGISTER_TOOL_ADVISOR: False}``: then the model's tool calls come back to you
     unexecuted, and ``content()`` raises :class:`ToolCallsNotExecuted` instead of returning
     an empty answer. Two tool advisors in one chain are an error.
+
+    Driving the loop yourself (auto-registration off): run each round with
+    ``ToolCallingManager`` and send its history back; the history holds the assistant
+    message and one tool result per call under the call's id, so ids stay aligned::
+
+        client = ChatClient(model, tools=[add], auto_register_tool_advisor=False)
+        manager = ToolCallingManager()
+        options = ChatOptions(tool_callbacks=tuple(tool_callbacks(add)))
+        messages = [UserMessage(text="2 + 3?")]
+        response = client.prompt().messages(messages).call().chat_response()
+        while response.has_tool_calls():
+            result = manager.execute_tool_calls(Prompt(messages, options), response)
+            messages = list(result.conversation_history)
+            response = client.prompt().messages(messages).call().chat_response()
     """
 
     def __init__(
@@ -156,7 +170,7 @@ class ChatClient:
 
     def _build_chain(
         self, advisors: tuple[Advisor, ...], auto_register: bool
-    ) -> tuple[AdvisorChain, bool]:
+    ) -> tuple[AdvisorChain, Advisor | None]:
         tool_advisors: list[Advisor] = [a for a in advisors if isinstance(a, ToolAdvisor)]
         if len(tool_advisors) > 1:
             listed = ", ".join(f"{a.name} (order={a.order})" for a in tool_advisors)
@@ -167,11 +181,11 @@ class ChatClient:
         if not tool_advisors and auto_register:
             advisors = (*advisors, self._tool_calling_advisor)
             tool_advisors = [self._tool_calling_advisor]
-        return AdvisorChain(advisors, self._model), bool(tool_advisors)
+        return AdvisorChain(advisors, self._model), (tool_advisors[0] if tool_advisors else None)
 
     def _chain(
         self, request_advisors: tuple[Advisor, ...], context: Mapping[str, Any]
-    ) -> tuple[AdvisorChain, bool]:
+    ) -> tuple[AdvisorChain, Advisor | None]:
         auto_register = context.get(AUTO_REGISTER_TOOL_ADVISOR, self._auto_register)
         if not isinstance(auto_register, bool):
             raise TypeError(
@@ -229,7 +243,7 @@ class ChatClient:
         )
         context = dict(state.context)
         chain, tool_advisor = self._chain(_checked_advisors(advisors), context)
-        if not tool_advisor:
+        if tool_advisor is None:
             raise ValueError(
                 "Cannot resume without a tool advisor in the chain: auto-registration is off "
                 "for this request and no ToolCallingAdvisor was given"

@@ -49,17 +49,18 @@ class ToolCallsNotExecuted(Exception):
     def __init__(self, tool_calls: tuple[ToolCall, ...]) -> None:
         names = ", ".join(call.name for call in tool_calls)
         super().__init__(
-            f"The model asked for tool calls ({names}) that nothing executed, because no tool "
-            "advisor is in the chain (auto-registration is off). Read them from "
-            "chat_response() and run them with ToolCallingManager, or leave auto-registration on"
+            f"The model asked for tool calls ({names}) that nothing executed: no tool advisor in "
+            "the chain runs tools on this path (auto-registration is off, or the tool advisor "
+            "does not handle calls/streams). Read them from chat_response() and run them with "
+            "ToolCallingManager, or leave auto-registration on"
         )
         self.tool_calls = tool_calls
 
 
-def _answer_text(response: ChatResponse, state: RunState | None, tool_advisor: bool) -> str:
+def _answer_text(response: ChatResponse, state: RunState | None, runs_tools: bool) -> str:
     if state is not None:
         raise ApprovalRequired(state)
-    if not tool_advisor and response.has_tool_calls():
+    if not runs_tools and response.has_tool_calls():
         raise ToolCallsNotExecuted(
             tuple(call for g in response.generations for call in g.message.tool_calls)
         )
@@ -129,7 +130,7 @@ class CallResponse:
     def content(self) -> str:
         """The text of the answer ('' when it has none). Raises :class:`ApprovalRequired` for
         a paused run and :class:`ToolCallsNotExecuted` when the answer is unexecuted calls."""
-        return _answer_text(self.chat_response(), self._state, self._prepared.tool_advisor)
+        return _answer_text(self.chat_response(), self._state, self._prepared.runs_tools_on_call)
 
     def entity(self, target: Any = None) -> Any:
         """The answer validated as ``target`` (default: the request's ``response_format``).
@@ -230,7 +231,7 @@ class StreamResponse:
             text = chunk.text
             if text:
                 yield text
-        _answer_text(self.chat_response(), self._state, self._prepared.tool_advisor)
+        _answer_text(self.chat_response(), self._state, self._prepared.runs_tools_on_stream)
 
     def _check_done(self) -> None:
         if not self._done:

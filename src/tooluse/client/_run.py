@@ -6,7 +6,14 @@ import dataclasses
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from tooluse.advisors import AdvisorChain, ChatClientRequest, ChatClientResponse
+from tooluse.advisors import (
+    Advisor,
+    AdvisorChain,
+    CallAdvisor,
+    ChatClientRequest,
+    ChatClientResponse,
+    StreamAdvisor,
+)
 from tooluse.advisors._tool_calling import PAUSE_CONTEXT_KEY, RESUME_CONTEXT_KEY, LoopPause
 from tooluse.client._state import RunState, model_parameters
 from tooluse.messages import Message
@@ -17,13 +24,13 @@ __all__ = ["PreparedRequest"]
 @dataclasses.dataclass(frozen=True, slots=True)
 class PreparedRequest:
     """``request`` goes through ``chain``. ``caller_context`` is the request context as the
-    caller set it (advisors add entries to the live one). ``tool_advisor`` tells whether a
-    tool advisor is in the chain; ``response_format`` is the type of ``.entity()``, if set."""
+    caller set it (advisors add entries to the live one). ``tool_advisor`` is the chain's tool
+    advisor, if any; ``response_format`` is the type of ``.entity()``, if set."""
 
     request: ChatClientRequest
     chain: AdvisorChain
     caller_context: Mapping[str, Any]
-    tool_advisor: bool
+    tool_advisor: Advisor | None
     response_format: Any = None
 
     async def call(self) -> ChatClientResponse:
@@ -37,6 +44,14 @@ class PreparedRequest:
             context = item.context
             yield item
         _check_resume_taken(context)
+
+    @property
+    def runs_tools_on_call(self) -> bool:
+        return isinstance(self.tool_advisor, CallAdvisor)
+
+    @property
+    def runs_tools_on_stream(self) -> bool:
+        return isinstance(self.tool_advisor, StreamAdvisor)
 
     def follow_up(self, messages: Sequence[Message]) -> PreparedRequest:
         """The same request with other messages and a fresh copy of the caller's context."""
