@@ -55,6 +55,7 @@ class Reply:
     body: bytes = b""
     events: tuple[SSEEvent, ...] | None = None
     drop_after: int | None = None  # close the connection after this many SSE events
+    stall_after: tuple[int, float] | None = None  # (events, seconds): go quiet mid-stream
     delay: float = 0.0  # seconds to wait before answering (for timeouts)
 
     @classmethod
@@ -79,27 +80,29 @@ class Reply:
         events: Iterable[SSEEvent],
         *,
         drop_after: int | None = None,
+        stall_after: tuple[int, float] | None = None,
         delay: float = 0.0,
     ) -> Reply:
         return cls(
             headers=(("content-type", "text/event-stream"), ("cache-control", "no-cache")),
             events=tuple(events),
             drop_after=drop_after,
+            stall_after=stall_after,
             delay=delay,
         )
 
 
-def openai_sse(chunks: Iterable[Mapping[str, Any]], *, drop_after: int | None = None) -> Reply:
-    """An OpenAI chat-completions stream: one ``data:`` line per chunk, then ``[DONE]``."""
+def openai_sse(chunks: Iterable[Mapping[str, Any]], **options: Any) -> Reply:
+    """An OpenAI chat-completions stream: one ``data:`` line per chunk, then ``[DONE]``.
+    ``options`` are those of :meth:`Reply.sse`."""
     events = [SSEEvent(json.dumps(chunk)) for chunk in chunks]
-    return Reply.sse([*events, SSEEvent("[DONE]")], drop_after=drop_after)
+    return Reply.sse([*events, SSEEvent("[DONE]")], **options)
 
 
-def anthropic_sse(events: Iterable[Mapping[str, Any]], *, drop_after: int | None = None) -> Reply:
+def anthropic_sse(events: Iterable[Mapping[str, Any]], **options: Any) -> Reply:
     """An Anthropic Messages stream: each event named after its ``type``."""
     return Reply.sse(
-        [SSEEvent(json.dumps(event), event=str(event["type"])) for event in events],
-        drop_after=drop_after,
+        [SSEEvent(json.dumps(event), event=str(event["type"])) for event in events], **options
     )
 
 
@@ -205,6 +208,8 @@ async def _send_reply(reply: Reply, send: Send) -> None:
     for number, event in enumerate(reply.events):
         if reply.drop_after is not None and number >= reply.drop_after:
             raise _DroppedConnection
+        if reply.stall_after is not None and number == reply.stall_after[0]:
+            await asyncio.sleep(reply.stall_after[1])
         await send({"type": "http.response.body", "body": event.encode(), "more_body": True})
     await send({"type": "http.response.body", "body": b""})
 

@@ -435,6 +435,17 @@ async def test_a_connection_dropped_mid_stream_is_a_provider_error(
     assert raised.value.status_code is None
 
 
+async def test_a_stream_that_goes_quiet_raises_a_timeout(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    server.expect(anthropic_sse(stream_events(), stall_after=(4, 1.0)))
+    received: list[str] = []
+    with pytest.raises(ProviderTimeoutError, match="anthropic: request timed out"):
+        async for chunk in make_model(timeout=0.3).stream(ask()):
+            received.append(chunk.text)
+    assert received == ["Checking "]
+
+
 def test_constructor_rejects_bad_settings() -> None:
     with pytest.raises(ValueError, match="needs a model name"):
         AnthropicChatModel("", api_key="k")

@@ -656,6 +656,32 @@ async def test_a_connection_dropped_mid_stream_is_a_provider_error_after_the_tex
     assert raised.value.status_code is None and raised.value.retryable
 
 
+async def test_a_stream_that_goes_quiet_raises_a_timeout(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    chunks = [openai_chunk({"content": "Hel"}), openai_chunk({"content": "lo"})]
+    server.expect(openai_sse(chunks, stall_after=(1, 1.0)))
+    received: list[str] = []
+    with pytest.raises(ProviderTimeoutError):
+        async for chunk in make_model(timeout=0.3).stream(ask()):
+            received.append(chunk.text)
+    assert received == ["Hel"]
+
+
+async def test_an_injected_client_is_used_and_left_open(server: ProviderServer) -> None:
+    client = openai.AsyncOpenAI(api_key="sk-injected", base_url=f"{server.url}/v1", max_retries=0)
+    model = OpenAIChatModel("gpt-test", client=client)
+    server.expect(Reply.json(openai_completion("one")), Reply.json(openai_completion("two")))
+    assert (await model.acall(ask())).text == "one"
+    await model.aclose()
+    again = await client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "x"}]
+    )
+    assert again.choices[0].message.content == "two"
+    assert server.requests[0].headers["authorization"] == "Bearer sk-injected"
+    await client.close()
+
+
 async def test_an_error_status_on_a_stream_request_is_a_provider_error(
     server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
 ) -> None:

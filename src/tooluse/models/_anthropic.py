@@ -100,6 +100,8 @@ class AnthropicChatModel:
         if timeout is not None:
             self._settings["timeout"] = timeout
         self._injected_async_only = client is not None and sync_client is None
+        self._owns_client = client is None  # injected clients are closed by their owner
+        self._owns_sync_client = False
         self._client = client if client is not None else anthropic.AsyncAnthropic(**self._settings)
         self._sync_client = sync_client
 
@@ -149,14 +151,17 @@ class AnthropicChatModel:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Close the HTTP connections of the clients this model uses."""
-        await self._client.close()
-        if self._sync_client is not None:
+        """Close the HTTP connections of the clients this model created (injected clients
+        are left to their owner)."""
+        if self._owns_client:
+            await self._client.close()
+        if self._owns_sync_client and self._sync_client is not None:
             await asyncio.to_thread(self._sync_client.close)
 
     def close(self) -> None:
-        """Close the blocking client (use :meth:`aclose` from async code to close both)."""
-        if self._sync_client is not None:
+        """Close the blocking client this model created (from async code, :meth:`aclose`
+        closes both)."""
+        if self._owns_sync_client and self._sync_client is not None:
             self._sync_client.close()
 
     def _blocking_client(self) -> anthropic.Anthropic:
@@ -167,6 +172,7 @@ class AnthropicChatModel:
                     "sync_client=anthropic.Anthropic(...) as well to use call(), or use acall()"
                 )
             self._sync_client = anthropic.Anthropic(**self._settings)
+            self._owns_sync_client = True
         return self._sync_client
 
     # -- request ----------------------------------------------------------------------------
