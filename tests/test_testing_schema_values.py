@@ -196,8 +196,8 @@ def test_generated_values_validate_against_generated_schemas(schema: dict[str, A
 
 
 def _corpus_schemas() -> list[tuple[str, dict[str, Any]]]:
-    """Real tool schemas with constraints (patterns, formats, bounds, nesting), capped so the
-    test stays quick; the whole corpus passes too (see docs/benchmarks.md)."""
+    """Real tool schemas with constraints (patterns, formats, bounds, nesting), every fourth
+    one up to 250 so the test stays quick (validating all 6,294 takes a minute here)."""
     rows: list[tuple[str, dict[str, Any]]] = []
     for path in sorted(CORPUS.glob("**/tools.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
