@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from _loop_tools import RecordingTool
 from tooluse import (
@@ -300,3 +302,34 @@ async def test_model_parameters_of_the_request_survive_the_pause() -> None:
     assert model.requests[-1].messages[1].tool_calls[0] == ToolCall(  # type: ignore[union-attr]
         id="del-1", name="delete", arguments='{"path": "/tmp/x"}'
     )
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+_STATE_KEYS = [
+    "version",
+    "messages",
+    "history",
+    "pending_tool_calls",
+    "usage",
+    "context",
+    "tool_context",
+    "options",
+]
+
+
+@given(
+    st.text(max_size=50)
+    | _JSON.map(json.dumps)
+    | st.fixed_dictionaries({key: _JSON for key in _STATE_KEYS}).map(
+        lambda d: json.dumps({**d, "version": 1})
+    )
+)
+def test_run_state_from_bad_json_is_always_a_value_error(text: str) -> None:
+    with pytest.raises(ValueError, match=r"RunState JSON|PendingToolCall"):
+        RunState.from_json(text)

@@ -130,8 +130,11 @@ class RunState:
         for key in ("context", "tool_context", "options"):
             if not isinstance(data[key], dict):
                 raise ValueError(f"RunState JSON '{key}' must be an object")
-        if not isinstance(data["pending_tool_calls"], list) or not data["pending_tool_calls"]:
+        pending = data["pending_tool_calls"]
+        if not isinstance(pending, list) or not pending:
             raise ValueError("RunState JSON 'pending_tool_calls' must be a non-empty list")
+        if not all(isinstance(item, dict) for item in pending):
+            raise ValueError("RunState JSON 'pending_tool_calls' must hold objects")
         try:
             messages = _MESSAGES.validate_python(data["messages"])
             history = _MESSAGES.validate_python(data["history"])
@@ -142,9 +145,7 @@ class RunState:
         return cls(
             messages=messages,
             history=history,
-            pending_tool_calls=tuple(
-                PendingToolCall.from_dict(item) for item in data["pending_tool_calls"]
-            ),
+            pending_tool_calls=tuple(PendingToolCall.from_dict(item) for item in pending),
             usage=usage,
             context=data["context"],
             tool_context=data["tool_context"],
