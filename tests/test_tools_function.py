@@ -4,6 +4,7 @@ modes, context injection, errors for the model."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import functools
 import threading
@@ -244,14 +245,27 @@ async def test_acall_awaits_async_functions_on_the_loop() -> None:
 
 
 async def test_sync_tools_run_concurrently_in_acall() -> None:
-    barrier = threading.Barrier(3, timeout=5)
+    # More calls than the loop's default executor has threads on a small machine (CPUs + 4).
+    calls = 12
+    barrier = threading.Barrier(calls, timeout=5)
 
     def wait() -> str:
-        barrier.wait()  # deadlocks unless all three run at the same time
+        barrier.wait()  # raises BrokenBarrierError unless all calls run at the same time
         return "ok"
 
     callback = FunctionToolCallback(wait)
-    assert await asyncio.gather(*(callback.acall("") for _ in range(3))) == ['"ok"'] * 3
+    assert await asyncio.gather(*(callback.acall("") for _ in range(calls))) == ['"ok"'] * calls
+
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
+
+
+async def test_context_variables_reach_sync_tools() -> None:
+    def which() -> str:
+        return REQUEST_ID.get()
+
+    REQUEST_ID.set("r-42")
+    assert await FunctionToolCallback(which).acall("") == '"r-42"'
 
 
 def test_call_runs_async_functions_from_sync_code() -> None:
@@ -268,7 +282,7 @@ async def test_call_on_an_async_tool_inside_a_running_loop_is_a_clear_error() ->
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "coroutine was never awaited"
-        with pytest.raises(RuntimeError, match=r"use 'await callback.acall\(...\)'"):
+        with pytest.raises(RuntimeError, match=r"use `await callback.acall\(...\)`"):
             FunctionToolCallback(double).call('{"n": 4}')
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from tooluse._sync import run_sync
 from tooluse.schema import ensure_valid_input_schema, generate_for_type
 from tooluse.schema._generate import schema_for_signature
 from tooluse.tools._arguments import (
@@ -22,6 +22,7 @@ from tooluse.tools._definition import ToolDefinition, ToolMetadata
 from tooluse.tools._names import check_tool_name, function_tool_name, words_of_name
 from tooluse.tools._results import ResultConverter, convert_result
 from tooluse.tools._signature import ToolSignature, read_signature
+from tooluse.tools._threads import run_in_tool_thread
 
 if TYPE_CHECKING:
     from tooluse.messages import ToolCall
@@ -56,9 +57,10 @@ class FunctionToolCallback:
     ``int``), extra fields are rejected (the schema says ``additionalProperties: false``), and
     ``null`` for an optional parameter means its default. Exceptions raised by the function
     itself propagate unchanged; the ``ToolCallingManager``'s exception processor decides what
-    the model sees. ``acall`` runs sync functions in a worker thread (``asyncio.to_thread``)
-    and awaits async ones on the loop; ``call`` runs async functions with ``asyncio.run`` and
-    raises ``RuntimeError`` when called inside a running event loop (use ``acall`` there).
+    the model sees. ``acall`` runs sync functions in the tool thread pool (see ``_threads``)
+    and awaits async ones on the loop; ``call`` runs async functions on the calling thread's
+    own event loop and raises ``RuntimeError`` when called inside a running event loop (use
+    ``acall`` there).
     """
 
     __slots__ = (
@@ -126,22 +128,21 @@ class FunctionToolCallback:
     def call(self, arguments: str, context: ToolContext | None = None) -> str:
         args, kwargs = self._arguments.bind(arguments, context, self._definition)
         if self._is_async:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:  # no running loop: this thread may run one
-                return self._convert(asyncio.run(self._run_async(args, kwargs)))
-            raise RuntimeError(
-                f"Tool '{self._definition.name}' is async and call() was used inside a running "
-                "event loop, which it would block; use 'await callback.acall(...)'"
+            result = run_sync(
+                self._run_async(args, kwargs),
+                sync_name=f"call() of the async tool '{self._definition.name}'",
+                async_name="callback.acall(...)",
             )
-        return self._convert(self._function(*args, **kwargs))
+        else:
+            result = self._function(*args, **kwargs)
+        return self._convert(result)
 
     async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
         args, kwargs = self._arguments.bind(arguments, context, self._definition)
         if self._is_async:
             result = await self._run_async(args, kwargs)
         else:
-            result = await asyncio.to_thread(self._function, *args, **kwargs)
+            result = await run_in_tool_thread(self._function, *args, **kwargs)
         return self._convert(result)
 
     async def _run_async(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
