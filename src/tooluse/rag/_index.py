@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -49,16 +50,25 @@ class VectorIndex:
                 f"expected {len(documents)} vectors of {self._dimensions} dimensions, "
                 f"got an array of shape {vectors.shape}"
             )
-        for document, vector in zip(documents, vectors, strict=True):
+        fresh: list[int] = []  # positions in the batch of ids not stored yet (last one wins)
+        batch_ids: dict[str, int] = {}
+        for offset, document in enumerate(documents):
             position = self._positions.get(document.id)
-            if position is None:
-                position = len(self._documents)
-                self._grow_to(position + 1)
-                self._documents.append(document)
-                self._positions[document.id] = position
-            else:
+            if position is not None:
                 self._documents[position] = document
-            self._matrix[position] = vector
+                self._matrix[position] = vectors[offset]
+            elif document.id in batch_ids:
+                fresh[batch_ids[document.id]] = offset
+            else:
+                batch_ids[document.id] = len(fresh)
+                fresh.append(offset)
+        if fresh:
+            start = len(self._documents)
+            self._grow_to(start + len(fresh))
+            self._matrix[start : start + len(fresh)] = vectors[fresh]
+            for position, offset in enumerate(fresh, start):
+                self._documents.append(documents[offset])
+                self._positions[documents[offset].id] = position
 
     def remove(self, ids: Iterable[str]) -> int:
         doomed = {self._positions[i] for i in set(ids) if i in self._positions}
@@ -86,16 +96,22 @@ class VectorIndex:
         if count == 0 or top_k == 0:
             return []
         scores = self._matrix[:count] @ vector.astype(np.float32, copy=False)
-        if predicate is not None:
-            allowed = np.fromiter(
-                (predicate(d.metadata) for d in self._documents), dtype=bool, count=count
-            )
-            scores = np.where(allowed, scores, -np.inf)
         candidates = np.flatnonzero(scores >= threshold)
-        if len(candidates) > top_k:
-            best = np.argpartition(-scores[candidates], top_k - 1)[:top_k]
-            candidates = candidates[best]
-        ranked = candidates[np.argsort(-scores[candidates], kind="stable")]
+        if predicate is None:
+            if len(candidates) > top_k:
+                best = np.argpartition(-scores[candidates], top_k - 1)[:top_k]
+                candidates = candidates[best]
+            ranked = candidates[np.argsort(-scores[candidates], kind="stable")]
+        else:
+            # Best first, checking the filter only until top_k documents pass: a filter that
+            # matches a fair share of the documents is evaluated a handful of times, not n.
+            order = candidates[np.argsort(-scores[candidates], kind="stable")]
+            ranked = np.fromiter(
+                itertools.islice(
+                    (p for p in order if predicate(self._documents[p].metadata)), top_k
+                ),
+                dtype=np.intp,
+            )
         return [self._documents[p].with_score(float(scores[p])) for p in ranked]
 
     def _grow_to(self, size: int) -> None:
