@@ -72,27 +72,34 @@ def unvalidated(fn: Callable[..., Any], arguments: str) -> object:
     return fn(**json.loads(arguments or "{}"))
 
 
-def per_call_us(run: Callable[[], object], iterations: int) -> float:
-    start = time.perf_counter()
+Timing = tuple[float, float]  # (wall µs, CPU µs of this process, all threads)
+
+
+def per_call_us(run: Callable[[], object], iterations: int) -> Timing:
+    wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(iterations):
         run()
-    return (time.perf_counter() - start) / iterations * 1e6
+    return (
+        (time.perf_counter() - wall) / iterations * 1e6,
+        (time.process_time() - cpu) / iterations * 1e6,
+    )
 
 
-async def per_acall_us(callback: FunctionToolCallback, arguments: str, iterations: int) -> float:
-    start = time.perf_counter()
+async def per_acall_us(callback: FunctionToolCallback, arguments: str, iterations: int) -> Timing:
+    wall, cpu = time.perf_counter(), time.process_time()
     for _ in range(iterations):
         await callback.acall(arguments)
-    return (time.perf_counter() - start) / iterations * 1e6
+    return (
+        (time.perf_counter() - wall) / iterations * 1e6,
+        (time.process_time() - cpu) / iterations * 1e6,
+    )
 
 
-def first_build_us() -> float:
+def first_build_us() -> Timing:
     def fresh(customer: str, items: list[Item], days: int = 1) -> str:  # a new function object
         return "ok"
 
-    start = time.perf_counter()
-    FunctionToolCallback(fresh)
-    return (time.perf_counter() - start) * 1e6
+    return per_call_us(lambda: FunctionToolCallback(fresh), 1)
 
 
 def corpus_rows() -> list[Any]:
@@ -111,9 +118,9 @@ def main() -> None:
     print(f"python {platform.python_version()} on {platform.machine()}, median of "
           f"{options.repeats} runs")  # fmt: skip
 
-    results: dict[str, list[float]] = {}
+    results: dict[str, list[Timing]] = {}
 
-    def record(label: str, value: float) -> None:
+    def record(label: str, value: Timing) -> None:
         results.setdefault(label, []).append(value)
 
     callbacks = {label: FunctionToolCallback(fn) for label, fn, _ in CASES}
@@ -139,9 +146,10 @@ def main() -> None:
             "acall, 3 arguments, async tool",
             asyncio.run(per_acall_us(async_callback, args3, options.iterations)),
         )
+        builds = [first_build_us() for _ in range(50)]
         record(
             "first FunctionToolCallback of a function",
-            statistics.median(first_build_us() for _ in range(50)),
+            (statistics.median(b[0] for b in builds), statistics.median(b[1] for b in builds)),
         )
         record(
             "tool_callbacks(3 functions) again (cached)",
@@ -150,16 +158,17 @@ def main() -> None:
             ),
         )
         if schemas:
-            start = time.perf_counter()
-            for schema in schemas:
-                ensure_valid_input_schema(schema)
+            wall, cpu = per_call_us(lambda: [ensure_valid_input_schema(s) for s in schemas], 1)
             record(
                 f"ensure_valid_input_schema, per schema ({len(schemas)})",
-                (time.perf_counter() - start) / len(schemas) * 1e6,
+                (wall / len(schemas), cpu / len(schemas)),
             )
     width = max(map(len, results))
+    print(f"{'':<{width}}  {'wall µs':>9}  {'CPU µs':>9}")
     for label, values in results.items():
-        print(f"{label:<{width}}  {statistics.median(values):9.1f} µs")
+        wall = statistics.median(v[0] for v in values)
+        cpu = statistics.median(v[1] for v in values)
+        print(f"{label:<{width}}  {wall:9.1f}  {cpu:9.1f}")
 
 
 if __name__ == "__main__":
