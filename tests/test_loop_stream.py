@@ -194,3 +194,21 @@ async def test_stream_errors_from_the_model_propagate() -> None:
     model = FunctionModel(lambda p: "x", stream_fn=stream_fn)
     with pytest.raises(ConnectionError, match="provider went away"):
         await chunks_of(ChatClient(model).prompt("go").stream())
+
+
+async def test_calls_a_checker_leaves_unexecuted_reach_the_stream_whole() -> None:
+    tool = RecordingTool("t")
+    model = ScriptedModel(
+        [chat_response("Calling.", [tool_call("t", {"x": "long argument"}, id="a")])],
+        chunk_size=2,
+    )
+    advisor = ToolCallingAdvisor(eligibility_checker=lambda response: False)
+    stream = ChatClient(model, tools=[tool], tool_calling_advisor=advisor).prompt("go").stream()
+    chunks = await chunks_of(stream)
+    assert tool.calls == []
+    assert [c.has_tool_calls() for c in chunks] == [False] * (len(chunks) - 1) + [True]
+    assert chunks[-1].generations[0].message.tool_calls == (
+        ToolCall(id="a", name="t", arguments='{"x": "long argument"}'),
+    )
+    merged = stream.chat_response().generations[0].message
+    assert merged.text == "Calling." and len(merged.tool_calls) == 1

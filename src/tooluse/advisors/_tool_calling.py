@@ -285,6 +285,11 @@ class ToolCallingAdvisor(ToolAdvisor):
                 loop.rounds += 1
                 loop.add_usage(merged.usage)
                 if not self.eligibility_checker(merged):
+                    if merged.has_tool_calls():
+                        # Calls the checker left unexecuted were in hidden chunks: hand them
+                        # over whole, in one chunk (its text was streamed already).
+                        unexecuted = _without_text(merged).model_copy(update={"usage": None})
+                        yield ChatClientResponse(unexecuted, context)
                     final_usage = loop.usage
                     if (merged.usage is None or merged.usage.is_empty()) and final_usage:
                         # The last round reported no usage: the total rides on its own chunk.
