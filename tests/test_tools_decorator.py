@@ -118,7 +118,12 @@ def test_blank_description_falls_back() -> None:
     @tool(description="   ")
     def simpleMethod() -> None: ...
 
-    assert tool_callbacks(simpleMethod)[0].definition.description == "simple method"
+    @tool(description="")
+    def documented() -> None:
+        """From the docstring."""
+
+    callbacks = tool_callbacks(simpleMethod, documented)
+    assert [c.definition.description for c in callbacks] == ["simple method", "From the docstring."]
 
 
 def test_options_become_metadata() -> None:

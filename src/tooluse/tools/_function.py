@@ -104,11 +104,10 @@ class FunctionToolCallback:
             options.metadata, return_direct, requires_approval, sequential, timeout
         )
         schema, self._arguments = _input(signature, tool_name, function, input_type, input_schema)
-        text = description or options.description or signature.description
+        candidates = (description, options.description, signature.description)
+        text = next((t.strip() for t in candidates if t and t.strip()), None)
         self._definition = ToolDefinition(
-            name=tool_name,
-            description=text.strip() if text and text.strip() else words_of_name(tool_name),
-            input_schema=schema,
+            name=tool_name, description=text or words_of_name(tool_name), input_schema=schema
         )
 
     @property

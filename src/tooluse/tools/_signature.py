@@ -159,7 +159,7 @@ def _is_tool_context(annotation: Any) -> bool:
 
 def accepts_none(annotation: Any) -> bool:
     """``Optional[X]``, ``X | None``, ``None`` (and ``Annotated`` forms of them)."""
-    return any(m is type(None) or m is None for m in _union_members(annotation))
+    return any(m is type(None) for m in _union_members(annotation))
 
 
 def _is_required(annotation: Any, param: inspect.Parameter, tool_param: Any) -> bool:
