@@ -30,6 +30,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "serve", "tooluse._demo", "run an offline demo of the tool loop (TestModel + sample tools)"
     ),
+    Command("ingest", "tooluse.rag.cli", "load text and Markdown files into the knowledge base"),
 )
 
 
