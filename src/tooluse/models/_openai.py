@@ -401,7 +401,9 @@ class _StreamState:
         for choice in chunk.choices:
             index = choice.index or 0
             delta = choice.delta
-            state = self._choices.setdefault(index, _ChoiceState())
+            state = self._choices.get(index)
+            if state is None:
+                state = self._choices[index] = _ChoiceState()
             for fragment in (delta.tool_calls or ()) if delta is not None else ():
                 state.add(fragment)
             text = delta.content if delta is not None else None
@@ -445,6 +447,8 @@ class _StreamState:
 
 def _positional(generations: Mapping[int, Generation]) -> tuple[Generation, ...]:
     """Generations by choice index (gaps filled with empty ones, as chunks are positional)."""
+    if len(generations) == 1 and 0 in generations:  # the common case: one choice
+        return (generations[0],)
     if not generations:
         return ()
     empty = Generation(message=AssistantMessage())
