@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 
 from _rag_helpers import HashingEmbeddingModel
+from tooluse.cli import main
 from tooluse.rag import (
     IngestReport,
     InMemoryVectorStore,
@@ -15,7 +15,6 @@ from tooluse.rag import (
     TextSplitter,
     ingest_directory,
 )
-from tooluse.rag import cli as ingest_cli
 
 
 @pytest.fixture
@@ -97,9 +96,7 @@ def test_a_missing_directory_is_an_error(tmp_path: Path) -> None:
 
 
 def run_cli(*argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="tooluse ingest")
-    ingest_cli.add_arguments(parser)
-    return ingest_cli.run(parser.parse_args(list(argv)))
+    return main(["ingest", *argv])
 
 
 def test_cli_ingests_with_the_bundled_model(
