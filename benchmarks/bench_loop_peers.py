@@ -5,7 +5,9 @@ zero-latency scripted model native to that framework) and prints one JSON line p
 This driver runs them as subprocesses, ours with this repository's interpreter and the peers
 with the peer venv's (``benchmarks/peers/README.md`` says how to create it), interleaved in
 rounds with a rotating order so that machine drift hits everyone equally, then prints a table:
-the median over rounds of each script's per-run median, p90, and the ratio to ours.
+the median over rounds of each script's per-run wall-time median, p90 and CPU-time median (the
+process's CPU time, all threads: less sensitive to other jobs on the machine), and the ratio to
+ours.
 
     .venv/bin/python benchmarks/bench_loop_peers.py --rounds 5 --iterations 200
 
@@ -141,19 +143,24 @@ def summarise(results: list[dict[str, Any]], names: list[str], tool_kind: str) -
         return statistics.median(r[key] for r in timed[(name, scenario)])
 
     lines = [
-        f"Tool declared as {'a plain def' if tool_kind == 'sync' else 'async def'}:",
+        f"Tool declared as {'a plain def' if tool_kind == 'sync' else 'async def'}"
+        " (ms per run: wall median, wall p90, CPU median; ratio = wall median / ours):",
         "",
-        "| framework | version | validates args | A median ms | A p90 ms | A vs ours "
-        "| B median ms | B p90 ms | B vs ours |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| framework | version | validates args | A wall | A p90 | A CPU | A vs ours "
+        "| B wall | B p90 | B CPU | B vs ours |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     ours = {s: median_of(OURS, s) for s in SCENARIOS} if OURS in ran else {}
     for name in ran:
         cells = [name, versions[name], "yes" if probes[name] else "**no**"]
         for scenario in SCENARIOS:
             median = median_of(name, scenario)
-            ratio = f"{median / ours[scenario]:.1f}x" if ours else "-"
-            cells += [f"{median:.2f}", f"{median_of(name, scenario, 'p90'):.2f}", ratio]
+            cells += [
+                f"{median:.2f}",
+                f"{median_of(name, scenario, 'p90'):.2f}",
+                f"{median_of(name, scenario, 'cpu_ms_median'):.2f}",
+                f"{median / ours[scenario]:.1f}x" if ours else "-",
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     lines.extend(f"\n{name}: skipped ({reason})." for name, reason in skipped.items())
     peers = [n for n in ran if n != OURS]

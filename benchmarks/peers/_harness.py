@@ -186,17 +186,33 @@ def _emit(row: dict[str, Any]) -> None:
     print(json.dumps(row), flush=True)
 
 
-def _timing_row(scenario: Scenario, samples_ns: list[int]) -> dict[str, Any]:
-    samples_ms = sorted(s / 1e6 for s in samples_ns)
-    p90 = samples_ms[min(len(samples_ms) - 1, int(0.9 * len(samples_ms)))]
+def _clock() -> tuple[int, int]:
+    """Wall time and this process's CPU time (all its threads), in nanoseconds."""
+    return time.perf_counter_ns(), time.process_time_ns()
+
+
+@dataclasses.dataclass
+class _Samples:
+    wall_ns: list[int] = dataclasses.field(default_factory=list)
+    cpu_ns: list[int] = dataclasses.field(default_factory=list)
+
+    def add(self, started: tuple[int, int], ended: tuple[int, int]) -> None:
+        self.wall_ns.append(ended[0] - started[0])
+        self.cpu_ns.append(ended[1] - started[1])
+
+
+def _timing_row(scenario: Scenario, samples: _Samples) -> dict[str, Any]:
+    wall_ms = sorted(s / 1e6 for s in samples.wall_ns)
+    p90 = wall_ms[min(len(wall_ms) - 1, int(0.9 * len(wall_ms)))]
     return {
         "scenario": scenario.name,
         "rounds": scenario.rounds,
         "calls_per_round": scenario.calls_per_round,
-        "iterations": len(samples_ms),
-        "per_run_ms_median": round(statistics.median(samples_ms), 4),
+        "iterations": len(wall_ms),
+        "per_run_ms_median": round(statistics.median(wall_ms), 4),
         "p90": round(p90, 4),
-        "min": round(samples_ms[0], 4),
+        "min": round(wall_ms[0], 4),
+        "cpu_ms_median": round(statistics.median(samples.cpu_ns) / 1e6, 4),
     }
 
 
@@ -232,16 +248,16 @@ def main_async(
     common = {"framework": framework, "version": version, "tool": options.tool, "notes": notes}
     run = setup(TOOL_FUNCTIONS[options.tool])
 
-    async def measure(scenario: Scenario) -> list[int]:
-        samples: list[int] = []
+    async def measure(scenario: Scenario) -> _Samples:
+        samples = _Samples()
         for i in range(options.warmup + options.iterations):
             TOOL_LOG.reset()
-            start = time.perf_counter_ns()
+            started = _clock()
             answer = await run(scenario)
-            elapsed = time.perf_counter_ns() - start
+            ended = _clock()
             _check(framework, scenario, answer)
             if i >= options.warmup:
-                samples.append(elapsed)
+                samples.add(started, ended)
         return samples
 
     async def all_scenarios() -> None:
@@ -274,16 +290,16 @@ def main_sync(
         return
     run = setup(TOOL_FUNCTIONS[options.tool])
 
-    def measure(scenario: Scenario) -> list[int]:
-        samples: list[int] = []
+    def measure(scenario: Scenario) -> _Samples:
+        samples = _Samples()
         for i in range(options.warmup + options.iterations):
             TOOL_LOG.reset()
-            start = time.perf_counter_ns()
+            started = _clock()
             answer = run(scenario)
-            elapsed = time.perf_counter_ns() - start
+            ended = _clock()
             _check(framework, scenario, answer)
             if i >= options.warmup:
-                samples.append(elapsed)
+                samples.add(started, ended)
         return samples
 
     for scenario in options.scenarios:
