@@ -1,0 +1,251 @@
+"""``ToolSearchToolCallingAdvisor``: the tool loop, showing the model only ``toolSearchTool``
+and the tools its searches found (Spring AI's advisor of the same name, reference 1.9.7)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from tooluse.advisors import AdvisorChain, ChatClientRequest, ToolCallingAdvisor
+from tooluse.memory import CONVERSATION_ID
+from tooluse.messages import Message, SystemMessage, ToolResponseMessage, UserMessage
+from tooluse.search._eviction import EvictionStrategy, LruEvictionStrategy
+from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
+from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest
+from tooluse.tools import ToolCallback, ToolContext
+
+__all__ = ["DEFAULT_SYSTEM_MESSAGE_SUFFIX", "ToolSearchToolCallingAdvisor", "tool_fingerprint"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SYSTEM_MESSAGE_SUFFIX: Final = (
+    "\n\nYou have a tool named `toolSearchTool` that discovers other tools on demand. Whenever "
+    "you need an action for which no suitable tool is visible to you, call `toolSearchTool` "
+    "with a short description of the capability (keywords such as the service, object and "
+    "action). The tools it finds become callable in your next step; searching does not run "
+    "them."
+)
+
+_CALLBACKS_KEY: Final = "tooluse.tool_search.callbacks"
+_SESSION_KEY: Final = "tooluse.tool_search.session_id"
+_PRESELECTED_KEY: Final = "tooluse.tool_search.preselected"
+
+
+def tool_fingerprint(references: Sequence[ToolReference]) -> str:
+    """SHA-256 (hex) over name and description of each tool, sorted by name: registration
+    order and schema changes do not change it."""
+    digest = hashlib.sha256()
+    for reference in sorted(references, key=lambda r: r.tool_name):
+        digest.update(reference.tool_name.encode())
+        digest.update(b"\x00")
+        digest.update(reference.summary.encode())
+        digest.update(b"\x01")
+    return digest.hexdigest()
+
+
+class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
+    """A ``ToolCallingAdvisor`` for large catalogues: the model sees ``toolSearchTool`` plus the
+    tools found by its searches in this conversation, not the whole catalogue.
+
+    Per request: the session id is read from the request context (``session_id_key``,
+    default ``chat_memory_conversation_id``; missing is an error); evicted sessions' indexes are
+    cleared; the attached tools are re-indexed only when their fingerprint (name and
+    description) changed; ``system_message_suffix`` is appended to the system message.
+
+    Per model call: the offered tools are ``toolSearchTool`` and the tools named in earlier
+    ``toolSearchTool`` results of the conversation, in the order they were first found (stable,
+    so provider prompt caches keep hitting), at most ``max_exposed_tools`` of them (the least
+    recently found dropped first). ``accumulate=False`` keeps only the last search round's
+    tools. Names no longer attached and results that are not a JSON list of names are ignored.
+
+    ``preselect=n`` also searches with the user's message before the first model call and
+    offers its top ``n`` tools right away, saving a search round trip when the question names
+    its need plainly.
+
+    ``max_results`` is the number of search results when the model gives none (then the
+    index's default, 10). The index (default :class:`HybridToolIndex`) is shared by all
+    sessions and is thread-safe.
+    """
+
+    def __init__(
+        self,
+        *,
+        tool_index: ToolIndex | None = None,
+        max_results: int | None = None,
+        system_message_suffix: str = DEFAULT_SYSTEM_MESSAGE_SUFFIX,
+        session_id_key: str = CONVERSATION_ID,
+        eviction_strategy: EvictionStrategy | None = None,
+        accumulate: bool = True,
+        max_exposed_tools: int | None = 32,
+        preselect: int = 0,
+        name: str = "ToolSearchToolCallingAdvisor",
+        **tool_calling_options: Any,
+    ) -> None:
+        super().__init__(name=name, **tool_calling_options)
+        if not system_message_suffix.strip():
+            raise ValueError("system_message_suffix must not be blank")
+        if not session_id_key.strip():
+            raise ValueError("session_id_key must not be blank")
+        if max_exposed_tools is not None and max_exposed_tools < 1:
+            raise ValueError(f"max_exposed_tools must be at least 1, got {max_exposed_tools}")
+        if preselect < 0:
+            raise ValueError(f"preselect must be >= 0, got {preselect}")
+        if tool_index is None:
+            from tooluse.search._hybrid import HybridToolIndex
+
+            tool_index = HybridToolIndex()
+        self.tool_index = tool_index
+        self.search_tool = ToolSearchTool(tool_index, max_results=max_results)
+        self.system_message_suffix = system_message_suffix
+        self.session_id_key = session_id_key
+        self.eviction_strategy = eviction_strategy or LruEvictionStrategy(1000)
+        self.accumulate = accumulate
+        self.max_exposed_tools = max_exposed_tools
+        self.preselect = preselect
+        self._fingerprints: dict[str, str] = {}
+        self._session_locks: dict[str, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def evict_session(self, session_id: str) -> None:
+        """Forget a session's index now."""
+        with self._lock:
+            self._fingerprints.pop(session_id, None)
+            self._session_locks.pop(session_id, None)
+        self.tool_index.clear_index(session_id)
+        self.eviction_strategy.on_removed(session_id)
+
+    def _session_id(self, context: Mapping[str, Any]) -> str:
+        value = context.get(self.session_id_key)
+        if value is None or not str(value).strip():
+            raise ValueError(
+                f"{self.name}: the request context must contain a non-blank value for "
+                f"{self.session_id_key!r} (the conversation id that names the tool-search "
+                "session), e.g. client.prompt().context({...})"
+            )
+        return str(value)
+
+    def _prepare_session(self, session_id: str, references: list[ToolReference]) -> None:
+        """Evict, then (re-)index when the fingerprint changed; runs in a worker thread."""
+        for evicted in self.eviction_strategy.on_access(session_id):
+            self.evict_session(evicted)
+        fingerprint = tool_fingerprint(references)
+        with self._lock:
+            session_lock = self._session_locks.setdefault(session_id, threading.Lock())
+        with session_lock:
+            if self._fingerprints.get(session_id) == fingerprint:
+                return
+            self.tool_index.clear_index(session_id)
+            if references:
+                self.tool_index.index_tools(session_id, references)
+            with self._lock:
+                self._fingerprints[session_id] = fingerprint
+
+    # -- hooks -----------------------------------------------------------------------------
+
+    async def do_initialize_loop(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientRequest:
+        session_id = self._session_id(request.context)
+        callbacks: dict[str, ToolCallback] = {}
+        for callback in request.prompt.options.tool_callbacks:
+            callbacks.setdefault(callback.definition.name, callback)  # first of a name wins
+        callbacks.pop(TOOL_SEARCH_TOOL_NAME, None)
+        references = [
+            ToolReference(
+                name, None, callback.definition.description, callback.definition.input_schema
+            )
+            for name, callback in callbacks.items()
+        ]
+        await asyncio.to_thread(self._prepare_session, session_id, references)
+        preselected: list[str] = []
+        question = _last_user_text(request.prompt.messages)
+        if self.preselect and question:
+            search = ToolSearchRequest(session_id, question, self.preselect)
+            response = await asyncio.to_thread(self.tool_index.search, search)
+            preselected = response.tool_names
+        request.context[_CALLBACKS_KEY] = callbacks
+        request.context[_SESSION_KEY] = session_id
+        request.context[_PRESELECTED_KEY] = preselected
+        messages = _with_suffix(request.prompt.messages, self.system_message_suffix)
+        return request.replace(prompt=request.prompt.replace(messages=messages))
+
+    async def do_before_call(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientRequest:
+        callbacks: Mapping[str, ToolCallback] = request.context[_CALLBACKS_KEY]
+        session_id: str = request.context[_SESSION_KEY]
+        discovered = list(request.context[_PRESELECTED_KEY])
+        discovered += self._found_names(request.prompt.messages)
+        exposed = [self.search_tool.callback]
+        exposed += [callbacks[name] for name in self._kept(discovered) if name in callbacks]
+        options = request.prompt.options
+        context = ToolContext(options.tool_context).merged({SESSION_ID_CONTEXT_KEY: session_id})
+        options = options.replace(tool_callbacks=exposed, tool_context=context)
+        return request.replace(prompt=request.prompt.replace(options=options))
+
+    # -- which tools are exposed ------------------------------------------------------------
+
+    def _found_names(self, messages: Sequence[Message]) -> list[str]:
+        """Names from the ``toolSearchTool`` results, per round, oldest first (only the last
+        round's without accumulation)."""
+        rounds: list[list[str]] = []
+        for message in messages:
+            if not isinstance(message, ToolResponseMessage):
+                continue
+            results = [
+                response
+                for response in message.responses
+                if response.name.lower() == TOOL_SEARCH_TOOL_NAME.lower()
+            ]
+            if results:
+                rounds.append([name for r in results for name in _names(r.data, r.is_error)])
+        if not self.accumulate:
+            rounds = rounds[-1:]
+        return [name for names in rounds for name in names]
+
+    def _kept(self, discovered: Sequence[str]) -> list[str]:
+        """Discovered names in first-discovery order, keeping the ``max_exposed_tools`` most
+        recently discovered (a tool found again counts as recent)."""
+        last_seen = {name: position for position, name in enumerate(discovered)}
+        first_order = list(dict.fromkeys(discovered))
+        if self.max_exposed_tools is None or len(first_order) <= self.max_exposed_tools:
+            return first_order
+        recent = set(sorted(last_seen, key=last_seen.__getitem__)[-self.max_exposed_tools :])
+        return [name for name in first_order if name in recent]
+
+
+def _names(data: str, is_error: bool) -> list[str]:
+    """The tool names of one search result; anything but a JSON list of strings gives none."""
+    if is_error:
+        return []
+    try:
+        parsed = json.loads(data)
+    except (json.JSONDecodeError, TypeError):
+        logger.debug("Ignoring a %s result that is not JSON: %.200s", TOOL_SEARCH_TOOL_NAME, data)
+        return []
+    if not isinstance(parsed, list) or not all(isinstance(name, str) for name in parsed):
+        logger.debug("Ignoring a %s result that is not a list of names", TOOL_SEARCH_TOOL_NAME)
+        return []
+    return parsed
+
+
+def _last_user_text(messages: Sequence[Message]) -> str:
+    return next((m.text for m in reversed(messages) if isinstance(m, UserMessage)), "")
+
+
+def _with_suffix(messages: Sequence[Message], suffix: str) -> list[Message]:
+    """The first system message gets the suffix; without one, a system message with the
+    suffix alone comes first."""
+    result = list(messages)
+    for position, message in enumerate(result):
+        if isinstance(message, SystemMessage):
+            result[position] = message.model_copy(update={"text": message.text + suffix})
+            return result
+    return [SystemMessage(text=suffix.strip()), *result]

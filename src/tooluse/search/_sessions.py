@@ -1,0 +1,189 @@
+"""Per-session storage shared by the built-in indexes.
+
+Each session holds its references by name (a re-indexed name replaces the old entry) and a
+built, immutable snapshot of them that searches read without locks. Snapshots are
+content-addressed and shared: a thousand sessions over one catalogue hold one snapshot, built
+once. Indexing only marks the session stale; the next search builds (or reuses) the snapshot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
+
+from tooluse.search._types import ToolReference, ToolSearchRequest, ToolSearchResponse
+
+__all__ = ["DEFAULT_MAX_RESULTS", "SessionToolIndex"]
+
+DEFAULT_MAX_RESULTS = 10
+
+SnapshotT = TypeVar("SnapshotT")
+
+
+class _Session:
+    __slots__ = ("references", "snapshot", "snapshot_references", "version")
+
+    def __init__(self) -> None:
+        self.references: dict[str, ToolReference] = {}
+        self.snapshot: _Shared[Any] | None = None
+        self.snapshot_references: tuple[ToolReference, ...] = ()
+        self.version = 0
+
+
+def _catalogue_key(references: Sequence[ToolReference]) -> str:
+    digest = hashlib.sha256()
+    for reference in references:
+        digest.update(repr((reference.tool_name, reference.summary, reference.category)).encode())
+        digest.update(repr(reference.parameters).encode())
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+class SessionToolIndex(ABC, Generic[SnapshotT]):
+    """Base of the built-in indexes: sessions, snapshots, limits, category filter, timing.
+
+    Subclasses implement ``_prepare`` (optional eager work when tools are indexed, e.g.
+    embedding), ``_build`` (references -> snapshot) and ``_rank`` (snapshot, query, limit ->
+    ``(position, score)`` best first).
+    """
+
+    def __init__(self, *, default_max_results: int = DEFAULT_MAX_RESULTS) -> None:
+        if default_max_results < 1:
+            raise ValueError(f"default_max_results must be at least 1, got {default_max_results}")
+        self._default_max_results = default_max_results
+        self._sessions: dict[str, _Session] = {}
+        self._lock = threading.Lock()
+        self._shared: weakref.WeakValueDictionary[str, _Shared[SnapshotT]] = (
+            weakref.WeakValueDictionary()
+        )
+        self._build_locks: dict[str, threading.Lock] = {}
+
+    # -- ToolIndex ---------------------------------------------------------------------------
+
+    def index_tool(self, session_id: str, reference: ToolReference) -> None:
+        self.index_tools(session_id, [reference])
+
+    def index_tools(self, session_id: str, references: Sequence[ToolReference]) -> None:
+        _check_session_id(session_id)
+        references = list(references)
+        for reference in references:
+            if not isinstance(reference, ToolReference):
+                raise TypeError(f"expected ToolReference, got {type(reference).__name__}")
+        if not references:
+            return
+        self._prepare(references)
+        with self._lock:
+            session = self._sessions.setdefault(session_id, _Session())
+            for reference in references:
+                session.references.pop(reference.tool_name, None)  # re-indexed: moves to the end
+                session.references[reference.tool_name] = reference
+            session.snapshot = None
+            session.version += 1
+
+    def clear_index(self, session_id: str) -> None:
+        _check_session_id(session_id)
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    def search(self, request: ToolSearchRequest) -> ToolSearchResponse:
+        started = time.perf_counter()
+        snapshot_and_refs = self._snapshot(request.session_id)
+        found: tuple[ToolReference, ...] = ()
+        if snapshot_and_refs is not None:
+            snapshot, references = snapshot_and_refs
+            limit = request.max_results or self._default_max_results
+            allowed = _category_positions(references, request.category_filter)
+            ranked = self._rank(snapshot, request.query, limit, allowed)
+            found = tuple(references[position].scored(score) for position, score in ranked)
+        return ToolSearchResponse(
+            found, type(self).__name__, (time.perf_counter() - started) * 1000.0
+        )
+
+    # -- introspection -----------------------------------------------------------------------
+
+    def size(self, session_id: str) -> int:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            return len(session.references) if session is not None else 0
+
+    def session_ids(self) -> list[str]:
+        with self._lock:
+            return list(self._sessions)
+
+    # -- for subclasses ----------------------------------------------------------------------
+
+    def _prepare(self, references: Sequence[ToolReference]) -> None:
+        """Work done when tools are indexed, before the snapshot is built (default: none)."""
+
+    @abstractmethod
+    def _build(self, references: Sequence[ToolReference]) -> SnapshotT: ...
+
+    @abstractmethod
+    def _rank(
+        self, snapshot: SnapshotT, query: str, limit: int, allowed: set[int] | None
+    ) -> list[tuple[int, float]]:
+        """Positions into the references (restricted to ``allowed`` when given) with their
+        scores, best first, at most ``limit``."""
+
+    def _snapshot(self, session_id: str) -> tuple[SnapshotT, tuple[ToolReference, ...]] | None:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is None or not session.references:
+                return None
+            if session.snapshot is not None:
+                return session.snapshot.snapshot, session.snapshot_references
+            references = tuple(session.references.values())
+            version = session.version
+        shared = self._shared_snapshot(references)
+        with self._lock:
+            if self._sessions.get(session_id) is session and session.version == version:
+                session.snapshot = shared  # the session keeps the shared snapshot alive
+                session.snapshot_references = references
+        return shared.snapshot, references
+
+    def _shared_snapshot(self, references: tuple[ToolReference, ...]) -> _Shared[SnapshotT]:
+        key = _catalogue_key(references)
+        with self._lock:
+            build_lock = self._build_locks.setdefault(key, threading.Lock())
+        try:
+            with build_lock:  # concurrent sessions on a new catalogue build it once
+                shared = self._shared.get(key)
+                if shared is None:
+                    shared = _Shared(self._build(references))
+                    self._shared[key] = shared
+                return shared
+        finally:
+            with self._lock:
+                self._build_locks.pop(key, None)
+
+
+class _Shared(Generic[SnapshotT]):
+    """Holder so snapshots of any type can live in a ``WeakValueDictionary``."""
+
+    __slots__ = ("__weakref__", "snapshot")
+
+    def __init__(self, snapshot: SnapshotT) -> None:
+        self.snapshot = snapshot
+
+
+def _check_session_id(session_id: str) -> None:
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise ValueError(f"session_id must be a non-blank string, got {session_id!r}")
+
+
+def _category_positions(
+    references: tuple[ToolReference, ...], category: str | None
+) -> set[int] | None:
+    if category is None or not category.strip():
+        return None
+    wanted = category.strip().casefold()
+    return {
+        position
+        for position, reference in enumerate(references)
+        if reference.category is not None and reference.category.casefold() == wanted
+    }

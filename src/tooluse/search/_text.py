@@ -1,0 +1,119 @@
+"""Words for search: identifiers split, CJK segmented, case folded.
+
+``getWeather``, ``get_weather``, ``get-weather`` and ``math.factorial`` all give their parts;
+Chinese is cut into words with jieba (``cjk="jieba"``) or into character unigrams and bigrams
+(``cjk="bigram"``); Japanese kana and Korean Hangul always use bigrams.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, Literal
+
+__all__ = ["CjkMode", "contains_cjk", "split_identifier", "stem", "words"]
+
+CjkMode = Literal["jieba", "bigram"]
+
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_KANA_HANGUL = "\u3040-\u30ff\uac00-\ud7af"
+_CJK_RUN = re.compile(f"([{_HAN}{_KANA_HANGUL}]+)")
+_HAN_RUN = re.compile(f"[{_HAN}]+")
+_ALNUM_RUN = re.compile(r"[^\W_]+")  # letters and digits; "_" and punctuation separate
+_CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+
+
+def contains_cjk(text: str) -> bool:
+    return _CJK_RUN.search(text) is not None
+
+
+def split_identifier(identifier: str) -> list[str]:
+    """``getWeather`` -> ``[get, weather]``; ``HTTPServer2`` -> ``[http, server, 2]``;
+    ``math.factorial`` / ``get_weather`` / ``get-weather`` -> their parts, lower-cased.
+    Non-ASCII words are kept whole (lower-cased); CJK runs are kept as one part."""
+    parts: list[str] = []
+    for chunk in _ALNUM_RUN.findall(identifier):
+        for piece in _CJK_RUN.split(chunk):
+            if not piece:
+                continue
+            if _CJK_RUN.fullmatch(piece) or not piece.isascii():
+                parts.append(piece.lower())
+            else:
+                parts.extend(part.lower() for part in _CAMEL_PART.findall(piece))
+    return parts
+
+
+def _bigrams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return [*run, *(run[i : i + 2] for i in range(len(run) - 1))]
+
+
+_jieba_lock = threading.Lock()
+_jieba_cut: Callable[[str], Any] | None = None
+
+
+def _jieba() -> Callable[[str], Any]:
+    global _jieba_cut
+    with _jieba_lock:
+        if _jieba_cut is None:
+            try:
+                import jieba
+            except ImportError as exc:
+                raise ImportError(
+                    "cjk='jieba' needs the jieba package: pip install 'tooluse[search]'"
+                ) from exc
+            jieba.setLogLevel(60)  # its dictionary-loading messages are noise to our users
+            tokenizer = jieba.Tokenizer()
+            tokenizer.initialize()
+            _jieba_cut = tokenizer.cut_for_search
+        return _jieba_cut
+
+
+def _cjk_words(run: str, cjk: CjkMode) -> list[str]:
+    if cjk == "jieba" and _HAN_RUN.fullmatch(run):
+        return [word for word in _jieba()(run) if word.strip()]
+    return _bigrams(run)
+
+
+_stemmer_lock = threading.Lock()
+_stem_words: Callable[[list[str]], list[str]] | None = None
+
+
+def _stemmer() -> Callable[[list[str]], list[str]]:
+    global _stem_words
+    with _stemmer_lock:
+        if _stem_words is None:
+            try:
+                import Stemmer
+            except ImportError as exc:
+                raise ImportError(
+                    "stemming needs the PyStemmer package: pip install 'tooluse[search]'"
+                ) from exc
+            _stem_words = Stemmer.Stemmer("english").stemWords
+        return _stem_words
+
+
+def stem(tokens: list[str]) -> list[str]:
+    """English Snowball stems (``forecasts`` -> ``forecast``); other scripts pass through."""
+    return _stemmer()(tokens)
+
+
+def words(text: str, *, cjk: CjkMode = "bigram", stemmed: bool = False) -> list[str]:
+    """Lower-cased words of ``text`` in order, identifiers split, CJK segmented, optionally
+    stemmed."""
+    if cjk not in ("jieba", "bigram"):
+        raise ValueError(f"cjk must be 'jieba' or 'bigram', got {cjk!r}")
+    result: list[str] = []
+    for chunk in _ALNUM_RUN.findall(text):
+        for piece in _CJK_RUN.split(chunk):
+            if not piece:
+                continue
+            if _CJK_RUN.fullmatch(piece):
+                result.extend(_cjk_words(piece, cjk))
+            elif piece.isascii():
+                result.extend(part.lower() for part in _CAMEL_PART.findall(piece))
+            else:
+                result.append(piece.lower())
+    return stem(result) if stemmed else result

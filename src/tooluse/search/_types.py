@@ -1,0 +1,95 @@
+"""The values tool search passes around and the ``ToolIndex`` protocol every index implements."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["ToolIndex", "ToolReference", "ToolSearchRequest", "ToolSearchResponse"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolReference:
+    """A tool as an index sees it, and as a search returns it.
+
+    ``summary`` is the tool's description. ``parameters`` is the tool's JSON Schema input (the
+    advisor fills it); indexes search its property names and descriptions. ``category`` is
+    optional and used by ``ToolSearchRequest.category_filter``. ``relevance_score`` is set on
+    search results (higher is better; its scale depends on the index).
+    """
+
+    tool_name: str
+    relevance_score: float | None = None
+    summary: str = ""
+    parameters: Mapping[str, Any] | None = None
+    category: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tool_name, str) or not self.tool_name.strip():
+            raise ValueError(f"tool_name must be a non-blank string, got {self.tool_name!r}")
+        if not isinstance(self.summary, str):
+            raise TypeError(f"summary must be a string, got {type(self.summary).__name__}")
+        if self.parameters is not None and not isinstance(self.parameters, Mapping):
+            raise TypeError(
+                f"parameters must be a JSON Schema mapping or None, "
+                f"got {type(self.parameters).__name__}"
+            )
+
+    def scored(self, relevance_score: float) -> ToolReference:
+        return dataclasses.replace(self, relevance_score=relevance_score)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolSearchRequest:
+    """One search in one session's index. ``max_results=None`` lets the index decide (10);
+    ``category_filter`` keeps only tools whose ``category`` equals it (case-insensitive)."""
+
+    session_id: str
+    query: str
+    max_results: int | None = None
+    category_filter: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.session_id, str) or not self.session_id.strip():
+            raise ValueError(f"session_id must be a non-blank string, got {self.session_id!r}")
+        if not isinstance(self.query, str):
+            raise TypeError(f"query must be a string, got {type(self.query).__name__}")
+        if self.max_results is not None and (
+            isinstance(self.max_results, bool)
+            or not isinstance(self.max_results, int)
+            or self.max_results < 1
+        ):
+            raise ValueError(f"max_results must be a positive integer, got {self.max_results!r}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolSearchResponse:
+    """The references found, best first. ``search_type`` names the index class."""
+
+    tool_references: tuple[ToolReference, ...] = ()
+    search_type: str | None = None
+    search_time_ms: float | None = None
+
+    @property
+    def total_matches(self) -> int:
+        """How many references were returned (after the limit), as in Spring AI."""
+        return len(self.tool_references)
+
+    @property
+    def tool_names(self) -> list[str]:
+        return [reference.tool_name for reference in self.tool_references]
+
+
+@runtime_checkable
+class ToolIndex(Protocol):
+    """A searchable set of tools per session. Implementations are thread-safe; sessions never
+    see each other's tools. Indexing a tool whose name is already in the session replaces it."""
+
+    def index_tool(self, session_id: str, reference: ToolReference) -> None: ...
+
+    def index_tools(self, session_id: str, references: Sequence[ToolReference]) -> None: ...
+
+    def search(self, request: ToolSearchRequest) -> ToolSearchResponse: ...
+
+    def clear_index(self, session_id: str) -> None: ...

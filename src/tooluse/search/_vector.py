@@ -1,0 +1,96 @@
+"""``VectorToolIndex``: cosine similarity between the query and each tool's embedded text."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from tooluse.embedding import (
+    CachedEmbeddingModel,
+    EmbeddingModel,
+    InMemoryEmbeddingCache,
+    default_embedding_model,
+)
+from tooluse.search._bm25 import top_positions
+from tooluse.search._documents import parameter_texts
+from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
+from tooluse.search._text import split_identifier
+from tooluse.search._types import ToolReference
+
+__all__ = ["VectorToolIndex", "embedding_text"]
+
+_MAX_PARAMETERS = 8
+
+
+def embedding_text(reference: ToolReference) -> str:
+    """What is embedded for a tool: its name as words, its description and its parameter
+    names. (Spring embeds the description only.)"""
+    name = " ".join(split_identifier(reference.tool_name))
+    text = f"{name}: {reference.summary}".strip()
+    parameters = [
+        " ".join(split_identifier(parameter))
+        for parameter, _ in parameter_texts(reference.parameters)
+    ][:_MAX_PARAMETERS]
+    if parameters:
+        text += " (" + ", ".join(parameters) + ")"
+    return text
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _VectorSnapshot:
+    matrix: npt.NDArray[np.float32]  # one L2-normalised row per tool
+
+
+class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
+    """Semantic search with an ``EmbeddingModel`` (default: the bundled multilingual E5).
+
+    Each tool is embedded once per distinct text (content-hash cache), so re-indexing an
+    unchanged catalogue, or the same catalogue in another session, embeds nothing. Hits whose
+    cosine similarity is below ``similarity_threshold`` are dropped.
+    """
+
+    def __init__(
+        self,
+        embedding_model: EmbeddingModel | None = None,
+        *,
+        similarity_threshold: float = 0.0,
+        document_text: Callable[[ToolReference], str] = embedding_text,
+        default_max_results: int = DEFAULT_MAX_RESULTS,
+    ) -> None:
+        super().__init__(default_max_results=default_max_results)
+        if not -1.0 <= similarity_threshold <= 1.0:
+            raise ValueError(
+                f"similarity_threshold must be between -1 and 1, got {similarity_threshold}"
+            )
+        model = embedding_model if embedding_model is not None else default_embedding_model()
+        if not isinstance(model, CachedEmbeddingModel):
+            model_id = getattr(model, "model_id", None) or f"{type(model).__qualname__}@{id(model)}"
+            model = CachedEmbeddingModel(model, InMemoryEmbeddingCache(), model_id=model_id)
+        self._model = model
+        self._threshold = similarity_threshold
+        self._document_text = document_text
+
+    @property
+    def embedding_model(self) -> CachedEmbeddingModel:
+        return self._model
+
+    def _build(self, references: Sequence[ToolReference]) -> _VectorSnapshot:
+        texts = [self._document_text(reference) for reference in references]
+        return _VectorSnapshot(self._model.embed_documents(texts))
+
+    def similarities(self, snapshot: _VectorSnapshot, query: str) -> npt.NDArray[np.float32]:
+        return snapshot.matrix @ self._model.embed_query(query)
+
+    def _rank(
+        self, snapshot: _VectorSnapshot, query: str, limit: int, allowed: set[int] | None
+    ) -> list[tuple[int, float]]:
+        similarities = self.similarities(snapshot, query)
+        if allowed is not None:
+            mask = np.zeros(similarities.size, dtype=bool)
+            mask[list(allowed)] = True
+            similarities = np.where(mask, similarities, -np.inf).astype(np.float32)
+        ranked = top_positions(similarities, limit)
+        return [(p, s) for p, s in ranked if s >= self._threshold]

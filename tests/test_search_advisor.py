@@ -1,0 +1,333 @@
+"""ToolSearchTool and ToolSearchToolCallingAdvisor, over the real loop with ScriptedModel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from search_fakes import BagOfWordsModel
+from tooluse.advisors import ToolCallingAdvisor
+from tooluse.client import ChatClient
+from tooluse.memory import CONVERSATION_ID
+from tooluse.messages import SystemMessage, ToolResponseMessage
+from tooluse.search import (
+    AlwaysEvictStrategy,
+    CompositeEvictionStrategy,
+    HybridToolIndex,
+    LruEvictionStrategy,
+    NeverEvictStrategy,
+    RegexToolIndex,
+    ToolIndex,
+    ToolReference,
+    ToolSearchRequest,
+    ToolSearchResponse,
+    ToolSearchTool,
+    ToolSearchToolCallingAdvisor,
+    TtlEvictionStrategy,
+    tool_fingerprint,
+)
+from tooluse.testing import ScriptedModel, tool_call
+from tooluse.tools import FunctionToolCallback, ToolContext, tool
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Get the current weather for a city."""
+    return f"sunny in {city}"
+
+
+@tool
+def send_email(to: str, body: str) -> str:
+    """Send an email to a contact."""
+    return "sent"
+
+
+@tool
+def book_flight(destination: str) -> str:
+    """Book a flight to a destination."""
+    return "booked"
+
+
+TOOLS = [get_weather, send_email, book_flight]
+
+
+class CountingIndex:
+    """Wraps an index and counts the calls the advisor makes."""
+
+    def __init__(self, inner: ToolIndex) -> None:
+        self.inner = inner
+        self.indexed: list[tuple[str, list[str]]] = []
+        self.cleared: list[str] = []
+        self.searches: list[ToolSearchRequest] = []
+
+    def index_tool(self, session_id: str, reference: ToolReference) -> None:
+        self.index_tools(session_id, [reference])
+
+    def index_tools(self, session_id: str, references: Sequence[ToolReference]) -> None:
+        self.indexed.append((session_id, [r.tool_name for r in references]))
+        self.inner.index_tools(session_id, references)
+
+    def search(self, request: ToolSearchRequest) -> ToolSearchResponse:
+        self.searches.append(request)
+        return self.inner.search(request)
+
+    def clear_index(self, session_id: str) -> None:
+        self.cleared.append(session_id)
+        self.inner.clear_index(session_id)
+
+
+def offered(model: ScriptedModel) -> list[list[str]]:
+    return [[c.definition.name for c in p.options.tool_callbacks] for p in model.requests]
+
+
+def client_for(model: ScriptedModel, advisor: ToolSearchToolCallingAdvisor) -> ChatClient:
+    return ChatClient(model, tools=TOOLS, tool_calling_advisor=advisor)
+
+
+def ask(client: ChatClient, text: str = "weather in Paris?", conversation: str = "c1") -> str:
+    return client.prompt().user(text).context({CONVERSATION_ID: conversation}).call().content()
+
+
+def test_full_loop_offers_search_tool_then_the_found_tool_which_runs() -> None:
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"query": "weather"}, id="s1"),
+            tool_call("get_weather", {"city": "Paris"}, id="w1"),
+            "It is sunny.",
+        ]
+    )
+    advisor = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex())
+    assert isinstance(advisor, ToolCallingAdvisor)
+    assert ask(client_for(model, advisor)) == "It is sunny."
+    assert offered(model) == [
+        ["toolSearchTool"],
+        ["toolSearchTool", "get_weather"],
+        ["toolSearchTool", "get_weather"],
+    ]
+    tool_results = [m for m in model.requests[2].messages if isinstance(m, ToolResponseMessage)]
+    assert json.loads(tool_results[0].responses[0].data) == ["get_weather"]
+    assert json.loads(tool_results[1].responses[0].data) == "sunny in Paris"
+    system = model.requests[0].messages[0]
+    assert isinstance(system, SystemMessage) and "toolSearchTool" in system.text
+
+
+def test_missing_conversation_id_is_a_clear_error() -> None:
+    model = ScriptedModel(["unused"])
+    client = client_for(model, ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex()))
+    with pytest.raises(ValueError, match="chat_memory_conversation_id"):
+        client.prompt().user("hi").call()
+
+
+def test_unchanged_tools_are_indexed_once_and_changes_reindex() -> None:
+    index = CountingIndex(RegexToolIndex())
+    model = ScriptedModel(["a", "b", "c", "d"])
+    advisor = ToolSearchToolCallingAdvisor(tool_index=index)
+    client = client_for(model, advisor)
+    ask(client)
+    ask(client)
+    assert index.indexed == [("c1", ["get_weather", "send_email", "book_flight"])]
+    client.prompt().user("x").tools(get_weather).context({CONVERSATION_ID: "c1"}).call()
+    assert index.indexed[-1] == ("c1", ["get_weather"])
+    ask(client, conversation="c2")
+    assert [session for session, _ in index.indexed] == ["c1", "c1", "c2"]
+
+
+def test_fingerprint_ignores_order_and_schema() -> None:
+    a = [ToolReference("b", None, "y"), ToolReference("a", None, "x", {"type": "object"})]
+    b = [ToolReference("a", None, "x"), ToolReference("b", None, "y")]
+    assert tool_fingerprint(a) == tool_fingerprint(b)
+    assert tool_fingerprint(a) != tool_fingerprint([ToolReference("a", None, "changed"), a[0]])
+
+
+def test_discovery_order_is_stable_and_capped_dropping_the_oldest() -> None:
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"query": "email"}, id="s1"),
+            tool_call("toolSearchTool", {"query": "flight"}, id="s2"),
+            tool_call("toolSearchTool", {"query": "weather"}, id="s3"),
+            tool_call("toolSearchTool", {"query": "email"}, id="s4"),
+            "done",
+        ]
+    )
+    advisor = ToolSearchToolCallingAdvisor(
+        tool_index=RegexToolIndex(), max_results=1, max_exposed_tools=2
+    )
+    ask(client_for(model, advisor))
+    assert offered(model) == [
+        ["toolSearchTool"],
+        ["toolSearchTool", "send_email"],
+        ["toolSearchTool", "send_email", "book_flight"],
+        ["toolSearchTool", "book_flight", "get_weather"],  # send_email, the oldest, dropped
+        ["toolSearchTool", "send_email", "get_weather"],  # found again: back, in first order
+    ]
+
+
+def test_without_accumulation_only_the_last_search_counts() -> None:
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"query": "email"}, id="s1"),
+            tool_call("toolSearchTool", {"query": "flight"}, id="s2"),
+            "done",
+        ]
+    )
+    advisor = ToolSearchToolCallingAdvisor(
+        tool_index=RegexToolIndex(), max_results=1, accumulate=False
+    )
+    ask(client_for(model, advisor))
+    assert offered(model)[2] == ["toolSearchTool", "book_flight"]
+
+
+def test_results_that_are_not_names_or_not_attached_are_ignored() -> None:
+    index = RegexToolIndex()
+    index.index_tools("c1", [ToolReference("ghost", None, "weather")])
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"wrong": "args"}, id="bad"),  # an error result
+            "done",
+        ]
+    )
+    advisor = ToolSearchToolCallingAdvisor(tool_index=index)
+    ask(client_for(model, advisor))
+    assert offered(model) == [["toolSearchTool"], ["toolSearchTool"]]
+    found = advisor._found_names(
+        [
+            ToolResponseMessage(
+                responses=(
+                    _response('"just text"'),
+                    _response("not json"),
+                    _response('["get_weather", 3]'),
+                    _response('["send_email", "ghost"]'),
+                )
+            )
+        ]
+    )
+    assert found == ["send_email", "ghost"]  # "ghost" is dropped later: not attached
+
+
+def _response(data: str) -> object:
+    from tooluse.messages import ToolResponse
+
+    return ToolResponse(id="x", name="TOOLSEARCHTOOL", data=data)
+
+
+def test_preselection_offers_the_top_tools_on_the_first_call() -> None:
+    model = ScriptedModel([tool_call("get_weather", {"city": "Oslo"}, id="w"), "cold"])
+    advisor = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), preselect=1)
+    assert ask(client_for(model, advisor), "what is the weather in Oslo") == "cold"
+    assert offered(model)[0] == ["toolSearchTool", "get_weather"]
+
+
+def test_max_results_precedence_model_then_advisor_then_index() -> None:
+    index = CountingIndex(RegexToolIndex())
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"query": "a", "max_results": 2}, id="s1"),
+            tool_call("toolSearchTool", {"query": "b"}, id="s2"),
+            "done",
+        ]
+    )
+    ask(client_for(model, ToolSearchToolCallingAdvisor(tool_index=index, max_results=5)))
+    assert [r.max_results for r in index.searches] == [2, 5]
+    tool = ToolSearchTool(index)
+    tool.callback.call('{"query": "c"}', ToolContext({"toolSearchToolSessionId": "c1"}))
+    assert index.searches[-1].max_results is None  # the index decides: 10
+
+
+def test_search_tool_without_session_is_an_error_for_the_model() -> None:
+    with pytest.raises(ValueError, match="toolSearchToolSessionId"):
+        ToolSearchTool(RegexToolIndex()).callback.call('{"query": "x"}')
+
+
+async def test_concurrent_sessions_see_only_their_own_tools() -> None:
+    index = HybridToolIndex(BagOfWordsModel())
+    advisor = ToolSearchToolCallingAdvisor(tool_index=index, max_results=3)
+
+    async def conversation(number: int) -> list[list[str]]:
+        @tool(name=f"private_tool_{number}")
+        def private() -> str:
+            """Weather station readings."""
+            return "ok"
+
+        model = ScriptedModel([tool_call("toolSearchTool", {"query": "weather"}, id="s"), "x"])
+        client = ChatClient(model, tools=[private], tool_calling_advisor=advisor)
+        await client.prompt().user("q").context({CONVERSATION_ID: f"c{number}"}).acall()
+        return offered(model)
+
+    results = await asyncio.gather(*(conversation(n) for n in range(10)))
+    for number, requests in enumerate(results):
+        assert requests == [["toolSearchTool"], ["toolSearchTool", f"private_tool_{number}"]]
+
+
+def test_eviction_lru_clears_the_least_recent_session() -> None:
+    index = CountingIndex(RegexToolIndex())
+    model = ScriptedModel(["a", "b", "c"])
+    advisor = ToolSearchToolCallingAdvisor(
+        tool_index=index, eviction_strategy=LruEvictionStrategy(1)
+    )
+    client = client_for(model, advisor)
+    ask(client, conversation="c1")
+    ask(client, conversation="c2")
+    assert "c1" in index.cleared
+    ask(client, conversation="c1")  # evicted: indexed again
+    assert [session for session, _ in index.indexed] == ["c1", "c2", "c1"]
+
+
+def test_eviction_always_reindexes_every_request() -> None:
+    index = CountingIndex(RegexToolIndex())
+    advisor = ToolSearchToolCallingAdvisor(
+        tool_index=index, eviction_strategy=AlwaysEvictStrategy()
+    )
+    client = client_for(ScriptedModel(["a", "b"]), advisor)
+    ask(client)
+    ask(client)
+    assert len(index.indexed) == 2
+
+
+def test_eviction_strategies() -> None:
+    lru = LruEvictionStrategy(2)
+    assert lru.on_access("a") == [] and lru.on_access("b") == []
+    lru.on_access("a")
+    assert lru.on_access("c") == ["b"]
+    with pytest.raises(ValueError, match="max_sessions"):
+        LruEvictionStrategy(0)
+    now = [0.0]
+    ttl = TtlEvictionStrategy(10, clock=lambda: now[0])
+    ttl.on_access("a")
+    now[0] = 5
+    ttl.on_access("b")
+    now[0] = 12
+    assert ttl.on_access("b") == ["a"]
+    now[0] = 100
+    assert ttl.on_access("b") == []  # the current session is never evicted
+    with pytest.raises(ValueError, match="ttl"):
+        TtlEvictionStrategy(0)
+    assert NeverEvictStrategy().on_access("a") == []
+    assert AlwaysEvictStrategy().on_access("a") == ["a"]
+    composite = CompositeEvictionStrategy(LruEvictionStrategy(1), AlwaysEvictStrategy())
+    composite.on_access("x")
+    assert composite.on_access("y") == ["x", "y"]
+    with pytest.raises(ValueError, match="at least one"):
+        CompositeEvictionStrategy()
+
+
+def test_system_suffix_is_added_to_the_first_system_message_once() -> None:
+    model = ScriptedModel([tool_call("toolSearchTool", {"query": "x"}, id="s"), "done"])
+    advisor = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), system_message_suffix="!S")
+    client = ChatClient(model, system="Be brief.", tools=TOOLS, tool_calling_advisor=advisor)
+    client.prompt().user("q").context({CONVERSATION_ID: "c"}).call()
+    for request in model.requests:
+        systems = [m.text for m in request.messages if isinstance(m, SystemMessage)]
+        assert systems == ["Be brief.!S"]
+
+
+def test_advisor_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError, match="max_exposed_tools"):
+        ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), max_exposed_tools=0)
+    with pytest.raises(ValueError, match="preselect"):
+        ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), preselect=-1)
+    with pytest.raises(ValueError, match="suffix"):
+        ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), system_message_suffix=" ")
+    assert isinstance(ToolSearchTool(RegexToolIndex()).callback, FunctionToolCallback)

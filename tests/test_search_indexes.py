@@ -1,0 +1,366 @@
+"""The tool indexes: Spring's regex algorithm and our additions, BM25, vector, hybrid."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from search_fakes import BagOfWordsModel
+from tooluse.embedding import E5EmbeddingModel
+from tooluse.search import (
+    BM25ToolIndex,
+    HybridToolIndex,
+    RegexToolIndex,
+    SessionToolIndex,
+    ToolIndex,
+    ToolReference,
+    ToolSearchRequest,
+    VectorToolIndex,
+    query_to_pattern,
+)
+from tooluse.search._regex import STOP_WORDS
+
+WEATHER_TOOLS = [
+    ToolReference("weatherTool", None, "Returns data"),
+    ToolReference("genericTool", None, "Provides weather forecasts"),
+    ToolReference("emailTool", None, "Sends an email"),
+]
+
+
+def search(index: ToolIndex, query: str, session: str = "s", **options: object) -> list[str]:
+    return index.search(ToolSearchRequest(session, query, **options)).tool_names  # type: ignore[arg-type]
+
+
+# -- RegexToolIndex: Spring's behaviour ------------------------------------------------------
+
+
+def test_regex_worked_example_scores() -> None:
+    index = RegexToolIndex()
+    index.index_tools("s", WEATHER_TOOLS)
+    response = index.search(ToolSearchRequest("s", "weather"))
+    scores = {r.tool_name: r.relevance_score for r in response.tool_references}
+    assert scores == {"weatherTool": 3.0, "genericTool": pytest.approx(1 + 0.5 / 1.9)}
+    assert round(scores["genericTool"], 3) == 1.263
+    assert response.tool_names == ["weatherTool", "genericTool"]
+    assert response.search_type == "RegexToolIndex"
+    assert response.total_matches == 2
+    assert response.tool_references[0].summary == "Returns data"
+
+
+@pytest.mark.parametrize(
+    ("query", "pattern"),
+    [
+        ("weather tools", "(?i)(weather|tools)"),
+        ("get user data", "(?i)(get|user|data)"),
+        ("GET INVENTORY", "(?i)(get|inventory)"),
+        ("", ".*"),
+        ("   ", ".*"),
+        ("the weather of the city", "(?i)(weather|city)"),
+        ("the of", "(?i)(the|of)"),  # nothing survives the filter: all tokens come back
+        ("a b", "(?i)(a|b)"),
+        ("weather, weather; forecast!", "(?i)(weather|forecast)"),
+        ("get_*_data", r"(?i)(get_\*_data|get|data)"),
+        ("price (usd) $5+", r"(?i)(price|usd|\$5\+)"),
+    ],
+)
+def test_regex_query_to_pattern(query: str, pattern: str) -> None:
+    assert query_to_pattern(query) == pattern
+
+
+def test_regex_stop_words_are_springs() -> None:
+    assert {"the", "dare", "ought", "although", "whose", "so"} <= STOP_WORDS
+    assert "weather" not in STOP_WORDS
+
+
+def test_regex_pattern_is_capped_at_200_characters_but_keeps_one_token() -> None:
+    long_query = " ".join(f"token{i:03d}" for i in range(60))
+    pattern = query_to_pattern(long_query)
+    assert len(pattern) <= 200
+    assert pattern.startswith("(?i)(token000|token001|")
+    huge = "x" * 300
+    assert query_to_pattern(huge) == f"(?i)({huge})"
+
+
+def test_regex_blank_query_matches_every_tool_in_order() -> None:
+    index = RegexToolIndex()
+    index.index_tools("s", WEATHER_TOOLS)
+    assert search(index, "") == ["weatherTool", "genericTool", "emailTool"]
+
+
+def test_regex_ties_keep_indexing_order_and_limit_applies() -> None:
+    index = RegexToolIndex()
+    index.index_tools("s", [ToolReference(f"tool{i}", None, "same text") for i in range(15)])
+    assert search(index, "same") == [f"tool{i}" for i in range(10)]  # default limit 10
+    assert search(index, "same", max_results=3) == ["tool0", "tool1", "tool2"]
+
+
+def test_regex_metacharacters_match_literally() -> None:
+    index = RegexToolIndex()
+    index.index_tools(
+        "s",
+        [ToolReference("a", None, "costs $5+ per call"), ToolReference("b", None, "costs 55")],
+    )
+    assert search(index, "$5+")[0] == "a"
+
+
+# -- RegexToolIndex: our additions -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("query", ["getWeather", "get_weather", "get-weather", "weather.get"])
+def test_regex_identifiers_are_split(query: str) -> None:
+    index = RegexToolIndex()
+    index.index_tools(
+        "s",
+        [ToolReference("fetch_forecast", None, "weather for a city"), *WEATHER_TOOLS[2:]],
+    )
+    assert search(index, query) == ["fetch_forecast"]
+
+
+def test_regex_cjk_query_finds_chinese_description() -> None:
+    index = RegexToolIndex()
+    index.index_tools(
+        "s",
+        [
+            ToolReference("email", None, "发送电子邮件"),
+            ToolReference("w", None, "查询城市当前天气"),
+        ],
+    )
+    assert search(index, "查询天气") == ["w"]
+    assert query_to_pattern("查询天气") == "(?i)(查询天气|查询|天气)"
+
+
+# -- BM25ToolIndex ---------------------------------------------------------------------------
+
+
+CATALOGUE = [
+    ToolReference("get_weather", None, "Current conditions for a city"),
+    ToolReference("sendEmail", None, "Send a message to a recipient"),
+    ToolReference(
+        "book_flight",
+        None,
+        "Reserve a seat",
+        {"type": "object", "properties": {"airport": {"type": "string", "description": "IATA"}}},
+    ),
+    ToolReference("math.factorial", None, "Calculate the factorial of a number"),
+    ToolReference("query_city_weather", None, "查询城市当前天气"),
+    ToolReference("translate", None, "翻译一段文字"),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("weather", "get_weather"),
+        ("send email", "sendEmail"),
+        ("factorial of 5", "math.factorial"),
+        ("which airport", "book_flight"),  # parameter names are indexed
+        ("IATA code", "book_flight"),  # and parameter descriptions
+        ("查询天气", "query_city_weather"),
+        ("帮我翻译", "translate"),
+        ("emails", "sendEmail"),  # stemmed
+    ],
+)
+def test_bm25_finds(query: str, expected: str) -> None:
+    index = BM25ToolIndex()
+    index.index_tools("s", CATALOGUE)
+    assert search(index, query)[0] == expected
+
+
+def test_bm25_jieba_segmentation_also_works() -> None:
+    index = BM25ToolIndex(cjk="jieba")
+    index.index_tools("s", CATALOGUE)
+    assert search(index, "查询天气")[0] == "query_city_weather"
+
+
+def test_bm25_name_outweighs_description() -> None:
+    index = BM25ToolIndex()
+    index.index_tools(
+        "s",
+        [ToolReference("convert", None, "currency rates"), ToolReference("currency", None, "x")],
+    )
+    assert search(index, "currency") == ["currency", "convert"]
+
+
+def test_bm25_drops_tools_without_a_match_and_below_min_score() -> None:
+    index = BM25ToolIndex()
+    index.index_tools("s", CATALOGUE)
+    assert search(index, "zebra") == []
+    strict = BM25ToolIndex(min_score=1000.0)
+    strict.index_tools("s", CATALOGUE)
+    assert search(strict, "weather") == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"k1": -1}, "k1"), ({"b": 2}, "b must be"), ({"min_score": -1}, "min_score")],
+)
+def test_bm25_rejects_bad_parameters(options: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        BM25ToolIndex(**options)  # type: ignore[arg-type]
+
+
+# -- sessions, shared by every index ---------------------------------------------------------
+
+
+def all_indexes() -> list[SessionToolIndex[object]]:
+    return [
+        RegexToolIndex(),
+        BM25ToolIndex(),
+        VectorToolIndex(BagOfWordsModel()),
+        HybridToolIndex(BagOfWordsModel()),
+    ]
+
+
+@pytest.mark.parametrize("index", all_indexes(), ids=lambda i: type(i).__name__)
+def test_sessions_are_isolated_and_cleared(index: SessionToolIndex[object]) -> None:
+    index.index_tools("a", [ToolReference("weather_a", None, "weather")])
+    index.index_tool("b", ToolReference("weather_b", None, "weather"))
+    assert search(index, "weather", "a") == ["weather_a"]
+    assert search(index, "weather", "b") == ["weather_b"]
+    assert search(index, "weather", "unknown") == []
+    index.clear_index("a")
+    assert search(index, "weather", "a") == []
+    assert search(index, "weather", "b") == ["weather_b"]
+
+
+@pytest.mark.parametrize("index", all_indexes(), ids=lambda i: type(i).__name__)
+def test_reindexing_a_name_replaces_it(index: SessionToolIndex[object]) -> None:
+    index.index_tools("s", [ToolReference("t", None, "weather")])
+    index.index_tools("s", [ToolReference("t", None, "email")])
+    assert index.size("s") == 1
+    assert search(index, "email", max_results=1) == ["t"]
+
+
+@pytest.mark.parametrize("index", all_indexes(), ids=lambda i: type(i).__name__)
+def test_category_filter(index: SessionToolIndex[object]) -> None:
+    index.index_tools(
+        "s",
+        [
+            ToolReference("fs.ls", None, "list files", category="files"),
+            ToolReference("web.ls", None, "list files online", category="web"),
+        ],
+    )
+    assert search(index, "list files", category_filter="WEB") == ["web.ls"]
+
+
+@pytest.mark.parametrize("index", all_indexes(), ids=lambda i: type(i).__name__)
+def test_concurrent_sessions_never_see_each_other(index: SessionToolIndex[object]) -> None:
+    errors: list[str] = []
+
+    def worker(number: int) -> None:
+        session = f"session-{number}"
+        for round_ in range(5):
+            index.index_tools(session, [ToolReference(f"tool_{number}_{round_}", None, "weather")])
+            found = search(index, "weather", session, max_results=50)
+            if any(not name.startswith(f"tool_{number}_") for name in found):
+                errors.append(f"{session} saw {found}")
+            if len(found) != round_ + 1:
+                errors.append(f"{session} found {len(found)} tools after {round_ + 1}")
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+
+
+def test_bad_requests_have_specific_errors() -> None:
+    with pytest.raises(ValueError, match="session_id"):
+        ToolSearchRequest(" ", "q")
+    with pytest.raises(ValueError, match="max_results"):
+        ToolSearchRequest("s", "q", max_results=0)
+    with pytest.raises(ValueError, match="tool_name"):
+        ToolReference("", None, "x")
+    with pytest.raises(TypeError, match="ToolReference"):
+        RegexToolIndex().index_tools("s", ["not a reference"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="session_id"):
+        RegexToolIndex().index_tools("", [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(query=st.text())
+def test_any_query_is_safe_for_the_lexical_indexes(query: str) -> None:
+    pattern = query_to_pattern(query)
+    re.compile(pattern)
+    assert len(pattern) <= 200 or pattern.count("|") == 0
+    for index in (_REGEX, _BM25):
+        assert len(search(index, query)) <= 10
+
+
+_REGEX = RegexToolIndex(cjk="bigram")
+_REGEX.index_tools("s", CATALOGUE)
+_BM25 = BM25ToolIndex()
+_BM25.index_tools("s", CATALOGUE)
+
+
+# -- vector and hybrid -----------------------------------------------------------------------
+
+
+def test_vector_index_embeds_an_unchanged_catalogue_once_across_sessions() -> None:
+    model = BagOfWordsModel()
+    index = VectorToolIndex(model)
+    index.index_tools("a", CATALOGUE)
+    assert search(index, "weather for a city", "a")[0] == "get_weather"
+    assert len(model.embedded) == len(CATALOGUE)
+    index.index_tools("b", CATALOGUE)
+    index.clear_index("a")
+    index.index_tools("a", CATALOGUE)
+    search(index, "weather", "a")
+    search(index, "weather", "b")
+    assert len(model.embedded) == len(CATALOGUE)
+    index.index_tools("a", [ToolReference("new_tool", None, "brand new")])
+    search(index, "weather", "a")
+    assert len(model.embedded) == len(CATALOGUE) + 1
+
+
+def test_vector_similarity_threshold() -> None:
+    index = VectorToolIndex(BagOfWordsModel(), similarity_threshold=0.99)
+    index.index_tools("s", CATALOGUE)
+    assert search(index, "zebra") == []
+    with pytest.raises(ValueError, match="similarity_threshold"):
+        VectorToolIndex(BagOfWordsModel(), similarity_threshold=2)
+
+
+def test_hybrid_finds_what_either_side_finds() -> None:
+    # "forecast" is a synonym of "weather" for the fake model only: the vector side finds it.
+    model = BagOfWordsModel(aliases={"forecast": "weather"})
+    index = HybridToolIndex(model)
+    index.index_tools("s", CATALOGUE)
+    assert search(index, "forecast")[0] in {"get_weather", "query_city_weather"}
+    assert search(index, "math.factorial")[0] == "math.factorial"
+    assert index.search(ToolSearchRequest("s", "forecast")).search_type == "HybridToolIndex"
+
+
+def test_hybrid_rejects_bad_parameters() -> None:
+    with pytest.raises(ValueError, match="weights"):
+        HybridToolIndex(BagOfWordsModel(), bm25_weight=0, vector_weight=0)
+    with pytest.raises(ValueError, match="either embedding_model or vector"):
+        HybridToolIndex(BagOfWordsModel(), vector=VectorToolIndex(BagOfWordsModel()))
+
+
+def test_hybrid_with_the_bundled_model_on_chinese_and_english_tools() -> None:
+    index = HybridToolIndex(E5EmbeddingModel())
+    index.index_tools(
+        "s",
+        [
+            ToolReference("get_weather", None, "Get the current weather for a city"),
+            ToolReference("send_email", None, "Send an email to a contact"),
+            ToolReference("query_weather_zh", None, "查询城市当前天气"),
+            ToolReference("book_hotel", None, "预订酒店房间"),
+        ],
+    )
+    assert search(index, "查询天气", max_results=2)[0] == "query_weather_zh"
+    assert search(index, "我想订一间酒店", max_results=1) == ["book_hotel"]
+    assert search(index, "will it rain in Paris tomorrow?", max_results=2)[0] in {
+        "get_weather",
+        "query_weather_zh",
+    }
+    assert search(index, "write to my colleague", max_results=1) == ["send_email"]
+    scores = index.search(ToolSearchRequest("s", "email")).tool_references
+    assert all(np.isfinite(r.relevance_score or 0.0) for r in scores)
