@@ -82,6 +82,7 @@ def test_recommended_names_log_nothing(name: str, caplog: pytest.LogCaptureFixtu
 
 
 def test_description_order_explicit_then_docstring_then_split_name() -> None:
+    # Spring uses the raw method name for an @Tool without description; SPEC splits it.
     @tool(description="Explicit.")
     def explicit() -> None:
         """Docstring."""

@@ -199,6 +199,7 @@ def test_positional_only_parameters() -> None:
 
 
 def test_context_is_injected_and_never_in_the_schema() -> None:
+    # Spring raises when a method takes a ToolContext and none is given; here it gets an empty one.
     seen: list[ToolContext] = []
 
     def f(city: str, context: ToolContext) -> str:
