@@ -3,12 +3,16 @@ the real ``openai`` SDK (request encoding, SSE decoding, retries and timeouts ar
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openai.types.chat import ChatCompletionChunk
 
 from provider_payloads import (
     openai_call,
@@ -31,6 +35,7 @@ from tooluse import (
     UserMessage,
 )
 from tooluse.models import OpenAIChatModel, ProviderError, ProviderTimeoutError, provider_safe_name
+from tooluse.models._openai import _StreamState
 from tooluse.streaming import merge_chunks
 
 WEATHER_SCHEMA: dict[str, Any] = {
@@ -697,3 +702,64 @@ def test_constructor_rejects_bad_settings() -> None:
         OpenAIChatModel("m", api_key="k", max_retries=-1)
     with pytest.raises(ValueError, match="timeout must be a positive"):
         OpenAIChatModel("m", api_key="k", timeout=0)
+
+
+# -- property: any fragmentation of any calls merges back to exactly those calls --------------
+
+call_specs = st.lists(
+    st.tuples(
+        st.sampled_from(["get_weather", "math.factorial", "查询天气", "x" * 70]),
+        st.text(max_size=30),  # arguments, valid JSON or not
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def split(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({min(c, len(text)) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
+
+
+FRAGMENT_TOOLS = tuple(
+    stub_tool(n) for n in ("get_weather", "math.factorial", "查询天气", "x" * 70)
+)
+
+
+@functools.cache
+def fragment_model() -> OpenAIChatModel:
+    # Never sends anything: only its request building is used.
+    return OpenAIChatModel("m", api_key="k", base_url="http://127.0.0.1:9/v1")
+
+
+@settings(deadline=None, max_examples=50)
+@given(call_specs, st.lists(st.integers(0, 70), max_size=4), st.booleans(), st.booleans())
+def test_any_fragmentation_of_the_deltas_merges_back_to_the_calls(
+    calls: list[tuple[str, str]], cuts: list[int], repeat_ids: bool, with_finish: bool
+) -> None:
+    request = fragment_model()._request(ask(tool_callbacks=FRAGMENT_TOOLS))
+    raw: list[dict[str, Any]] = []
+    for index, (name, arguments) in enumerate(calls):
+        call_id = f"call_{index}"
+        alias = provider_safe_name(name)
+        for number, piece in enumerate(split(alias, cuts)):
+            fragment: dict[str, Any] = {"index": index, "function": {"name": piece}}
+            if number == 0 or repeat_ids:
+                fragment["id"] = call_id
+            raw.append(openai_chunk({"tool_calls": [fragment]}))
+        for piece in split(arguments, cuts):
+            fragment = {"index": index, "function": {"arguments": piece}}
+            if repeat_ids:
+                fragment["id"] = call_id
+            raw.append(openai_chunk({"tool_calls": [fragment]}))
+    if with_finish:
+        raw.append(openai_chunk({}, finish_reason="tool_calls"))
+    state = _StreamState(request)
+    chunks = [c for c in (state.add(ChatCompletionChunk.model_validate(r)) for r in raw) if c]
+    final = state.finish()
+    merged = merge_chunks([*chunks, *([final] if final else [])])
+    expected = [
+        (f"call_{i}", name, arguments.strip() or "{}") for i, (name, arguments) in enumerate(calls)
+    ]
+    got = [(c.id, c.name, c.arguments) for c in merged.generations[0].message.tool_calls]
+    assert got == expected
