@@ -1,9 +1,9 @@
 """One round of tool calls through ``ToolCallingManager`` (SPEC 12).
 
 1. Parallel round: 8 calls to tools that each wait 100 ms, async (``asyncio.sleep``) and sync
-   (``time.sleep`` in the loop's default thread pool, then again with a 32-thread pool),
-   declared with ``@tool`` (so arguments are validated). Reports the round's wall time and
-   its ratio to running them one after another (800 ms): 0.125 would be perfect overlap.
+   (``time.sleep`` in the tools' thread pool), declared with ``@tool`` (so arguments are
+   validated). Reports the round's wall time and its ratio to running them one after another
+   (800 ms): 0.125 would be perfect overlap.
 2. Manager overhead: rounds of 1, 3 and 8 calls to no-op callbacks, in CPU µs (this process
    only, robust to other load on the machine) per round and per call, plus wall µs, next to
    the bare ``asyncio`` cost of the same concurrency (awaiting one coroutine, or
@@ -27,7 +27,6 @@ import platform
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 from tooluse import (
     AssistantMessage,
@@ -211,11 +210,6 @@ async def main(args: argparse.Namespace) -> None:
     print(f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs")
     manager = ToolCallingManager()
     walls = await parallel_rounds(manager, args.repeats)
-    # Sync tools run in the loop's default executor: min(32, CPUs + 4) threads. With fewer
-    # threads than calls the round takes several waves; a bigger pool shows the manager's part.
-    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=32))
-    bigger_pool = await parallel_rounds(manager, args.repeats)
-    walls["sync (threads), 32-thread executor"] = bigger_pool["sync (threads)"]
     sequential_ms = PARALLEL_CALLS * WAIT_SECONDS * 1000
     print(f"\n{PARALLEL_CALLS} calls x {WAIT_SECONDS * 1000:.0f} ms, median of {args.repeats}")
     print("| tools | wall ms (median) | min | max | ratio to sequential 800 ms |")
