@@ -121,10 +121,15 @@ async def test_the_prompts_system_message_wins_over_a_remembered_one() -> None:
     assert list(model.requests[1].messages) == [system("remembered"), user("Q1"), user("Q2")]
 
 
-async def test_outside_the_loop_a_tool_calling_answer_is_not_stored() -> None:
+async def test_outside_the_loop_a_turn_without_a_final_answer_is_not_stored() -> None:
     memory = MessageWindowChatMemory()
-    await call(MessageChatMemoryAdvisor(memory), ScriptedModel([tool_call("t", id="x")]), user("Q"))
-    assert memory.get("c") == [user("Q")]
+    advisor = MessageChatMemoryAdvisor(memory)
+    model = ScriptedModel([tool_call("t", id="x"), "done"])
+    await call(advisor, model, user("Q"))
+    assert memory.get("c") == []
+    # The caller runs the tool itself and sends the round back: the turn completes.
+    await call(advisor, model, user("Q"), calls("x"), results("x"))
+    assert memory.get("c") == [user("Q"), answer("done")]
 
 
 async def test_inside_the_loop_tool_traffic_is_stored() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from _loop_tools import RecordingTool
+from tooluse import Approve, RunState
 from tooluse.advisors import ToolCallingAdvisor
 from tooluse.client import ChatClient
 from tooluse.memory import (
@@ -134,3 +135,24 @@ def test_a_missing_conversation_id_fails_before_the_model_is_called() -> None:
     with pytest.raises(ValueError, match="needs a conversation id"):
         client.prompt("hi").call()
     assert model.requests == []
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_a_run_paused_for_approval_is_remembered_once_when_resumed(inside: bool) -> None:
+    memory = MessageWindowChatMemory()
+    tool = RecordingTool("weather", lambda arguments, context: "sunny", requires_approval=True)
+    model = script()
+    client = ChatClient(
+        model,
+        tools=[tool],
+        advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=inside)],
+    )
+    paused = client.prompt("Weather in Paris?").context({CONVERSATION_ID: "c"}).call()
+    assert paused.state is not None
+    assert [call.id for call in paused.pending_tool_calls] == ["w1"]
+    assert memory.get("c") == (weather_turn()[:2] if inside else [])
+    resumed = client.resume(RunState.from_json(paused.state.to_json()), {"w1": Approve()})
+    assert resumed.content() == "Sunny in Paris."
+    assert memory.get("c") == (
+        weather_turn() if inside else [weather_turn()[0], weather_turn()[-1]]
+    )

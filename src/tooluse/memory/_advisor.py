@@ -40,10 +40,14 @@ class MessageChatMemoryAdvisor:
     first; the prompt's own system messages win over remembered ones.
 
     By default (order ``HIGHEST_PRECEDENCE + 200``, outside the tool loop) it stores the
-    prompt's last user message and the final answer, assistant messages that carry tool calls
-    excluded, so memory never holds half a tool exchange. With ``inside_tool_loop=True``
-    (default order ``HIGHEST_PRECEDENCE + 400``) it runs once per round and stores tool
-    traffic too: the round's last user message or tool result, then the model's message.
+    prompt's last user message and the final answer, once the turn completes: a response
+    without a final answer (a run paused for approval, tool calls handed to the caller)
+    stores nothing, and assistant messages that carry tool calls are never stored, so memory
+    never holds half a tool exchange and a resumed run stores its question once.
+
+    With ``inside_tool_loop=True`` (default order ``HIGHEST_PRECEDENCE + 400``) it runs once
+    per round and stores tool traffic too: the round's last user message or tool result, then
+    the model's message.
 
     What a request produced is stored in one ``add`` after the model answered (or after the
     stream ended), so a failed request leaves memory as it was and two concurrent requests
@@ -119,14 +123,18 @@ class MessageChatMemoryAdvisor:
     async def _store(
         self, conversation_id: str, request: ChatClientRequest, response: ChatResponse | None
     ) -> None:
-        new: list[Message] = []
+        replies: list[Message] = [
+            generation.message
+            for generation in (response.generations if response is not None else ())
+            if self._inside_tool_loop or not generation.message.tool_calls
+        ]
+        if not replies and not self._inside_tool_loop:
+            # No final answer: the run paused for approval, or handed its tool calls to the
+            # caller. The turn is stored when it completes (the resumed or next request
+            # carries the same user message), so it is never stored twice.
+            return
         incoming = self._last_incoming(request.prompt.messages)
-        if incoming is not None:
-            new.append(incoming)
-        if response is not None:
-            for generation in response.generations:
-                if self._inside_tool_loop or not generation.message.tool_calls:
-                    new.append(generation.message)
+        new = replies if incoming is None else [incoming, *replies]
         if new:
             await self._memory.aadd(conversation_id, new)
 
