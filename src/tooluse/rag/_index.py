@@ -11,12 +11,16 @@ from tooluse.embedding import Vectors
 from tooluse.rag._document import Document
 from tooluse.rag._filter import MetadataPredicate
 
-__all__ = ["VectorIndex", "validate_search"]
+__all__ = ["VectorIndex", "validate_limits", "validate_search"]
 
 
 def validate_search(query: str, top_k: int, threshold: float) -> None:
     if not isinstance(query, str) or not query.strip():
         raise ValueError(f"similarity_search needs a non-blank query text, got {query!r}")
+    validate_limits(top_k, threshold)
+
+
+def validate_limits(top_k: int, threshold: float) -> None:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
         raise ValueError(f"top_k must be an int >= 0, got {top_k!r}")
     if not 0.0 <= threshold <= 1.0:

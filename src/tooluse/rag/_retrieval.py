@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 
 from tooluse.rag._document import Document, Query
 from tooluse.rag._filter import Filter, compile_filter
-from tooluse.rag._index import validate_search
+from tooluse.rag._index import validate_limits
 from tooluse.rag._store import VectorStore
 
 __all__ = [
@@ -57,7 +57,7 @@ class VectorStoreRetriever:
         threshold: float = 0.0,
         filter: Filter | None = None,
     ) -> None:
-        validate_search("check", top_k, threshold)
+        validate_limits(top_k, threshold)
         compile_filter(filter)  # reject a malformed filter now, not at the first question
         self._store = store
         self._top_k = top_k
