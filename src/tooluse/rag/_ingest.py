@@ -55,7 +55,9 @@ def ingest_directory(
     Idempotent: every chunk records its ``source`` and a ``source_sha256`` of the file's bytes
     and the splitter settings, so a file that did not change is skipped (nothing embedded),
     and a changed file's old chunks are deleted before its new ones are added. ``prune``
-    also deletes the chunks of files that are gone; ``force`` re-ingests everything.
+    also deletes the chunks of every ingested source not found in ``directory``, so give
+    each directory a store (collection) of its own when pruning; ``force`` re-ingests
+    everything.
     ``on_file(source)`` is called after each file (for a progress bar).
     """
     root = Path(directory)

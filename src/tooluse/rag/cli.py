@@ -39,7 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk-size", type=int, default=256, help="estimated tokens")
     parser.add_argument("--chunk-overlap", type=int, default=32, help="estimated tokens")
     parser.add_argument(
-        "--prune", action="store_true", help="remove the chunks of files no longer in DIR"
+        "--prune",
+        action="store_true",
+        help="remove the chunks of every ingested file not in DIR (one collection per DIR)",
     )
     parser.add_argument("--force", action="store_true", help="re-ingest unchanged files too")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
