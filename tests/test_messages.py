@@ -84,3 +84,9 @@ def test_tool_context_is_a_read_only_copy() -> None:
     with pytest.raises(TypeError):
         context["k"] = "x"  # type: ignore[index]
     assert context.merged({"k": "w", "n": 1}) == {"k": "w", "n": 1}
+
+
+def test_lone_surrogates_from_a_model_survive_storage() -> None:
+    call = ToolCall(id="1", name="t", arguments='{"a": "\ud800"}')
+    conversation = [AssistantMessage(tool_calls=(call,)), UserMessage(text="x\udfff")]
+    assert messages_from_json(messages_to_json(conversation)) == conversation

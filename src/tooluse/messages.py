@@ -8,10 +8,12 @@ in memory repositories and paused runs are resumed from JSON.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 if TYPE_CHECKING:
     from tooluse.tools import ToolCallback
@@ -95,12 +97,23 @@ _MESSAGE_LIST: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 def messages_to_json(messages: Sequence[Message]) -> str:
     """Serialise a conversation to JSON text (tool calls and results intact)."""
-    return _MESSAGE_LIST.dump_json(list(messages)).decode()
+    try:
+        return _MESSAGE_LIST.dump_json(list(messages)).decode()
+    except PydanticSerializationError:
+        # A lone surrogate (a model's "\ud800" escape, decoded) cannot be UTF-8 encoded;
+        # the standard library escapes it, so the conversation is still stored intact.
+        return json.dumps(_MESSAGE_LIST.dump_python(list(messages), mode="python"))
 
 
 def messages_from_json(text: str | bytes) -> list[Message]:
     """Parse what :func:`messages_to_json` wrote."""
-    return _MESSAGE_LIST.validate_json(text)
+    try:
+        return _MESSAGE_LIST.validate_json(text)
+    except ValidationError as error:
+        if error.errors()[0]["type"] != "json_invalid":
+            raise
+        # pydantic's parser rejects escaped lone surrogates, which the standard library reads.
+        return _MESSAGE_LIST.validate_python(json.loads(text))
 
 
 class Usage(_Value):
