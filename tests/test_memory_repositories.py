@@ -9,13 +9,16 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from _memory_helpers import answer, calls, results, system, user, write_messages
+from _postgres_server import PostgresServer
 from tooluse.memory import (
     ChatMemoryRepository,
     InMemoryChatMemoryRepository,
     MessageWindowChatMemory,
+    PostgresChatMemoryRepository,
     SqliteChatMemoryRepository,
 )
 from tooluse.messages import (
@@ -28,13 +31,34 @@ from tooluse.messages import (
 )
 
 
-@pytest.fixture(params=["in-memory", "sqlite"])
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    server = PostgresServer()
+    try:
+        yield server.conninfo
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def empty_postgres(postgres: str) -> str:
+    """The server's conninfo, with the tables of earlier tests dropped."""
+    with psycopg.connect(postgres, autocommit=True) as connection:
+        connection.execute("DROP TABLE IF EXISTS chat_memory_message, tooluse_schema_version")
+    return postgres
+
+
+@pytest.fixture(params=["in-memory", "sqlite", "postgres"])
 def repository(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ChatMemoryRepository]:
     if request.param == "in-memory":
         yield InMemoryChatMemoryRepository()
-        return
-    with SqliteChatMemoryRepository(tmp_path / "memory.db") as sqlite_repository:
-        yield sqlite_repository
+    elif request.param == "sqlite":
+        with SqliteChatMemoryRepository(tmp_path / "memory.db") as sqlite_repository:
+            yield sqlite_repository
+    else:
+        conninfo = request.getfixturevalue("empty_postgres")
+        with PostgresChatMemoryRepository(conninfo) as postgres_repository:
+            yield postgres_repository
 
 
 RICH_CONVERSATION: list[Message] = [
@@ -208,3 +232,35 @@ def test_window_memory_over_sqlite_keeps_tool_pairs(tmp_path: Path) -> None:
         memory.add("c", [user("Q1"), calls("s1"), results("s1"), answer("Final")])
         memory.add("c", [user("Q2"), answer("A2")])
         assert memory.get("c") == [user("Q2"), answer("A2")]
+
+
+def test_postgres_twenty_writers_with_their_own_connections_lose_no_message(
+    empty_postgres: str,
+) -> None:
+    PostgresChatMemoryRepository(empty_postgres).close()  # create the schema once
+    per_writer = 5
+
+    def writer(number: int) -> None:
+        with PostgresChatMemoryRepository(empty_postgres) as own:
+            memory = MessageWindowChatMemory(max_messages=10_000, repository=own)
+            for n in range(per_writer):
+                memory.add("shared", user(f"writer {number} message {n}"))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with PostgresChatMemoryRepository(empty_postgres) as repository:
+        stored = repository.find_by_conversation_id("shared")
+    expected = {f"writer {w} message {n}" for w in range(20) for n in range(per_writer)}
+    assert {m.text for m in stored if isinstance(m, UserMessage)} == expected
+    assert len(stored) == len(expected)
+
+
+def test_postgres_refuses_another_schema_version(empty_postgres: str) -> None:
+    PostgresChatMemoryRepository(empty_postgres).close()
+    with psycopg.connect(empty_postgres, autocommit=True) as connection:
+        connection.execute("UPDATE tooluse_schema_version SET version = 99")
+    with pytest.raises(RuntimeError, match=r"chat_memory schema version 99.*reads version 1"):
+        PostgresChatMemoryRepository(empty_postgres)

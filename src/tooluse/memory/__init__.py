@@ -1,7 +1,8 @@
 """Chat memory: what a conversation remembers between requests, and where it is stored.
 
 ``MessageWindowChatMemory`` keeps the last N messages per conversation in a repository
-(``InMemoryChatMemoryRepository``, or ``SqliteChatMemoryRepository``, the embedded default);
+(``InMemoryChatMemoryRepository``, ``SqliteChatMemoryRepository``, the embedded default, or
+``PostgresChatMemoryRepository`` for several hosts);
 ``MessageChatMemoryAdvisor`` replays and records it around each request;
 ``repair_tool_pairs`` makes any history safe to send to a provider.
 """
@@ -9,6 +10,7 @@
 from tooluse.memory._advisor import MessageChatMemoryAdvisor
 from tooluse.memory._api import CONVERSATION_ID, ChatMemory, ChatMemoryRepository
 from tooluse.memory._in_memory import InMemoryChatMemoryRepository
+from tooluse.memory._postgres import PostgresChatMemoryRepository
 from tooluse.memory._repair import UNANSWERED_TOOL_CALL_RESULT, repair_tool_pairs
 from tooluse.memory._sqlite import SqliteChatMemoryRepository
 from tooluse.memory._window import MessageWindowChatMemory
@@ -21,6 +23,7 @@ __all__ = [
     "InMemoryChatMemoryRepository",
     "MessageChatMemoryAdvisor",
     "MessageWindowChatMemory",
+    "PostgresChatMemoryRepository",
     "SqliteChatMemoryRepository",
     "repair_tool_pairs",
 ]

@@ -1,0 +1,161 @@
+"""``PostgresChatMemoryRepository``: conversations in PostgreSQL, for several service hosts."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter
+
+from tooluse.memory._api import validate_conversation_id
+from tooluse.messages import Message
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["PostgresChatMemoryRepository"]
+
+SCHEMA_VERSION = 1
+_SCHEMA_LOCK = 7_436_871_502  # advisory lock id serialising schema creation across hosts
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+
+
+class PostgresChatMemoryRepository:
+    """Stores each message as a JSONB row in ``chat_memory_message`` (tool calls and results
+    intact), behind the same protocol as the SQLite repository.
+
+    Each save, and each :meth:`update` (a window memory's read-modify-write), is one
+    transaction that first takes a transaction-scoped advisory lock on the conversation id,
+    so concurrent writers on any number of hosts never lose a message, even for a
+    conversation that has no row yet. The tables carry a schema version
+    (``tooluse_schema_version``); a database of another version is refused. One connection
+    per repository, used by one thread at a time. Needs ``pip install 'tooluse[postgres]'``.
+    """
+
+    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0) -> None:
+        try:
+            import psycopg
+        except ImportError as exc:  # the postgres extra is optional
+            raise ImportError(
+                "PostgresChatMemoryRepository needs psycopg: pip install 'tooluse[postgres]'"
+            ) from exc
+        # Autocommit: every statement runs inside an explicit ``transaction()`` block.
+        self._connection: psycopg.Connection[Any] = psycopg.connect(
+            conninfo, autocommit=True, connect_timeout=max(1, round(connect_timeout))
+        )
+        self._lock = threading.Lock()
+        try:
+            self._ensure_schema()
+        except BaseException:
+            self._connection.close()
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def __enter__(self) -> PostgresChatMemoryRepository:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def find_conversation_ids(self) -> list[str]:
+        with self._lock, self._connection.transaction():
+            rows = self._connection.execute(
+                "SELECT DISTINCT conversation_id FROM chat_memory_message ORDER BY 1"
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        validate_conversation_id(conversation_id)
+        with self._lock, self._connection.transaction():
+            return self._load(conversation_id)
+
+    def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        validate_conversation_id(conversation_id)
+        rows = _rows(conversation_id, messages)
+        with self._lock, self._connection.transaction():
+            self._lock_conversation(conversation_id)
+            self._replace(conversation_id, rows)
+
+    def delete_by_conversation_id(self, conversation_id: str) -> None:
+        validate_conversation_id(conversation_id)
+        with self._lock, self._connection.transaction():
+            self._lock_conversation(conversation_id)
+            self._connection.execute(
+                "DELETE FROM chat_memory_message WHERE conversation_id = %s", (conversation_id,)
+            )
+
+    def update(
+        self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
+    ) -> list[Message]:
+        validate_conversation_id(conversation_id)
+        with self._lock, self._connection.transaction():
+            self._lock_conversation(conversation_id)
+            updated = change(self._load(conversation_id))
+            self._replace(conversation_id, _rows(conversation_id, updated))
+        return updated
+
+    def _ensure_schema(self) -> None:
+        with self._lock, self._connection.transaction():
+            self._connection.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+            self._connection.execute(
+                "CREATE TABLE IF NOT EXISTS tooluse_schema_version "
+                "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+            )
+            row = self._connection.execute(
+                "SELECT version FROM tooluse_schema_version WHERE component = 'chat_memory'"
+            ).fetchone()
+            if row is None:
+                self._connection.execute(
+                    """CREATE TABLE chat_memory_message (
+                        conversation_id TEXT NOT NULL,
+                        position INTEGER NOT NULL,
+                        role TEXT NOT NULL,
+                        message JSONB NOT NULL,
+                        PRIMARY KEY (conversation_id, position)
+                    )"""
+                )
+                self._connection.execute(
+                    "INSERT INTO tooluse_schema_version (component, version) "
+                    "VALUES ('chat_memory', %s)",
+                    (SCHEMA_VERSION,),
+                )
+            elif row[0] != SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"the database holds chat_memory schema version {row[0]}, but this version "
+                    f"of tooluse reads version {SCHEMA_VERSION}; use a matching tooluse or "
+                    "another database"
+                )
+
+    def _lock_conversation(self, conversation_id: str) -> None:
+        self._connection.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (conversation_id,)
+        )
+
+    def _load(self, conversation_id: str) -> list[Message]:
+        rows = self._connection.execute(
+            "SELECT message FROM chat_memory_message WHERE conversation_id = %s ORDER BY position",
+            (conversation_id,),
+        ).fetchall()
+        return [_MESSAGE.validate_python(row[0]) for row in rows]
+
+    def _replace(self, conversation_id: str, rows: list[tuple[str, int, str, str]]) -> None:
+        self._connection.execute(
+            "DELETE FROM chat_memory_message WHERE conversation_id = %s", (conversation_id,)
+        )
+        with self._connection.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO chat_memory_message (conversation_id, position, role, message) "
+                "VALUES (%s, %s, %s, %s::jsonb)",
+                rows,
+            )
+
+
+def _rows(conversation_id: str, messages: Sequence[Message]) -> list[tuple[str, int, str, str]]:
+    return [
+        (conversation_id, position, message.role, _MESSAGE.dump_json(message).decode())
+        for position, message in enumerate(messages)
+    ]
