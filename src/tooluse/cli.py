@@ -31,6 +31,7 @@ COMMANDS: tuple[Command, ...] = (
         "serve", "tooluse._demo", "run an offline demo of the tool loop (TestModel + sample tools)"
     ),
     Command("ingest", "tooluse.rag.cli", "load text and Markdown files into the knowledge base"),
+    Command("bench", "tooluse.search.bench", "benchmarks (bench search: a tool-search index)"),
 )
 
 

@@ -220,12 +220,20 @@ def format_report(name: str, kind: str, metrics: Mapping[str, float], result: In
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--dataset", required=True, help="directory with tools.jsonl, queries.jsonl"
+    """``tooluse bench search ...`` (``bench`` has one benchmark per subcommand)."""
+    benchmarks = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    search = benchmarks.add_parser(
+        "search",
+        help="rank a tool-search dataset with one index, write a run file, print the metrics",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--index", choices=INDEX_KINDS, default="hybrid")
-    parser.add_argument("--out", help="run file to write (default: run-<index>.jsonl here)")
-    parser.add_argument("--json", action="store_true", help="print the metrics as JSON")
+    search.add_argument(
+        "--dataset", required=True, help="directory with tools.jsonl and queries.jsonl"
+    )
+    search.add_argument("--index", choices=INDEX_KINDS, default="hybrid")
+    search.add_argument("--out", help="run file to write (default: run-<index>.jsonl)")
+    search.add_argument("--json", action="store_true", help="print the metrics as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -255,6 +263,6 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(f"{dataset.path}: {len(dataset.tools)} tools, {len(dataset.queries)} queries")
-        print(format_report(dataset.path.name, args.index, metrics, result))
+        print(format_report(str(dataset.path), args.index, metrics, result))
         print(f"run file: {out}", file=sys.stderr)
     return 0
