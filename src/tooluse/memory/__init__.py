@@ -7,11 +7,11 @@
 ``repair_tool_pairs`` makes any history safe to send to a provider.
 """
 
+from tooluse.history import UNANSWERED_TOOL_CALL_RESULT, repair_tool_pairs
 from tooluse.memory._advisor import MessageChatMemoryAdvisor
 from tooluse.memory._api import CONVERSATION_ID, ChatMemory, ChatMemoryRepository
 from tooluse.memory._in_memory import InMemoryChatMemoryRepository
 from tooluse.memory._postgres import PostgresChatMemoryRepository
-from tooluse.memory._repair import UNANSWERED_TOOL_CALL_RESULT, repair_tool_pairs
 from tooluse.memory._sqlite import SqliteChatMemoryRepository
 from tooluse.memory._window import MessageWindowChatMemory
 

@@ -1,9 +1,11 @@
-"""Repairing tool-call pairs so that no provider ever receives a broken history.
+"""Conversation histories: repairing tool-call pairs so that no provider gets a broken one.
 
 Providers reject a history in which a tool result has no call before it, or a tool call is
 not answered by the messages right after it. Such histories arise from windowed or
 interrupted conversations (a crash mid-tool, a pending approval abandoned, a window edge),
-so the loop runs :func:`repair_tool_pairs` before each model request.
+so the loop runs :func:`repair_tool_pairs` before each model request. This module needs only
+:mod:`tooluse.messages` (declaration layer), so the loop can use it and chat memory
+re-exports it.
 """
 
 from __future__ import annotations
