@@ -20,8 +20,17 @@ from pathlib import Path
 
 import numpy as np
 
+from tooluse.history import repair_tool_pairs
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
-from tooluse.messages import AssistantMessage, UserMessage
+from tooluse.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
 from tooluse.rag import Document, InMemoryVectorStore, SqliteVectorStore, ingest_directory
 
 DIMENSIONS = 384
@@ -75,6 +84,20 @@ def bench_memory(directory: Path, turns: int) -> None:
         print(f"sqlite memory add (one turn, window 20): {percentiles(timed(add_turn, turns))}")
         reads = timed(lambda: memory.get("c"), turns)
         print(f"sqlite memory get (20 messages):         {percentiles(reads)}")
+
+
+def bench_repair(calls: int) -> None:
+    history: list[Message] = [SystemMessage(text="rules")]
+    for n in range(5):  # five turns of question, tool call, result, answer: 21 messages
+        call = ToolCall(id=f"c{n}", name="lookup", arguments="{}")
+        history += [
+            UserMessage(text=f"q{n}"),
+            AssistantMessage(tool_calls=(call,)),
+            ToolResponseMessage(responses=(ToolResponse(id=call.id, name="lookup", data="x"),)),
+            AssistantMessage(text=f"a{n}"),
+        ]
+    samples = timed(lambda: repair_tool_pairs(history), calls)
+    print(f"repair_tool_pairs, well-formed 21-message history: {percentiles(samples)}")
 
 
 def documents(count: int) -> list[Document]:
@@ -132,6 +155,7 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as scratch:
         directory = Path(scratch)
+        bench_repair(2000 if args.quick else 20000)
         bench_memory(directory, 200 if args.quick else 1000)
         bench_search(directory, [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000], 200)
         bench_ingest(directory)
