@@ -1,0 +1,69 @@
+"""The numpy vector index against a plain-Python reference, over random operation sequences."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tooluse.rag import Document
+from tooluse.rag._index import VectorIndex
+
+DIMENSIONS = 4
+
+_vector = st.lists(st.integers(-3, 3), min_size=DIMENSIONS, max_size=DIMENSIONS).filter(any)
+_ids = st.sampled_from([f"d{n}" for n in range(8)])
+_operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("upsert"), st.lists(st.tuples(_ids, _vector, st.booleans()), max_size=4)),
+        st.tuples(st.just("remove"), st.lists(_ids, max_size=3)),
+    ),
+    max_size=12,
+)
+
+
+def unit(values: list[int]) -> np.ndarray:
+    vector = np.asarray(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    operations=_operations,
+    query=_vector,
+    top_k=st.integers(0, 10),
+    threshold=st.sampled_from([0.0, 0.3, 0.9]),
+    filtered=st.booleans(),
+)
+def test_search_matches_a_reference(
+    operations: list[tuple[str, Any]],
+    query: list[int],
+    top_k: int,
+    threshold: float,
+    filtered: bool,
+) -> None:
+    index = VectorIndex(DIMENSIONS)
+    reference: dict[str, tuple[np.ndarray, bool]] = {}
+    for kind, argument in operations:
+        if kind == "upsert":  # a batch may repeat an id: the last one wins
+            documents = [Document(id=i, text=i, metadata={"flag": f}) for i, _, f in argument]
+            vectors = [unit(values) for _, values, _ in argument]
+            index.upsert(documents, np.asarray(vectors, np.float32).reshape(-1, DIMENSIONS))
+            reference.update({i: (v, f) for (i, _, f), v in zip(argument, vectors, strict=True)})
+        else:
+            assert index.remove(argument) == len(set(argument) & reference.keys())
+            for doc_id in argument:
+                reference.pop(doc_id, None)
+    assert len(index) == len(reference)
+    q = unit(query)
+    scores = {i: float(v @ q) for i, (v, flag) in reference.items() if flag or not filtered}
+    predicate = (lambda metadata: bool(metadata["flag"])) if filtered else None
+    found = index.search(q, top_k, threshold, predicate)
+    expected = sorted((s for s in scores.values() if s >= threshold), reverse=True)[:top_k]
+    assert len(found) == len(expected)
+    assert np.allclose([d.score for d in found], expected, atol=1e-6)
+    for document in found:
+        assert document.score is not None
+        assert abs(scores[document.id] - document.score) < 1e-6
