@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from _rag_helpers import HashingEmbeddingModel
 from tooluse.advisors import HIGHEST_PRECEDENCE, AdvisorChain, ChatClientRequest
-from tooluse.memory import CONVERSATION_ID, MessageChatMemoryAdvisor, MessageWindowChatMemory
+from tooluse.client import ChatClient
+from tooluse.memory import (
+    CONVERSATION_ID,
+    MessageChatMemoryAdvisor,
+    MessageWindowChatMemory,
+    SqliteChatMemoryRepository,
+)
 from tooluse.messages import AssistantMessage, Prompt, SystemMessage, UserMessage
 from tooluse.rag import (
     DEFAULT_PROMPT_TEMPLATE,
@@ -23,6 +30,7 @@ from tooluse.rag import (
     Query,
     RerankingRetriever,
     RetrievalAugmentationAdvisor,
+    SqliteVectorStore,
     VectorStoreRetriever,
 )
 from tooluse.testing import ScriptedModel
@@ -209,3 +217,28 @@ async def test_memory_outside_stores_the_question_as_asked_and_rag_runs_once() -
     ]
     assert [list(q.history) for q in retriever.queries][1] == memory.get("c")[:2]
     assert len(retriever.queries) == 2
+
+
+async def test_client_stream_with_memory_and_rag_in_one_sqlite_file(tmp_path: Path) -> None:
+    path = tmp_path / "tooluse.db"
+    with (
+        SqliteVectorStore(path, HashingEmbeddingModel()) as store,
+        SqliteChatMemoryRepository(path) as repository,
+    ):
+        store.add(DOCS)
+        memory = MessageWindowChatMemory(repository=repository)
+        model = ScriptedModel(["Two years."], chunk_size=3)
+        retriever = VectorStoreRetriever(store, top_k=1, filter={"lang": "en"})
+        client = ChatClient(
+            model,
+            advisors=[MessageChatMemoryAdvisor(memory), RetrievalAugmentationAdvisor(retriever)],
+        )
+        stream = client.prompt("points two years").context({CONVERSATION_ID: "c"}).stream()
+        assert "".join([piece async for piece in stream.content()]) == "Two years."
+        sent = model.requests[0].messages[-1]
+        assert isinstance(sent, UserMessage)
+        assert "Points expire after two years." in sent.text
+        assert memory.get("c") == [
+            UserMessage(text="points two years"),
+            AssistantMessage(text="Two years."),
+        ]
