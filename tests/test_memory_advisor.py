@@ -188,3 +188,14 @@ async def test_concurrent_requests_on_one_conversation_keep_their_turns_whole(
     for question, reply in zip(stored[::2], stored[1::2], strict=True):
         assert isinstance(question, UserMessage) and isinstance(reply, AssistantMessage)
         assert question.text.split()[-1] == (reply.text or "").split()[-1]
+
+
+async def test_a_read_only_advisor_replays_but_never_writes() -> None:
+    memory = MessageWindowChatMemory()
+    memory.add("c", [user("Q1"), answer("A1")])
+    model = ScriptedModel(["A2"])
+    advisor = MessageChatMemoryAdvisor(memory, read_only=True)
+    assert advisor.read_only
+    await call(advisor, model, user("Q2"))
+    assert list(model.requests[0].messages) == [user("Q1"), answer("A1"), user("Q2")]
+    assert memory.get("c") == [user("Q1"), answer("A1")]

@@ -49,6 +49,9 @@ class MessageChatMemoryAdvisor:
     per round and stores tool traffic too: the round's last user message or tool result, then
     the model's message.
 
+    ``read_only=True`` replays memory but never writes it (e.g. a routing stage that must
+    resolve "that ship" from the history while only the answering stage records the turn).
+
     What a request produced is stored in one ``add`` after the model answered (or after the
     stream ended), so a failed request leaves memory as it was and two concurrent requests
     on one conversation never interleave their messages.
@@ -59,6 +62,7 @@ class MessageChatMemoryAdvisor:
         memory: ChatMemory,
         *,
         inside_tool_loop: bool = False,
+        read_only: bool = False,
         order: int | None = None,
         name: str = "MessageChatMemoryAdvisor",
     ) -> None:
@@ -71,6 +75,7 @@ class MessageChatMemoryAdvisor:
             )
         self._memory = memory
         self._inside_tool_loop = inside_tool_loop
+        self._read_only = read_only
         self._order = order
         self._name = name
 
@@ -89,6 +94,10 @@ class MessageChatMemoryAdvisor:
     @property
     def inside_tool_loop(self) -> bool:
         return self._inside_tool_loop
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
 
     async def advise_call(
         self, request: ChatClientRequest, chain: AdvisorChain
@@ -123,6 +132,8 @@ class MessageChatMemoryAdvisor:
     async def _store(
         self, conversation_id: str, request: ChatClientRequest, response: ChatResponse | None
     ) -> None:
+        if self._read_only:
+            return
         replies: list[Message] = [
             generation.message
             for generation in (response.generations if response is not None else ())
