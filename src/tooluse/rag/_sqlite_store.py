@@ -215,8 +215,11 @@ class SqliteVectorStore:
         ).fetchall()
         index = VectorIndex(self._model.dimensions)
         if rows:
+            # One JSON parse for all metadata: much faster than one per row.
+            metadata = json.loads("[" + ",".join(row[2] for row in rows) + "]")
             documents = [
-                Document(id=row[0], text=row[1], metadata=json.loads(row[2])) for row in rows
+                Document(id=row[0], text=row[1], metadata=meta)
+                for row, meta in zip(rows, metadata, strict=True)
             ]
             vectors = np.frombuffer(b"".join(row[3] for row in rows), dtype="<f4")
             index.upsert(documents, vectors.reshape(len(rows), self._model.dimensions))
