@@ -7,14 +7,27 @@ import logging
 from collections.abc import AsyncIterator
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from _loop_tools import RecordingTool
-from tooluse import ChatClient, ChatOptions, LoggingAdvisor, Prompt, Usage, UserMessage
-from tooluse.advisors import AdvisorChain, ChatClientRequest, ChatClientResponse
+from tooluse import (
+    HIGHEST_PRECEDENCE,
+    LOWEST_PRECEDENCE,
+    ChatClient,
+    ChatOptions,
+    LoggingAdvisor,
+    Prompt,
+    ToolCallingAdvisor,
+    Usage,
+    UserMessage,
+)
+from tooluse.advisors import (
+    AdvisorChain,
+    BaseAdvisor,
+    CallAdvisor,
+    ChatClientRequest,
+    ChatClientResponse,
+)
 from tooluse.testing import ScriptedModel, chat_response, tool_call
 
 
@@ -108,24 +121,9 @@ async def test_logging_advisor_logs_a_stream_once_merged(caplog: pytest.LogCaptu
     assert (
         lines[1] == "response: text 'a long streamed answer', tool calls [], finish stop; no usage"
     )
-    with pytest.raises(ValueError, match="strictly between"):
-        LoggingAdvisor(order=2**31 - 1)
-
-
-@pytest.fixture(scope="module")
-def exporter() -> InMemorySpanExporter:
-    # The global provider can be set only once per process: reuse an SDK one if present.
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    memory = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    return memory
 
 
 async def test_spans_per_model_call_and_per_loop(exporter: InMemorySpanExporter) -> None:
-    exporter.clear()
     model = ScriptedModel(
         [
             chat_response(
@@ -159,3 +157,44 @@ async def test_spans_per_model_call_and_per_loop(exporter: InMemorySpanExporter)
     exporter.clear()
     _ = [c async for c in ChatClient(ScriptedModel(["x"])).prompt("go").stream()]
     assert {s.name for s in exporter.get_finished_spans()} == {"chat scripted", "tool_loop"}
+
+
+class Shouting(BaseAdvisor):
+    """A minimal advisor built on BaseAdvisor: it upper-cases the answer."""
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientResponse:
+        response = await chain.next_call(request)
+        assert response.chat_response is not None
+        return response.replace(chat_response=chat_response(response.chat_response.text.upper()))
+
+
+async def test_base_advisor_gives_name_and_order_to_a_working_advisor() -> None:
+    advisor = Shouting(name="shout", order=HIGHEST_PRECEDENCE + 1)
+    assert (advisor.name, advisor.order) == ("shout", HIGHEST_PRECEDENCE + 1)
+    assert repr(advisor) == f"Shouting(name='shout', order={HIGHEST_PRECEDENCE + 1})"
+    assert isinstance(advisor, CallAdvisor)
+    response = await ChatClient(ScriptedModel(["quiet"]), advisors=[advisor]).prompt("q").acall()
+    assert response.content() == "QUIET"
+
+
+@pytest.mark.parametrize("make", [Shouting, LoggingAdvisor, ToolCallingAdvisor])
+@pytest.mark.parametrize("order", [HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE, 2**40, -(2**40)])
+def test_every_advisor_checks_its_order_with_one_message(make: type, order: int) -> None:
+    with pytest.raises(
+        ValueError,
+        match=rf"^.+: order must be strictly between HIGHEST_PRECEDENCE and "
+        rf"LOWEST_PRECEDENCE, got {order}$",
+    ):
+        make(name="x", order=order)
+
+
+@pytest.mark.parametrize("make", [Shouting, LoggingAdvisor, ToolCallingAdvisor])
+def test_every_advisor_checks_the_type_of_its_order_and_its_name(make: type) -> None:
+    for bad_order in ("5", 1.0, True):
+        with pytest.raises(TypeError, match="order must be an int"):
+            make(name="x", order=bad_order)
+    for bad_name in ("", "  ", None):
+        with pytest.raises(ValueError, match="name must be a non-blank string"):
+            make(name=bad_name, order=0)

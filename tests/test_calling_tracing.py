@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -20,24 +19,11 @@ from tooluse import DefaultToolExecutionExceptionProcessor, ToolCallingManager
 from tooluse import _tracing as tracing
 
 
-@pytest.fixture(scope="module")
-def exporter() -> InMemorySpanExporter:
-    # The global provider can be set only once per process: reuse an SDK one if present.
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    memory = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    return memory
-
-
 def tool_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
     return [s for s in exporter.get_finished_spans() if s.name.startswith("execute_tool")]
 
 
 async def test_one_span_per_execution_with_genai_attributes(exporter: InMemorySpanExporter) -> None:
-    exporter.clear()
     tracer = trace.get_tracer("test")
     with tracer.start_as_current_span("turn") as parent:
         await ToolCallingManager().aexecute_tool_calls(
@@ -61,7 +47,6 @@ async def test_one_span_per_execution_with_genai_attributes(exporter: InMemorySp
 
 
 async def test_error_results_and_timeouts_mark_the_span(exporter: InMemorySpanExporter) -> None:
-    exporter.clear()
 
     def fail() -> str:
         raise ValueError("bad city")
@@ -84,7 +69,6 @@ async def test_error_results_and_timeouts_mark_the_span(exporter: InMemorySpanEx
 
 
 async def test_a_propagating_exception_is_recorded(exporter: InMemorySpanExporter) -> None:
-    exporter.clear()
 
     class Fatal(RuntimeError):
         pass
@@ -140,7 +124,6 @@ def test_without_opentelemetry_spans_are_no_ops() -> None:
 async def test_the_manager_runs_untraced(
     exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    exporter.clear()
     monkeypatch.setattr(tracing, "_tracer", None)
     result = await ToolCallingManager().aexecute_tool_calls(
         prompt_with([FakeTool("a")]), tool_calls_response(("a", ""), ("b", ""))

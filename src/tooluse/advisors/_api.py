@@ -23,6 +23,7 @@ __all__ = [
     "LOWEST_PRECEDENCE",
     "Advisor",
     "AdvisorChain",
+    "BaseAdvisor",
     "CallAdvisor",
     "ChatClientRequest",
     "ChatClientResponse",
@@ -95,6 +96,39 @@ class StreamAdvisor(Advisor, Protocol):
     def advise_stream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]: ...
+
+
+class BaseAdvisor:
+    """The ``name`` and ``order`` every advisor has, checked once.
+
+    Subclass it and add ``advise_call`` and/or ``advise_stream``. ``order`` must be an ``int``
+    strictly between ``HIGHEST_PRECEDENCE`` and ``LOWEST_PRECEDENCE`` (lower is outer);
+    ``name`` a non-blank string (it names the advisor in errors and traces).
+    """
+
+    def __init__(self, *, name: str, order: int) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"An advisor's name must be a non-blank string, got {name!r}")
+        if isinstance(order, bool) or not isinstance(order, int):
+            raise TypeError(f"{name}: order must be an int, got {type(order).__name__}")
+        if not HIGHEST_PRECEDENCE < order < LOWEST_PRECEDENCE:
+            raise ValueError(
+                f"{name}: order must be strictly between HIGHEST_PRECEDENCE and "
+                f"LOWEST_PRECEDENCE, got {order}"
+            )
+        self._name = name
+        self._order = order
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def order(self) -> int:
+        return self._order
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self._name!r}, order={self._order})"
 
 
 class ToolAdvisor:

@@ -7,9 +7,8 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from tooluse.advisors._api import (
-    HIGHEST_PRECEDENCE,
-    LOWEST_PRECEDENCE,
     AdvisorChain,
+    BaseAdvisor,
     ChatClientRequest,
     ChatClientResponse,
 )
@@ -61,7 +60,7 @@ def describe_response(response: ChatResponse | None) -> str:
     return f"response: {'; '.join(parts) or 'no generations'}; {tokens}"
 
 
-class LoggingAdvisor:
+class LoggingAdvisor(BaseAdvisor):
     """Logs the request on the way in and the response on the way out (a stream's response
     once, merged, when it ends) to the ``tooluse.advisors`` logger at ``level``.
 
@@ -80,25 +79,11 @@ class LoggingAdvisor:
         describe_response: Callable[[ChatResponse | None], str] = describe_response,
         name: str = "LoggingAdvisor",
     ) -> None:
-        if not HIGHEST_PRECEDENCE < order < LOWEST_PRECEDENCE:
-            raise ValueError(
-                "order must be strictly between HIGHEST_PRECEDENCE and LOWEST_PRECEDENCE, "
-                f"got {order}"
-            )
-        self._order = order
+        super().__init__(name=name, order=order)
         self._level = level
         self._logger = logger or logging.getLogger("tooluse.advisors")
         self._describe_request = describe_request
         self._describe_response = describe_response
-        self._name = name
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def order(self) -> int:
-        return self._order
 
     async def advise_call(
         self, request: ChatClientRequest, chain: AdvisorChain

@@ -19,8 +19,8 @@ from tooluse.advisors._api import (
     GEN_AI_USAGE_INPUT_TOKENS,
     GEN_AI_USAGE_OUTPUT_TOKENS,
     HIGHEST_PRECEDENCE,
-    LOWEST_PRECEDENCE,
     AdvisorChain,
+    BaseAdvisor,
     ChatClientRequest,
     ChatClientResponse,
     ToolAdvisor,
@@ -115,7 +115,7 @@ class _Loop:
         self.usage = usage if self.usage is None else self.usage + usage
 
 
-class ToolCallingAdvisor(ToolAdvisor):
+class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
     """Runs tool calls for the model until it answers (call and stream).
 
     - ``tool_calling_manager``: executes each round (default ``ToolCallingManager()``:
@@ -151,29 +151,12 @@ class ToolCallingAdvisor(ToolAdvisor):
         order: int = DEFAULT_ORDER,
         name: str = "Tool Calling Advisor",
     ) -> None:
-        if not HIGHEST_PRECEDENCE < order < LOWEST_PRECEDENCE:
-            raise ValueError(
-                "order must be strictly between HIGHEST_PRECEDENCE and LOWEST_PRECEDENCE, "
-                f"got {order}"
-            )
+        super().__init__(name=name, order=order)
         if not callable(eligibility_checker):
             raise TypeError("eligibility_checker must be a callable (ChatResponse) -> bool")
         self.tool_calling_manager = tool_calling_manager or ToolCallingManager()
         self.eligibility_checker = eligibility_checker
         self.conversation_history = conversation_history
-        self._order = order
-        self._name = name
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def order(self) -> int:
-        return self._order
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self._name!r}, order={self._order})"
 
     # -- hooks ---------------------------------------------------------------------------
 
@@ -240,7 +223,7 @@ class ToolCallingAdvisor(ToolAdvisor):
                 chat_response = response.chat_response
                 loop.rounds += 1
                 if chat_response is None:
-                    raise ValueError(f"{self._name}: the chain returned no model response")
+                    raise ValueError(f"{self.name}: the chain returned no model response")
                 loop.add_usage(chat_response.usage)
                 if not self.eligibility_checker(chat_response):
                     final = chat_response

@@ -39,6 +39,7 @@ from tooluse.messages import (
     ToolResponseMessage,
 )
 from tooluse.tools import ToolCallback, ToolContext, ToolDefinition
+from tooluse.tools._arguments import normalise_arguments
 
 __all__ = ["DEFAULT_MAX_ARGUMENT_CHARS", "ToolCallingManager"]
 
@@ -272,7 +273,8 @@ class ToolCallingManager:
                 if reason is not None:
                     plan.held.append(PendingToolCall(call.id, call.name, call.arguments, reason))
                     continue
-            plan.jobs.append(_Job(index, call, callback, _normalise_arguments(arguments)))
+            # empty or null arguments become "{}": providers stream no-argument calls as ""
+            plan.jobs.append(_Job(index, call, callback, normalise_arguments(arguments)))
         return plan
 
     def _tool_index(self, callbacks: tuple[ToolCallback, ...]) -> dict[str, ToolCallback]:
@@ -287,7 +289,8 @@ class ToolCallingManager:
                     "convert functions and objects with tooluse.tool_callbacks(...)"
                 )
             index.setdefault(callback.definition.name, callback)  # first match wins
-        self._last_index = (callbacks, index)
+        if type(callbacks) is tuple:  # a list could change before the next round
+            self._last_index = (callbacks, index)
         return index
 
     def _find_tool(self, name: str, tools: Mapping[str, ToolCallback]) -> ToolCallback | None:
@@ -443,15 +446,6 @@ def _first_tool_call_message(response: ChatResponse) -> AssistantMessage:
 def _tool_context(options: ChatOptions) -> ToolContext:
     context = options.tool_context
     return context if isinstance(context, ToolContext) else ToolContext(context)
-
-
-def _normalise_arguments(arguments: str) -> str:
-    """Empty or ``null`` arguments mean none: ``"{}"`` (providers stream no-argument calls
-    with an empty string)."""
-    stripped = arguments.strip()
-    if not stripped or stripped == "null":
-        return "{}"
-    return arguments
 
 
 def _error(call: ToolCall, text: str) -> ToolResponse:
