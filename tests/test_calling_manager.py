@@ -146,6 +146,19 @@ async def test_a_new_tool_list_is_never_served_from_the_previous_round() -> None
     assert second.conversation_history[-1].responses[0].data == "new"
 
 
+async def test_a_tool_list_changed_in_place_between_rounds_is_read_again() -> None:
+    manager = ToolCallingManager()
+    tools: list[FakeTool] = [FakeTool("t", lambda: "old")]
+    prompt = Prompt([UserMessage(text="q")], ChatOptions(tool_callbacks=tools))  # type: ignore[arg-type]
+    first = await manager.aexecute_tool_calls(prompt, tool_calls_response(("t", "")))
+    tools[0] = FakeTool("t", lambda: "new")
+    second = await manager.aexecute_tool_calls(prompt, tool_calls_response(("t", "")))
+    assert [r.conversation_history[-1].responses[0].data for r in (first, second)] == [
+        "old",
+        "new",
+    ]
+
+
 async def test_unknown_tool_gets_an_error_naming_close_matches_and_the_round_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -1,0 +1,227 @@
+"""SPEC section 1 is a contract: code outside this repository imports these names from the
+package root (or the named sub-modules) and calls them with these parameters. Each test
+fails if a name, a parameter or a default changes."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+import tooluse
+from tooluse import (
+    HIGHEST_PRECEDENCE,
+    LOWEST_PRECEDENCE,
+    Approve,
+    AssistantMessage,
+    ChatClient,
+    ChatOptions,
+    ChatResponse,
+    DefaultToolExecutionExceptionProcessor,
+    Deny,
+    FunctionToolCallback,
+    Generation,
+    PendingToolCall,
+    Prompt,
+    RunState,
+    ToolCall,
+    ToolCallback,
+    ToolCallingAdvisor,
+    ToolCallingManager,
+    ToolContext,
+    ToolDefinition,
+    ToolExecutionResult,
+    ToolMetadata,
+    ToolParam,
+    ToolResponse,
+    ToolResponseMessage,
+    Usage,
+    UserMessage,
+    tool,
+)
+from tooluse.client import CallResponse, ChatClientRequestSpec, StreamResponse
+
+ROOT_NAMES = [
+    "SystemMessage",
+    "UserMessage",
+    "AssistantMessage",
+    "ToolCall",
+    "ToolResponse",
+    "ToolResponseMessage",
+    "Prompt",
+    "ChatResponse",
+    "Generation",
+    "Usage",
+    "ChatOptions",
+    "tool",
+    "ToolParam",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolMetadata",
+    "ToolCallback",
+    "FunctionToolCallback",
+    "tool_callbacks",
+    "ToolCallingManager",
+    "ToolExecutionResult",
+    "ToolExecutionException",
+    "DefaultToolExecutionExceptionProcessor",
+    "ToolCallLimitExceeded",
+    "ChatClient",
+    "CallAdvisor",
+    "StreamAdvisor",
+    "ToolCallingAdvisor",
+    "MessageChatMemoryAdvisor",
+    "RetrievalAugmentationAdvisor",
+    "HIGHEST_PRECEDENCE",
+    "LOWEST_PRECEDENCE",
+    "PendingToolCall",
+    "Approve",
+    "Deny",
+    "RunState",
+]
+
+
+def parameters(function: Callable[..., Any]) -> dict[str, Any]:
+    """Parameter name -> default (``inspect.Parameter.empty`` when required), ``self`` left out."""
+    return {
+        name: p.default
+        for name, p in inspect.signature(function).parameters.items()
+        if name != "self"
+    }
+
+
+def fields(model: type) -> list[str]:
+    if dataclasses.is_dataclass(model):
+        return [f.name for f in dataclasses.fields(model)]
+    return list(model.model_fields)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", ROOT_NAMES)
+def test_every_root_name_is_importable_and_exported(name: str) -> None:
+    assert getattr(tooluse, name) is not None
+    assert name in tooluse.__all__
+
+
+def test_sub_module_names() -> None:
+    from tooluse import schema, testing
+
+    for name in ("generate_for_function_input", "generate_for_type", "ensure_valid_input_schema"):
+        assert callable(getattr(schema, name))
+    for name in ("ScriptedModel", "FunctionModel", "TestModel"):
+        assert isinstance(getattr(testing, name), type)
+
+
+def test_message_fields() -> None:
+    assert fields(ToolCall) == ["id", "name", "arguments"]
+    assert fields(ToolResponse) == ["id", "name", "data", "is_error"]
+    assert fields(ToolResponseMessage)[:2] == ["role", "responses"]
+    assert fields(Generation) == ["message", "metadata"]
+    assert fields(ChatResponse) == ["generations", "usage", "metadata"]
+    assert fields(Usage) == [
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+    ]
+    assert {"tool_callbacks", "tool_context", "model", "temperature"} <= set(fields(ChatOptions))
+    assert list(parameters(Prompt))[:2] == ["messages", "options"]
+    assert ToolResponse(id="1", name="t", data="x").is_error is False
+    assert AssistantMessage(text="a").tool_calls == ()
+    assert ChatResponse().has_tool_calls() is False
+    assert UserMessage(text="hi").text == "hi"
+
+
+def test_declaration_signatures() -> None:
+    assert parameters(tool) == {
+        "function": None,
+        "name": None,
+        "description": None,
+        "return_direct": False,
+        "requires_approval": False,
+        "sequential": False,
+        "timeout": None,
+        "result_converter": None,
+    }
+    assert parameters(ToolParam) == {"description": None, "required": None}
+    assert fields(ToolDefinition) == ["name", "description", "input_schema"]
+    assert fields(ToolMetadata)[0] == "return_direct"
+    assert ToolMetadata().return_direct is False
+    for protocol_method in (ToolCallback.call, ToolCallback.acall):
+        assert parameters(protocol_method) == {
+            "arguments": inspect.Parameter.empty,
+            "context": None,
+        }
+    assert inspect.iscoroutinefunction(ToolCallback.acall)
+    assert {"input_type", "input_schema"} <= set(parameters(FunctionToolCallback))
+    assert dict(ToolContext({"k": "v"})) == {"k": "v"}
+
+
+def test_execution_signatures_and_defaults() -> None:
+    manager = parameters(ToolCallingManager)
+    assert {
+        key: manager[key]
+        for key in (
+            "exception_processor",
+            "max_calls_per_tool",
+            "max_total_tool_calls",
+            "per_tool_limits",
+            "excluded_from_limits",
+            "on_limit_exceeded",
+        )
+    } == {
+        "exception_processor": None,
+        "max_calls_per_tool": 40,
+        "max_total_tool_calls": 150,
+        "per_tool_limits": None,
+        "excluded_from_limits": (),
+        "on_limit_exceeded": "raise",
+    }
+    assert manager["resolver_fallback"] is False
+    assert manager["unknown_tool"] == "error"
+    for method in ("resolve_tool_definitions", "execute_tool_calls", "aexecute_tool_calls"):
+        assert callable(getattr(ToolCallingManager, method))
+    assert inspect.iscoroutinefunction(ToolCallingManager.aexecute_tool_calls)
+    assert fields(ToolExecutionResult)[:2] == ["conversation_history", "return_direct"]
+    assert parameters(DefaultToolExecutionExceptionProcessor) == {
+        "always_throw": False,
+        "rethrow": (),
+    }
+
+
+def test_client_and_advisor_signatures() -> None:
+    client = parameters(ChatClient)
+    assert next(iter(client)) == "model"
+    assert {"system", "tools", "advisors", "tool_context"} <= set(client)
+    for method in (
+        "system",
+        "user",
+        "messages",
+        "tools",
+        "add_tools",
+        "tool_context",
+        "context",
+        "advisors",
+        "options",
+        "call",
+        "acall",
+        "stream",
+    ):
+        assert callable(getattr(ChatClientRequestSpec, method)), method
+    for method in ("content", "chat_response", "entity"):
+        assert callable(getattr(CallResponse, method)), method
+    assert callable(StreamResponse.content) and hasattr(StreamResponse, "__aiter__")
+    for method in ("resume", "aresume"):
+        assert list(parameters(getattr(ChatClient, method)))[:2] == ["state", "decisions"]
+    assert ToolCallingAdvisor().order == HIGHEST_PRECEDENCE + 300
+    assert (HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE) == (-(2**31), 2**31 - 1)
+
+
+def test_approval_signatures() -> None:
+    assert fields(PendingToolCall) == ["id", "name", "arguments", "reason"]
+    assert parameters(Approve) == {"arguments": None}
+    assert Deny("why").message == "why"
+    assert callable(RunState.to_json) and callable(RunState.from_json)
