@@ -119,7 +119,7 @@ _messages = st.lists(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_messages)
 def test_repaired_histories_are_well_formed_and_lose_no_other_message(
     history: list[Message],

@@ -212,7 +212,7 @@ def batched(draw: st.DrawFn) -> list[list[Message]]:
     return [messages[a:b] for a, b in itertools.pairwise(bounds) if a < b]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(batches=batched(), max_messages=st.integers(1, 12))
 def test_no_window_starts_with_a_tool_result_or_splits_a_call_from_its_result(
     batches: list[list[Message]], max_messages: int

@@ -78,7 +78,7 @@ def test_no_filter_and_function_filters() -> None:
     assert compile_filter(recent) is recent
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(metadata=_metadata, key=st.sampled_from(["k", "n"]), value=_values, other=_values)
 def test_filter_algebra(metadata: dict[str, Any], key: str, value: Any, other: Any) -> None:
     eq = {key: {"$eq": value}}

@@ -29,7 +29,7 @@ def unit(values: list[int]) -> np.ndarray:
     return vector / np.linalg.norm(vector)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     operations=_operations,
     query=_vector,
