@@ -198,3 +198,33 @@ def test_every_advisor_checks_the_type_of_its_order_and_its_name(make: type) -> 
     for bad_name in ("", "  ", None):
         with pytest.raises(ValueError, match="name must be a non-blank string"):
             make(name=bad_name, order=0)
+
+
+async def test_advisors_share_the_request_context_and_the_caller_sees_it() -> None:
+    class Writer(BaseAdvisor):
+        async def advise_call(
+            self, request: ChatClientRequest, chain: AdvisorChain
+        ) -> ChatClientResponse:
+            request.context["trace"] = [self.name]
+            return await chain.next_call(request)
+
+    class Reader(BaseAdvisor):
+        async def advise_call(
+            self, request: ChatClientRequest, chain: AdvisorChain
+        ) -> ChatClientResponse:
+            request.context["trace"].append(self.name)
+            return await chain.next_call(request)
+
+    defaults = {"tenant": "acme"}
+    client = ChatClient(
+        ScriptedModel(["a", "b"]),
+        advisors=[Reader(name="reader", order=2), Writer(name="writer", order=1)],
+        context=defaults,
+    )
+    first = await client.prompt("q").acall()
+    assert first.context["trace"] == ["writer", "reader"]
+    assert first.context["tenant"] == "acme"
+    second = await client.prompt("q").context({"tenant": "other"}).acall()
+    assert second.context["trace"] == ["writer", "reader"]  # a fresh context per request
+    assert second.context["tenant"] == "other"
+    assert defaults == {"tenant": "acme"}

@@ -24,7 +24,11 @@ from tooluse import (
     ToolResponseMessage,
     UserMessage,
 )
-from tooluse.calling import StaticToolCallbackResolver, UnknownToolError
+from tooluse.calling import (
+    DelegatingToolCallbackResolver,
+    StaticToolCallbackResolver,
+    UnknownToolError,
+)
 
 
 async def test_no_tool_call_is_a_value_error() -> None:
@@ -227,6 +231,22 @@ async def test_resolver_is_consulted_only_with_fallback_enabled() -> None:
     assert result.conversation_history[-1].responses[0].data == "hidden ok"
     blank = await on.aexecute_tool_calls(prompt_with([]), tool_calls_response((" ", "")))
     assert blank.conversation_history[-1].responses[0].is_error
+
+
+def test_resolvers_static_last_wins_delegating_first_found_and_names_checked() -> None:
+    # Spring: StaticToolCallbackResolver lets later duplicates overwrite; the delegating one
+    # returns the first non-null answer; both reject blank names.
+    early, late, other = FakeTool("t"), FakeTool("t"), FakeTool("o")
+    static = StaticToolCallbackResolver([early, late])
+    assert static.resolve("t") is late
+    assert static.resolve("missing") is None
+    chain = DelegatingToolCallbackResolver([StaticToolCallbackResolver([other]), static])
+    assert chain.resolve("o") is other
+    assert chain.resolve("t") is late
+    assert chain.resolve("missing") is None
+    for resolver in (static, chain):
+        with pytest.raises(ValueError, match="tool_name cannot be empty"):
+            resolver.resolve("  ")
 
 
 async def test_calls_of_a_round_run_concurrently_with_results_in_call_order() -> None:

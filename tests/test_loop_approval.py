@@ -333,3 +333,42 @@ _STATE_KEYS = [
 def test_run_state_from_bad_json_is_always_a_value_error(text: str) -> None:
     with pytest.raises(ValueError, match=r"RunState JSON|PendingToolCall"):
         RunState.from_json(text)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_resumed_run_can_pause_again_and_each_call_runs_once(streamed: bool) -> None:
+    delete, search = tools()
+    model = paused_model(
+        chat_response(
+            "One more.", [tool_call("delete", {"path": "/tmp/y"}, id="del-2")], usage=usage(2)
+        ),
+        chat_response("Both gone.", usage=usage(3)),
+    )
+    client = ChatClient(model, tools=[delete, search])
+
+    async def resume(state: RunState, decisions: dict[str, Any]) -> tuple[Any, str | None]:
+        """Resume (through JSON), returning the new state or the final text."""
+        state = RunState.from_json(state.to_json())
+        if not streamed:
+            response = await client.aresume(state, decisions)
+            return response.state, None if response.state else response.content()
+        stream = client.resume_stream(state, decisions)
+        texts = [chunk.text async for chunk in stream]
+        return stream.state, None if stream.state else "".join(texts)
+
+    first = await client.prompt("clean").acall()
+    assert first.state is not None
+    second_state, text = await resume(first.state, {"del-1": Approve()})
+    assert text is None and second_state is not None
+    assert [p.id for p in second_state.pending_tool_calls] == ["del-2"]
+    assert second_state.messages == first.state.messages  # still the original request
+    assert second_state.usage == usage(12)
+    final_state, text = await resume(second_state, {"del-2": Approve()})
+    assert final_state is None and text is not None and text.endswith("Both gone.")
+    assert [args for args, _ in delete.calls] == [{"path": "/tmp/x"}, {"path": "/tmp/y"}]
+    assert len(search.calls) == 1
+    last_request = model.requests[-1].messages
+    assert [m.role for m in last_request] == [
+        "user", "assistant", "tool", "assistant", "tool",
+    ]  # fmt: skip
+    assert [r.id for r in last_request[-1].responses] == ["del-2"]  # type: ignore[union-attr]

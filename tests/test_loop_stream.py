@@ -125,6 +125,68 @@ async def test_a_limit_breach_streams_one_final_chunk() -> None:
     assert chunks[0].generations[0].finish_reason == "toolCallLimitExceeded"
 
 
+async def test_a_limit_breach_after_earlier_rounds_carries_the_summed_usage() -> None:
+    model = ScriptedModel(
+        [
+            chat_response(tool_calls=[tool_call("t", id="a")], usage=usage(10, 20, 30)),
+            chat_response(tool_calls=[tool_call("t", id="b")], usage=usage(1, 2, 3)),
+            "never",
+        ]
+    )
+    advisor = ToolCallingAdvisor(tool_calling_manager=ToolCallingManager(max_calls_per_tool=1))
+    client = ChatClient(model, tools=[RecordingTool("t")], tool_calling_advisor=advisor)
+    chunks = await chunks_of(client.prompt("go").stream())
+    assert len(chunks) == 1 and len(model.requests) == 2
+    assert chunks[0].generations[0].finish_reason == "toolCallLimitExceeded"
+    assert chunks[0].usage == usage(11, 22, 33)
+
+
+def fragment(call_id: str, name: str = "", arguments: str = "") -> ChatResponse:
+    return ChatResponse(
+        generations=(
+            Generation(
+                message=AssistantMessage(
+                    tool_calls=(ToolCall(id=call_id, name=name, arguments=arguments),)
+                )
+            ),
+        )
+    )
+
+
+async def test_fragments_of_several_calls_over_many_chunks_are_merged_before_running() -> None:
+    """As providers stream them: a name split in two, a call whose arguments never arrive
+    (a no-argument tool), arguments cut mid-token, the usage in a chunk of its own."""
+    clock = RecordingTool("get_time", lambda a, c: "noon")
+    weather = RecordingTool("weather", lambda a, c: f"rain in {a['city']}")
+    round_one = [
+        chat_response("Checking"),
+        fragment("a", "get_"),
+        fragment("", "time"),
+        fragment("b", "weather"),
+        fragment("", arguments='{"ci'),
+        fragment("", arguments='ty": "Os'),
+        fragment("", arguments='lo"}'),
+        ChatResponse(usage=usage(5, 6, 11)),
+    ]
+
+    def stream_fn(prompt: Prompt) -> list[ChatResponse | str]:
+        return round_one if len(prompt.messages) == 1 else ["It is noon; rain in Oslo."]
+
+    model = FunctionModel(lambda p: "unused", stream_fn=stream_fn)
+    stream = ChatClient(model, tools=[clock, weather]).prompt("time and weather?").stream()
+    chunks = await chunks_of(stream)
+    assert [args for args, _ in clock.calls] == [{}]
+    assert [args for args, _ in weather.calls] == [{"city": "Oslo"}]
+    assert not any(c.has_tool_calls() for c in chunks)
+    assert "".join(c.text for c in chunks) == "CheckingIt is noon; rain in Oslo."
+    calls = model.requests[1].messages[1].tool_calls  # type: ignore[union-attr]
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("a", "get_time", "{}"),
+        ("b", "weather", '{"city": "Oslo"}'),
+    ]
+    assert stream.chat_response().usage == usage(5, 6, 11)
+
+
 class StreamHooks(ToolCallingAdvisor):
     def __init__(self) -> None:
         super().__init__()
@@ -173,6 +235,7 @@ async def test_stream_hooks_see_merged_rounds() -> None:
         "finalize_stream": 1,
         "emitted": len(chunks),
     }
+    assert len(advisor.seen_after) == 2
     first = advisor.seen_after[0]
     assert first is not None
     assert first.generations[0].message.tool_calls[0].arguments == '{"q": "long enough to split"}'

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from tooluse import FunctionToolCallback, ToolMetadata, tool, tool_callbacks
+from tooluse import FunctionToolCallback, ToolDefinition, ToolMetadata, tool, tool_callbacks
 
 
 def test_bare_decorator_returns_the_same_function() -> None:
@@ -58,6 +58,8 @@ def test_blank_name_is_rejected(blank: str) -> None:
         tool(name=blank)
     with pytest.raises(ValueError, match="Tool name cannot be null or empty"):
         FunctionToolCallback(lambda: None, name=blank)
+    with pytest.raises(ValueError, match="Tool name cannot be null or empty"):
+        ToolDefinition(name=blank, description="d", input_schema={"type": "object"})
 
 
 @pytest.mark.parametrize("name", ["invalid tool name", "tool@name!", "tool()", "获取天气"])
