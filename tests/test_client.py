@@ -274,6 +274,24 @@ async def test_entity_gets_one_corrective_retry() -> None:
     assert "population: Field required" in retry[2].text and "JSON Schema" in retry[2].text
 
 
+async def test_the_corrective_retry_keeps_the_tool_results_and_runs_no_tool_again() -> None:
+    lookup = RecordingTool("lookup", lambda a, c: '{"population": 700000}')
+    model = ScriptedModel(
+        [
+            tool_call("lookup", {"city": "Oslo"}, id="c1"),
+            '{"name": "Oslo"}',
+            '{"name": "Oslo", "population": 700000}',
+        ]
+    )
+    response = await ChatClient(model, system="Be exact.", tools=[lookup]).prompt("Oslo?").acall()
+    assert await response.aentity(City) == City(name="Oslo", population=700000)
+    assert len(lookup.calls) == 1 and len(model.requests) == 3
+    retry = model.requests[2].messages
+    assert [m.role for m in retry] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert retry[3].responses[0].data == '{"population": 700000}'  # type: ignore[union-attr]
+    assert retry[4] == AssistantMessage(text='{"name": "Oslo"}')
+
+
 def test_entity_fails_clearly_after_the_retry() -> None:
     model = ScriptedModel(["not json", "still not json"])
     response = ChatClient(model).prompt("Oslo?").call()

@@ -82,6 +82,17 @@ def _history(
     return (*history, result.message)
 
 
+def _turn_so_far(request: tuple[Message, ...], history: tuple[Message, ...]) -> tuple[Message, ...]:
+    """The request, then the turn's tool calls and results and the answer: what a corrective
+    retry sends, so the model keeps the tool results and no tool runs again. (The history
+    holds the request as the advisors changed it: only what follows its last user message is
+    taken from it.)"""
+    for index in range(len(history) - 1, -1, -1):
+        if isinstance(history[index], UserMessage):
+            return (*request, *history[index + 1 :])
+    return history
+
+
 class CallResponse:
     """The outcome of ``call()`` / ``acall()`` / ``resume()``.
 
@@ -168,11 +179,8 @@ class CallResponse:
         return target
 
     async def _retry(self, target: Any, text: str, error: str) -> Any:
-        answer = self.chat_response().result
-        assert answer is not None  # content() gave a text, so there is a generation
         messages = (
-            *self._prepared.request.prompt.messages,
-            answer.message,
+            *_turn_so_far(self._prepared.request.prompt.messages, self.conversation_history),
             UserMessage(text=correction_request(target, error)),
         )
         prepared = self._prepared.follow_up(messages)
