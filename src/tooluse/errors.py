@@ -30,3 +30,12 @@ class ToolExecutionException(Exception):
     @property
     def tool_name(self) -> str | None:
         return self.definition.name if self.definition is not None else None
+
+
+class ToolSourceError(Exception):
+    """A tool source failed in a way the model cannot fix: a remote tool server (e.g. an MCP
+    server) could not be reached, died, broke its protocol or did not answer in time.
+
+    The default exception processor lets it propagate to the caller instead of showing it to
+    the model.
+    """

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import ClassVar, Protocol, runtime_checkable
 
 from tooluse.calling._result import ToolExecutionResult
-from tooluse.errors import ToolExecutionException
+from tooluse.errors import ToolExecutionException, ToolSourceError
 from tooluse.messages import AssistantMessage, Generation, ToolResponse, ToolResponseMessage
 
 __all__ = [
@@ -28,7 +28,8 @@ class ToolExecutionExceptionProcessor(Protocol):
 class DefaultToolExecutionExceptionProcessor:
     """The default decision table, evaluated in order:
 
-    1. ``MemoryError`` (also as the cause of a ``ToolExecutionException``) propagates.
+    1. ``MemoryError`` and ``ToolSourceError`` (a tool server that died or broke its
+       protocol; also as the cause of a ``ToolExecutionException``) propagate.
     2. The exception, or the cause of a ``ToolExecutionException``, is an instance of a type in
        ``rethrow``: that exception propagates, unwrapped.
     3. ``always_throw``: the exception propagates as the tool raised it.
@@ -51,7 +52,9 @@ class DefaultToolExecutionExceptionProcessor:
     def process(self, exc: Exception, tool_name: str) -> str:
         cause = exc.__cause__ if isinstance(exc, ToolExecutionException) else None
         original = cause if cause is not None else exc
-        if isinstance(original, MemoryError) or not isinstance(original, Exception):
+        if isinstance(original, MemoryError | ToolSourceError) or not isinstance(
+            original, Exception
+        ):
             raise original
         if isinstance(original, self.rethrow):
             raise original
