@@ -33,20 +33,13 @@ class FakeTool:
     ``ToolExecutionException``, like a real callback."""
 
     def __init__(self, name: str, fn: ToolFunction | None = None, **metadata: Any) -> None:
-        self._definition = ToolDefinition(
+        # plain attributes satisfy the protocol's read-only properties
+        self.definition = ToolDefinition(
             name=name, description=f"{name} tool", input_schema={"type": "object"}
         )
-        self._metadata = ToolMetadata(**metadata)
+        self.metadata = ToolMetadata(**metadata)
         self._fn: ToolFunction = fn if fn is not None else (lambda **kw: f"{name} ok")
         self.calls: list[tuple[str, ToolContext | None]] = []
-
-    @property
-    def definition(self) -> ToolDefinition:
-        return self._definition
-
-    @property
-    def metadata(self) -> ToolMetadata:
-        return self._metadata
 
     def _arguments(self, arguments: str, context: ToolContext | None) -> dict[str, Any]:
         self.calls.append((arguments, context))

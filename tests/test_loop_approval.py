@@ -311,16 +311,7 @@ _JSON = st.recursive(
     ),
     max_leaves=10,
 )
-_STATE_KEYS = [
-    "version",
-    "messages",
-    "history",
-    "pending_tool_calls",
-    "usage",
-    "context",
-    "tool_context",
-    "options",
-]
+_STATE_KEYS = list(json.loads(RunState((), (), ()).to_json()))  # every key to_json writes
 
 
 @given(

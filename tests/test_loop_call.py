@@ -3,19 +3,17 @@ hooks, the eligibility checker, conversation history and advisor ordering (Sprin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from _loop_tools import RecordingTool
+from _loop_tools import HookRecorder, RecordingTool
 from tooluse import (
     HIGHEST_PRECEDENCE,
     LOWEST_PRECEDENCE,
     AssistantMessage,
     ChatClient,
     ChatResponse,
-    Message,
     SystemMessage,
     ToolCallingAdvisor,
     ToolCallingManager,
@@ -133,49 +131,8 @@ async def test_rounds_without_usage_are_skipped_and_a_single_round_keeps_its_usa
     assert plain.chat_response().usage is None
 
 
-class CountingAdvisor(ToolCallingAdvisor):
-    """Counts hook calls and records what each hook saw."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.counts = {"init": 0, "before": 0, "after": 0, "next": 0, "final": 0}
-
-    async def do_initialize_loop(
-        self, request: ChatClientRequest, chain: AdvisorChain
-    ) -> ChatClientRequest:
-        self.counts["init"] += 1
-        return request
-
-    async def do_before_call(
-        self, request: ChatClientRequest, chain: AdvisorChain
-    ) -> ChatClientRequest:
-        self.counts["before"] += 1
-        return request
-
-    async def do_after_call(
-        self, response: ChatClientResponse, chain: AdvisorChain
-    ) -> ChatClientResponse:
-        self.counts["after"] += 1
-        return response
-
-    async def do_get_next_instructions(
-        self,
-        request: ChatClientRequest,
-        response: ChatClientResponse | None,
-        result: ToolExecutionResult,
-    ) -> Sequence[Message]:
-        self.counts["next"] += 1
-        return await super().do_get_next_instructions(request, response, result)
-
-    async def do_finalize_loop(
-        self, response: ChatClientResponse, chain: AdvisorChain
-    ) -> ChatClientResponse:
-        self.counts["final"] += 1
-        return response
-
-
 async def test_hooks_are_called_the_right_number_of_times() -> None:
-    advisor = CountingAdvisor()
+    advisor = HookRecorder()
     model = ScriptedModel([tool_call("t"), tool_call("t"), "done"])
     client = ChatClient(model, tools=[RecordingTool("t")], advisors=[advisor])
     await client.prompt("go").acall()

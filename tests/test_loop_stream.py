@@ -3,12 +3,11 @@ merged, usage is stamped, and the stream never ends while tool calls are pending
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from _loop_tools import RecordingTool
+from _loop_tools import HookRecorder, RecordingTool
 from tooluse import (
     AssistantMessage,
     ChatClient,
@@ -20,7 +19,6 @@ from tooluse import (
     ToolCallingManager,
     Usage,
 )
-from tooluse.advisors import AdvisorChain, ChatClientRequest, ChatClientResponse
 from tooluse.client import StreamResponse
 from tooluse.testing import FunctionModel, ScriptedModel, chat_response, tool_call
 
@@ -187,55 +185,19 @@ async def test_fragments_of_several_calls_over_many_chunks_are_merged_before_run
     assert stream.chat_response().usage == usage(5, 6, 11)
 
 
-class StreamHooks(ToolCallingAdvisor):
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen_after: list[ChatResponse | None] = []
-        self.counts = {"init": 0, "before": 0, "finalize_stream": 0, "emitted": 0}
-
-    async def do_initialize_loop(
-        self, request: ChatClientRequest, chain: AdvisorChain
-    ) -> ChatClientRequest:
-        self.counts["init"] += 1
-        return request
-
-    async def do_before_call(
-        self, request: ChatClientRequest, chain: AdvisorChain
-    ) -> ChatClientRequest:
-        self.counts["before"] += 1
-        return request
-
-    async def do_after_call(
-        self, response: ChatClientResponse, chain: AdvisorChain
-    ) -> ChatClientResponse:
-        self.seen_after.append(response.chat_response)
-        return response
-
-    def do_finalize_stream(
-        self, stream: AsyncIterator[ChatClientResponse], chain: AdvisorChain
-    ) -> AsyncIterator[ChatClientResponse]:
-        self.counts["finalize_stream"] += 1
-
-        async def counted() -> AsyncIterator[ChatClientResponse]:
-            async for item in stream:
-                self.counts["emitted"] += 1
-                yield item
-
-        return counted()
-
-
 async def test_stream_hooks_see_merged_rounds() -> None:
-    advisor = StreamHooks()
+    advisor = HookRecorder()
     model = ScriptedModel([tool_call("t", {"q": "long enough to split"}), "answer"], chunk_size=3)
     client = ChatClient(model, tools=[RecordingTool("t")], advisors=[advisor])
     chunks = await chunks_of(client.prompt("go").stream())
     assert advisor.counts == {
         "init": 1,
         "before": 2,
+        "after": 2,
+        "next": 1,
         "finalize_stream": 1,
         "emitted": len(chunks),
     }
-    assert len(advisor.seen_after) == 2
     first = advisor.seen_after[0]
     assert first is not None
     assert first.generations[0].message.tool_calls[0].arguments == '{"q": "long enough to split"}'

@@ -173,9 +173,15 @@ def test_streamed_chunks_merge_back_into_the_response(
         ] == [(c.id, c.name, c.arguments) for c in back.message.tool_calls]
 
 
-def test_chunk_size_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="chunk_size must be at least 1"):
-        ScriptedModel([], chunk_size=0)
+@pytest.mark.parametrize("chunk_size", [0, -3, True, 2.5])
+def test_chunk_size_must_be_a_positive_int_for_every_double(chunk_size: object) -> None:
+    for make in (
+        lambda: ScriptedModel([], chunk_size=chunk_size),  # type: ignore[arg-type]
+        lambda: FunctionModel(lambda prompt: "x", chunk_size=chunk_size),  # type: ignore[arg-type]
+        lambda: TestModel(chunk_size=chunk_size),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ValueError, match="chunk_size must be at least 1 character"):
+            make()
 
 
 # -- FunctionModel ---------------------------------------------------------------------------

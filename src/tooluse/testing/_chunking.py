@@ -42,8 +42,6 @@ def stream_chunks(response: ChatResponse, size: int) -> Iterator[ChatResponse]:
     metadata (its finish reason) rides on its last chunk, and the response's usage and
     metadata on the very last chunk, as providers report them.
     """
-    if size < 1:
-        raise ValueError(f"chunk size must be at least 1 character, got {size}")
     if not response.generations:
         yield response
         return

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, I
 
 from tooluse._sync import run_sync
 from tooluse.messages import ChatResponse, Prompt
+from tooluse.testing._base import RecordingModel
 from tooluse.testing._chunking import stream_chunks
 from tooluse.testing._responses import ResponseLike, as_chat_response
 
@@ -16,7 +17,7 @@ ResponseFunction = Callable[[Prompt], ResponseLike | Awaitable[ResponseLike]]
 StreamFunction = Callable[[Prompt], AsyncIterable[ResponseLike] | Iterable[ResponseLike]]
 
 
-class FunctionModel:
+class FunctionModel(RecordingModel):
     """Answers each request with ``fn(prompt)``, a plain or ``async`` function returning a
     ``ChatResponse`` or a short form (see :class:`ScriptedModel`).
 
@@ -39,13 +40,9 @@ class FunctionModel:
             raise TypeError(f"FunctionModel needs a callable, got {type(fn).__name__}")
         if stream_fn is not None and not callable(stream_fn):
             raise TypeError(f"stream_fn must be callable, got {type(stream_fn).__name__}")
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be at least 1 character, got {chunk_size}")
+        super().__init__(chunk_size=chunk_size)
         self.fn = fn
         self.stream_fn = stream_fn
-        self.chunk_size = chunk_size
-        self.requests: list[Prompt] = []
-        self.responses: list[ChatResponse] = []
 
     def _record(self, item: ResponseLike, index: int) -> ChatResponse:
         response = as_chat_response(item, request_index=index)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 
 from tooluse.messages import ChatResponse, Prompt, UserMessage
-from tooluse.testing._chunking import stream_chunks
+from tooluse.testing._base import RespondingModel
 from tooluse.testing._responses import ResponseLike, as_chat_response
 
 __all__ = ["ScriptExhaustedError", "ScriptedModel"]
@@ -15,7 +15,7 @@ class ScriptExhaustedError(AssertionError):
     """The code under test asked a :class:`ScriptedModel` for more responses than scripted."""
 
 
-class ScriptedModel:
+class ScriptedModel(RespondingModel):
     """Replays ``responses`` in order, one per request, whether called or streamed.
 
     Each item is a ``ChatResponse`` or a short form (a text, a ``ToolCall``, or a sequence of
@@ -29,21 +29,17 @@ class ScriptedModel:
     model_name = "scripted"
 
     def __init__(self, responses: Iterable[ResponseLike], *, chunk_size: int = 8) -> None:
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be at least 1 character, got {chunk_size}")
+        super().__init__(chunk_size=chunk_size)
         self._script: list[ChatResponse] = [
             as_chat_response(item, request_index=index) for index, item in enumerate(responses)
         ]
-        self.chunk_size = chunk_size
-        self.requests: list[Prompt] = []
-        self.responses: list[ChatResponse] = []
 
     @property
     def remaining(self) -> int:
         """How many scripted responses have not been served yet."""
         return len(self._script) - len(self.responses)
 
-    def _next(self, prompt: Prompt) -> ChatResponse:
+    def _respond(self, prompt: Prompt) -> ChatResponse:
         index = len(self.responses)
         self.requests.append(prompt)
         if index >= len(self._script):
@@ -58,13 +54,3 @@ class ScriptedModel:
         response = self._script[index]
         self.responses.append(response)
         return response
-
-    def call(self, prompt: Prompt) -> ChatResponse:
-        return self._next(prompt)
-
-    async def acall(self, prompt: Prompt) -> ChatResponse:
-        return self._next(prompt)
-
-    async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
-        for chunk in stream_chunks(self._next(prompt), self.chunk_size):
-            yield chunk

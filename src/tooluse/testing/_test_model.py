@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from tooluse.messages import (
@@ -15,7 +15,7 @@ from tooluse.messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from tooluse.testing._chunking import stream_chunks
+from tooluse.testing._base import RespondingModel
 from tooluse.testing._responses import chat_response
 from tooluse.testing._schema_values import generate_arguments
 from tooluse.tools import ToolDefinition
@@ -31,7 +31,7 @@ def _current_turn(messages: tuple[Message, ...]) -> tuple[Message, ...]:
     return messages
 
 
-class TestModel:
+class TestModel(RespondingModel):
     """A model for demos and tests that needs no script.
 
     On each request it calls, in one round, every offered tool it has not called yet in the
@@ -63,12 +63,8 @@ class TestModel:
             self.call_tools: frozenset[str] | None = None
         else:
             self.call_tools = frozenset(call_tools)
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be at least 1 character, got {chunk_size}")
+        super().__init__(chunk_size=chunk_size)
         self.final_text = final_text
-        self.chunk_size = chunk_size
-        self.requests: list[Prompt] = []
-        self.responses: list[ChatResponse] = []
         # Generated arguments per definition object, so a tool's schema is walked once.
         self._arguments: dict[int, tuple[ToolDefinition, str]] = {}
 
@@ -122,13 +118,3 @@ class TestModel:
         if not results:
             return "success (no tool calls)"
         return json.dumps(results, ensure_ascii=False)
-
-    def call(self, prompt: Prompt) -> ChatResponse:
-        return self._respond(prompt)
-
-    async def acall(self, prompt: Prompt) -> ChatResponse:
-        return self._respond(prompt)
-
-    async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
-        for chunk in stream_chunks(self._respond(prompt), self.chunk_size):
-            yield chunk
