@@ -38,7 +38,7 @@ from tooluse.messages import (
     ToolResponse,
     ToolResponseMessage,
 )
-from tooluse.tools import ToolCallback, ToolContext, ToolDefinition
+from tooluse.tools import ToolCallback, ToolContext, ToolDefinition, is_tool_callback
 from tooluse.tools._arguments import normalise_arguments
 
 __all__ = ["DEFAULT_MAX_ARGUMENT_CHARS", "ToolCallingManager"]
@@ -283,7 +283,7 @@ class ToolCallingManager:
             return last[1]
         index: dict[str, ToolCallback] = {}
         for callback in callbacks:
-            if not isinstance(callback, ToolCallback):
+            if not is_tool_callback(callback):
                 raise TypeError(
                     f"ChatOptions.tool_callbacks must hold ToolCallbacks, got {callback!r}; "
                     "convert functions and objects with tooluse.tool_callbacks(...)"

@@ -5,16 +5,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from tooluse.tools import ToolCallback, ToolCallbackProvider, tool_callbacks
+from tooluse.tools import (
+    ToolCallback,
+    ToolCallbackProvider,
+    is_tool_callback,
+    is_tool_callback_provider,
+    tool_callbacks,
+)
 
 __all__ = ["ToolSources"]
 
 
-def _split(sources: Iterable[object], static: list[object], providers: list[object]) -> None:
+def _split(
+    sources: Iterable[object], static: list[object], providers: list[ToolCallbackProvider]
+) -> None:
     for source in sources:
-        if isinstance(source, ToolCallback):
+        if is_tool_callback(source):
             static.append(source)
-        elif isinstance(source, ToolCallbackProvider):
+        elif is_tool_callback_provider(source):
             providers.append(source)
         elif isinstance(source, list | tuple | set | frozenset):
             _split(source, static, providers)
@@ -42,10 +50,10 @@ class ToolSources:
     @classmethod
     def of(cls, sources: Iterable[object]) -> ToolSources:
         static: list[object] = []
-        providers: list[object] = []
+        providers: list[ToolCallbackProvider] = []
         _split(sources, static, providers)
         callbacks = tuple(tool_callbacks(*static)) if static else ()
-        return cls(callbacks, tuple(providers))  # type: ignore[arg-type]  # checked by _split
+        return cls(callbacks, tuple(providers))
 
     EMPTY: ClassVar[ToolSources]
 

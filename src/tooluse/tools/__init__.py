@@ -1,7 +1,12 @@
 """Declaring tools: ``@tool``, ``ToolParam``, ``FunctionToolCallback``, ``tool_callbacks``,
 definitions, metadata, the ``ToolCallback`` protocol and the tool context."""
 
-from tooluse.tools._callback import ToolCallback, ToolCallbackProvider
+from tooluse.tools._callback import (
+    ToolCallback,
+    ToolCallbackProvider,
+    is_tool_callback,
+    is_tool_callback_provider,
+)
 from tooluse.tools._context import ToolContext
 from tooluse.tools._decorator import tool
 from tooluse.tools._definition import ToolDefinition, ToolMetadata
@@ -21,6 +26,8 @@ __all__ = [
     "ToolMetadata",
     "ToolParam",
     "convert_result",
+    "is_tool_callback",
+    "is_tool_callback_provider",
     "tool",
     "tool_callbacks",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeGuard, runtime_checkable
 
 from tooluse.tools._context import ToolContext
 from tooluse.tools._definition import ToolDefinition, ToolMetadata
@@ -31,3 +31,17 @@ class ToolCallbackProvider(Protocol):
     """A source of tools resolved when a request is made (e.g. an MCP server's tool list)."""
 
     def tool_callbacks(self) -> Sequence[ToolCallback]: ...
+
+
+_CALLBACK_ATTRIBUTES = ("definition", "metadata", "call", "acall")
+
+
+def is_tool_callback(value: object) -> TypeGuard[ToolCallback]:
+    """What ``isinstance(value, ToolCallback)`` checks, without the cost of a runtime protocol
+    check (tens of microseconds on Python 3.11), for paths that run on every request."""
+    return all(hasattr(value, name) for name in _CALLBACK_ATTRIBUTES)
+
+
+def is_tool_callback_provider(value: object) -> TypeGuard[ToolCallbackProvider]:
+    """The cheap form of ``isinstance(value, ToolCallbackProvider)``."""
+    return callable(getattr(value, "tool_callbacks", None))

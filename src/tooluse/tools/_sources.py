@@ -7,10 +7,10 @@ import functools
 import inspect
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeGuard
+from typing import Any
 
 from tooluse.tools._cache import PerFunctionCache
-from tooluse.tools._callback import ToolCallback, ToolCallbackProvider
+from tooluse.tools._callback import ToolCallback, is_tool_callback, is_tool_callback_provider
 from tooluse.tools._decorator import tool_options
 from tooluse.tools._function import FunctionToolCallback
 
@@ -20,7 +20,6 @@ _Found = list[tuple[ToolCallback, object]]  # each tool with the source it came 
 _FUNCTION_CALLBACKS: PerFunctionCache[FunctionToolCallback] = PerFunctionCache()
 # Names of the @tool methods of each class, found once per class.
 _TOOL_METHOD_NAMES: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
-_CALLBACK_ATTRIBUTES = ("definition", "metadata", "call", "acall")
 
 
 def tool_callbacks(*sources: object) -> list[ToolCallback]:
@@ -50,11 +49,11 @@ def _collect(source: object, found: _Found) -> None:
         )
     elif inspect.ismethod(source):
         found.append((FunctionToolCallback(source), source))
-    elif isinstance(source, FunctionToolCallback) or _is_callback(source):
+    elif isinstance(source, FunctionToolCallback) or is_tool_callback(source):
         found.append((source, source))
-    elif _is_provider(source):
+    elif is_tool_callback_provider(source):
         for callback in source.tool_callbacks():
-            if not _is_callback(callback):
+            if not is_tool_callback(callback):
                 raise TypeError(
                     f"Tool provider {source!r} returned {callback!r}, which is not a ToolCallback"
                 )
@@ -76,16 +75,6 @@ def _collect(source: object, found: _Found) -> None:
             f"No @tool methods found in {source!r}. Did you mean to pass a function, a "
             "ToolCallback or a ToolCallbackProvider?"
         )
-
-
-def _is_callback(source: object) -> TypeGuard[ToolCallback]:
-    # What isinstance(source, ToolCallback) checks, without the cost of a runtime protocol
-    # check on Python 3.11 (tens of microseconds per call, on every request).
-    return all(hasattr(source, name) for name in _CALLBACK_ATTRIBUTES)
-
-
-def _is_provider(source: object) -> TypeGuard[ToolCallbackProvider]:
-    return callable(getattr(source, "tool_callbacks", None))
 
 
 def _tool_methods(instance: object) -> list[Any]:
@@ -114,9 +103,9 @@ def _describe_source(source: object) -> str:
         return _describe_source(source.func)
     if inspect.isfunction(source) or inspect.ismethod(source):
         return f"function {source.__module__}.{source.__qualname__}"
-    if _is_callback(source):
+    if is_tool_callback(source):
         return f"{type(source).__name__} '{source.definition.name}'"
-    if _is_provider(source):
+    if is_tool_callback_provider(source):
         return f"provider {type(source).__name__}"
     return f"{type(source).__name__} instance"
 
