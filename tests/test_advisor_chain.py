@@ -155,8 +155,12 @@ async def test_spans_per_model_call_and_per_loop(exporter: InMemorySpanExporter)
         if s.name in ("chat gpt-x", "execute_tool t")
     )
     exporter.clear()
-    _ = [c async for c in ChatClient(ScriptedModel(["x"])).prompt("go").stream()]
-    assert {s.name for s in exporter.get_finished_spans()} == {"chat scripted", "tool_loop"}
+    streamed = ScriptedModel([chat_response("x", usage=Usage(prompt_tokens=4, total_tokens=4))])
+    _ = [c async for c in ChatClient(streamed).prompt("go").stream()]
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert set(spans) == {"chat scripted", "tool_loop"}
+    assert dict(spans["chat scripted"].attributes or {})["gen_ai.usage.input_tokens"] == 4
+    assert dict(spans["tool_loop"].attributes or {})["tooluse.tool_loop.rounds"] == 1
 
 
 class Shouting(BaseAdvisor):

@@ -46,6 +46,10 @@ argument_strings = st.one_of(
     st.dictionaries(st.text(max_size=10), json_values, max_size=4).map(json.dumps),  # objects
     st.text(min_size=1).map(lambda t: '{"city": "' + t),  # truncated by a stream
     st.integers(2_001, 5_000).map(lambda n: '{"q": "' + "x" * n + '"}'),  # oversized
+    st.integers(10**18, 10**400).map(lambda n: f'{{"city": "x", "days": {n}}}'),  # huge values
+    st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF).map(
+        lambda s: '{"city": "' + s + '"}'  # lone surrogates: not encodable text
+    ),
 )
 
 
