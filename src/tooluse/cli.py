@@ -32,6 +32,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command("ingest", "tooluse.rag.cli", "load text and Markdown files into the knowledge base"),
     Command("bench", "tooluse.search.bench", "benchmarks (bench search: a tool-search index)"),
+    Command("mcp", "tooluse.mcp.cli", "MCP: serve tools as an MCP server, list a server's tools"),
 )
 
 

@@ -1,0 +1,50 @@
+"""MCP (Model Context Protocol), both ways, on the official ``mcp`` SDK.
+
+- MCP servers as a tool source: ``McpToolProvider(StdioServer(...), HttpServer(...))`` gives
+  ``McpToolCallback``s, one long-lived session per server, tool lists refreshed when a
+  server announces a change, names kept unique across servers (``NamingStrategy``).
+- ``tooluse`` tools as an MCP server: ``mcp_server(...)`` builds one, ``serve_tools(...)`` /
+  ``aserve_tools(...)`` serve it over stdio or streamable HTTP (``tooluse mcp serve``).
+"""
+
+from tooluse.mcp._callback import ContextToMeta, McpToolCallback
+from tooluse.mcp._connection import McpConnection
+from tooluse.mcp._convert import tool_context_to_meta
+from tooluse.mcp._errors import McpServerError
+from tooluse.mcp._naming import NamingStrategy
+from tooluse.mcp._provider import McpToolProvider, ToolFilter
+from tooluse.mcp._server import (
+    MCP_META_KEY,
+    ServedToolContext,
+    aserve_tools,
+    mcp_server,
+    serve_tools,
+)
+from tooluse.mcp._servers import (
+    HttpServer,
+    InProcessServer,
+    ProtocolMode,
+    ServerParameters,
+    StdioServer,
+)
+
+__all__ = [
+    "MCP_META_KEY",
+    "ContextToMeta",
+    "HttpServer",
+    "InProcessServer",
+    "McpConnection",
+    "McpServerError",
+    "McpToolCallback",
+    "McpToolProvider",
+    "NamingStrategy",
+    "ProtocolMode",
+    "ServedToolContext",
+    "ServerParameters",
+    "StdioServer",
+    "ToolFilter",
+    "aserve_tools",
+    "mcp_server",
+    "serve_tools",
+    "tool_context_to_meta",
+]

@@ -1,0 +1,113 @@
+"""``McpToolCallback``: one MCP server tool as a ``ToolCallback``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mcp.types import Tool
+from pydantic import TypeAdapter, ValidationError
+
+from tooluse._sync import run_sync
+from tooluse.errors import ToolExecutionException
+from tooluse.mcp._connection import McpConnection
+from tooluse.mcp._convert import error_text, result_text
+from tooluse.schema import ensure_valid_input_schema
+from tooluse.tools import ToolContext, ToolDefinition, ToolMetadata
+from tooluse.tools._argument_errors import describe_validation_error
+from tooluse.tools._arguments import normalise_arguments
+
+__all__ = ["ContextToMeta", "McpToolCallback"]
+
+ContextToMeta = Callable[[Mapping[str, Any] | None], dict[str, Any] | None]
+"""Builds a call's ``_meta`` from the tool context (``tool_context_to_meta`` by default)."""
+
+_ARGUMENTS: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+class McpToolCallback:
+    """A tool of an MCP server, as the model and the executor see it.
+
+    - definition: the name the provider gave it (see ``NamingStrategy``), the server's
+      description (else its title, else its name) and its input schema repaired by
+      ``ensure_valid_input_schema``;
+    - calling: the argument JSON must be an object (empty or ``null`` means ``{}``), else a
+      ``ToolExecutionException`` tells the model what to fix; the server validates the rest.
+      The call goes to the server under its own name, with the tool context as the request's
+      ``_meta`` (see ``tool_context_to_meta``);
+    - results: text for the model (see ``tooluse.mcp._convert``); an ``isError`` result raises
+      ``ToolExecutionException`` with the server's error text, so the model reads it;
+    - a server that died, broke the protocol or did not answer in time raises
+      ``McpServerError``, which reaches the caller.
+    """
+
+    __slots__ = ("_connection", "_context_to_meta", "_definition", "_metadata", "tool")
+
+    def __init__(
+        self,
+        connection: McpConnection,
+        tool: Tool,
+        *,
+        name: str,
+        context_to_meta: ContextToMeta,
+        metadata: ToolMetadata | None = None,
+    ) -> None:
+        self.tool = tool
+        """The tool as the server listed it."""
+        self._connection = connection
+        self._context_to_meta = context_to_meta
+        self._definition = ToolDefinition(
+            name=name,
+            description=tool.description or tool.title or tool.name,
+            input_schema=ensure_valid_input_schema(tool.input_schema),
+        )
+        self._metadata = metadata if metadata is not None else ToolMetadata()
+
+    def __repr__(self) -> str:
+        return (
+            f"McpToolCallback({self._definition.name!r}, server={self.server_name!r}, "
+            f"tool={self.tool.name!r})"
+        )
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return self._definition
+
+    @property
+    def metadata(self) -> ToolMetadata:
+        return self._metadata
+
+    @property
+    def server_name(self) -> str:
+        return self._connection.name
+
+    @property
+    def original_name(self) -> str:
+        """The tool's name on its server (the model may see another, see ``NamingStrategy``)."""
+        return self.tool.name
+
+    def call(self, arguments: str, context: ToolContext | None = None) -> str:
+        return run_sync(
+            self.acall(arguments, context),
+            sync_name=f"call() of the MCP tool '{self._definition.name}'",
+            async_name="callback.acall(...)",
+        )
+
+    async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
+        try:
+            parsed = _ARGUMENTS.validate_json(normalise_arguments(arguments))
+        except ValidationError as exc:
+            message = describe_validation_error(
+                self._definition.name, exc, self._definition.input_schema
+            )
+            raise ToolExecutionException(message, definition=self._definition, cause=exc) from exc
+        result = await self._connection.call_tool(
+            self.tool.name, parsed, self._context_to_meta(context)
+        )
+        if result.is_error:
+            text = error_text(result) or (
+                f"The MCP tool '{self.tool.name}' of server '{self.server_name}' reported an "
+                "error without a message"
+            )
+            raise ToolExecutionException(text, definition=self._definition)
+        return result_text(result)

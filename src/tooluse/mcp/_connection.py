@@ -1,0 +1,489 @@
+"""``McpConnection``: one MCP server, one long-lived session, one task that owns it.
+
+The owner task enters the SDK ``Client`` (transport, session, handshake), lists the tools,
+keeps the list fresh, and exits the ``Client`` when asked to stop or when the server dies,
+so every cancel scope the SDK opens is entered and exited in that one task.
+
+Calls do not go through the owner task: the SDK's dispatcher keeps no per-task state for
+outgoing requests (each request has its own id, its own response stream and its own
+timeout scope, all inside the calling task), so any task on the owner's event loop calls
+``Client.call_tool`` directly and concurrent calls share the session. A call from another
+event loop (a sync ``call()`` on another thread) is handed to the owner's loop.
+
+Tool-list changes: the ``notifications/tools/list_changed`` notification (2025 protocol) and
+the ``subscriptions/listen`` change event (2026-07-28 protocol, where the owner keeps a
+listen stream open) both wake a refresher task, which lists the tools again (changes
+arriving during a listing coalesce into one more listing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import sys
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, Final, Literal, TypeVar
+
+import anyio
+import anyio.abc
+import httpx2
+from mcp import Client
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import SubscriptionLost, ToolsListChanged
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
+    CallToolResult,
+    Implementation,
+    ServerNotification,
+    Tool,
+    ToolListChangedNotification,
+)
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+
+from tooluse.mcp._errors import McpServerError
+from tooluse.mcp._servers import HttpServer, InProcessServer, ServerParameters, StdioServer
+
+__all__ = ["McpConnection"]
+
+logger = logging.getLogger("tooluse.mcp")
+
+T = TypeVar("T")
+
+CLIENT_INFO: Final = Implementation(name="tooluse", version="0.1.0")
+_MAX_LIST_PAGES = 100  # a paginator that never ends cannot hang a listing
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: SSE streams stay open
+_RELISTEN_DELAY = 1.0  # seconds between attempts to reopen a dropped listen stream
+
+State = Literal["new", "connecting", "connected", "closing", "closed", "failed"]
+
+
+class McpConnection:
+    """One MCP server's session, owned by one task (see the module docstring).
+
+    ``await start()`` connects and lists the tools; ``tools`` is the latest list;
+    ``await call_tool(...)`` calls one; ``await refresh()`` lists again now;
+    ``await aclose()`` ends the session (and stops a stdio server's process).
+    ``on_tools_changed(connection)`` runs, on the owner's loop, after each listing that
+    replaced the tool list.
+    """
+
+    def __init__(
+        self,
+        server: ServerParameters,
+        *,
+        connect_timeout: float | None = 30.0,
+        call_timeout: float | None = 60.0,
+        on_tools_changed: Callable[[McpConnection], None] | None = None,
+    ) -> None:
+        for label, value in (("connect_timeout", connect_timeout), ("call_timeout", call_timeout)):
+            if value is not None and value <= 0:
+                raise ValueError(f"{label} must be a positive number of seconds, got {value}")
+        self.server = server
+        self.name = server.name
+        self._connect_timeout = connect_timeout
+        self._call_timeout = call_timeout
+        self._on_tools_changed = on_tools_changed
+        self._tools: tuple[Tool, ...] = ()
+        self._state: State = "new"
+        self._client: Client | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._refresh_wanted: asyncio.Event | None = None
+        self._listing = asyncio.Lock()
+        self._failure: McpServerError | None = None
+        self._finished: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def __repr__(self) -> str:
+        return f"McpConnection({self.name!r}, {self._state}, {len(self._tools)} tools)"
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The server's tools as last listed (before any include/exclude filtering)."""
+        return self._tools
+
+    @property
+    def failure(self) -> McpServerError | None:
+        """Why the session ended, when the server died or broke the protocol."""
+        return self._failure
+
+    @property
+    def protocol_version(self) -> str | None:
+        return self._client.protocol_version if self._client is not None else None
+
+    @property
+    def server_info(self) -> Implementation | None:
+        return self._client.server_info if self._client is not None else None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, negotiate, list the tools. Raises ``McpServerError`` naming the server when
+        it cannot be started or reached, fails the handshake or misses ``connect_timeout``."""
+        if self._state != "new":
+            raise RuntimeError(f"MCP server '{self.name}' was already started ({self._state})")
+        self._state = "connecting"
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        ready: asyncio.Future[None] = loop.create_future()
+        self._owner = loop.create_task(self._own(ready), name=f"tooluse.mcp owner {self.name}")
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                await asyncio.shield(ready)
+        except TimeoutError:
+            await self._abort_start()
+            raise McpServerError(
+                f"MCP server '{self.name}' did not complete the connection and tool listing "
+                f"within {self._connect_timeout:g} seconds",
+                server_name=self.name,
+            ) from None
+        except BaseException:  # its own failure (already McpServerError) or our cancellation
+            await self._abort_start()
+            raise
+
+    async def aclose(self) -> None:
+        """End the session and wait until the transport is closed. Idempotent."""
+        if self._owner is None or self._loop is None:
+            self._state = "closed"
+            return
+        if self._state in ("connecting", "connected"):
+            self._state = "closing"
+        self._signal(self._stop)
+        await self._await_finished()
+
+    async def _abort_start(self) -> None:
+        assert self._owner is not None
+        self._owner.cancel()
+        with contextlib.suppress(BaseException):
+            await self._owner
+
+    async def _own(self, ready: asyncio.Future[None]) -> None:
+        self._stop = asyncio.Event()
+        self._refresh_wanted = asyncio.Event()
+        try:
+            async with self._open_client() as client, anyio.create_task_group() as tasks:
+                self._client = client
+                capabilities = client.server_capabilities
+                if (
+                    client.protocol_version in MODERN_PROTOCOL_VERSIONS
+                    and capabilities.tools is not None
+                    and capabilities.tools.list_changed
+                ):
+                    await tasks.start(self._listen, client)
+                self._tools = await self._list_tools(client)
+                tasks.start_soon(self._refresh_on_change, client)
+                self._state = "connected"
+                ready.set_result(None)
+                await self._stop.wait()
+                tasks.cancel_scope.cancel()
+        except Exception as exc:
+            if not ready.done():
+                ready.set_exception(self._startup_failure(exc))
+            elif self._failure is None and self._state != "closing":
+                self._failure = self._describe(exc, "the session")
+                logger.error("%s; the session has ended", self._failure)
+        finally:
+            self._client = None
+            self._state = "failed" if self._failure is not None else "closed"
+            if not ready.done():  # cancelled while connecting
+                ready.cancel()
+            self._finished.set_result(None)
+
+    @contextlib.asynccontextmanager
+    async def _open_client(self) -> AsyncIterator[Client]:
+        server = self.server
+        options: dict[str, Any] = {
+            "mode": server.mode,
+            "message_handler": self._on_message,
+            "client_info": CLIENT_INFO,
+            "cache": None,  # this class keeps the tool list; calls are never cached
+        }
+        async with contextlib.AsyncExitStack() as stack:
+            if isinstance(server, StdioServer):
+                transport = stdio_client(server.sdk_target(), errlog=server.errlog or sys.stderr)
+                client = Client(transport, **options)
+            elif isinstance(server, HttpServer):
+                http = await stack.enter_async_context(
+                    httpx2.AsyncClient(headers=dict(server.headers), timeout=_HTTP_TIMEOUT)
+                )
+                client = Client(streamable_http_client(server.url, http_client=http), **options)
+            elif isinstance(server, InProcessServer):
+                client = Client(server.server, **options)
+            else:  # pragma: no cover - the union is exhaustive
+                raise TypeError(f"Unknown MCP server parameters: {server!r}")
+            yield await stack.enter_async_context(client)
+
+    # -- the tool list --------------------------------------------------------------------------
+
+    async def refresh(self) -> tuple[Tool, ...]:
+        """List the server's tools now (also done by itself on a list-changed notice)."""
+        return await self._on_owner_loop(self._refresh)
+
+    async def _refresh(self) -> tuple[Tool, ...]:
+        await self._relist(await self._require_client())
+        return self._tools
+
+    async def _list_tools(self, client: Client) -> tuple[Tool, ...]:
+        tools: list[Tool] = []
+        cursor: str | None = None
+        try:
+            with anyio.fail_after(self._call_timeout):
+                for _ in range(_MAX_LIST_PAGES):
+                    page = await client.list_tools(cursor=cursor)
+                    tools.extend(page.tools)
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        break
+                else:
+                    logger.warning(
+                        "MCP server '%s' listed more than %d pages of tools; using the first %d",
+                        self.name,
+                        _MAX_LIST_PAGES,
+                        len(tools),
+                    )
+        except TimeoutError as exc:
+            raise McpServerError(
+                f"MCP server '{self.name}' did not list its tools within "
+                f"{self._call_timeout:g} seconds",
+                server_name=self.name,
+            ) from exc
+        except Exception as exc:
+            raise self._failed(exc, "tools/list") from exc
+        return tuple(tools)
+
+    async def _relist(self, client: Client) -> None:
+        async with self._listing:
+            tools = await self._list_tools(client)
+        if tools == self._tools:
+            return
+        self._tools = tools
+        logger.info("MCP server '%s' now has %d tools", self.name, len(tools))
+        if self._on_tools_changed is not None:
+            try:
+                self._on_tools_changed(self)
+            except Exception:  # a listener's bug must not end the session
+                logger.exception("on_tools_changed failed for MCP server '%s'", self.name)
+
+    async def _refresh_on_change(self, client: Client) -> None:
+        wanted = self._refresh_wanted
+        assert wanted is not None
+        while True:
+            await wanted.wait()
+            wanted.clear()  # a change announced during the listing wakes us again
+            try:
+                await self._relist(client)
+            except McpServerError as exc:
+                if self._failure is not None:
+                    return
+                logger.warning("%s; keeping the previous tool list", exc)
+
+    async def _listen(
+        self, client: Client, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Keep a 2026-07-28 ``subscriptions/listen`` stream open for tool-list changes."""
+        started = False
+        while True:
+            try:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    if started:  # reopened: changes may have been missed meanwhile
+                        self._want_refresh()
+                    else:
+                        task_status.started()
+                        started = True
+                    async for event in subscription:
+                        if isinstance(event, ToolsListChanged):
+                            self._want_refresh()
+                return  # the server closed the stream on purpose
+            except SubscriptionLost as exc:
+                logger.info(
+                    "MCP server '%s' dropped its change stream (%s); reopening", self.name, exc
+                )
+                await anyio.sleep(_RELISTEN_DELAY)
+            except MCPError as exc:
+                if not started:
+                    raise
+                if exc.code != CONNECTION_CLOSED:
+                    logger.warning(
+                        "MCP server '%s' refused to reopen its change stream (%s); tool-list "
+                        "changes will not be seen",
+                        self.name,
+                        exc,
+                    )
+                return
+
+    async def _on_message(self, message: ServerNotification | Exception) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            self._want_refresh()
+        elif isinstance(message, Exception):
+            logger.warning("MCP server '%s' sent something unreadable: %s", self.name, message)
+
+    def _want_refresh(self) -> None:
+        if self._refresh_wanted is not None:
+            self._refresh_wanted.set()
+
+    # -- calls ----------------------------------------------------------------------------------
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> CallToolResult:
+        """Call the server's tool ``name`` (its own name, not the model's). Protocol errors,
+        a closed or dead session and a missed ``call_timeout`` raise ``McpServerError``;
+        an ``isError`` result is returned like any other result."""
+        return await self._on_owner_loop(lambda: self._call_tool(name, arguments, meta))
+
+    async def _call_tool(
+        self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None
+    ) -> CallToolResult:
+        client = await self._require_client()
+        try:
+            return await client.call_tool(
+                name,
+                arguments,
+                read_timeout_seconds=self._call_timeout,
+                meta=meta,  # type: ignore[arg-type]  # RequestParamsMeta is an open TypedDict
+            )
+        except Exception as exc:
+            raise self._failed(exc, f"tools/call '{name}'", tool_name=name) from exc
+
+    async def _require_client(self) -> Client:
+        if self._failure is not None:
+            raise McpServerError(
+                f"{self._failure} (the session has ended; create a new provider to reconnect)",
+                server_name=self.name,
+                code=self._failure.code,
+            )
+        client = self._client
+        if client is None or self._state != "connected":
+            raise McpServerError(
+                f"MCP server '{self.name}' is not connected ({self._state}); connect the "
+                "provider first (`async with provider:` or `provider.connect()`)",
+                server_name=self.name,
+            )
+        return client
+
+    async def _on_owner_loop(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        owner = self._loop
+        if owner is None or asyncio.get_running_loop() is owner:
+            return await make()
+        if owner.is_closed() or not owner.is_running():
+            raise McpServerError(
+                f"MCP server '{self.name}' was connected on an event loop that is not running "
+                "now; call its tools from that loop (or connect the provider on the thread "
+                "that calls them)",
+                server_name=self.name,
+            )
+        future = asyncio.run_coroutine_threadsafe(make(), owner)
+        async with asyncio.timeout(self._call_timeout):
+            return await asyncio.wrap_future(future)
+
+    # -- failures -------------------------------------------------------------------------------
+
+    def _failed(
+        self, exc: BaseException, operation: str, *, tool_name: str | None = None
+    ) -> McpServerError:
+        """The error to raise for a failed request; a closed connection ends the session."""
+        error = self._describe(exc, operation, tool_name=tool_name)
+        if error.code == CONNECTION_CLOSED:
+            self._end_session(error)
+        return error
+
+    def _describe(
+        self, exc: BaseException, operation: str, *, tool_name: str | None = None
+    ) -> McpServerError:
+        """A clear error naming the server and what was being done."""
+        if isinstance(exc, McpServerError):
+            return exc
+        if isinstance(exc, MCPError):
+            if exc.code == CONNECTION_CLOSED:
+                if self._state == "closing":
+                    message = f"MCP server '{self.name}': {operation} was cut off by closing"
+                else:
+                    message = (
+                        f"MCP server '{self.name}' closed the connection during {operation} "
+                        "(its process exited or the connection dropped)"
+                    )
+                return McpServerError(
+                    message, server_name=self.name, tool_name=tool_name, code=exc.code
+                )
+            if exc.code == REQUEST_TIMEOUT:
+                return McpServerError(
+                    f"MCP server '{self.name}' did not answer {operation} within "
+                    f"{self._call_timeout:g} seconds",
+                    server_name=self.name,
+                    tool_name=tool_name,
+                    code=exc.code,
+                )
+            return McpServerError(
+                f"MCP server '{self.name}' rejected {operation}: {exc.message} "
+                f"(JSON-RPC error {exc.code})",
+                server_name=self.name,
+                tool_name=tool_name,
+                code=exc.code,
+            )
+        return McpServerError(
+            f"MCP server '{self.name}' failed during {operation}: {type(exc).__name__}: {exc}",
+            server_name=self.name,
+            tool_name=tool_name,
+        )
+
+    def _startup_failure(self, exc: BaseException) -> McpServerError:
+        # The SDK's task groups wrap errors in exception groups: report the first real one.
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        if isinstance(exc, McpServerError):
+            return exc
+        if isinstance(exc, OSError):
+            target = (
+                f"start {self.server.command!r}"
+                if isinstance(self.server, StdioServer)
+                else "reach the server"
+            )
+            error = McpServerError(
+                f"MCP server '{self.name}': could not {target}: {exc}", server_name=self.name
+            )
+        elif isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
+            error = McpServerError(
+                f"MCP server '{self.name}' closed the connection during the handshake (see its "
+                "stderr: it may have failed to start)",
+                server_name=self.name,
+                code=exc.code,
+            )
+        else:
+            error = self._describe(exc, "the handshake")
+        error.__cause__ = exc
+        return error
+
+    def _end_session(self, error: McpServerError) -> None:
+        if self._state == "closing" or self._failure is not None:
+            return
+        self._failure = error
+        logger.error("%s; the session has ended", error)
+        self._signal(self._stop)
+
+    def _signal(self, event: asyncio.Event | None) -> None:
+        owner = self._loop
+        if event is None or owner is None or owner.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is owner:
+            event.set()
+        else:
+            owner.call_soon_threadsafe(event.set)
+
+    async def _await_finished(self) -> None:
+        owner = self._loop
+        if owner is not None and owner.is_closed():
+            return
+        await asyncio.wrap_future(self._finished)

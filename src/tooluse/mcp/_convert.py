@@ -1,0 +1,111 @@
+"""Conversions at the MCP boundary: a tool result's content to the text the model reads, and
+a ``ToolContext`` to a request's ``_meta``.
+
+Result text:
+
+- one text block: its text, unchanged (servers write it for the model; quoting it as JSON
+  would only add escapes);
+- anything else: a JSON list with one entry per block: text as a string, an image or audio
+  as ``{"mimeType", "data"}`` (the shape ``tooluse.tools`` gives ``Image`` results), an
+  embedded resource as ``{"uri", "mimeType", "text"}`` (or ``"blob"``), a resource link as
+  the server sent it (``{"type": "resource_link", "uri", "name", ...}``);
+- no blocks but ``structuredContent``: that value as JSON; nothing at all: ``""``.
+
+The error text of an ``isError`` result is its text blocks joined by newlines.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.types import (
+    AudioContent,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+    TextResourceContents,
+)
+
+from tooluse.tools import Image, convert_result
+
+__all__ = ["error_text", "result_text", "tool_context_to_meta"]
+
+logger = logging.getLogger("tooluse.mcp")
+
+
+def result_text(result: CallToolResult) -> str:
+    """The text the model reads for a successful result (see the module docstring)."""
+    content = result.content
+    if len(content) == 1 and isinstance(content[0], TextContent):
+        return content[0].text
+    if content:
+        return convert_result([_block_value(block) for block in content])
+    if result.structured_content is not None:
+        return convert_result(result.structured_content)
+    return ""
+
+
+def error_text(result: CallToolResult) -> str:
+    """The message of an ``isError`` result: its text, or the JSON of its other blocks."""
+    texts = [block.text for block in result.content if isinstance(block, TextContent)]
+    if texts:
+        return "\n".join(texts)
+    return result_text(result)
+
+
+def tool_context_to_meta(context: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ``_meta`` of a tool call: the context's entries, less private keys (those starting
+    with ``_``) and values that are not JSON (dropped with a debug log: a context can carry
+    live objects meant for local tools). ``None`` when nothing is left."""
+    if not context:
+        return None
+    meta: dict[str, Any] = {}
+    for key, value in context.items():
+        if not isinstance(key, str) or key.startswith("_"):
+            continue
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError, RecursionError):
+            logger.debug(
+                "tool context key %r is not sent to the MCP server: its %s value is not JSON",
+                key,
+                type(value).__name__,
+            )
+            continue
+        meta[key] = value
+    return meta or None
+
+
+def _block_value(block: ContentBlock) -> Any:
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, ImageContent | AudioContent):
+        return _media(block.data, block.mime_type)
+    if isinstance(block, EmbeddedResource):
+        resource = block.resource
+        value: dict[str, Any] = {"uri": resource.uri}
+        if resource.mime_type is not None:
+            value["mimeType"] = resource.mime_type
+        if isinstance(resource, TextResourceContents):
+            value["text"] = resource.text
+        else:
+            value["blob"] = resource.blob
+        return value
+    # A resource link (or a block type newer than this code): what the server sent.
+    return block.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _media(data: str, mime_type: str) -> Any:
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        # Not base64 after all: pass the server's text on rather than lose the block.
+        return {"mimeType": mime_type, "data": data}
+    return Image(raw, mime_type)
