@@ -372,8 +372,8 @@ class McpConnection:
 
     async def _on_owner_loop(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         owner = self._loop
-        if owner is None or asyncio.get_running_loop() is owner:
-            return await make()
+        if owner is None or self._state != "connected" or asyncio.get_running_loop() is owner:
+            return await make()  # not connected: make() raises the error that says so
         if owner.is_closed() or not owner.is_running():
             raise McpServerError(
                 f"MCP server '{self.name}' was connected on an event loop that is not running "

@@ -5,10 +5,10 @@ Result text:
 
 - one text block: its text, unchanged (servers write it for the model; quoting it as JSON
   would only add escapes);
-- anything else: a JSON list with one entry per block: text as a string, an image or audio
-  as ``{"mimeType", "data"}`` (the shape ``tooluse.tools`` gives ``Image`` results), an
-  embedded resource as ``{"uri", "mimeType", "text"}`` (or ``"blob"``), a resource link as
-  the server sent it (``{"type": "resource_link", "uri", "name", ...}``);
+- one other block: its JSON; several blocks: a JSON list of the blocks' JSON, text as
+  strings. An image or audio is ``{"mimeType", "data"}`` (the shape ``tooluse.tools`` gives
+  ``Image`` results), an embedded resource ``{"uri", "mimeType", "text"}`` (or ``"blob"``),
+  a resource link what the server sent (``{"type": "resource_link", "uri", "name", ...}``);
 - no blocks but ``structuredContent``: that value as JSON; nothing at all: ``""``.
 
 The error text of an ``isError`` result is its text blocks joined by newlines.
@@ -43,8 +43,9 @@ logger = logging.getLogger("tooluse.mcp")
 def result_text(result: CallToolResult) -> str:
     """The text the model reads for a successful result (see the module docstring)."""
     content = result.content
-    if len(content) == 1 and isinstance(content[0], TextContent):
-        return content[0].text
+    if len(content) == 1:
+        block = content[0]
+        return block.text if isinstance(block, TextContent) else convert_result(_block_value(block))
     if content:
         return convert_result([_block_value(block) for block in content])
     if result.structured_content is not None:

@@ -1,0 +1,425 @@
+"""MCP without subprocesses: server parameters, naming, conversions, and the provider against
+servers run in this process (the SDK's in-process transports; both protocol eras)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from mcp.server.mcpserver import MCPServer
+from mcp.types import (
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+    Tool,
+)
+
+from tooluse import ChatClient, ToolContext, ToolExecutionException, tool
+from tooluse.cli import main
+from tooluse.mcp import (
+    MCP_META_KEY,
+    HttpServer,
+    InProcessServer,
+    McpServerError,
+    McpToolCallback,
+    McpToolProvider,
+    StdioServer,
+    mcp_server,
+    tool_context_to_meta,
+)
+from tooluse.mcp._convert import error_text, result_text
+from tooluse.mcp._naming import ToolNamer
+from tooluse.testing import ScriptedModel, tool_call
+from tooluse.tools import Image, convert_result
+
+MODES = ["auto", "legacy"]
+
+
+def make_tool(name: str, schema: dict[str, Any] | None = None) -> Tool:
+    return Tool(name=name, description=f"The {name} tool", input_schema=schema or {})
+
+
+@tool
+def greet(name: str, context: ToolContext) -> dict[str, Any]:
+    """Greet someone and show the tool context."""
+    return {"greeting": f"hello {name}", "context": dict(context)}
+
+
+@tool(timeout=0.2)
+async def dawdle() -> str:
+    """Takes longer than its timeout."""
+    await asyncio.sleep(5)
+    return "never"
+
+
+@tool
+def explode() -> str:
+    """Fails."""
+    raise ValueError("no can do")
+
+
+@tool
+def snapshot() -> Image:
+    """A picture."""
+    return Image(b"\x89PNG unit", "image/png")
+
+
+def numbers_server(name: str) -> MCPServer:
+    """An SDK server whose tool names collide with another instance of itself."""
+    server = MCPServer(name)
+
+    @server.tool()
+    def one() -> str:
+        return f"{name}:one"
+
+    @server.tool()
+    def two() -> str:
+        return f"{name}:two"
+
+    @server.tool()
+    async def nap(seconds: float) -> str:
+        await asyncio.sleep(seconds)
+        return "awake"
+
+    return server
+
+
+def names(provider: McpToolProvider) -> list[str]:
+    return [callback.definition.name for callback in provider.tool_callbacks()]
+
+
+def by_name(provider: McpToolProvider, name: str) -> McpToolCallback:
+    return next(c for c in provider.tool_callbacks() if c.definition.name == name)
+
+
+# -- server parameters -------------------------------------------------------------------------
+
+
+def test_server_parameters_take_default_names() -> None:
+    assert StdioServer("/usr/bin/mcp-server-time").name == "mcp-server-time"
+    assert StdioServer("python3", ["server.py"], name="files").name == "files"
+    assert HttpServer("http://127.0.0.1:8123/mcp").name == "127.0.0.1:8123"
+    assert InProcessServer(numbers_server("numbers")).name == "numbers"
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: StdioServer(""), "needs a command"),
+        (lambda: StdioServer("python", "server.py"), "list of strings"),
+        (lambda: StdioServer("python", name="  "), "cannot be blank"),
+        (lambda: StdioServer("python", include="echo"), "collections of tool names"),
+        (lambda: StdioServer("python", mode="modern"), "mode must be"),
+        (lambda: HttpServer("127.0.0.1:8000/mcp"), "http:// or https://"),
+        (lambda: HttpServer("ftp://host/mcp"), "http:// or https://"),
+        (lambda: InProcessServer(object()), "mcp.server.Server or MCPServer"),
+    ],
+)
+def test_bad_server_parameters_are_named(make: Any, message: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=message):
+        make()
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=30))
+def test_any_url_without_an_http_scheme_is_refused(text: str) -> None:
+    if text.startswith(("http://", "https://")):
+        return
+    with pytest.raises(ValueError, match="HttpServer needs an http"):
+        HttpServer(text)
+
+
+def test_provider_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="at least one MCP server"):
+        McpToolProvider()
+    with pytest.raises(TypeError, match="StdioServer, HttpServer or InProcessServer"):
+        McpToolProvider("python server.py")
+    with pytest.raises(ValueError, match="Several MCP servers are named 'same'"):
+        McpToolProvider(StdioServer("a", name="same"), StdioServer("b", name="same"))
+    with pytest.raises(ValueError, match="naming must be one of"):
+        McpToolProvider(StdioServer("a"), naming="server")
+    with pytest.raises(ValueError, match="call_timeout must be a positive"):
+        McpToolProvider(StdioServer("a"), call_timeout=0)
+
+
+def test_tools_before_connecting_is_an_error() -> None:
+    provider = McpToolProvider(InProcessServer(numbers_server("n")))
+    with pytest.raises(RuntimeError, match="not connected"):
+        provider.tool_callbacks()
+    with pytest.raises(RuntimeError, match="not connected"):
+        ChatClient(ScriptedModel(["hi"]), tools=[provider]).prompt().user("hi").call()
+
+
+# -- naming ------------------------------------------------------------------------------------
+
+
+def test_alt_naming_is_spring_s_and_remembered() -> None:
+    namer = ToolNamer("alt")
+    first = [namer.name("a", make_tool("sameName")), namer.name("b", make_tool("sameName"))]
+    assert first == ["sameName", "alt_1_sameName"]
+    # Spring AI would hand out plain names again when the same tools are listed again.
+    again = [namer.name("a", make_tool("sameName")), namer.name("b", make_tool("sameName"))]
+    assert again == first
+    assert namer.name("c", make_tool("sameName")) == "alt_2_sameName"
+    assert namer.name("d", make_tool("alt_1_sameName")) == "alt_3_alt_1_sameName"
+
+
+def test_prefix_function_and_plain_naming() -> None:
+    assert ToolNamer("prefix").name("files", make_tool("read")) == "files_read"
+    assert ToolNamer("none").name("files", make_tool("read")) == "read"
+    custom = ToolNamer(lambda server, t: f"{server}.{t.name}")
+    assert custom.name("files", make_tool("read")) == "files.read"
+    with pytest.raises(ValueError, match="must return a non-blank string"):
+        ToolNamer(lambda server, t: " ").name("files", make_tool("read"))
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from(["x", "y", "alt_1_x"]))))
+def test_alt_names_are_unique_and_stable(pairs: list[tuple[str, str]]) -> None:
+    namer = ToolNamer("alt")
+    given_names = {pair: namer.name(pair[0], make_tool(pair[1])) for pair in pairs}
+    assert len(set(given_names.values())) == len(given_names)
+    assert all(namer.name(s, make_tool(t)) == given_names[(s, t)] for s, t in pairs)
+
+
+# -- conversions -------------------------------------------------------------------------------
+
+PIXEL = base64.b64encode(b"\x89PNG pixel").decode()
+
+
+def test_one_text_block_is_the_result_unchanged() -> None:
+    result = CallToolResult(content=[TextContent(type="text", text="It is 21°C\nand sunny")])
+    assert result_text(result) == "It is 21°C\nand sunny"
+
+
+def test_other_content_becomes_json_like_tooluse_results() -> None:
+    result = CallToolResult(
+        content=[
+            TextContent(type="text", text="first"),
+            ImageContent(type="image", data=PIXEL, mime_type="image/png"),
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(uri="file:///a", mime_type="text/plain", text="A"),
+            ),
+            ResourceLink(type="resource_link", uri="file:///b", name="b"),
+        ]
+    )
+    assert json.loads(result_text(result)) == [
+        "first",
+        {"mimeType": "image/png", "data": PIXEL},
+        {"uri": "file:///a", "mimeType": "text/plain", "text": "A"},
+        {"type": "resource_link", "uri": "file:///b", "name": "b"},
+    ]
+    image_only = CallToolResult(content=[ImageContent(type="image", data=PIXEL, mime_type="x/y")])
+    assert result_text(image_only) == convert_result(Image(b"\x89PNG pixel", "x/y"))
+
+
+def test_structured_or_empty_results() -> None:
+    structured = CallToolResult(content=[], structured_content={"t": 21.5, "城市": "北京"})
+    assert json.loads(result_text(structured)) == {"t": 21.5, "城市": "北京"}
+    assert result_text(CallToolResult(content=[])) == ""
+
+
+def test_error_text_joins_the_text_blocks() -> None:
+    result = CallToolResult(
+        content=[TextContent(type="text", text="bad"), TextContent(type="text", text="worse")],
+        is_error=True,
+    )
+    assert error_text(result) == "bad\nworse"
+
+
+def test_context_to_meta_drops_private_and_non_json_values(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    context = ToolContext({"user": "u1", "n": 3, "_secret": "s", "ledger": object(), "x": None})
+    with caplog.at_level(logging.DEBUG, logger="tooluse.mcp"):
+        assert tool_context_to_meta(context) == {"user": "u1", "n": 3, "x": None}
+    assert "'ledger' is not sent" in caplog.text
+    assert tool_context_to_meta(None) is None
+    assert tool_context_to_meta(ToolContext({"_only": 1})) is None
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(st.dictionaries(st.text(max_size=8), JSON | st.builds(object), max_size=6))
+def test_meta_is_the_public_json_part_of_the_context(entries: dict[str, Any]) -> None:
+    expected = {
+        key: value
+        for key, value in entries.items()
+        if not key.startswith("_") and type(value) is not object
+    }
+    assert (tool_context_to_meta(ToolContext(entries)) or {}) == expected
+
+
+# -- the provider against in-process servers -----------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_served_tools_end_to_end_in_process(mode: str) -> None:
+    server = mcp_server(
+        greet, dawdle, explode, snapshot, name="local", tool_context={"tenant": "t1", "user": "x"}
+    )
+    async with McpToolProvider(InProcessServer(server, mode=mode)) as provider:
+        assert names(provider) == ["greet", "dawdle", "explode", "snapshot"]
+        reply = await by_name(provider, "greet").acall(
+            '{"name": "Ann"}', ToolContext({"user": "client says", "_private": 1})
+        )
+        # The server's own context wins over what the client sends, which stays under mcp_meta.
+        assert json.loads(reply) == {
+            "greeting": "hello Ann",
+            "context": {MCP_META_KEY: {"user": "client says"}, "tenant": "t1", "user": "x"},
+        }
+        with pytest.raises(ToolExecutionException, match="no can do"):
+            await by_name(provider, "explode").acall("{}")
+        with pytest.raises(ToolExecutionException, match=r"did not finish within 0\.2 seconds"):
+            await by_name(provider, "dawdle").acall("")
+        with pytest.raises(ToolExecutionException, match="Invalid arguments for tool 'greet'"):
+            await by_name(provider, "greet").acall('{"name": ["not", "text"]}')
+        assert await by_name(provider, "snapshot").acall("{}") == convert_result(
+            Image(b"\x89PNG unit", "image/png")
+        )
+
+
+async def test_an_unknown_tool_is_a_protocol_error_that_propagates() -> None:
+    async with McpToolProvider(InProcessServer(mcp_server(greet, name="local"))) as provider:
+        ghost = McpToolCallback(
+            provider.connections[0],
+            make_tool("ghost"),
+            name="ghost",
+            context_to_meta=tool_context_to_meta,
+        )
+        with pytest.raises(McpServerError, match="'local' rejected tools/call 'ghost'") as raised:
+            await ghost.acall("{}")
+        assert (raised.value.server_name, raised.value.code) == ("local", -32602)
+        # Through the loop: a protocol error reaches the caller, not the model.
+        model = ScriptedModel([tool_call("ghost"), "unreachable"])
+        with pytest.raises(McpServerError, match="ghost"):
+            await ChatClient(model, tools=[ghost]).prompt().user("go").acall()
+
+
+def test_tools_needing_approval_are_not_served_unless_allowed() -> None:
+    @tool(requires_approval=True)
+    def delete_everything() -> str:
+        """Dangerous."""
+        return "gone"
+
+    with pytest.raises(ValueError, match="delete_everything require human approval"):
+        mcp_server(greet, delete_everything)
+    assert mcp_server(delete_everything, allow_approval_tools=True).name == "tooluse"
+    with pytest.raises(ValueError, match="at least one tool"):
+        mcp_server()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_colliding_names_across_servers(mode: str) -> None:
+    servers = [
+        InProcessServer(numbers_server("a"), mode=mode),
+        InProcessServer(numbers_server("b"), mode=mode),
+    ]
+    async with McpToolProvider(*servers) as provider:
+        assert names(provider) == ["one", "two", "nap", "alt_1_one", "alt_2_two", "alt_3_nap"]
+        assert await by_name(provider, "alt_1_one").acall("{}") == "b:one"
+        await provider.refresh()
+        assert names(provider)[3:] == ["alt_1_one", "alt_2_two", "alt_3_nap"]
+    async with McpToolProvider(*servers, naming="prefix") as provider:
+        assert names(provider) == ["a_one", "a_two", "a_nap", "b_one", "b_two", "b_nap"]
+    with pytest.raises(ValueError, match=r"Multiple MCP tools with the same name \(one, two, nap"):
+        await McpToolProvider(*servers, naming="none").aconnect()
+
+
+async def test_include_exclude_and_filter(caplog: pytest.LogCaptureFixture) -> None:
+    a = InProcessServer(numbers_server("a"), include=["one", "nap", "typo"])
+    b = InProcessServer(numbers_server("b"), exclude=["one"])
+    with caplog.at_level(logging.WARNING, logger="tooluse.mcp"):
+        provider = McpToolProvider(
+            a, b, tool_filter=lambda server, t: not (server == "b" and t.name == "nap")
+        )
+        async with provider:
+            assert names(provider) == ["one", "nap", "two"]
+    assert "MCP server 'a' has no tools named typo" in caplog.text
+
+
+async def test_a_call_that_takes_too_long_is_reported_not_waited_for() -> None:
+    provider = McpToolProvider(InProcessServer(numbers_server("slow")), call_timeout=0.2)
+    async with provider:
+        with pytest.raises(McpServerError, match="'slow' did not answer tools/call 'nap' within"):
+            await by_name(provider, "nap").acall('{"seconds": 5}')
+        assert await by_name(provider, "nap").acall('{"seconds": 0}') == "awake"
+
+
+def test_sync_use_runs_on_the_thread_s_own_loop() -> None:
+    with McpToolProvider(InProcessServer(numbers_server("sync"))) as provider:
+        assert by_name(provider, "one").call("") == "sync:one"
+        model = ScriptedModel([tool_call("two"), "done"])
+        client = ChatClient(model, tools=[provider])
+        assert client.prompt().user("two?").call().content() == "done"
+        assert model.requests[1].messages[-1].responses[0].data == "sync:two"
+        one = by_name(provider, "one")
+    assert provider.connections[0].state == "closed"
+    with pytest.raises(McpServerError, match=r"'sync' is not connected \(closed\)"):
+        one.call("")
+
+
+# -- failing to connect ------------------------------------------------------------------------
+
+
+async def test_a_command_that_does_not_exist_is_named() -> None:
+    provider = McpToolProvider(StdioServer("no-such-mcp-server-command-x", name="ghost"))
+    with pytest.raises(McpServerError, match="'ghost': could not start 'no-such-mcp-server"):
+        await provider.aconnect()
+
+
+async def test_a_server_that_exits_at_once_is_reported() -> None:
+    provider = McpToolProvider(
+        StdioServer(sys.executable, ["-c", "import sys; sys.exit(3)"], name="quitter"),
+        StdioServer(sys.executable, ["-c", "pass"], name="other"),
+    )
+    with pytest.raises(McpServerError) as raised:
+        await provider.aconnect()
+    message = str(raised.value)
+    assert "'quitter' closed the connection during the handshake" in message
+    assert "'other' closed the connection during the handshake" in message
+    assert raised.value.server_name == "quitter, other"
+
+
+async def test_a_server_that_never_answers_times_out() -> None:
+    silent = StdioServer(sys.executable, ["-c", "import sys; sys.stdin.read()"], name="silent")
+    provider = McpToolProvider(silent, connect_timeout=0.5)
+    with pytest.raises(McpServerError, match="'silent' did not complete the connection"):
+        await provider.aconnect()
+    assert provider.connections[0].state == "closed"
+
+
+# -- the command line (argument errors; the real runs are in test_mcp_servers.py) ----------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["mcp", "serve", "no_colon"], "expected MODULE:ATTR"),
+        (["mcp", "serve", "tests/mcp_servers/tooluse_tools.py:missing"], "has no attribute"),
+        (["mcp", "serve", "no_such_module_xyz:tools"], "No module named"),
+        (["mcp", "tools"], "either a server command after `--` or --url"),
+        (["mcp", "tools", "--url", "http://x/mcp", "--", "cmd"], "either a server command"),
+        (["mcp", "tools", "--url", "http://x/mcp", "--header", "oops"], "NAME:VALUE"),
+    ],
+)
+def test_cli_argument_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main(argv)
+    assert status in (1, 2)
+    assert message in capsys.readouterr().err
