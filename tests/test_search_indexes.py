@@ -364,3 +364,41 @@ def test_hybrid_with_the_bundled_model_on_chinese_and_english_tools() -> None:
     assert search(index, "write to my colleague", max_results=1) == ["send_email"]
     scores = index.search(ToolSearchRequest("s", "email")).tool_references
     assert all(np.isfinite(r.relevance_score or 0.0) for r in scores)
+
+
+def _reference_regex_scores(tools: list[ToolReference], query: str) -> dict[str, float]:
+    """Spring's scoring, tool by tool with the regular expression: the definition."""
+    pattern = re.compile(query_to_pattern(query, cjk="bigram"))
+    scores: dict[str, float] = {}
+    for tool in tools:
+        score = 0.0
+        for text, per_match, bonus in ((tool.tool_name, 2.0, 1.0), (tool.summary, 1.0, 0.5)):
+            found = [m.start() for m in pattern.finditer(text)]
+            if found:
+                score += per_match * len(found) + bonus / (1.0 + 0.1 * found[0])
+        if score > 0:
+            scores[tool.tool_name] = score
+    return scores
+
+
+_WORDS = st.sampled_from(["get", "weather", "getweather", "aa", "a", "Ab", "天气", "İx", "ß"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    descriptions=st.lists(st.lists(_WORDS, max_size=6).map(" ".join), min_size=1, max_size=6),
+    query=st.lists(_WORDS, min_size=1, max_size=4).map(" ".join),
+)
+def test_regex_fast_matching_equals_the_regular_expression(
+    descriptions: list[str], query: str
+) -> None:
+    tools = [
+        ToolReference(f"{d.split(' ')[0] or 'x'}Tool{i}", None, d)
+        for i, d in enumerate(descriptions)
+    ]
+    index = RegexToolIndex(cjk="bigram")
+    index.index_tools("s", tools)
+    found = index.search(ToolSearchRequest("s", query, max_results=50)).tool_references
+    assert {r.tool_name: r.relevance_score for r in found} == pytest.approx(
+        _reference_regex_scores(tools, query)
+    )

@@ -6,7 +6,6 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from tooluse.search._text import split_identifier
 from tooluse.search._types import ToolReference
 
 __all__ = ["ToolDocument", "parameter_texts", "tool_document"]
@@ -36,23 +35,15 @@ def _walk(schema: Any, depth: int) -> Iterator[tuple[str, str]]:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ToolDocument:
-    """A tool's searchable text, by field."""
+    """A tool's searchable text, by field (identifiers as written; tokenisers split them)."""
 
-    name: str  # the identifier split into words: "get weather"
+    name: str
     description: str
     parameters: str  # "name description" of each parameter, one per line
-
-    def joined(self) -> str:
-        return "\n".join(part for part in (self.name, self.description, self.parameters) if part)
 
 
 def tool_document(reference: ToolReference) -> ToolDocument:
     parameters = "\n".join(
-        f"{' '.join(split_identifier(name))} {description}".strip()
-        for name, description in parameter_texts(reference.parameters)
+        f"{name} {description}" for name, description in parameter_texts(reference.parameters)
     )
-    return ToolDocument(
-        name=" ".join(split_identifier(reference.tool_name)),
-        description=reference.summary,
-        parameters=parameters,
-    )
+    return ToolDocument(reference.tool_name, reference.summary, parameters)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import functools
 import logging
 import re
 from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
 
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
 from tooluse.search._text import CjkMode, contains_cjk, split_identifier, words
@@ -87,32 +89,92 @@ def _alternation(tokens: list[str]) -> str:
 
 
 class _Field:
-    """One field of every tool. ``candidates`` finds the tools whose lower-cased text contains
-    a token with ``str.find`` (fast, C); only those are matched with the regular expression."""
+    """One field of every tool, lower-cased and joined, so a query is a few ``str.find`` scans
+    (C speed) instead of a regular expression run per tool.
 
-    __slots__ = ("_lowered", "_starts", "texts")
+    The result is the regex's: matches are found per token, then resolved like the
+    alternation does (leftmost first; at one position the earlier token wins; no overlaps).
+    Texts whose lower-casing changes their length (a few exotic characters) are matched with
+    the regular expression itself.
+    """
+
+    __slots__ = ("_blob", "_irregular", "_starts", "texts")
 
     def __init__(self, texts: Sequence[str]) -> None:
         self.texts = list(texts)
-        lowered = [text.lower().replace("\n", " ") for text in texts]
-        self._starts, position = [], 0
-        for text in lowered:
-            self._starts.append(position)
-            position += len(text) + 1
-        self._starts.append(position)
-        self._lowered = "\n".join(lowered)
+        lowered, self._irregular = [], []
+        for position, text in enumerate(self.texts):
+            low = text.lower()
+            if len(low) != len(text):
+                self._irregular.append(position)
+                low = " " * len(text)
+            lowered.append(low.replace("\n", " "))  # a token never spans two tools
+        self._starts = np.cumsum([0] + [len(text) + 1 for text in lowered])
+        self._blob = "\n".join(lowered)
 
-    def candidates(self, tokens: Sequence[str], into: set[int]) -> None:
-        blob, starts = self._lowered, self._starts
-        for token in tokens:
-            position = blob.find(token)
-            while position >= 0:
-                tool = bisect.bisect_right(starts, position) - 1
-                into.add(tool)
-                position = blob.find(token, starts[tool + 1])
+    def matches(
+        self, tokens: Sequence[str], pattern: re.Pattern[str]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(tools, number of matches, offset of the first match), for the tools that match."""
+        blob = self._blob
+        positions: list[int] = []
+        orders: list[int] = []
+        lengths: list[int] = []
+        for order, token in enumerate(tokens):
+            found = blob.find(token)
+            while found >= 0:  # overlapping occurrences too: the resolution needs them
+                positions.append(found)
+                orders.append(order)
+                lengths.append(len(token))
+                found = blob.find(token, found + 1)
+        tools, counts, firsts = self._resolve(
+            np.array(positions, dtype=np.int64),
+            np.array(orders, dtype=np.int64),
+            np.array(lengths, dtype=np.int64),
+        )
+        if not self._irregular:
+            return tools, counts, firsts
+        extra = [(t, *_regex_matches(pattern, self.texts[t])) for t in self._irregular]
+        extra = [item for item in extra if item[1]]
+        return (
+            np.concatenate([tools, np.array([e[0] for e in extra], dtype=np.int64)]),
+            np.concatenate([counts, np.array([e[1] for e in extra], dtype=np.int64)]),
+            np.concatenate([firsts, np.array([e[2] for e in extra], dtype=np.int64)]),
+        )
+
+    def _resolve(
+        self,
+        positions: npt.NDArray[np.int64],
+        orders: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        empty = np.empty(0, dtype=np.int64)
+        if positions.size == 0:
+            return empty, empty, empty
+        order = np.lexsort((orders, positions))
+        positions, lengths = positions[order], lengths[order]
+        tools = np.searchsorted(self._starts, positions, side="right") - 1
+        ends = positions + lengths
+        # An occurrence that starts before an earlier one (same tool) ends is not a match of
+        # its own; only tools with such overlaps need the sequential leftmost-first walk.
+        previous_end = np.maximum.accumulate(np.where(tools[:-1] == tools[1:], ends[:-1], 0))
+        overlapping = np.zeros(positions.size, dtype=bool)
+        overlapping[1:] = (positions[1:] < previous_end) & (tools[1:] == tools[:-1])
+        taken = ~overlapping
+        for tool in np.unique(tools[overlapping]):
+            members = np.flatnonzero(tools == tool)
+            cursor = -1
+            for index in members:
+                taken[index] = positions[index] >= cursor
+                if taken[index]:
+                    cursor = ends[index]
+        unique_tools, first_index = np.unique(tools, return_index=True)
+        counts = np.bincount(tools[taken], minlength=int(unique_tools.max()) + 1)[unique_tools]
+        firsts = positions[first_index] - self._starts[unique_tools]
+        return unique_tools, counts, firsts
 
 
-def _matches(pattern: re.Pattern[str], text: str) -> tuple[int, int]:
+def _regex_matches(pattern: re.Pattern[str], text: str) -> tuple[int, int]:
     """(number of non-overlapping matches, offset of the first) of ``pattern`` in ``text``."""
     count, first = 0, -1
     for match in pattern.finditer(text):
@@ -171,24 +233,24 @@ class RegexToolIndex(SessionToolIndex[_RegexSnapshot]):
         pattern = _compiled(_alternation(tokens) if tokens else MATCH_ALL)
         if pattern is None:
             return []
-        candidates: set[int] = set()
-        if tokens:
-            snapshot.names.candidates(tokens, candidates)
-            snapshot.descriptions.candidates(tokens, candidates)
-        else:
-            candidates.update(range(len(snapshot.names.texts)))
+        size = len(snapshot.names.texts)
+        scores = np.zeros(size, dtype=np.float64)
+        for field, (per_match, bonus) in (
+            (snapshot.names, (2.0, 1.0)),
+            (snapshot.descriptions, (1.0, 0.5)),
+        ):
+            if tokens:
+                tools, counts, firsts = field.matches(tokens, pattern)
+            else:  # ".*": every text matches; rare enough for the regex itself
+                found = [_regex_matches(pattern, text) for text in field.texts]
+                tools = np.arange(size, dtype=np.int64)
+                counts = np.array([count for count, _ in found], dtype=np.int64)
+                firsts = np.array([first for _, first in found], dtype=np.int64)
+            scores[tools] += per_match * counts + bonus / (1.0 + 0.1 * firsts)
         if allowed is not None:
-            candidates &= allowed
-        scored: list[tuple[int, float]] = []
-        for position in candidates:
-            score = 0.0
-            count, first = _matches(pattern, snapshot.names.texts[position])
-            if count:
-                score += 2.0 * count + 1.0 / (1.0 + 0.1 * first)
-            count, first = _matches(pattern, snapshot.descriptions.texts[position])
-            if count:
-                score += count + 0.5 / (1.0 + 0.1 * first)
-            if score > 0:
-                scored.append((position, score))
-        scored.sort(key=lambda item: (-item[1], item[0]))
-        return scored[:limit]
+            mask = np.zeros(size, dtype=bool)
+            mask[list(allowed)] = True
+            scores[~mask] = 0.0
+        matched = np.flatnonzero(scores > 0)
+        ranked = sorted(matched.tolist(), key=lambda position: (-scores[position], position))
+        return [(position, float(scores[position])) for position in ranked[:limit]]

