@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator, Sequence
 
 from tooluse.advisors import (
     HIGHEST_PRECEDENCE,
-    LOWEST_PRECEDENCE,
     AdvisorChain,
+    BaseAdvisor,
     ChatClientRequest,
     ChatClientResponse,
 )
@@ -29,7 +29,7 @@ INSIDE_TOOL_LOOP_ORDER = HIGHEST_PRECEDENCE + 400
 """Inside the tool loop: memory sees, and stores, every round's tool calls and results."""
 
 
-class MessageChatMemoryAdvisor:
+class MessageChatMemoryAdvisor(BaseAdvisor):
     """Adds a conversation's memory to each request and stores the new messages after it.
 
     The conversation id comes from the request context key :data:`CONVERSATION_ID` and is
@@ -68,24 +68,10 @@ class MessageChatMemoryAdvisor:
     ) -> None:
         if order is None:
             order = INSIDE_TOOL_LOOP_ORDER if inside_tool_loop else DEFAULT_ORDER
-        if not HIGHEST_PRECEDENCE < order < LOWEST_PRECEDENCE:
-            raise ValueError(
-                f"order must be strictly between HIGHEST_PRECEDENCE and LOWEST_PRECEDENCE, "
-                f"got {order}"
-            )
+        super().__init__(name=name, order=order)
         self._memory = memory
         self._inside_tool_loop = inside_tool_loop
         self._read_only = read_only
-        self._order = order
-        self._name = name
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def order(self) -> int:
-        return self._order
 
     @property
     def memory(self) -> ChatMemory:

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 from tooluse.advisors import (
     HIGHEST_PRECEDENCE,
-    LOWEST_PRECEDENCE,
     AdvisorChain,
+    BaseAdvisor,
     ChatClientRequest,
     ChatClientResponse,
 )
@@ -27,7 +27,7 @@ DEFAULT_ORDER = HIGHEST_PRECEDENCE + 250
 once per tool round (Spring's default order 0 puts it inside the loop)."""
 
 
-class RetrievalAugmentationAdvisor:
+class RetrievalAugmentationAdvisor(BaseAdvisor):
     """Retrieves documents for the prompt's last user message and rewrites that message with
     the augmenter (by default :class:`ContextualQueryAugmenter`).
 
@@ -45,23 +45,9 @@ class RetrievalAugmentationAdvisor:
         order: int = DEFAULT_ORDER,
         name: str = "RetrievalAugmentationAdvisor",
     ) -> None:
-        if not HIGHEST_PRECEDENCE < order < LOWEST_PRECEDENCE:
-            raise ValueError(
-                f"order must be strictly between HIGHEST_PRECEDENCE and LOWEST_PRECEDENCE, "
-                f"got {order}"
-            )
+        super().__init__(name=name, order=order)
         self._retriever = retriever
         self._augmenter = augmenter if augmenter is not None else ContextualQueryAugmenter()
-        self._order = order
-        self._name = name
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def order(self) -> int:
-        return self._order
 
     async def advise_call(
         self, request: ChatClientRequest, chain: AdvisorChain
