@@ -3,27 +3,22 @@
 from __future__ import annotations
 
 import pytest
-from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-
-@pytest.fixture(scope="session")
-def span_store() -> InMemorySpanExporter:
-    """Records every finished span (the global tracer provider can be set only once per
-    process, so one SDK provider and one recorder serve the whole session)."""
-    provider = trace.get_tracer_provider()
-    if not isinstance(provider, TracerProvider):
-        provider = TracerProvider()
-        trace.set_tracer_provider(provider)
-    memory = InMemorySpanExporter()
-    provider.add_span_processor(SimpleSpanProcessor(memory))
-    return memory
+from tooluse import _tracing
 
 
 @pytest.fixture
-def exporter(span_store: InMemorySpanExporter) -> InMemorySpanExporter:
-    """The span recorder, emptied for this test."""
-    span_store.clear()
-    return span_store
+def exporter(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
+    """Records the spans tooluse starts during this test.
+
+    Only tooluse's tracer is swapped for one of a private SDK provider: setting the global
+    tracer provider would make every later test (and library) in the process trace too.
+    """
+    provider = TracerProvider()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    monkeypatch.setattr(_tracing, "_tracer", provider.get_tracer("tooluse"))
+    return memory

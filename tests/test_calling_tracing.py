@@ -24,8 +24,8 @@ def tool_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
 
 
 async def test_one_span_per_execution_with_genai_attributes(exporter: InMemorySpanExporter) -> None:
-    tracer = trace.get_tracer("test")
-    with tracer.start_as_current_span("turn") as parent:
+    assert tracing._tracer is not None  # the recording tracer the fixture installed
+    with tracing._tracer.start_as_current_span("turn") as parent:
         await ToolCallingManager().aexecute_tool_calls(
             prompt_with([FakeTool("weather"), FakeTool("time")]),
             tool_calls_response(("weather", ""), ("time", ""), ("nope", "")),

@@ -3,9 +3,12 @@ merged, usage is stamped, and the stream never ends while tool calls are pending
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from _loop_tools import HookRecorder, RecordingTool
 from tooluse import (
@@ -237,3 +240,48 @@ async def test_calls_a_checker_leaves_unexecuted_reach_the_stream_whole() -> Non
     )
     merged = stream.chat_response().generations[0].message
     assert merged.text == "Calling." and len(merged.tool_calls) == 1
+
+
+round_calls = st.lists(
+    st.fixed_dictionaries({"q": st.text(max_size=12), "n": st.integers()}), min_size=1, max_size=3
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rounds=st.lists(round_calls, min_size=1, max_size=3),
+    answer=st.text(min_size=1, max_size=40),
+    chunk_size=st.integers(min_value=1, max_value=12),
+)
+def test_a_stream_runs_the_same_loop_as_a_call(
+    rounds: list[list[dict[str, Any]]], answer: str, chunk_size: int
+) -> None:
+    """Whatever the chunking, streaming runs the same tool calls with the same arguments,
+    hides every tool-call chunk, and ends with the same answer and usage as a call."""
+
+    def script() -> list[Any]:
+        steps: list[Any] = [
+            chat_response(
+                tool_calls=[tool_call("t", arguments) for arguments in calls],
+                usage=usage(1, 1, 2),
+            )
+            for calls in rounds
+        ]
+        return [*steps, chat_response(answer, usage=usage(3, 4, 7))]
+
+    called = RecordingTool("t")
+    called_answer = ChatClient(ScriptedModel(script()), tools=[called]).prompt("go").call()
+    streamed = RecordingTool("t")
+    model = ScriptedModel(script(), chunk_size=chunk_size)
+    stream = ChatClient(model, tools=[streamed]).prompt("go").stream()
+    chunks = asyncio.run(chunks_of(stream))
+
+    assert (
+        [a for a, _ in streamed.calls]
+        == [a for a, _ in called.calls]
+        == [arguments for calls in rounds for arguments in calls]
+    )
+    assert not any(chunk.has_tool_calls() for chunk in chunks)
+    assert "".join(chunk.text for chunk in chunks) == called_answer.content() == answer
+    total = usage(len(rounds) + 3, len(rounds) + 4, 2 * len(rounds) + 7)
+    assert stream.chat_response().usage == called_answer.chat_response().usage == total

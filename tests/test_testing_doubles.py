@@ -85,6 +85,24 @@ def test_scripted_model_short_forms_fill_in_call_ids() -> None:
     assert (three.message.text, three.finish_reason) == ("done", "stop")
 
 
+async def test_calls_without_ids_inside_a_chat_response_get_ids_so_they_stream_apart() -> None:
+    response = ChatResponse(
+        generations=(
+            chat_response(tool_calls=[tool_call("a"), tool_call("b", id="mine")]).generations[0],
+            chat_response(tool_calls=[tool_call("c")]).generations[0],
+        )
+    )
+    model = ScriptedModel([response, response], chunk_size=1)
+    called = model.call(prompt())
+    ids = [[c.id for c in g.message.tool_calls] for g in called.generations]
+    assert ids == [["call_0_0", "mine"], ["call_0_2"]]
+    streamed = merge_chunks(await collect(model.stream(prompt())))
+    names = [[(c.id, c.name) for c in g.message.tool_calls] for g in streamed.generations]
+    assert names == [[("call_1_0", "a"), ("mine", "b")], [("call_1_2", "c")]]
+    complete = chat_response(tool_calls=[tool_call("x", id="x1")])
+    assert ScriptedModel([complete]).call(prompt()) is complete  # nothing to fill: as given
+
+
 @pytest.mark.parametrize(
     ("item", "message"),
     [

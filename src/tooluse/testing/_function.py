@@ -44,8 +44,14 @@ class FunctionModel(RecordingModel):
         self.fn = fn
         self.stream_fn = stream_fn
 
-    def _record(self, item: ResponseLike, index: int) -> ChatResponse:
-        response = as_chat_response(item, request_index=index)
+    def _record(self, item: ResponseLike, index: int, *, chunk: bool = False) -> ChatResponse:
+        # A chunk is passed on as given: its empty call ids are the fragment rule's
+        # "continues the previous call", not ids to fill in.
+        response = (
+            item
+            if chunk and isinstance(item, ChatResponse)
+            else as_chat_response(item, request_index=index)
+        )
         self.responses.append(response)
         return response
 
@@ -75,7 +81,7 @@ class FunctionModel(RecordingModel):
         chunks = self.stream_fn(prompt)
         if isinstance(chunks, AsyncIterable):
             async for item in chunks:
-                yield self._record(item, index)
+                yield self._record(item, index, chunk=True)
         else:
             for item in chunks:
-                yield self._record(item, index)
+                yield self._record(item, index, chunk=True)

@@ -63,10 +63,11 @@ _WRONG_TYPE = (
 
 
 def as_chat_response(item: ResponseLike, *, request_index: int) -> ChatResponse:
-    """The response a short form stands for; tool calls without an id get
-    ``call_<request_index>_<position>``."""
+    """The response a short form stands for. Tool calls without an id, also inside a given
+    ``ChatResponse``, get ``call_<request_index>_<position>``: a streamed call needs its id
+    (a fragment with an empty id continues the previous call)."""
     if isinstance(item, ChatResponse):
-        return item
+        return _with_call_ids(item, request_index)
     if isinstance(item, str):
         return chat_response(item)
     if isinstance(item, ToolCall):
@@ -77,11 +78,26 @@ def as_chat_response(item: ResponseLike, *, request_index: int) -> ChatResponse:
         raise TypeError(_WRONG_TYPE + f"got a {type(item).__name__}: {item!r}")
     if not calls:
         raise ValueError("An empty sequence is not a response; give a text or tool calls")
-    filled = []
-    for position, call in enumerate(calls):
+    checked: list[ToolCall] = []
+    for call in calls:
         if not isinstance(call, ToolCall):
             raise TypeError(_WRONG_TYPE + f"the sequence holds a {type(call).__name__}: {call!r}")
-        if not call.id:
-            call = call.model_copy(update={"id": f"call_{request_index}_{position}"})
-        filled.append(call)
-    return chat_response(tool_calls=filled)
+        checked.append(call)
+    return _with_call_ids(chat_response(tool_calls=checked), request_index)
+
+
+def _with_call_ids(response: ChatResponse, request_index: int) -> ChatResponse:
+    if all(call.id for g in response.generations for call in g.message.tool_calls):
+        return response
+    position = 0
+    generations = []
+    for generation in response.generations:
+        calls = []
+        for call in generation.message.tool_calls:
+            if not call.id:
+                call = call.model_copy(update={"id": f"call_{request_index}_{position}"})
+            calls.append(call)
+            position += 1
+        message = generation.message.model_copy(update={"tool_calls": tuple(calls)})
+        generations.append(generation.model_copy(update={"message": message}))
+    return response.model_copy(update={"generations": tuple(generations)})
