@@ -211,9 +211,8 @@ def scale(sizes: Sequence[int], indexes: Sequence[str], queries: int, cold: bool
             references, aliases = catalogue(size, tools)
             for kind in indexes:
                 embeds = kind in ("vector", "hybrid")
-                disk_path = (
-                    Path(scratch) / f"{size}.sqlite3" if cold else CACHE / "embeddings.sqlite3"
-                )
+                scratch_path = Path(scratch) / f"{size}-{kind}.sqlite3"  # empty: cold
+                disk_path = scratch_path if cold else CACHE / "embeddings.sqlite3"
 
                 def fresh_model(
                     path: Path = disk_path, aliases: dict[str, str] = aliases
