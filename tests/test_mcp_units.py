@@ -423,3 +423,8 @@ def test_cli_argument_errors(
     status = main(argv)
     assert status in (1, 2)
     assert message in capsys.readouterr().err
+
+
+def test_cli_reports_a_stdio_server_that_fails(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mcp", "tools", "--", sys.executable, "-c", "pass"]) == 1
+    assert "closed the connection during the handshake" in capsys.readouterr().err

@@ -22,9 +22,10 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, TextIO, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -209,7 +210,7 @@ class McpConnection:
         }
         async with contextlib.AsyncExitStack() as stack:
             if isinstance(server, StdioServer):
-                transport = stdio_client(server.sdk_target(), errlog=server.errlog or sys.stderr)
+                transport = stdio_client(server.sdk_target(), errlog=_errlog(server.errlog))
                 client = Client(transport, **options)
             elif isinstance(server, HttpServer):
                 http = await stack.enter_async_context(
@@ -309,15 +310,15 @@ class McpConnection:
                 )
                 await anyio.sleep(_RELISTEN_DELAY)
             except MCPError as exc:
-                if not started:
-                    raise
                 if exc.code != CONNECTION_CLOSED:
                     logger.warning(
-                        "MCP server '%s' refused to reopen its change stream (%s); tool-list "
-                        "changes will not be seen",
+                        "MCP server '%s' refused a change stream (%s); tool-list changes will "
+                        "not be seen",
                         self.name,
                         exc,
                     )
+                if not started:  # the session works without it
+                    task_status.started()
                 return
 
     async def _on_message(self, message: ServerNotification | Exception) -> None:
@@ -487,3 +488,18 @@ class McpConnection:
         if owner is not None and owner.is_closed():
             return
         await asyncio.wrap_future(self._finished)
+
+
+def _errlog(chosen: TextIO | None) -> TextIO:
+    """Where a stdio server's stderr goes: the chosen stream, else this process's stderr. The
+    subprocess needs a real file descriptor; when ``sys.stderr`` has none (a notebook, a
+    captured test) the original stderr is used, and failing that, nowhere."""
+    for stream in (chosen, sys.stderr, sys.__stderr__):
+        if stream is None:
+            continue
+        try:
+            stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            continue
+        return stream
+    return cast(TextIO, subprocess.DEVNULL)  # the subprocess API takes DEVNULL where a file goes

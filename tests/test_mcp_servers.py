@@ -1,0 +1,366 @@
+"""MCP against real servers in their own processes: the SDK's ``MCPServer`` over stdio (both
+protocol eras), ``tooluse mcp serve`` over stdio and streamable HTTP on 127.0.0.1, and the
+PyPI package ``mcp-server-time``.
+
+Starting a Python MCP server costs seconds (the SDK's import), so every server is started
+once for the module, all at the same time, and each test waits only for the ones it uses.
+Tests that change a server (its tool list, or killing it) have servers of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from mcp.types import Tool
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+
+from mcp_servers import tooluse_tools
+from tooluse import ChatClient, ToolContext, ToolExecutionException, tool_callbacks
+from tooluse.cli import main
+from tooluse.mcp import (
+    MCP_META_KEY,
+    HttpServer,
+    McpServerError,
+    McpToolCallback,
+    McpToolProvider,
+    StdioServer,
+    tool_context_to_meta,
+)
+from tooluse.messages import ToolResponseMessage
+from tooluse.schema import ensure_valid_input_schema
+from tooluse.testing import ScriptedModel, tool_call
+from tooluse.tools import convert_result
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+SERVERS = Path(__file__).parent / "mcp_servers"
+SDK_SERVER = str(SERVERS / "sdk_server.py")
+TOOLUSE_TOOLS = f"{SERVERS / 'tooluse_tools.py'}:tools"
+SDK_TOOLS = [
+    "echo", "add", "pixel", "mixed", "structured", "fail", "crash", "sleep", "counter", "meta",
+    "add_tool", "remove_tool",
+]  # fmt: skip
+TIME_SERVER = [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"]
+
+
+def sdk_server(name: str, mode: str = "auto") -> StdioServer:
+    return StdioServer(sys.executable, [SDK_SERVER], name=name, mode=mode)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class Servers:
+    """The module's servers, connecting in the background; ``await servers.get(key)``."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self._providers: dict[str, McpToolProvider] = {}
+        self._starts: dict[str, asyncio.Task[McpToolProvider]] = {}
+        self.http_process: asyncio.subprocess.Process | None = None
+
+    def start(
+        self, key: str, provider: McpToolProvider, before: Callable[[], Awaitable[None]]
+    ) -> None:
+        async def connect() -> McpToolProvider:
+            await before()
+            return await provider.aconnect()
+
+        self._providers[key] = provider
+        self._starts[key] = asyncio.ensure_future(connect())
+
+    async def get(self, key: str) -> McpToolProvider:
+        return await self._starts[key]
+
+    async def start_http_server(self) -> None:
+        self.http_process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tooluse.cli", "mcp", "serve", TOOLUSE_TOOLS,
+            "--http", str(self.port), "--name", "weather-http",
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.http_process.returncode is not None:
+                raise RuntimeError(f"the HTTP server exited ({self.http_process.returncode})")
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            return
+        raise RuntimeError("the HTTP server did not start listening")
+
+    async def close(self) -> None:
+        for task in self._starts.values():
+            task.cancel()
+        await asyncio.gather(*self._starts.values(), return_exceptions=True)
+        await asyncio.gather(*(p.aclose() for p in self._providers.values()))
+        if self.http_process is not None and self.http_process.returncode is None:
+            self.http_process.terminate()
+            await self.http_process.wait()
+
+
+async def nothing() -> None:
+    return None
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def servers() -> AsyncIterator[Servers]:
+    servers = Servers()
+    servers.start("sdk", McpToolProvider(sdk_server("sdk")), nothing)
+    servers.start(
+        "pair", McpToolProvider(sdk_server("modern"), sdk_server("legacy", "legacy")), nothing
+    )
+    servers.start("doomed", McpToolProvider(sdk_server("doomed", "legacy")), nothing)
+    weather = StdioServer(
+        sys.executable, ["-m", "tooluse.cli", "mcp", "serve", TOOLUSE_TOOLS], name="weather"
+    )
+    servers.start("weather", McpToolProvider(weather), nothing)
+    http = HttpServer(servers.url, name="weather-http", headers={"X-Test": "1"})
+    servers.start("http", McpToolProvider(http), servers.start_http_server)
+    time_server = StdioServer(TIME_SERVER[0], TIME_SERVER[1:], name="time")
+    servers.start("time", McpToolProvider(time_server), nothing)
+    yield servers
+    await servers.close()
+
+
+def tools_of(provider: McpToolProvider) -> dict[str, McpToolCallback]:
+    return {callback.definition.name: callback for callback in provider.tool_callbacks()}
+
+
+async def eventually(condition: Callable[[], bool], what: str, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting until {what}")
+        await asyncio.sleep(0.02)
+
+
+# -- the SDK's server over stdio -----------------------------------------------------------------
+
+
+async def test_the_tools_are_listed_with_repaired_schemas(servers: Servers) -> None:
+    provider = await servers.get("sdk")
+    tools = tools_of(provider)
+    assert list(tools) == SDK_TOOLS
+    echo = tools["echo"]
+    assert echo.definition.description == "Echo the text back."
+    assert echo.definition.input_schema == ensure_valid_input_schema(echo.tool.input_schema)
+    assert echo.definition.input_schema["required"] == ["text"]
+    assert (echo.server_name, echo.original_name) == ("sdk", "echo")
+    assert provider.connections[0].protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+async def test_results_are_text_for_the_model(servers: Servers) -> None:
+    tools = tools_of(await servers.get("sdk"))
+    assert await tools["echo"].acall('{"text": "héllo\\nthere"}') == "héllo\nthere"
+    assert await tools["add"].acall('{"a": 2, "b": 3}') == "5"
+    assert json.loads(await tools["pixel"].acall("")) == {
+        "mimeType": "image/png",
+        "data": json.loads(await tools["mixed"].acall("null"))[1]["data"],
+    }
+    mixed = json.loads(await tools["mixed"].acall("{}"))
+    assert mixed[0] == "first"
+    assert mixed[2:] == [
+        {"uri": "file:///a.txt", "mimeType": "text/plain", "text": "A"},
+        {"type": "resource_link", "uri": "file:///b.txt", "name": "b"},
+    ]
+    assert json.loads(await tools["structured"].acall("{}")) == {"temperature": 21.5}
+
+
+async def test_an_is_error_result_is_an_error_for_the_model(servers: Servers) -> None:
+    tools = tools_of(await servers.get("sdk"))
+    with pytest.raises(ToolExecutionException, match="boom") as raised:
+        await tools["fail"].acall('{"message": "boom"}')
+    assert raised.value.tool_name == "fail"
+    with pytest.raises(ToolExecutionException, match="Invalid arguments for tool 'echo'"):
+        await tools["echo"].acall("[1, 2]")
+    with pytest.raises(ToolExecutionException, match="Invalid arguments for tool 'echo'"):
+        await tools["echo"].acall("{not json")
+
+
+async def test_the_tool_context_is_sent_as_meta(servers: Servers) -> None:
+    tools = tools_of(await servers.get("sdk"))
+    context = ToolContext({"user": "u1", "n": 3, "_secret": "s", "live": object()})
+    assert json.loads(await tools["meta"].acall("{}", context)) == {"user": "u1", "n": 3}
+    assert json.loads(await tools["meta"].acall("{}")) == {}
+
+
+async def test_twenty_concurrent_calls_share_one_session(servers: Servers) -> None:
+    provider = await servers.get("sdk")
+    tools = tools_of(provider)
+    session = provider.connections[0]._client
+    before = int(await tools["counter"].acall(""))
+    started = time.perf_counter()
+    sleeps = [tools["sleep"].acall('{"seconds": 0.5}') for _ in range(10)]
+    echoes = [tools["echo"].acall(json.dumps({"text": f"call {i}"})) for i in range(10)]
+    results = await asyncio.gather(*(asyncio.create_task(call) for call in sleeps + echoes))
+    elapsed = time.perf_counter() - started
+    assert results == ["slept 0.5"] * 10 + [f"call {i}" for i in range(10)]
+    assert elapsed < 3.0, f"20 calls took {elapsed:.2f}s: they did not run concurrently"
+    # One server process counted all of them: one session, not one per call.
+    assert int(await tools["counter"].acall("")) - before == 20
+    assert provider.connections[0]._client is session
+
+
+async def test_sync_calls_from_another_thread(servers: Servers) -> None:
+    echo = tools_of(await servers.get("sdk"))["echo"]
+    assert await asyncio.to_thread(echo.call, '{"text": "from a thread"}') == "from a thread"
+    with pytest.raises(RuntimeError, match=r"use `await callback\.acall"):
+        echo.call('{"text": "inside the loop"}')
+
+
+async def test_the_list_changed_notice_refreshes_the_tools_in_both_eras(servers: Servers) -> None:
+    provider = await servers.get("pair")
+    modern, legacy = provider.connections
+    assert modern.protocol_version in MODERN_PROTOCOL_VERSIONS
+    assert legacy.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS
+    # Same tool names on both: the second server's get alt_<n>_ names.
+    alternatives = [f"alt_{i}_{name}" for i, name in enumerate(SDK_TOOLS, start=1)]
+    assert list(tools_of(provider)) == SDK_TOOLS + alternatives
+
+    await tools_of(provider)["add_tool"].acall('{"name": "fresh"}')  # on the modern server
+    await eventually(lambda: "fresh" in tools_of(provider), "the modern server's new tool shows")
+    assert await tools_of(provider)["fresh"].acall('{"text": "x"}') == "fresh:x"
+
+    await tools_of(provider)["alt_11_add_tool"].acall('{"name": "fresh"}')  # on the legacy one
+    await eventually(lambda: "alt_13_fresh" in tools_of(provider), "the legacy server's shows")
+    assert await tools_of(provider)["alt_13_fresh"].acall('{"text": "y"}') == "fresh:y"
+    assert list(tools_of(provider)) == [*SDK_TOOLS, "fresh", *alternatives, "alt_13_fresh"]
+
+    await tools_of(provider)["remove_tool"].acall('{"name": "fresh"}')
+    await eventually(lambda: "fresh" not in tools_of(provider), "the removal shows")
+    await tools_of(provider)["add_tool"].acall('{"name": "fresh"}')
+    await eventually(lambda: "fresh" in tools_of(provider), "the tool is back under its name")
+    assert "alt_13_fresh" in tools_of(provider)
+
+
+async def test_a_server_that_dies_mid_session_is_reported(servers: Servers) -> None:
+    provider = await servers.get("doomed")
+    tools = tools_of(provider)
+    assert await tools["echo"].acall('{"text": "alive"}') == "alive"
+    started = time.perf_counter()
+    with pytest.raises(McpServerError, match="'doomed' closed the connection during") as raised:
+        await tools["crash"].acall("{}")
+    assert (raised.value.server_name, raised.value.tool_name) == ("doomed", "crash")
+    assert time.perf_counter() - started < 5
+    with pytest.raises(McpServerError, match="the session has ended"):
+        await tools["echo"].acall('{"text": "anyone?"}')
+    await eventually(lambda: provider.connections[0].state == "failed", "the session ends")
+    # In the loop, a dead server reaches the caller; the model is not asked again.
+    model = ScriptedModel([tool_call("echo", {"text": "hi"}), "unreachable"])
+    with pytest.raises(McpServerError, match="'doomed'"):
+        await ChatClient(model, tools=[provider]).prompt().user("echo hi").acall()
+    assert len(model.requests) == 1
+
+
+# -- tooluse tools served over stdio and streamable HTTP -----------------------------------------
+
+
+@pytest.mark.parametrize("key", ["weather", "http"])
+async def test_served_tools_keep_their_definitions(servers: Servers, key: str) -> None:
+    served = tools_of(await servers.get(key))
+    local = tool_callbacks(tooluse_tools.tools)
+    assert [c.definition for c in served.values()] == [c.definition for c in local]
+
+
+@pytest.mark.parametrize("key", ["weather", "http"])
+async def test_served_tools_behave_as_local_ones(servers: Servers, key: str) -> None:
+    served = tools_of(await servers.get(key))
+    local = {c.definition.name: c for c in tool_callbacks(tooluse_tools.tools)}
+    arguments = '{"city": "Paris", "unit": "f"}'
+    assert await served["get_weather"].acall(arguments) == await local["get_weather"].acall(
+        arguments
+    )
+    assert await served["picture"].acall("") == convert_result(tooluse_tools.PICTURE)
+    with pytest.raises(ToolExecutionException, match="the weather service is down"):
+        await served["broken"].acall("")
+    with pytest.raises(ToolExecutionException, match="Invalid arguments for tool 'get_weather'"):
+        await served["get_weather"].acall('{"city": "Paris", "unit": "kelvin"}')
+    seen = json.loads(await served["whoami"].acall("{}", ToolContext({"user": "u2", "_x": 1})))
+    assert seen == {MCP_META_KEY: {"user": "u2"}}
+
+
+async def test_a_chat_client_loop_calls_an_mcp_tool(servers: Servers) -> None:
+    provider = await servers.get("weather")
+    model = ScriptedModel(
+        [tool_call("get_weather", {"city": "Paris"}), "It is 21 degrees in Paris."]
+    )
+    client = ChatClient(model, tools=[provider])
+    response = await client.prompt().user("Weather in Paris?").acall()
+    assert response.content() == "It is 21 degrees in Paris."
+    assert [t.definition.name for t in model.requests[0].options.tool_callbacks] == [
+        "get_weather", "whoami", "picture", "broken"
+    ]  # fmt: skip
+    results = model.requests[1].messages[-1]
+    assert isinstance(results, ToolResponseMessage)
+    assert json.loads(results.responses[0].data) == {
+        "city": "Paris",
+        "temperature": 21,
+        "unit": "c",
+    }
+
+
+async def test_a_chat_client_loop_hands_is_error_to_the_model(servers: Servers) -> None:
+    provider = await servers.get("weather")
+    model = ScriptedModel([tool_call("broken"), "Sorry, the service is down."])
+    response = await ChatClient(model, tools=[provider]).prompt().user("weather?").acall()
+    assert response.content() == "Sorry, the service is down."
+    results = model.requests[1].messages[-1]
+    assert isinstance(results, ToolResponseMessage)
+    assert results.responses[0].data == "the weather service is down"
+
+
+async def test_the_cli_lists_an_http_server_s_tools(
+    servers: Servers, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await servers.get("http")
+    argv = ["mcp", "tools", "--url", servers.url, "--header", "X-Test: 1"]
+    assert await asyncio.to_thread(main, [*argv, "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert [entry["name"] for entry in listing] == ["get_weather", "whoami", "picture", "broken"]
+    assert listing[0]["input_schema"]["properties"]["city"]["description"] == "The city"
+    assert await asyncio.to_thread(main, argv) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "get_weather\tCurrent weather in a city."
+
+
+# -- a real MCP server from PyPI: mcp-server-time ------------------------------------------------
+
+
+async def test_the_pypi_time_server(servers: Servers) -> None:
+    provider = await servers.get("time")
+    tools = tools_of(provider)
+    assert list(tools) == ["get_current_time", "convert_time"]
+    converted = json.loads(
+        await tools["convert_time"].acall(
+            '{"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}'
+        )
+    )
+    assert converted["target"]["datetime"][11:16] == "21:00"
+    assert converted["time_difference"] == "+9.0h"
+    now = json.loads(await tools["get_current_time"].acall('{"timezone": "UTC"}'))
+    assert now["timezone"] == "UTC"
+    with pytest.raises(ToolExecutionException, match="Invalid timezone"):
+        await tools["get_current_time"].acall('{"timezone": "Mars/Base"}')
+    # An unknown tool is a protocol error there (-32602): it propagates, naming the server.
+    ghost = McpToolCallback(
+        provider.connections[0],
+        Tool(name="ghost", input_schema={"type": "object"}),
+        name="ghost",
+        context_to_meta=tool_context_to_meta,
+    )
+    with pytest.raises(McpServerError, match="'time' rejected tools/call 'ghost'"):
+        await ghost.acall("{}")
