@@ -428,3 +428,32 @@ def test_cli_argument_errors(
 def test_cli_reports_a_stdio_server_that_fails(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mcp", "tools", "--", sys.executable, "-c", "pass"]) == 1
     assert "closed the connection during the handshake" in capsys.readouterr().err
+
+
+async def test_closing_cuts_off_calls_in_flight_without_waiting_for_them() -> None:
+    provider = McpToolProvider(InProcessServer(numbers_server("busy"), mode="legacy"))
+    await provider.aconnect()
+    nap = by_name(provider, "nap")
+    calls = [asyncio.create_task(nap.acall('{"seconds": 30}')) for _ in range(3)]
+    await asyncio.sleep(0.1)
+    await asyncio.wait_for(provider.aclose(), timeout=5)
+    for call in calls:
+        with pytest.raises(McpServerError, match="'busy': tools/call 'nap' was cut off by closing"):
+            await call
+    assert provider.connections[0].state == "closed"
+    assert provider.connections[0].failure is None
+
+
+async def test_refresh_lists_again_and_keeps_names() -> None:
+    server = numbers_server("growing")
+    async with McpToolProvider(InProcessServer(server)) as provider:
+        callbacks = provider.tool_callbacks()
+
+        @server.tool()
+        def three() -> str:
+            return "3"
+
+        assert provider.tool_callbacks() is callbacks  # nothing announced the change
+        await provider.refresh()
+        assert names(provider) == ["one", "two", "nap", "three"]
+        assert provider.tool_callbacks()[0] is callbacks[0]

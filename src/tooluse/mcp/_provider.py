@@ -215,10 +215,12 @@ class McpToolProvider:
         offered = [tool for tool in tools if server.accepts(tool.name)]
         if self._tool_filter is not None:
             offered = [tool for tool in offered if self._tool_filter(server.name, tool)]
+        # An unchanged tool keeps its callback (no schema repair again on a re-listing).
+        previous = {c.original_name: c for c in built[1]} if built is not None else {}
         callbacks = tuple(
             callback
             for tool in offered
-            if (callback := self._make_callback(connection, tool)) is not None
+            if (callback := self._callback_for(connection, tool, previous)) is not None
         )
         if server.include is not None:
             missing = sorted(set(server.include) - {tool.name for tool in tools})
@@ -231,7 +233,12 @@ class McpToolProvider:
         self._built[connection.name] = (tools, callbacks)
         return callbacks
 
-    def _make_callback(self, connection: McpConnection, tool: Tool) -> McpToolCallback | None:
+    def _callback_for(
+        self, connection: McpConnection, tool: Tool, previous: dict[str, McpToolCallback]
+    ) -> McpToolCallback | None:
+        known = previous.get(tool.name)
+        if known is not None and known.tool == tool:
+            return known
         name = self._namer.name(connection.name, tool)
         try:
             return McpToolCallback(
