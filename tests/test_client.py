@@ -88,6 +88,18 @@ def test_request_tools_replace_the_defaults_and_add_tools_merges() -> None:
     assert [offered(p) for p in model.requests] == [["add"], ["whoami"], ["add", "whoami"]]
 
 
+def test_tools_may_be_one_source_a_collection_or_a_generator() -> None:
+    cases: list[tuple[object, list[str]]] = [
+        (add, ["add"]),
+        ([add, [whoami]], ["add", "whoami"]),
+        ((t for t in (whoami, add)), ["whoami", "add"]),
+    ]
+    for tools, expected in cases:
+        model = ScriptedModel(["ok"])
+        ChatClient(model, tools=tools).prompt("x").call()
+        assert offered(model.requests[0]) == expected
+
+
 def test_duplicate_tool_names_name_both_sources() -> None:
     client = ChatClient(ScriptedModel([]), tools=[add])
     other_add = RecordingTool("add")

@@ -45,12 +45,6 @@ AUTO_REGISTER_TOOL_ADVISOR: Final = "tooluse.tool_calling.auto_register"
 this request, so the model's tool calls come back unexecuted (a loop you drive yourself)."""
 
 
-def _as_sources(tools: object) -> tuple[object, ...]:
-    if isinstance(tools, list | tuple | set | frozenset):
-        return tuple(tools)
-    return (tools,)
-
-
 def _checked_advisors(advisors: Iterable[object]) -> tuple[Advisor, ...]:
     checked = []
     for advisor in advisors:
@@ -139,7 +133,7 @@ class ChatClient:
             raise TypeError("tool_calling_advisor must be a ToolCallingAdvisor (or a ToolAdvisor)")
         self._model = model
         self._system = system
-        self._tools = ToolSources.of(_as_sources(tools))
+        self._tools = ToolSources.of((tools,))
         self._advisors = _checked_advisors(advisors)
         self._tool_context = ToolContext(tool_context)
         self._context = dict(context or {})
@@ -224,7 +218,7 @@ class ChatClient:
             raise TypeError(f"resume needs the RunState of a paused run, got {state!r:.100}")
         if not isinstance(decisions, Mapping):
             raise TypeError("decisions must map each pending call id to Approve() or Deny(...)")
-        sources = self._tools if tools is None else ToolSources.of(_as_sources(tools))
+        sources = self._tools if tools is None else ToolSources.of((tools,))
         callbacks = sources.callbacks()
         attached = {callback.definition.name for callback in callbacks}
         unattached = [
