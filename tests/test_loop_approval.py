@@ -13,13 +13,16 @@ from hypothesis import strategies as st
 from _loop_tools import RecordingTool
 from tooluse import (
     Approve,
+    AssistantMessage,
     ChatClient,
     Deny,
+    PendingToolCall,
     RunState,
     ToolCall,
     ToolContext,
     ToolResponseMessage,
     Usage,
+    UserMessage,
 )
 from tooluse.advisors import (
     RESUME_CONTEXT_KEY,
@@ -363,3 +366,22 @@ async def test_a_resumed_run_can_pause_again_and_each_call_runs_once(streamed: b
         "user", "assistant", "tool", "assistant", "tool",
     ]  # fmt: skip
     assert [r.id for r in last_request[-1].responses] == ["del-2"]  # type: ignore[union-attr]
+
+
+_ANY_TEXT = st.text(st.characters(exclude_categories=[]), max_size=20)  # lone surrogates too
+
+
+@given(user=_ANY_TEXT, answer=_ANY_TEXT, arguments=_ANY_TEXT, value=_ANY_TEXT)
+def test_any_text_in_a_run_state_survives_json_stored_as_utf8(
+    user: str, answer: str, arguments: str, value: str
+) -> None:
+    call = ToolCall(id="c1", name="t", arguments=arguments)
+    state = RunState(
+        messages=(UserMessage(text=user),),
+        history=(UserMessage(text=user), AssistantMessage(text=answer, tool_calls=(call,))),
+        pending_tool_calls=(PendingToolCall("c1", "t", arguments, value),),
+        context={value: [value]},
+        tool_context={"k": value},
+    )
+    stored = state.to_json().encode("utf-8")  # e.g. a database column or a file
+    assert RunState.from_json(stored) == state

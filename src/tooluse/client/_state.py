@@ -90,15 +90,22 @@ class RunState:
     def to_json(self) -> str:
         data = {
             "version": self.VERSION,
-            "messages": json.loads(_MESSAGES.dump_json(self.messages)),
-            "history": json.loads(_MESSAGES.dump_json(self.history)),
+            "messages": _MESSAGES.dump_python(self.messages, mode="json"),
+            "history": _MESSAGES.dump_python(self.history, mode="json"),
             "pending_tool_calls": [call.to_dict() for call in self.pending_tool_calls],
             "usage": None if self.usage is None else self.usage.model_dump(),
             "context": _json_values("context", self.context),
             "tool_context": _json_values("tool_context", self.tool_context),
             "options": _json_values("options", self.options),
         }
-        return json.dumps(data, ensure_ascii=False)
+        text = json.dumps(data, ensure_ascii=False)
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            # A lone surrogate (a model's "\ud800" escape, decoded) cannot be stored as UTF-8;
+            # escaped, it survives and from_json reads it back.
+            return json.dumps(data)
+        return text
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RunState:
