@@ -83,6 +83,15 @@ def test_deeply_nested_text_that_json_cannot_parse_is_quoted() -> None:
     assert json.loads(convert_result(text)) == text
 
 
+def test_lone_surrogates_in_values_are_escaped_not_fatal() -> None:
+    # Text decoded from a "\ud800" escape cannot be UTF-8 encoded; it stays readable as JSON.
+    value = {"name": "x\ud800", "data": b"\x00", "when": datetime.date(2026, 1, 2)}
+    text = convert_result(value)
+    text.encode("utf-8")
+    assert json.loads(text) == {"name": "x\ud800", "data": "AA==", "when": "2026-01-02"}
+    assert json.loads(convert_result("x\udfff")) == "x\udfff"
+
+
 def test_unknown_objects_become_their_str() -> None:
     class Opaque:
         def __str__(self) -> str:

@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pydantic_core import to_json
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 ResultConverter = Callable[[Any], str]
 """A function from a tool's return value to the text the model reads."""
@@ -65,7 +65,13 @@ def convert_result(value: Any, *, returns_none: bool = False) -> str:
         return value if is_json(value) else json.dumps(value, ensure_ascii=False)
     if isinstance(value, Image):
         return json.dumps(value.to_json_object())
-    return to_json(value, bytes_mode="base64", fallback=_unknown_to_json).decode()
+    try:
+        return to_json(value, bytes_mode="base64", fallback=_unknown_to_json).decode()
+    except PydanticSerializationError:
+        # A lone surrogate (text decoded from a "\ud800" escape) is not UTF-8: the standard
+        # library writes it escaped.
+        plain = to_jsonable_python(value, bytes_mode="base64", fallback=_unknown_to_json)
+        return json.dumps(plain, separators=(",", ":"))
 
 
 def is_json(text: str) -> bool:
