@@ -1,0 +1,68 @@
+"""The two-stage router/answer QA pipeline (seed 001, SPEC section 10).
+
+- :class:`QaPipeline` runs a router stage (tools only, each recording into the turn's
+  :class:`FetchLedger`) and then an answer stage (RAG and memory, no tools), streaming the
+  answer and the tool trace as :mod:`events <tooluse.qa._events>`.
+- :class:`FetchGateRetriever` returns nothing, without retrieving, once tools fetched data.
+- :class:`TwoSourceAugmenter` renders either the fetched data or the retrieved documents,
+  the information block before the rules.
+- :class:`LedgerToolCallback` / :func:`ledger_tool_callbacks` record each tool result.
+- :class:`QaPause` is a run waiting for approval, storable as JSON.
+"""
+
+from tooluse.qa._augmenter import (
+    DATA_TEMPLATE,
+    DOCUMENTS_TEMPLATE,
+    EMPTY_TEMPLATE,
+    TwoSourceAugmenter,
+    format_documents,
+    format_records,
+)
+from tooluse.qa._callbacks import (
+    LedgerToolCallback,
+    LedgerToolCallbackProvider,
+    ledger_tool_callbacks,
+)
+from tooluse.qa._events import (
+    ApprovalRequiredEvent,
+    DeltaEvent,
+    DoneEvent,
+    QaEvent,
+    Route,
+    RouteEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from tooluse.qa._gate import FetchGateRetriever
+from tooluse.qa._ledger import LEDGER_KEY, FetchLedger, FetchRecord
+from tooluse.qa._pause import QaPause
+from tooluse.qa._pipeline import ANSWER_SYSTEM, ROUTER_SYSTEM, QaPipeline, QaResult
+
+__all__ = [
+    "ANSWER_SYSTEM",
+    "DATA_TEMPLATE",
+    "DOCUMENTS_TEMPLATE",
+    "EMPTY_TEMPLATE",
+    "LEDGER_KEY",
+    "ROUTER_SYSTEM",
+    "ApprovalRequiredEvent",
+    "DeltaEvent",
+    "DoneEvent",
+    "FetchGateRetriever",
+    "FetchLedger",
+    "FetchRecord",
+    "LedgerToolCallback",
+    "LedgerToolCallbackProvider",
+    "QaEvent",
+    "QaPause",
+    "QaPipeline",
+    "QaResult",
+    "Route",
+    "RouteEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "TwoSourceAugmenter",
+    "format_documents",
+    "format_records",
+    "ledger_tool_callbacks",
+]

@@ -1,0 +1,86 @@
+"""``QaPause``: a pipeline run stopped in its router stage until a human decides."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, ClassVar
+
+import pydantic
+
+from tooluse.calling import PendingToolCall
+from tooluse.client import RunState
+from tooluse.messages import Message
+from tooluse.qa._ledger import FetchRecord
+
+__all__ = ["QaPause"]
+
+_MESSAGES: pydantic.TypeAdapter[tuple[Message, ...]] = pydantic.TypeAdapter(tuple[Message, ...])
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QaPause:
+    """Everything needed to continue a paused run, in a form that survives JSON (store it,
+    restart, resume): the question and its conversation (id, or the history given with the
+    question), the router's :class:`RunState` and what the tools fetched before the pause."""
+
+    VERSION: ClassVar[int] = 1
+
+    question: str
+    conversation_id: str | None
+    history: tuple[Message, ...]
+    router_state: RunState
+    fetched: tuple[FetchRecord, ...]
+
+    @property
+    def pending_tool_calls(self) -> tuple[PendingToolCall, ...]:
+        return self.router_state.pending_tool_calls
+
+    def to_json(self) -> str:
+        data = {
+            "version": self.VERSION,
+            "question": self.question,
+            "conversation_id": self.conversation_id,
+            "history": json.loads(_MESSAGES.dump_json(self.history)),
+            "router_state": json.loads(self.router_state.to_json()),
+            "fetched": [record.to_dict() for record in self.fetched],
+        }
+        return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> QaPause:
+        """The pause :meth:`to_json` wrote; ``ValueError`` saying what is wrong otherwise."""
+        try:
+            data: Any = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"QaPause JSON is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ValueError(f"QaPause JSON must be an object, got {type(data).__name__}")
+        if data.get("version") != cls.VERSION:
+            raise ValueError(
+                f"QaPause JSON has version {data.get('version')!r}; this tooluse reads "
+                f"version {cls.VERSION}"
+            )
+        expected = {"version", "question", "conversation_id", "history", "router_state", "fetched"}
+        if set(data) != expected:
+            raise ValueError(
+                f"QaPause JSON lacks keys {sorted(expected - set(data))} / has unknown keys "
+                f"{sorted(set(data) - expected)}"
+            )
+        if not isinstance(data["question"], str):
+            raise ValueError("QaPause JSON 'question' must be a string")
+        if data["conversation_id"] is not None and not isinstance(data["conversation_id"], str):
+            raise ValueError("QaPause JSON 'conversation_id' must be a string or null")
+        if not isinstance(data["fetched"], list):
+            raise ValueError("QaPause JSON 'fetched' must be a list")
+        try:
+            history = _MESSAGES.validate_python(data["history"])
+        except pydantic.ValidationError as exc:
+            raise ValueError(f"QaPause JSON holds an invalid history: {exc}") from exc
+        return cls(
+            question=data["question"],
+            conversation_id=data["conversation_id"],
+            history=history,
+            router_state=RunState.from_json(json.dumps(data["router_state"])),
+            fetched=tuple(FetchRecord.from_dict(item) for item in data["fetched"]),
+        )

@@ -1,0 +1,396 @@
+"""``QaPipeline``: the two-stage router/answer pipeline of seed 001.
+
+One client with tools and RAG in one loop has two faults: the retrieved documents give the
+model a reason not to call tools ("the documents already answer it"), and retrieval re-runs
+on every tool round. The pipeline splits the work into two clients run in order:
+
+1. router: tools only (each wrapped to record into the turn's :class:`FetchLedger`), no
+   documents, the conversation read but never written, a short rule "tools only for live
+   data";
+2. answer: RAG and memory, no tools. The retrieval gate skips retrieval when the ledger has
+   data; the two-source augmenter renders the fetched data or the documents; memory is
+   written here only (once per turn). The answer streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from tooluse._sync import run_sync
+from tooluse.advisors import Advisor, ToolCallingAdvisor
+from tooluse.calling import Approve, Decision, Deny
+from tooluse.client import CallResponse, ChatClient, RunState
+from tooluse.memory import CONVERSATION_ID, ChatMemory, MessageChatMemoryAdvisor
+from tooluse.messages import ChatOptions, Message, Usage
+from tooluse.models import ChatModel
+from tooluse.qa._augmenter import TwoSourceAugmenter
+from tooluse.qa._callbacks import ledger_tool_callbacks
+from tooluse.qa._events import (
+    ApprovalRequiredEvent,
+    DeltaEvent,
+    DoneEvent,
+    QaEvent,
+    Route,
+    RouteEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from tooluse.qa._gate import FetchGateRetriever
+from tooluse.qa._ledger import LEDGER_KEY, FetchLedger
+from tooluse.qa._pause import QaPause
+from tooluse.qa._trace import ToolTraceAdvisor, reported_ids
+from tooluse.rag import (
+    DOCUMENT_CONTEXT,
+    Document,
+    DocumentRetriever,
+    QueryAugmenter,
+    RetrievalAugmentationAdvisor,
+)
+
+__all__ = ["ANSWER_SYSTEM", "ROUTER_SYSTEM", "QaPipeline", "QaResult"]
+
+logger = logging.getLogger(__name__)
+
+# Deliberately short and without a list of what the tools do: the model sees the tools'
+# names and descriptions, and a hand-written list goes stale as tools are added. The "no
+# tool" exit is narrowed to knowledge questions: a history that already holds an answer
+# must not become a reason to skip fetching.
+ROUTER_SYSTEM: Final = (
+    "You are the routing step of a question-answering service. Tools are only for live "
+    "data: call the tools that provide the current facts the question needs, taking the "
+    "arguments from the question and the conversation. Answers earlier in the conversation "
+    "are not live data: fetch again. Call no tool only for a pure knowledge question; then "
+    "reply with an empty message. Never answer the question yourself."
+)
+ANSWER_SYSTEM: Final = (
+    "You answer the user's questions using only the information given with each question. "
+    "Be concise and accurate."
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QaResult:
+    """A whole run: the answer (``""`` when paused), the route (``None`` when paused), the
+    router's tool trace, the documents the answer was given, the tokens used, and the
+    ``pause`` to resume from when tool calls wait for approval."""
+
+    answer: str
+    route: Route | None
+    tool_calls: tuple[ToolCallEvent, ...]
+    tool_results: tuple[ToolResultEvent, ...]
+    documents: tuple[Document, ...]
+    usage: Usage | None
+    pause: QaPause | None
+
+
+_Router = Callable[[ToolTraceAdvisor, tuple[Advisor, ...]], Awaitable[CallResponse]]
+
+
+class QaPipeline:
+    """Router stage then answer stage (see the module docs).
+
+    ``model`` answers; ``router_model`` (default: ``model``) routes, e.g. a cheaper one.
+    ``tools``: anything ``tool_callbacks`` takes, providers included. ``retriever`` finds
+    the documents (it is wrapped in a :class:`FetchGateRetriever`). ``memory``: the
+    conversations, used when a run names a ``conversation_id`` (read by the router, written
+    by the answer stage). ``router_advisor`` configures the router's tool loop (limits,
+    approval rules: a ``ToolCallingAdvisor(tool_calling_manager=ToolCallingManager(...))``).
+    """
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        retriever: DocumentRetriever,
+        tools: Iterable[object] | object = (),
+        memory: ChatMemory | None = None,
+        router_model: ChatModel | None = None,
+        router_system: str = ROUTER_SYSTEM,
+        answer_system: str = ANSWER_SYSTEM,
+        augmenter: QueryAugmenter | None = None,
+        router_options: ChatOptions | None = None,
+        answer_options: ChatOptions | None = None,
+        router_advisor: ToolCallingAdvisor | None = None,
+    ) -> None:
+        sources = list(tools) if isinstance(tools, list | tuple | set | frozenset) else [tools]
+        self._router = ChatClient(
+            router_model if router_model is not None else model,
+            system=router_system,
+            tools=ledger_tool_callbacks(*sources),
+            options=router_options,
+            tool_calling_advisor=router_advisor,
+        )
+        self._answer = ChatClient(
+            model,
+            system=answer_system,
+            advisors=[
+                RetrievalAugmentationAdvisor(
+                    FetchGateRetriever(retriever),
+                    augmenter=augmenter if augmenter is not None else TwoSourceAugmenter(),
+                )
+            ],
+            options=answer_options,
+            auto_register_tool_advisor=False,  # the answer stage has no tools
+        )
+        self._memory = memory
+        self._router_memory = (
+            None if memory is None else MessageChatMemoryAdvisor(memory, read_only=True)
+        )
+        self._answer_memory = None if memory is None else MessageChatMemoryAdvisor(memory)
+
+    @property
+    def router_client(self) -> ChatClient:
+        return self._router
+
+    @property
+    def answer_client(self) -> ChatClient:
+        return self._answer
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def stream(
+        self,
+        question: str,
+        *,
+        conversation_id: str | None = None,
+        history: Sequence[Message] = (),
+    ) -> AsyncIterator[QaEvent]:
+        """Run both stages, reporting as they go: ``ToolCallEvent`` / ``ToolResultEvent``
+        while the router works, then ``RouteEvent``, ``DeltaEvent``s of the answer and
+        ``DoneEvent``; or, when tool calls need approval, ``ApprovalRequiredEvent`` last.
+
+        ``conversation_id`` selects the conversation in ``memory``; ``history`` gives earlier
+        messages with the question instead (e.g. an OpenAI-style request).
+        """
+        if not isinstance(question, str) or not question.strip():
+            raise ValueError(f"The question must be a non-blank string, got {question!r:.100}")
+        self._check_conversation(conversation_id)
+        history = tuple(history)
+        ledger = FetchLedger()
+
+        def route(trace: ToolTraceAdvisor, memory: tuple[Advisor, ...]) -> Awaitable[CallResponse]:
+            spec = (
+                self._router.prompt()
+                .messages(history)
+                .user(question)
+                .tool_context({LEDGER_KEY: ledger})
+                .advisors(trace, *memory)
+            )
+            if conversation_id is not None:
+                spec.context({CONVERSATION_ID: conversation_id})
+            return spec.acall()
+
+        return self._run(question, conversation_id, history, ledger, route, ToolTraceAdvisor)
+
+    def resume_stream(
+        self, pause: QaPause, decisions: Mapping[str, Decision]
+    ) -> AsyncIterator[QaEvent]:
+        """Continue a paused run with a decision per pending call id (``Approve()``,
+        ``Approve(arguments={...})``, ``Deny("why")``); reports as :meth:`stream` does. Calls
+        that already ran never run again; resume a pause once."""
+        if not isinstance(pause, QaPause):
+            raise TypeError(f"resume_stream needs a QaPause, got {type(pause).__name__}")
+        _check_decisions(pause, decisions)
+        self._check_conversation(pause.conversation_id)
+        ledger = FetchLedger(pause.fetched)
+        calls, results = reported_ids(pause.router_state.history)
+
+        def route(trace: ToolTraceAdvisor, memory: tuple[Advisor, ...]) -> Awaitable[CallResponse]:
+            return self._router.aresume(
+                pause.router_state,
+                decisions,
+                tool_context={LEDGER_KEY: ledger},
+                advisors=(trace, *memory),
+            )
+
+        def trace(emit: Callable[[QaEvent], None]) -> ToolTraceAdvisor:
+            return ToolTraceAdvisor(emit, reported_calls=calls, reported_results=results)
+
+        return self._run(pause.question, pause.conversation_id, pause.history, ledger, route, trace)
+
+    async def acall(
+        self,
+        question: str,
+        *,
+        conversation_id: str | None = None,
+        history: Sequence[Message] = (),
+    ) -> QaResult:
+        """:meth:`stream` run to its end."""
+        return await _collect(
+            self.stream(question, conversation_id=conversation_id, history=history)
+        )
+
+    def call(
+        self,
+        question: str,
+        *,
+        conversation_id: str | None = None,
+        history: Sequence[Message] = (),
+    ) -> QaResult:
+        """Sync form of :meth:`acall` (not from inside a running event loop)."""
+        return run_sync(
+            self.acall(question, conversation_id=conversation_id, history=history),
+            sync_name="QaPipeline.call()",
+            async_name="await pipeline.acall(...)",
+        )
+
+    async def aresume(self, pause: QaPause, decisions: Mapping[str, Decision]) -> QaResult:
+        """:meth:`resume_stream` run to its end."""
+        return await _collect(self.resume_stream(pause, decisions))
+
+    # -- the two stages ----------------------------------------------------------------------
+
+    def _check_conversation(self, conversation_id: str | None) -> None:
+        if conversation_id is None:
+            return
+        if not isinstance(conversation_id, str) or not conversation_id.strip():
+            raise ValueError(
+                f"conversation_id must be a non-blank string or None, got {conversation_id!r:.100}"
+            )
+        if self._memory is None:
+            raise ValueError(
+                "This QaPipeline has no memory: pass memory= to use conversation ids, or give "
+                "earlier messages with history="
+            )
+
+    async def _run(
+        self,
+        question: str,
+        conversation_id: str | None,
+        history: tuple[Message, ...],
+        ledger: FetchLedger,
+        route: _Router,
+        make_trace: Callable[[Callable[[QaEvent], None]], ToolTraceAdvisor],
+    ) -> AsyncIterator[QaEvent]:
+        router_memory: tuple[Advisor, ...] = ()
+        answer_memory: tuple[Advisor, ...] = ()
+        if conversation_id is not None:
+            assert self._router_memory is not None and self._answer_memory is not None
+            router_memory, answer_memory = (self._router_memory,), (self._answer_memory,)
+
+        # The router runs in a task so its tool trace can be reported while it runs.
+        # None marks the end of the router task (queued after everything it reported).
+        queue: asyncio.Queue[QaEvent | None] = asyncio.Queue()
+        trace = make_trace(queue.put_nowait)
+        task = asyncio.ensure_future(route(trace, router_memory))
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            response = task.result()
+        finally:
+            if not task.done():  # the consumer stopped early: stop the router too
+                task.cancel()
+                await asyncio.wait([task])
+                if not task.cancelled() and task.exception() is not None:
+                    logger.warning(
+                        "The router stage failed after its consumer stopped: %r", task.exception()
+                    )
+
+        state = response.state
+        if state is not None:
+            trace.report_results(state.history)
+            for event in _drain(queue):
+                yield event
+            pause = QaPause(
+                question=question,
+                conversation_id=conversation_id,
+                history=history,
+                router_state=_storable(state),
+                fetched=ledger.records,
+            )
+            yield ApprovalRequiredEvent(state.pending_tool_calls, pause)
+            return
+        trace.report_results(response.conversation_history)
+        for event in _drain(queue):
+            yield event
+
+        chosen: Route = "tools" if ledger else "knowledge"
+        yield RouteEvent(chosen, len(ledger))
+        context: dict[str, Any] = {LEDGER_KEY: ledger}
+        if conversation_id is not None:
+            context[CONVERSATION_ID] = conversation_id
+        answer = (
+            self._answer.prompt()
+            .messages(history)
+            .user(question)
+            .context(context)
+            .advisors(*answer_memory)
+            .stream()
+        )
+        pieces: list[str] = []
+        async for text in answer.content():
+            pieces.append(text)
+            yield DeltaEvent(text)
+        documents = tuple(answer.context.get(DOCUMENT_CONTEXT) or ())
+        usage = _sum_usage(response.chat_response().usage, answer.chat_response().usage)
+        yield DoneEvent("".join(pieces), chosen, documents, usage)
+
+
+def _drain(queue: asyncio.Queue[QaEvent | None]) -> list[QaEvent]:
+    """What was reported after the router task ended."""
+    events: list[QaEvent] = []
+    while not queue.empty():
+        item = queue.get_nowait()
+        if item is not None:
+            events.append(item)
+    return events
+
+
+def _storable(state: RunState) -> RunState:
+    """The router's state without the live ledger (it is stored as records in the pause)."""
+    return state.without_tool_context(LEDGER_KEY) if LEDGER_KEY in state.tool_context else state
+
+
+def _sum_usage(*usages: Usage | None) -> Usage | None:
+    total: Usage | None = None
+    for usage in usages:
+        if usage is not None and not usage.is_empty():
+            total = usage if total is None else total + usage
+    return total
+
+
+def _check_decisions(pause: QaPause, decisions: Mapping[str, Decision]) -> None:
+    if not isinstance(decisions, Mapping):
+        raise TypeError("decisions must map each pending call id to Approve() or Deny(...)")
+    pending = [call.id for call in pause.pending_tool_calls]
+    missing = [call_id for call_id in pending if call_id not in decisions]
+    unknown = [call_id for call_id in decisions if call_id not in pending]
+    if missing or unknown:
+        raise ValueError(
+            f"Give one decision per pending tool call: pending {pending}; missing {missing}; "
+            f"not pending {unknown}"
+        )
+    for call_id, decision in decisions.items():
+        if not isinstance(decision, Approve | Deny):
+            raise TypeError(
+                f"The decision for {call_id!r} must be Approve(...) or Deny(...), got "
+                f"{decision!r:.100}"
+            )
+
+
+async def _collect(events: AsyncIterator[QaEvent]) -> QaResult:
+    calls: list[ToolCallEvent] = []
+    results: list[ToolResultEvent] = []
+    async for event in events:
+        if isinstance(event, ToolCallEvent):
+            calls.append(event)
+        elif isinstance(event, ToolResultEvent):
+            results.append(event)
+        elif isinstance(event, ApprovalRequiredEvent):
+            return QaResult("", None, tuple(calls), tuple(results), (), None, event.pause)
+        elif isinstance(event, DoneEvent):
+            return QaResult(
+                event.answer,
+                event.route,
+                tuple(calls),
+                tuple(results),
+                event.documents,
+                event.usage,
+                None,
+            )
+    raise RuntimeError("The QA run ended without an answer or a pause")

@@ -1,0 +1,330 @@
+"""The two-stage router/answer pipeline (SPEC section 10, seed 001)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from _qa_helpers import CountingMemory, CountingRetriever
+from tooluse import Approve, Deny, tool
+from tooluse.memory import MessageWindowChatMemory
+from tooluse.messages import AssistantMessage, SystemMessage, ToolResponseMessage, UserMessage
+from tooluse.qa import (
+    LEDGER_KEY,
+    ROUTER_SYSTEM,
+    ApprovalRequiredEvent,
+    DeltaEvent,
+    DoneEvent,
+    QaPause,
+    QaPipeline,
+    RouteEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from tooluse.rag import Document
+from tooluse.testing import FunctionModel, ScriptedModel, tool_call
+
+KNOWLEDGE = [Document(text="Returns: items can be returned within 30 days.", id="returns")]
+
+
+@tool
+def order_status(order_id: str) -> dict[str, str]:
+    """Live status of an order."""
+    return {"order_id": order_id, "status": "shipped"}
+
+
+@tool(requires_approval=True)
+def cancel_order(order_id: str) -> dict[str, object]:
+    """Cancel an order."""
+    return {"order_id": order_id, "cancelled": True}
+
+
+async def events_of(stream: object) -> list[object]:
+    return [event async for event in stream]  # type: ignore[attr-defined]
+
+
+def kinds(events: list[object]) -> list[str]:
+    return [event.kind for event in events]  # type: ignore[attr-defined]
+
+
+def squeeze(names: list[str]) -> list[str]:
+    """Consecutive deltas as one, so sequences do not depend on the chunk size."""
+    return [n for i, n in enumerate(names) if not (n == "delta" and i and names[i - 1] == "delta")]
+
+
+async def test_tool_question_skips_retrieval_and_answers_from_the_fetched_data() -> None:
+    model = ScriptedModel(
+        [tool_call("order_status", {"order_id": "A1"}, id="c1"), "", "Order A1 has shipped."]
+    )
+    retriever = CountingRetriever(KNOWLEDGE)
+    pipeline = QaPipeline(model, retriever=retriever, tools=[order_status])
+
+    events = await events_of(pipeline.stream("Where is order A1?"))
+
+    assert squeeze(kinds(events)) == ["tool_call", "tool_result", "route", "delta", "done"]
+    assert events[0] == ToolCallEvent("c1", "order_status", '{"order_id": "A1"}')
+    assert events[1] == ToolResultEvent(
+        "c1", "order_status", '{"order_id":"A1","status":"shipped"}', False
+    )
+    assert events[2] == RouteEvent("tools", 1)
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert done.answer == "Order A1 has shipped."
+    assert "".join(e.text for e in events if isinstance(e, DeltaEvent)) == done.answer
+    assert done.documents == ()
+    assert retriever.queries == []  # the gate: retrieval never ran
+    # Three model calls: the router twice (tool round, then stop), the answer once.
+    router_first, _, answer = model.requests
+    assert [type(m) for m in router_first.messages] == [SystemMessage, UserMessage]
+    assert router_first.messages[0].text == ROUTER_SYSTEM
+    assert [c.definition.name for c in router_first.options.tool_callbacks] == ["order_status"]
+    assert router_first.messages[1].text == "Where is order A1?"  # no documents
+    assert answer.options.tool_callbacks == ()  # the answer stage has no tools
+    augmented = answer.messages[-1].text
+    assert '{"order_id":"A1","status":"shipped"}' in augmented
+    assert "order_status" not in augmented  # internal names stay out of the prompt
+    # The information block comes before the rules, the question last.
+    assert augmented.index("shipped") < augmented.index("Rules") < augmented.index("Where is")
+
+
+async def test_knowledge_question_retrieves_once_and_answers_from_the_documents() -> None:
+    model = ScriptedModel(["", "Within 30 days."])
+    retriever = CountingRetriever(KNOWLEDGE)
+    pipeline = QaPipeline(model, retriever=retriever, tools=[order_status])
+
+    events = await events_of(pipeline.stream("How long do I have to return an item?"))
+
+    assert squeeze(kinds(events)) == ["route", "delta", "done"]
+    assert events[0] == RouteEvent("knowledge", 0)
+    done = events[-1]
+    assert isinstance(done, DoneEvent)
+    assert (done.answer, done.route, done.documents) == (
+        "Within 30 days.",
+        "knowledge",
+        tuple(KNOWLEDGE),
+    )
+    assert len(retriever.queries) == 1
+    assert retriever.queries[0].text == "How long do I have to return an item?"
+    router, answer = model.requests
+    assert "30 days" not in router.messages[-1].text  # the router never sees documents
+    assert "[1] Returns: items can be returned within 30 days." in answer.messages[-1].text
+
+
+async def test_memory_is_read_by_the_router_and_written_once_by_the_answer_stage() -> None:
+    memory = CountingMemory()
+    model = ScriptedModel(
+        [
+            tool_call("order_status", {"order_id": "A1"}),
+            "",
+            "A1 has shipped.",
+            tool_call("order_status", {"order_id": "A1"}),
+            "",
+            "Still shipped.",
+        ]
+    )
+    pipeline = QaPipeline(model, retriever=CountingRetriever(), tools=[order_status], memory=memory)
+
+    first = await pipeline.acall("Where is order A1?", conversation_id="u1")
+    assert first.answer == "A1 has shipped."
+    assert len(memory.writes) == 1  # the router wrote nothing, the answer stage once
+    assert memory.get("u1") == [
+        UserMessage(text="Where is order A1?"),  # as asked, not as augmented
+        AssistantMessage(text="A1 has shipped."),
+    ]
+
+    second = await pipeline.acall("And now?", conversation_id="u1")
+    assert second.answer == "Still shipped."
+    assert len(memory.writes) == 2
+    router = model.requests[3]
+    # The router reads the history (to resolve "it") ...
+    assert [m.text for m in router.messages[1:]] == [
+        "Where is order A1?",
+        "A1 has shipped.",
+        "And now?",
+    ]
+    # ... and the fetched data of the first turn never comes back in a later turn.
+    assert all('shipped"' not in m.text for m in router.messages if isinstance(m, UserMessage))
+    assert [m.text for m in memory.get("u1")][-2:] == ["And now?", "Still shipped."]
+
+
+async def test_history_without_memory_is_sent_to_both_stages() -> None:
+    model = ScriptedModel(["", "Yes."])
+    pipeline = QaPipeline(model, retriever=CountingRetriever())
+    history = [UserMessage(text="Hi"), AssistantMessage(text="Hello!")]
+    result = await pipeline.acall("Can I return it?", history=history)
+    assert result.answer == "Yes."
+    for request in model.requests:
+        assert [m.text for m in request.messages[1:3]] == ["Hi", "Hello!"]
+
+
+async def test_approval_pauses_the_router_and_resumes_from_json() -> None:
+    model = ScriptedModel(
+        [
+            [
+                tool_call("order_status", {"order_id": "A1"}, id="s"),
+                tool_call("cancel_order", {"order_id": "A1"}, id="x"),
+            ],
+            "",
+            "A1 was cancelled.",
+        ]
+    )
+    memory = CountingMemory()
+    pipeline = QaPipeline(
+        model,
+        retriever=CountingRetriever(KNOWLEDGE),
+        tools=[order_status, cancel_order],
+        memory=memory,
+    )
+
+    events = await events_of(pipeline.stream("Cancel order A1", conversation_id="u1"))
+    assert kinds(events) == ["tool_call", "tool_call", "tool_result", "approval_required"]
+    assert events[2] == ToolResultEvent(
+        "s", "order_status", '{"order_id":"A1","status":"shipped"}', False
+    )
+    paused = events[-1]
+    assert isinstance(paused, ApprovalRequiredEvent)
+    assert [c.id for c in paused.pending_tool_calls] == ["x"]
+    assert [r.tool for r in paused.pause.fetched] == ["order_status"]
+    assert memory.writes == []  # nothing stored for a paused turn
+    stored = paused.pause.to_json()
+    assert LEDGER_KEY not in json.loads(stored)["router_state"]["tool_context"]
+
+    # Another pipeline object (a restarted process) resumes the stored pause.
+    restarted = QaPipeline(
+        model,
+        retriever=CountingRetriever(KNOWLEDGE),
+        tools=[order_status, cancel_order],
+        memory=memory,
+    )
+    resumed = await events_of(restarted.resume_stream(QaPause.from_json(stored), {"x": Approve()}))
+    assert squeeze(kinds(resumed)) == ["tool_result", "route", "delta", "done"]
+    assert resumed[0] == ToolResultEvent(
+        "x", "cancel_order", '{"order_id":"A1","cancelled":true}', False
+    )
+    assert resumed[1] == RouteEvent("tools", 2)
+    answer_prompt = model.requests[-1].messages[-1].text
+    # Both fetches, in call order: the one before the pause and the approved one.
+    assert answer_prompt.index('"status":"shipped"') < answer_prompt.index('"cancelled":true')
+    assert len(memory.writes) == 1
+    assert [m.text for m in memory.get("u1")] == ["Cancel order A1", "A1 was cancelled."]
+
+
+async def test_a_denied_call_fetches_nothing_and_the_answer_uses_the_knowledge_base() -> None:
+    model = ScriptedModel(
+        [tool_call("cancel_order", {"order_id": "A1"}, id="x"), "", "Not cancelled."]
+    )
+    retriever = CountingRetriever(KNOWLEDGE)
+    pipeline = QaPipeline(model, retriever=retriever, tools=[cancel_order])
+    paused = await pipeline.acall("Cancel A1")
+    assert paused.pause is not None and paused.answer == "" and paused.route is None
+
+    result = await pipeline.aresume(paused.pause, {"x": Deny("The user said no.")})
+    assert result.route == "knowledge"
+    assert result.tool_results == (ToolResultEvent("x", "cancel_order", "The user said no.", True),)
+    assert len(retriever.queries) == 1
+
+
+async def test_resume_needs_one_decision_per_pending_call() -> None:
+    model = ScriptedModel([tool_call("cancel_order", {"order_id": "A1"}, id="x")])
+    pipeline = QaPipeline(model, retriever=CountingRetriever(), tools=[cancel_order])
+    pause = (await pipeline.acall("Cancel A1")).pause
+    assert pause is not None
+    with pytest.raises(ValueError, match=r"missing \['x'\]"):
+        pipeline.resume_stream(pause, {})
+    with pytest.raises(ValueError, match=r"not pending \['y'\]"):
+        pipeline.resume_stream(pause, {"x": Approve(), "y": Approve()})
+    with pytest.raises(TypeError, match="Approve"):
+        pipeline.resume_stream(pause, {"x": "yes"})  # type: ignore[dict-item]
+
+
+async def test_a_failing_tool_records_nothing_and_its_error_is_traced() -> None:
+    @tool
+    def broken(order_id: str) -> str:
+        """Always fails."""
+        raise RuntimeError("backend down")
+
+    model = ScriptedModel([tool_call("broken", {"order_id": "A1"}, id="b"), "", "Sorry."])
+    retriever = CountingRetriever(KNOWLEDGE)
+    result = await QaPipeline(model, retriever=retriever, tools=[broken]).acall("A1?")
+    assert result.tool_results == (ToolResultEvent("b", "broken", "backend down", True),)
+    assert result.route == "knowledge"  # an error is not data
+    assert len(retriever.queries) == 1
+
+
+async def test_router_errors_propagate() -> None:
+    def fail(prompt: object) -> str:
+        raise ConnectionError("provider unreachable")
+
+    pipeline = QaPipeline(FunctionModel(fail), retriever=CountingRetriever())
+    with pytest.raises(ConnectionError, match="provider unreachable"):
+        await pipeline.acall("Hello?")
+
+
+async def test_stopping_early_cancels_the_router() -> None:
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def slow(order_id: str) -> str:
+        """A tool that never finishes."""
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    model = ScriptedModel([tool_call("slow", {"order_id": "A1"}, id="s")])
+    stream = QaPipeline(model, retriever=CountingRetriever(), tools=[slow]).stream("A1?")
+    first = await anext(stream)  # type: ignore[call-overload]
+    assert isinstance(first, ToolCallEvent)
+    await started.wait()
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert cancelled.is_set()
+
+
+def test_bad_input_is_refused_before_any_model_call() -> None:
+    model = ScriptedModel([])
+    pipeline = QaPipeline(model, retriever=CountingRetriever())
+    with pytest.raises(ValueError, match="non-blank string"):
+        pipeline.stream("  ")
+    with pytest.raises(ValueError, match="has no memory"):
+        pipeline.stream("Hi", conversation_id="u1")
+    with_memory = QaPipeline(model, retriever=CountingRetriever(), memory=MessageWindowChatMemory())
+    with pytest.raises(ValueError, match="conversation_id"):
+        with_memory.stream("Hi", conversation_id=" ")
+    assert model.requests == []
+
+
+def test_sync_call() -> None:
+    model = ScriptedModel(["", "Hi there."])
+    result = QaPipeline(model, retriever=CountingRetriever()).call("Hello")
+    assert (result.answer, result.route) == ("Hi there.", "knowledge")
+    assert "knowledge base has nothing" in model.requests[-1].messages[-1].text
+
+
+async def test_concurrent_sync_tools_are_recorded_in_call_order() -> None:
+    @tool
+    def slow_first(n: int) -> str:
+        """Sleeps, so it finishes last."""
+        import time
+
+        time.sleep(0.05)
+        return "first"
+
+    @tool
+    def fast_second(n: int) -> str:
+        """Returns at once."""
+        return "second"
+
+    model = ScriptedModel(
+        [[tool_call("slow_first", {"n": 1}), tool_call("fast_second", {"n": 2})], "", "ok"]
+    )
+    await QaPipeline(model, retriever=CountingRetriever(), tools=[slow_first, fast_second]).acall(
+        "x"
+    )
+    prompt = model.requests[-1].messages[-1].text
+    assert prompt.index('"first"') < prompt.index('"second"')
+    assert isinstance(model.requests[1].messages[-1], ToolResponseMessage)
