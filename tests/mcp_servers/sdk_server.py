@@ -1,5 +1,5 @@
 """An MCP server built with the SDK's own ``MCPServer`` (independent of tooluse), for the client
-tests. Run: ``python sdk_server.py [--prefix P]``; it speaks MCP over stdio.
+tests. Run: ``python sdk_server.py``; it speaks MCP over stdio.
 
 Tools: ``echo``, ``add``, ``pixel`` (an image), ``mixed`` (text, image, resource, link),
 ``structured`` (structured content only), ``fail`` (an ``isError`` result), ``crash`` (the
@@ -10,7 +10,6 @@ process exits mid-call), ``sleep``, ``meta`` (returns the request's ``_meta``), 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import os
@@ -68,7 +67,9 @@ def mixed() -> CallToolResult:
             ImageContent(type="image", data=PIXEL, mime_type="image/png"),
             EmbeddedResource(
                 type="resource",
-                resource=TextResourceContents(uri="file:///a.txt", mime_type="text/plain", text="A"),
+                resource=TextResourceContents(
+                    uri="file:///a.txt", mime_type="text/plain", text="A"
+                ),
             ),
             ResourceLink(type="resource_link", uri="file:///b.txt", name="b"),
         ]
@@ -142,6 +143,4 @@ async def remove_tool(name: str, ctx: Context) -> str:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.parse_args()
     server.run("stdio")
