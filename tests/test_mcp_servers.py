@@ -312,6 +312,7 @@ async def test_a_chat_client_loop_calls_an_mcp_tool(servers: Servers) -> None:
         "temperature": 21,
         "unit": "c",
     }
+    assert not results.responses[0].is_error
 
 
 async def test_a_chat_client_loop_hands_is_error_to_the_model(servers: Servers) -> None:
@@ -322,6 +323,7 @@ async def test_a_chat_client_loop_hands_is_error_to_the_model(servers: Servers) 
     results = model.requests[1].messages[-1]
     assert isinstance(results, ToolResponseMessage)
     assert results.responses[0].data == "the weather service is down"
+    assert results.responses[0].is_error
 
 
 async def test_the_cli_lists_an_http_server_s_tools(
