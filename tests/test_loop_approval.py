@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _loop_tools import RecordingTool
@@ -317,6 +317,7 @@ _JSON = st.recursive(
 _STATE_KEYS = list(json.loads(RunState((), (), ()).to_json()))  # every key to_json writes
 
 
+@settings(max_examples=60, deadline=None)
 @given(
     st.text(max_size=50)
     | _JSON.map(json.dumps)
