@@ -457,3 +457,13 @@ async def test_refresh_lists_again_and_keeps_names() -> None:
         await provider.refresh()
         assert names(provider) == ["one", "two", "nap", "three"]
         assert provider.tool_callbacks()[0] is callbacks[0]
+
+
+async def test_closing_while_connecting_does_not_hang() -> None:
+    provider = McpToolProvider(InProcessServer(numbers_server("early")))
+    connecting = asyncio.create_task(provider.aconnect())
+    while provider.connections[0].state != "connecting":
+        await asyncio.sleep(0)  # until the owner task exists (it has not connected yet)
+    await asyncio.wait_for(provider.aclose(), timeout=5)
+    await asyncio.wait_for(connecting, timeout=5)
+    assert provider.connections[0].state == "closed"

@@ -135,6 +135,8 @@ class McpConnection:
         self._state = "connecting"
         loop = asyncio.get_running_loop()
         self._loop = loop
+        self._stop = asyncio.Event()  # before the owner runs, so aclose() can always signal it
+        self._refresh_wanted = asyncio.Event()
         ready: asyncio.Future[None] = loop.create_future()
         self._owner = loop.create_task(self._own(ready), name=f"tooluse.mcp owner {self.name}")
         try:
@@ -168,8 +170,7 @@ class McpConnection:
             await self._owner
 
     async def _own(self, ready: asyncio.Future[None]) -> None:
-        self._stop = asyncio.Event()
-        self._refresh_wanted = asyncio.Event()
+        assert self._stop is not None
         try:
             async with self._open_client() as client, anyio.create_task_group() as tasks:
                 self._client = client
