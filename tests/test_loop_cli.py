@@ -1,4 +1,4 @@
-"""The ``tooluse`` command: subcommand registration and the offline ``serve`` demo."""
+"""The ``tooluse`` command: subcommand registration and the offline ``demo``."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from tooluse import cli
 
 
-def test_serve_runs_the_offline_demo(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["serve", "Weather?"]) == 0
+def test_demo_runs_the_offline_loop(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["demo", "Weather?"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("tooluse offline demo: TestModel")
     assert lines[1] == "question: Weather?"
@@ -24,8 +24,8 @@ def test_serve_runs_the_offline_demo(capsys: pytest.CaptureFixture[str]) -> None
     assert answer["get_weather"]["temperature"] == 20
 
 
-def test_serve_streams_too(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["serve", "--stream"]) == 0
+def test_demo_streams_too(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["demo", "--stream"]) == 0
     out = capsys.readouterr().out
     assert "-> get_weather(" in out and "answer: {" in out
 

@@ -1,4 +1,4 @@
-"""``tooluse serve`` until the service exists: an offline run of the tool loop.
+"""``tooluse demo``: an offline run of the tool loop.
 
 ``TestModel`` (no network, no API key) calls the sample tools with arguments generated from
 their schemas; the tool calls, their results and the answer are printed.

@@ -27,9 +27,9 @@ class Command:
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command(
-        "serve", "tooluse._demo", "run an offline demo of the tool loop (TestModel + sample tools)"
-    ),
+    Command("serve", "tooluse.service.cli", "run the QA service (chat page, SSE, OpenAI API)"),
+    Command("chat", "tooluse.service.chat", "chat with the QA pipeline in the terminal"),
+    Command("demo", "tooluse._demo", "run an offline demo of the tool loop (TestModel + tools)"),
     Command("ingest", "tooluse.rag.cli", "load text and Markdown files into the knowledge base"),
     Command("bench", "tooluse.search.bench", "benchmarks (bench search: a tool-search index)"),
     Command("mcp", "tooluse.mcp.cli", "MCP: serve tools as an MCP server, list a server's tools"),

@@ -1,0 +1,167 @@
+"""``create_app``: the FastAPI application of ``tooluse serve``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import importlib.resources
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pydantic
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import HTMLResponse, StreamingResponse
+
+from tooluse.calling import Approve, Decision, Deny
+from tooluse.service._approvals import ApprovalConflict, UnknownApproval
+from tooluse.service._offline import OFFLINE_NOTICE
+from tooluse.service._openai_api import openai_router
+from tooluse.service._service import QaService, ServiceConfig
+from tooluse.service._sse import qa_event_stream
+
+__all__ = ["ApprovalRequest", "ChatRequest", "DecisionRequest", "create_app"]
+
+logger = logging.getLogger("tooluse.service")
+
+
+class ChatRequest(pydantic.BaseModel):
+    """``POST /api/chat``: a question, in a conversation (a new one when left out)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    message: str = pydantic.Field(min_length=1, max_length=32_000)
+    conversation_id: str | None = pydantic.Field(default=None, min_length=1, max_length=200)
+
+
+class DecisionRequest(pydantic.BaseModel):
+    """A decision on one held tool call: approve (optionally with edited ``arguments``), or
+    deny (``message`` is what the model is told)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    approve: bool
+    arguments: dict[str, Any] | None = None
+    message: str | None = None
+
+    def decision(self) -> Decision:
+        if self.approve:
+            return Approve(arguments=self.arguments)
+        return Deny(self.message) if self.message else Deny()
+
+
+class ApprovalRequest(pydantic.BaseModel):
+    """``POST /api/approvals/{id}``: one decision per held call id."""
+
+    model_config = pydantic.ConfigDict(extra="forbid")
+
+    decisions: dict[str, DecisionRequest]
+
+
+def _page(service: QaService) -> str:
+    template = (importlib.resources.files("tooluse.service") / "page.html").read_text("utf-8")
+    banner = (
+        f'<div class="banner" id="offline">{html.escape(OFFLINE_NOTICE)}</div>'
+        if service.offline
+        else ""
+    )
+    return template.replace("<!--BANNER-->", banner).replace(
+        "<!--MODEL-->", html.escape(service.model_label)
+    )
+
+
+def create_app(config: ServiceConfig | None = None) -> FastAPI:
+    """The service: chat page, SSE chat API, approvals, OpenAI-compatible endpoint.
+
+    The files are opened here; the knowledge base starts loading in the background when the
+    app starts (its lifespan) and the files are closed when it stops.
+    """
+    service = QaService(config if config is not None else ServiceConfig())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service.start()
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(service.close)
+
+    app = FastAPI(title="tooluse QA service", lifespan=lifespan)
+    app.state.service = service
+    page = _page(service)
+
+    @app.get("/", response_class=HTMLResponse)
+    async def chat_page() -> str:
+        return page
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return service.health()
+
+    @app.get("/api/tools")
+    async def tools() -> list[dict[str, Any]]:
+        return service.tool_descriptions()
+
+    @app.post("/api/chat")
+    async def chat(request: ChatRequest) -> StreamingResponse:
+        conversation_id = request.conversation_id or uuid.uuid4().hex
+        if not request.message.strip():
+            raise HTTPException(422, "The message is blank")
+        events = service.pipeline.stream(request.message, conversation_id=conversation_id)
+        return StreamingResponse(
+            qa_event_stream(service, events, conversation_id), media_type="text/event-stream"
+        )
+
+    @app.get("/api/approvals/{approval_id}")
+    async def approval(approval_id: str) -> dict[str, Any]:
+        try:
+            stored = await asyncio.to_thread(service.approvals.get, approval_id)
+        except UnknownApproval as exc:
+            raise HTTPException(404, str(exc.args[0])) from exc
+        return {
+            "approval_id": stored.id,
+            "status": stored.status,
+            "created_at": stored.created_at,
+            "error": stored.error,
+            "question": stored.pause.question,
+            "conversation_id": stored.pause.conversation_id,
+            "pending_tool_calls": [c.to_dict() for c in stored.pause.pending_tool_calls],
+        }
+
+    @app.post("/api/approvals/{approval_id}")
+    async def decide(approval_id: str, request: ApprovalRequest) -> StreamingResponse:
+        try:
+            stored = await asyncio.to_thread(service.approvals.get, approval_id)
+        except UnknownApproval as exc:
+            raise HTTPException(404, str(exc.args[0])) from exc
+        decisions = {call_id: d.decision() for call_id, d in request.decisions.items()}
+        try:  # checks the decisions before the run is claimed
+            events = service.pipeline.resume_stream(stored.pause, decisions)
+        except (ValueError, TypeError) as exc:
+            raise HTTPException(422, str(exc)) from exc
+        try:
+            await asyncio.to_thread(service.approvals.claim, approval_id)
+        except ApprovalConflict as exc:
+            raise HTTPException(409, str(exc)) from exc
+        logger.info("approval %s: %s", approval_id, _summary(request))
+
+        def finished(error: str | None) -> None:
+            service.approvals.finish(approval_id, error)
+
+        conversation_id = stored.pause.conversation_id or ""
+        return StreamingResponse(
+            qa_event_stream(service, events, conversation_id, on_end=finished),
+            media_type="text/event-stream",
+        )
+
+    app.include_router(openai_router(service))
+    return app
+
+
+def _summary(request: ApprovalRequest) -> str:
+    return ", ".join(
+        f"{call_id} {'approved' if d.approve else 'denied'}"
+        for call_id, d in request.decisions.items()
+    )

@@ -1,0 +1,149 @@
+"""The service's knowledge base: opened (and the sample documents ingested) in a background
+thread, so the server binds at once while the embedding model loads."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib.resources
+import logging
+import os
+import threading
+import time
+from typing import Literal
+
+from tooluse.embedding import EmbeddingModel
+from tooluse.rag import (
+    Document,
+    IngestReport,
+    Query,
+    SqliteVectorStore,
+    VectorStoreRetriever,
+    ingest_directory,
+)
+
+__all__ = ["SAMPLE_SOURCE_PREFIX", "KnowledgeBase", "sync_sample_documents"]
+
+logger = logging.getLogger("tooluse.service")
+
+SAMPLE_SOURCE_PREFIX = "tooluse-samples/"
+"""The ``source`` of every sample document starts with this."""
+
+KnowledgeStatus = Literal["loading", "ready", "failed"]
+
+
+def sync_sample_documents(store: SqliteVectorStore) -> IngestReport | None:
+    """Ingest the sample documents into ``store`` unless it holds documents of its own.
+
+    Idempotent (unchanged files are skipped). When the store has other documents (e.g. from
+    ``tooluse ingest``) the sample documents are removed instead and ``None`` is returned.
+    """
+    documents = store.find()
+    samples = [d for d in documents if _is_sample(d)]
+    if len(samples) < len(documents):
+        if samples:
+            store.delete([d.id for d in samples])
+            logger.info("removed %d sample chunks: the knowledge base has its own", len(samples))
+        return None
+    root = importlib.resources.files("tooluse.service") / "sample_knowledge"
+    with importlib.resources.as_file(root) as directory:
+        return ingest_directory(directory, store)
+
+
+def _is_sample(document: Document) -> bool:
+    return str(document.metadata.get("source", "")).startswith(SAMPLE_SOURCE_PREFIX)
+
+
+class KnowledgeBase:
+    """A :class:`SqliteVectorStore` collection behind a retriever, loaded in the background.
+
+    :meth:`start` opens the store in a thread (the bundled embedding model takes seconds to
+    load), ingests the sample documents when ``samples`` is on (see
+    :func:`sync_sample_documents`) and warms the model up. Retrieval waits for that; a load
+    failure is raised by every retrieval (and shown by :attr:`status` / :attr:`error`).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        embedding_model: EmbeddingModel | None = None,
+        collection: str = "default",
+        samples: bool = True,
+        top_k: int = 4,
+    ) -> None:
+        self._path = os.fspath(path)
+        self._embedding_model = embedding_model
+        self._collection = collection
+        self._samples = samples
+        self._top_k = top_k
+        self._ready: concurrent.futures.Future[VectorStoreRetriever] = concurrent.futures.Future()
+        self._store: SqliteVectorStore | None = None
+        self._thread: threading.Thread | None = None
+        self.documents = 0
+
+    @property
+    def status(self) -> KnowledgeStatus:
+        if not self._ready.done():
+            return "loading"
+        return "failed" if self._ready.exception() is not None else "ready"
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._ready.exception() if self._ready.done() else None
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("The knowledge base is already started")
+        logger.info("loading the knowledge base (%s) in the background", self._path)
+        self._thread = threading.Thread(target=self._load, name="tooluse-knowledge", daemon=True)
+        self._thread.start()
+
+    def _load(self) -> None:
+        started = time.perf_counter()
+        try:
+            store = SqliteVectorStore(
+                self._path, self._embedding_model, collection=self._collection
+            )
+            self._store = store
+            if self._samples:
+                report = sync_sample_documents(store)
+                if report is not None and report.changed:
+                    logger.info(
+                        "sample knowledge base ingested: %d files, %d chunks",
+                        len(report.added) + len(report.updated),
+                        report.chunks_written,
+                    )
+            store.embedding_model.embed_query("warm-up")  # the first question is not slow
+            self.documents = len(store)
+            retriever = VectorStoreRetriever(store, top_k=self._top_k)
+        except Exception as exc:
+            logger.exception("the knowledge base failed to load")
+            self._ready.set_exception(exc)
+            return
+        logger.info(
+            "knowledge base ready: %d chunks in %s (collection %r), %.1f s",
+            self.documents,
+            self._path,
+            self._collection,
+            time.perf_counter() - started,
+        )
+        self._ready.set_result(retriever)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until loaded (re-raises a load failure)."""
+        self._ready.result(timeout)
+
+    def retrieve(self, query: str | Query) -> list[Document]:
+        return self._ready.result().retrieve(query)
+
+    async def aretrieve(self, query: str | Query) -> list[Document]:
+        retriever = await asyncio.wrap_future(self._ready)
+        return await retriever.aretrieve(query)
+
+    def close(self) -> None:
+        """Wait for a load under way, then close the store."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._store is not None:
+            self._store.close()

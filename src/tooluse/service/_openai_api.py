@@ -1,0 +1,213 @@
+"""``POST /v1/chat/completions``: the QA pipeline behind OpenAI's Chat Completions API, so any
+OpenAI client (the official SDKs, LangChain, curl) can use the service."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+import pydantic
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.sse import format_sse_event
+
+from tooluse.messages import AssistantMessage, Message, Usage, UserMessage
+from tooluse.qa import ApprovalRequiredEvent, DeltaEvent, DoneEvent, QaEvent, QaPause
+from tooluse.service._service import QaService
+from tooluse.service._sse import sse
+
+__all__ = ["OPENAI_MODEL_ID", "BadRequest", "OpenAIChatRequest", "conversation", "openai_router"]
+
+logger = logging.getLogger("tooluse.service")
+
+OPENAI_MODEL_ID = "tooluse-qa"
+"""The one model ``GET /v1/models`` lists; the ``model`` of a request is not used."""
+
+
+class OpenAIMessage(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class OpenAIChatRequest(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="allow")  # temperature, tools, ... are not used
+
+    model: str = OPENAI_MODEL_ID
+    messages: list[OpenAIMessage] = pydantic.Field(min_length=1)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+
+
+class BadRequest(ValueError):
+    """A request the service cannot answer, reported in OpenAI's error format."""
+
+
+def _text(message: OpenAIMessage, position: int) -> str:
+    content = message.content
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    texts = []
+    for part in content:
+        if part.get("type") != "text" or not isinstance(part.get("text"), str):
+            raise BadRequest(
+                f"messages[{position}]: only text content is supported, got a "
+                f"{part.get('type')!r} part"
+            )
+        texts.append(part["text"])
+    return "".join(texts)
+
+
+def conversation(messages: list[OpenAIMessage]) -> tuple[str, list[Message]]:
+    """The question (the last message, which must be the user's) and the history before it.
+    System and tool messages are left out: the service has its own instructions and tools."""
+    last = messages[-1]
+    if last.role != "user":
+        raise BadRequest(f"the last message must be the user's question, got role {last.role!r}")
+    question = _text(last, len(messages) - 1)
+    if not question.strip():
+        raise BadRequest("the user's question is empty")
+    history: list[Message] = []
+    for position, message in enumerate(messages[:-1]):
+        text = _text(message, position)
+        if message.role == "user":
+            history.append(UserMessage(text=text))
+        elif message.role == "assistant" and text:
+            history.append(AssistantMessage(text=text))
+    return question, history
+
+
+def _error(message: str, status: int = 400) -> JSONResponse:
+    body = {
+        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+    }
+    return JSONResponse(body, status_code=status)
+
+
+def _usage(usage: Usage | None) -> dict[str, int]:
+    if usage is None:
+        return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def _approval_text(approval_id: str, pause: QaPause) -> str:
+    calls = ", ".join(f"{call.name}({call.arguments})" for call in pause.pending_tool_calls)
+    return (
+        f"This needs a person's approval before it can go on: {calls}. Approve or deny it on "
+        f"the service's page, or with POST /api/approvals/{approval_id} (approval id "
+        f"{approval_id})."
+    )
+
+
+def openai_router(service: QaService) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        model = {"id": OPENAI_MODEL_ID, "object": "model", "created": 0, "owned_by": "tooluse"}
+        return {"object": "list", "data": [model]}
+
+    @router.post("/v1/chat/completions", response_model=None)
+    async def completions(request: OpenAIChatRequest) -> Response:
+        try:
+            question, history = conversation(request.messages)
+        except BadRequest as exc:
+            return _error(str(exc))
+        events = service.pipeline.stream(question, history=history)
+        completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+        created = int(time.time())
+        if request.stream:
+            include_usage = bool((request.stream_options or {}).get("include_usage"))
+            chunks = _chunks(service, events, completion_id, created, include_usage)
+            return StreamingResponse(chunks, media_type="text/event-stream")
+        answer, usage = await _answer(service, events)
+        return JSONResponse(
+            {
+                "id": completion_id,
+                "object": "chat.completion",
+                "created": created,
+                "model": service.model_label,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": answer},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": _usage(usage),
+            }
+        )
+
+    return router
+
+
+async def _answer(service: QaService, events: AsyncIterator[QaEvent]) -> tuple[str, Usage | None]:
+    async for event in events:
+        if isinstance(event, ApprovalRequiredEvent):
+            approval_id = await asyncio.to_thread(service.approvals.save, event.pause)
+            return _approval_text(approval_id, event.pause), None
+        if isinstance(event, DoneEvent):
+            return event.answer, event.usage
+    raise RuntimeError("The QA run ended without an answer or a pause")
+
+
+async def _chunks(
+    service: QaService,
+    events: AsyncIterator[QaEvent],
+    completion_id: str,
+    created: int,
+    include_usage: bool,
+) -> AsyncIterator[bytes]:
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        return sse(
+            None,
+            {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": service.model_label,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+            },
+        )
+
+    yield chunk({"role": "assistant", "content": ""})
+    usage: Usage | None = None
+    try:
+        async for event in events:
+            if isinstance(event, DeltaEvent):
+                yield chunk({"content": event.text})
+            elif isinstance(event, ApprovalRequiredEvent):
+                approval_id = await asyncio.to_thread(service.approvals.save, event.pause)
+                yield chunk({"content": _approval_text(approval_id, event.pause)})
+            elif isinstance(event, DoneEvent):
+                usage = event.usage
+    except Exception as exc:
+        logger.exception("chat completion %s failed", completion_id)
+        # OpenAI's SDKs raise an APIError for a chunk that carries "error".
+        yield sse(None, {"error": {"message": str(exc), "type": type(exc).__name__}})
+        return
+    yield chunk({}, "stop")
+    if include_usage:
+        yield sse(
+            None,
+            {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": service.model_label,
+                "choices": [],
+                "usage": _usage(usage),
+            },
+        )
+    yield format_sse_event(data_str="[DONE]")

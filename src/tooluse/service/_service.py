@@ -1,0 +1,120 @@
+"""``QaService``: the QA pipeline with the service's embedded defaults, shared by the HTTP
+app (``tooluse serve``) and the terminal (``tooluse chat``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from tooluse.advisors._api import model_name
+from tooluse.embedding import EmbeddingModel
+from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
+from tooluse.models import ChatModel
+from tooluse.qa import QaPipeline
+from tooluse.service._approvals import ApprovalStore
+from tooluse.service._knowledge import KnowledgeBase
+from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
+from tooluse.service._samples import SAMPLE_TOOLS
+from tooluse.tools import tool_callbacks
+
+__all__ = ["DEFAULT_DATABASE", "QaService", "ServiceConfig"]
+
+logger = logging.getLogger("tooluse.service")
+
+DEFAULT_DATABASE = "tooluse.db"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ServiceConfig:
+    """What the service runs with; every field has an embedded default.
+
+    - ``db``: the SQLite file for chat memory, the knowledge base (collection
+      ``"default"``, where ``tooluse ingest`` writes) and paused runs;
+    - ``model``: ``None`` runs the offline ``TestModel`` (:class:`OfflineModel`);
+      ``model_label`` names the model on the page (default: the model's name);
+    - ``tools``: tool sources (default: the sample tools);
+    - ``embedding_model``: default the bundled offline E5 model;
+    - ``sample_knowledge``: ingest the sample documents while the knowledge base has no
+      documents of its own;
+    - ``memory_window``: messages remembered per conversation; ``top_k``: documents per
+      question.
+    """
+
+    db: str | os.PathLike[str] = DEFAULT_DATABASE
+    model: ChatModel | None = None
+    model_label: str | None = None
+    tools: Sequence[object] = SAMPLE_TOOLS
+    embedding_model: EmbeddingModel | None = None
+    sample_knowledge: bool = True
+    memory_window: int = 20
+    top_k: int = 4
+
+
+class QaService:
+    """The pipeline, its memory, knowledge base and store of paused runs, built from a
+    :class:`ServiceConfig`. :meth:`start` begins loading the knowledge base in the
+    background; :meth:`close` releases the files."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.offline = config.model is None
+        model: ChatModel = OfflineModel() if config.model is None else config.model
+        self.model_label = config.model_label or model_name(model)
+        self.tools = tuple(config.tools)
+        tool_callbacks(*self.tools)  # bad tool sources fail here, with their names
+        self._repository = SqliteChatMemoryRepository(config.db)
+        self.memory = MessageWindowChatMemory(
+            max_messages=config.memory_window, repository=self._repository
+        )
+        self.approvals = ApprovalStore(config.db)
+        self.knowledge = KnowledgeBase(
+            config.db,
+            embedding_model=config.embedding_model,
+            samples=config.sample_knowledge,
+            top_k=config.top_k,
+        )
+        self.pipeline = QaPipeline(
+            model, retriever=self.knowledge, tools=self.tools, memory=self.memory
+        )
+
+    def start(self) -> None:
+        if self.offline:
+            logger.warning("%s", OFFLINE_NOTICE)
+        else:
+            logger.info("model: %s", self.model_label)
+        self.knowledge.start()
+
+    def close(self) -> None:
+        self.knowledge.close()
+        self.approvals.close()
+        self._repository.close()
+
+    def health(self) -> dict[str, Any]:
+        error = self.knowledge.error
+        return {
+            "status": "ok" if error is None else "degraded",
+            "model": self.model_label,
+            "offline": self.offline,
+            "knowledge": self.knowledge.status,
+            "knowledge_error": None if error is None else str(error),
+            "documents": self.knowledge.documents,
+            "tools": len(tool_callbacks(*self.tools)),
+        }
+
+    def tool_descriptions(self) -> list[dict[str, Any]]:
+        described = []
+        for callback in tool_callbacks(*self.tools):
+            required = callback.metadata.requires_approval
+            definition = callback.definition
+            described.append(
+                {
+                    "name": definition.name,
+                    "description": definition.description,
+                    "input_schema": definition.input_schema,
+                    "requires_approval": required if isinstance(required, bool) else "rule",
+                }
+            )
+        return described

@@ -1,0 +1,129 @@
+"""``tooluse chat``: the QA pipeline of ``tooluse serve`` in a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+
+from tooluse.calling import Approve, Decision, Deny
+from tooluse.qa import (
+    ApprovalRequiredEvent,
+    DeltaEvent,
+    DoneEvent,
+    QaEvent,
+    RouteEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from tooluse.service._offline import OFFLINE_NOTICE
+from tooluse.service._options import (
+    OptionError,
+    add_service_arguments,
+    config_from_arguments,
+    configure_logging,
+)
+from tooluse.service._service import QaService
+
+__all__ = ["add_arguments", "run"]
+
+_PREVIEW = 300  # characters of a tool result shown
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Chat with the QA pipeline of `tooluse serve` in the terminal (same options, same "
+        "SQLite file). With a QUESTION, answer it and exit. Tool calls that need approval "
+        "are asked about here."
+    )
+    parser.add_argument("question", nargs="?", help="answer this question and exit")
+    parser.add_argument(
+        "--conversation", help="conversation id (default: a new one); reuse it to continue"
+    )
+    add_service_arguments(parser)
+    parser.set_defaults(log_level="warning")
+
+
+def _ask(prompt: str) -> str:
+    return input(prompt)
+
+
+async def _show(
+    events: AsyncIterator[QaEvent], ask: Callable[[str], str]
+) -> tuple[ApprovalRequiredEvent, dict[str, Decision]] | None:
+    """Print a run; for a pause, ask for the decisions and return them."""
+    async for event in events:
+        if isinstance(event, ToolCallEvent):
+            print(f"  -> {event.name}({event.arguments})")
+        elif isinstance(event, ToolResultEvent):
+            mark = " (error)" if event.is_error else ""
+            print(f"  <- {event.name}{mark}: {event.result[:_PREVIEW]}")
+        elif isinstance(event, RouteEvent):
+            source = "live data" if event.route == "tools" else "the knowledge base"
+            print(f"  [answering from {source}]")
+        elif isinstance(event, DeltaEvent):
+            print(event.text, end="", flush=True)
+        elif isinstance(event, DoneEvent):
+            print()
+            titles = [str(d.metadata.get("title") or d.id) for d in event.documents]
+            if titles:
+                print(f"  sources: {' · '.join(titles)}")
+        elif isinstance(event, ApprovalRequiredEvent):
+            decisions: dict[str, Decision] = {}
+            for call in event.pending_tool_calls:
+                reply = await asyncio.to_thread(
+                    ask, f"  approve {call.name}({call.arguments})? [y/N] "
+                )
+                yes = reply.strip().lower() in ("y", "yes")
+                decisions[call.id] = Approve() if yes else Deny("The user denied this call.")
+            return event, decisions
+    return None
+
+
+async def _answer(
+    service: QaService, question: str, conversation_id: str, ask: Callable[[str], str]
+) -> None:
+    events = service.pipeline.stream(question, conversation_id=conversation_id)
+    while (paused := await _show(events, ask)) is not None:
+        event, decisions = paused
+        events = service.pipeline.resume_stream(event.pause, decisions)
+
+
+async def _chat(service: QaService, args: argparse.Namespace, ask: Callable[[str], str]) -> int:
+    conversation_id = args.conversation or uuid.uuid4().hex
+    status = 0
+    service.start()
+    try:
+        if service.offline:
+            print(f"[{OFFLINE_NOTICE}]", file=sys.stderr)
+        if args.question is not None:
+            await _answer(service, args.question, conversation_id, ask)
+            return 0
+        print(f"conversation {conversation_id}; an empty line or Ctrl-D ends it", file=sys.stderr)
+        while True:
+            try:
+                question = await asyncio.to_thread(ask, "you> ")
+            except EOFError:
+                break
+            if not question.strip():
+                break
+            try:
+                await _answer(service, question, conversation_id, ask)
+            except Exception as exc:  # the next question may work (e.g. a provider hiccup)
+                print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+                status = 1
+    finally:
+        await asyncio.to_thread(service.close)
+    return status
+
+
+def run(args: argparse.Namespace, ask: Callable[[str], str] = _ask) -> int:
+    configure_logging(args.log_level)
+    try:
+        service = QaService(config_from_arguments(args))
+    except OptionError as exc:
+        print(f"tooluse chat: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(_chat(service, args, ask))

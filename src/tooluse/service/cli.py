@@ -1,0 +1,43 @@
+"""``tooluse serve``: the QA service over HTTP (chat page, SSE API, OpenAI-compatible API)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tooluse.service._options import (
+    OptionError,
+    add_service_arguments,
+    config_from_arguments,
+    configure_logging,
+)
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Run the question-answering service: a chat page at /, Server-Sent Events at "
+        "POST /api/chat, approvals at POST /api/approvals/{id}, and an OpenAI-compatible "
+        "POST /v1/chat/completions. Works with no configuration: a SQLite file, the bundled "
+        "embedding model, sample documents and tools, and the offline TestModel until a "
+        "model is set."
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    add_service_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from tooluse.service._app import create_app
+
+    configure_logging(args.log_level)
+    try:
+        app = create_app(config_from_arguments(args))
+    except OptionError as exc:
+        print(f"tooluse serve: {exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0

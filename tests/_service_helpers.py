@@ -1,0 +1,91 @@
+"""Running the service app in-process for the service tests."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from _rag_helpers import HashingEmbeddingModel
+from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
+from tooluse.service import ServiceConfig, create_app
+from tooluse.testing import FunctionModel, ResponseLike, tool_call
+
+
+def config(db: Path, **changes: Any) -> ServiceConfig:
+    """A service on ``db`` with the hashing embedding model (fast, no model load)."""
+    return ServiceConfig(db=db, embedding_model=HashingEmbeddingModel(), **changes)
+
+
+@contextlib.asynccontextmanager
+async def running(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """The app started (lifespan) with an HTTP client that calls it in-process."""
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
+            yield client
+
+
+@contextlib.asynccontextmanager
+async def service(db: Path, **changes: Any) -> AsyncIterator[httpx.AsyncClient]:
+    async with running(create_app(config(db, **changes))) as client:
+        yield client
+
+
+def parse_sse(text: str) -> list[tuple[str, Any]]:
+    """``(event name, data)`` per event of a text/event-stream body."""
+    events = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        name, data = "message", []
+        for line in block.split("\n"):
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+        if data:
+            joined = "\n".join(data)
+            events.append((name, joined if joined == "[DONE]" else json.loads(joined)))
+    return events
+
+
+def names(events: list[tuple[str, Any]]) -> list[str]:
+    """Event names, consecutive deltas as one."""
+    result: list[str] = []
+    for name, _ in events:
+        if not (name == "delta" and result and result[-1] == "delta"):
+            result.append(name)
+    return result
+
+
+def _question(prompt: Prompt) -> str:
+    return next(m.text for m in reversed(prompt.messages) if isinstance(m, UserMessage))
+
+
+def respond(prompt: Prompt) -> ResponseLike:
+    """A fake LLM for both stages. Router (tools offered): weather questions call
+    get_weather(Paris), cancel questions cancel_order(A1001), others no tool. Answer stage:
+    says which information block it was given."""
+    if prompt.options.tool_callbacks:
+        if isinstance(prompt.messages[-1], ToolResponseMessage):
+            return ""
+        question = _question(prompt).lower()
+        if "weather" in question:
+            return tool_call("get_weather", {"city": "Paris"})
+        if "cancel" in question:
+            return tool_call("cancel_order", {"order_id": "A1001"}, id="cancel-1")
+        return ""
+    text = _question(prompt)
+    if text.startswith("Data fetched"):
+        return "From live data."
+    if text.startswith("Documents retrieved"):
+        return "From the knowledge base."
+    return "I do not know."
+
+
+def fake_llm() -> FunctionModel:
+    return FunctionModel(respond)

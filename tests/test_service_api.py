@@ -1,0 +1,186 @@
+"""``tooluse serve``'s HTTP API: SSE chat, approvals across a restart, tools, health, page."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from _service_helpers import fake_llm, names, parse_sse, service
+from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
+
+
+async def test_tool_question_streams_the_trace_then_the_answer(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        response = await client.post(
+            "/api/chat", json={"message": "What's the weather in Paris?", "conversation_id": "c1"}
+        )
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = parse_sse(response.text)
+    assert names(events) == ["tool_call", "tool_result", "route", "delta", "done"]
+    call, result, route = (data for _, data in events[:3])
+    assert (call["name"], json.loads(call["arguments"])) == ("get_weather", {"city": "Paris"})
+    assert result["id"] == call["id"] and result["is_error"] is False
+    assert json.loads(result["result"])["city"] == "Paris"
+    assert route == {"route": "tools", "fetched": 1}
+    done = events[-1][1]
+    assert (
+        done["answer"] == "From live data." == "".join(d["text"] for n, d in events if n == "delta")
+    )
+    assert (done["route"], done["sources"], done["conversation_id"]) == ("tools", [], "c1")
+
+
+async def test_knowledge_question_is_answered_from_the_sample_documents(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        response = await client.post(
+            "/api/chat", json={"message": "How many days do I have to return an item?"}
+        )
+        health = (await client.get("/healthz")).json()
+    events = parse_sse(response.text)
+    assert names(events) == ["route", "delta", "done"]
+    assert events[0][1] == {"route": "knowledge", "fetched": 0}
+    done = events[-1][1]
+    assert done["answer"] == "From the knowledge base."
+    assert done["sources"] and all(
+        s["source"].startswith("tooluse-samples/") for s in done["sources"]
+    )
+    assert len(done["conversation_id"]) == 32  # a new conversation was opened
+    assert health["knowledge"] == "ready" and health["documents"] > 0
+    assert (health["offline"], health["model"], health["tools"]) == (False, "function", 4)
+
+
+async def test_the_answer_is_remembered_once_per_turn(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    async with service(db, model=fake_llm()) as client:
+        for question in ("What's the weather in Paris?", "Any refund rules?"):
+            response = await client.post(
+                "/api/chat", json={"message": question, "conversation_id": "c1"}
+            )
+            assert names(parse_sse(response.text))[-1] == "done"
+    with SqliteChatMemoryRepository(db) as repository:
+        stored = MessageWindowChatMemory(repository=repository).get("c1")
+    assert [m.text for m in stored] == [
+        "What's the weather in Paris?",
+        "From live data.",
+        "Any refund rules?",
+        "From the knowledge base.",
+    ]
+
+
+async def test_approval_survives_a_restart(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    async with service(db, model=fake_llm()) as client:
+        response = await client.post(
+            "/api/chat", json={"message": "Cancel order A1001", "conversation_id": "c9"}
+        )
+    events = parse_sse(response.text)
+    assert names(events) == ["tool_call", "approval_required"]
+    paused = events[-1][1]
+    assert [c["id"] for c in paused["pending_tool_calls"]] == ["cancel-1"]
+    approval_id = paused["approval_id"]
+
+    # A new app on the same file: the paused run is still there.
+    async with service(db, model=fake_llm()) as client:
+        stored = (await client.get(f"/api/approvals/{approval_id}")).json()
+        assert (stored["status"], stored["question"], stored["conversation_id"]) == (
+            "pending",
+            "Cancel order A1001",
+            "c9",
+        )
+        wrong = await client.post(
+            f"/api/approvals/{approval_id}", json={"decisions": {"other": {"approve": True}}}
+        )
+        assert wrong.status_code == 422 and "missing ['cancel-1']" in wrong.text
+        resumed = await client.post(
+            f"/api/approvals/{approval_id}", json={"decisions": {"cancel-1": {"approve": True}}}
+        )
+        again = await client.post(
+            f"/api/approvals/{approval_id}", json={"decisions": {"cancel-1": {"approve": True}}}
+        )
+        finished = (await client.get(f"/api/approvals/{approval_id}")).json()
+        unknown = await client.post("/api/approvals/nope", json={"decisions": {}})
+
+    events = parse_sse(resumed.text)
+    assert names(events) == ["tool_result", "route", "delta", "done"]
+    assert json.loads(events[0][1]["result"])["cancelled"] is True
+    assert events[-1][1]["answer"] == "From live data."
+    assert events[-1][1]["conversation_id"] == "c9"
+    assert again.status_code == 409  # resumed once: the approved call never runs twice
+    assert finished["status"] == "done"
+    assert unknown.status_code == 404
+
+
+async def test_a_denied_call_is_answered_without_data(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        paused = parse_sse((await client.post("/api/chat", json={"message": "cancel A1001"})).text)
+        approval_id = paused[-1][1]["approval_id"]
+        response = await client.post(
+            f"/api/approvals/{approval_id}",
+            json={"decisions": {"cancel-1": {"approve": False, "message": "Not today."}}},
+        )
+    events = parse_sse(response.text)
+    assert events[0] == (
+        "tool_result",
+        {"id": "cancel-1", "name": "cancel_order", "result": "Not today.", "is_error": True},
+    )
+    assert events[1][1]["route"] == "knowledge"
+
+
+async def test_a_failing_model_ends_the_stream_with_an_error_event(tmp_path: Path) -> None:
+    from tooluse.testing import FunctionModel
+
+    def fail(prompt: object) -> str:
+        raise ConnectionError("provider unreachable")
+
+    async with service(tmp_path / "s.db", model=FunctionModel(fail)) as client:
+        response = await client.post("/api/chat", json={"message": "Hi"})
+    assert parse_sse(response.text) == [
+        ("error", {"message": "provider unreachable", "type": "ConnectionError"})
+    ]
+
+
+async def test_bad_requests_are_refused(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        assert (await client.post("/api/chat", json={"message": ""})).status_code == 422
+        assert (await client.post("/api/chat", json={"message": "   "})).status_code == 422
+        assert (await client.post("/api/chat", json={"text": "hi"})).status_code == 422
+        assert (await client.get("/api/approvals/missing")).status_code == 404
+
+
+async def test_tools_are_listed(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        tools = (await client.get("/api/tools")).json()
+    by_name = {t["name"]: t for t in tools}
+    assert set(by_name) == {"get_weather", "get_current_time", "get_order_status", "cancel_order"}
+    assert by_name["cancel_order"]["requires_approval"] is True
+    assert by_name["get_weather"]["requires_approval"] is False
+    assert by_name["get_weather"]["input_schema"]["required"] == ["city"]
+
+
+async def test_the_page_is_a_self_contained_chat_ui(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        page = await client.get("/")
+    assert page.headers["content-type"].startswith("text/html")
+    html = page.text
+    for part in ('id="chat"', 'id="message"', "/api/chat", "/api/approvals/", "Approve", "Deny"):
+        assert part in html
+    assert "model: function" in html
+    assert 'id="offline"' not in html  # a model is configured
+    assert "<script src" not in html and "<link" not in html  # no CDN, no build step
+
+
+async def test_offline_mode_says_so_and_still_answers(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db") as client:
+        page = (await client.get("/")).text
+        health = (await client.get("/healthz")).json()
+        tool_turn = parse_sse((await client.post("/api/chat", json={"message": "weather?"})).text)
+        knowledge_turn = parse_sse(
+            (await client.post("/api/chat", json={"message": "退货期限是多久？"})).text
+        )
+    assert 'id="offline"' in page and "TOOLUSE_MODEL" in page
+    assert (health["offline"], health["model"]) == (True, "offline TestModel")
+    assert names(tool_turn) == ["tool_call", "tool_result", "route", "delta", "done"]
+    assert tool_turn[0][1]["name"] == "get_weather"
+    assert tool_turn[-1][1]["answer"].startswith("[No model is configured")
+    assert names(knowledge_turn) == ["route", "delta", "done"]
+    assert "Documents retrieved" in knowledge_turn[-1][1]["answer"]

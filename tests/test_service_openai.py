@@ -1,0 +1,125 @@
+"""``POST /v1/chat/completions`` through the official ``openai`` SDK."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from _service_helpers import config, fake_llm, running
+from tooluse.messages import UserMessage
+from tooluse.service import create_app
+from tooluse.testing import FunctionModel
+
+
+@contextlib.asynccontextmanager
+async def openai_client(db: Path, model: FunctionModel) -> AsyncIterator[openai.AsyncOpenAI]:
+    app = create_app(config(db, model=model))
+    async with running(app):
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+        async with openai.AsyncOpenAI(
+            base_url="http://service/v1", api_key="unused", http_client=http, max_retries=0
+        ) as client:
+            yield client
+
+
+async def test_a_completion(tmp_path: Path) -> None:
+    model = fake_llm()
+    async with openai_client(tmp_path / "s.db", model) as client:
+        completion = await client.chat.completions.create(
+            model="tooluse-qa",
+            messages=[
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello!"},
+                {"role": "user", "content": [{"type": "text", "text": "weather in Paris?"}]},
+            ],
+        )
+        models = await client.models.list()
+    assert completion.choices[0].message.content == "From live data."
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.object == "chat.completion"
+    assert [m.id for m in models.data] == ["tooluse-qa"]
+    # The earlier turns reach both stages as history; the client's system message does not.
+    router = model.requests[0]
+    assert [m.text for m in router.messages[1:]] == ["Hi", "Hello!", "weather in Paris?"]
+    assert "Be brief." not in [m.text for m in model.requests[-1].messages]
+
+
+async def test_a_streamed_completion(tmp_path: Path) -> None:
+    async with openai_client(tmp_path / "s.db", fake_llm()) as client:
+        stream = await client.chat.completions.create(
+            model="tooluse-qa",
+            messages=[{"role": "user", "content": "What is the refund policy?"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = [chunk async for chunk in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "From the knowledge base."
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+
+
+async def test_an_approval_is_explained_in_the_answer(tmp_path: Path) -> None:
+    async with openai_client(tmp_path / "s.db", fake_llm()) as client:
+        completion = await client.chat.completions.create(
+            model="tooluse-qa", messages=[{"role": "user", "content": "Cancel order A1001"}]
+        )
+    content = completion.choices[0].message.content or ""
+    assert "cancel_order" in content and "/api/approvals/" in content
+
+
+async def test_bad_requests_get_openai_errors(tmp_path: Path) -> None:
+    async with openai_client(tmp_path / "s.db", fake_llm()) as client:
+        with pytest.raises(openai.BadRequestError, match="last message must be the user's"):
+            await client.chat.completions.create(
+                model="tooluse-qa", messages=[{"role": "assistant", "content": "Hi"}]
+            )
+        with pytest.raises(openai.BadRequestError, match="only text content"):
+            await client.chat.completions.create(
+                model="tooluse-qa",
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "http://x"}}],
+                    }
+                ],
+            )
+
+
+async def test_a_failure_mid_stream_raises_in_the_sdk(tmp_path: Path) -> None:
+    def fail(prompt: object) -> str:
+        raise ConnectionError("provider unreachable")
+
+    async with openai_client(tmp_path / "s.db", FunctionModel(fail)) as client:
+        stream = await client.chat.completions.create(
+            model="tooluse-qa", messages=[{"role": "user", "content": "Hi"}], stream=True
+        )
+        with pytest.raises(openai.APIError, match="provider unreachable"):
+            async for _ in stream:
+                pass
+
+
+def test_history_keeps_user_and_assistant_turns_only() -> None:
+    from tooluse.service._openai_api import OpenAIChatRequest, conversation
+
+    request = OpenAIChatRequest.model_validate(
+        {
+            "messages": [
+                {"role": "developer", "content": "rules"},
+                {"role": "user", "content": "a"},
+                {"role": "assistant", "content": None, "tool_calls": []},
+                {"role": "tool", "content": "x", "tool_call_id": "1"},
+                {"role": "user", "content": "b"},
+            ]
+        }
+    )
+    question, history = conversation(request.messages)
+    assert question == "b"
+    assert history == [UserMessage(text="a")]
