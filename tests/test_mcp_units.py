@@ -22,9 +22,10 @@ from mcp.types import (
     TextContent,
     TextResourceContents,
     Tool,
+    ToolAnnotations,
 )
 
-from tooluse import ChatClient, ToolContext, ToolExecutionException, tool
+from tooluse import Approve, ChatClient, ToolContext, ToolExecutionException, tool
 from tooluse.cli import main
 from tooluse.mcp import (
     MCP_META_KEY,
@@ -40,7 +41,7 @@ from tooluse.mcp import (
 from tooluse.mcp._convert import error_text, result_text
 from tooluse.mcp._naming import ToolNamer
 from tooluse.testing import ScriptedModel, tool_call
-from tooluse.tools import Image, convert_result
+from tooluse.tools import Image, ToolMetadata, convert_result
 
 MODES = ["auto", "legacy"]
 
@@ -467,3 +468,34 @@ async def test_closing_while_connecting_does_not_hang() -> None:
     await asyncio.wait_for(provider.aclose(), timeout=5)
     await asyncio.wait_for(connecting, timeout=5)
     assert provider.connections[0].state == "closed"
+
+
+async def test_tool_metadata_can_hold_destructive_tools_for_approval() -> None:
+    server = MCPServer("files")
+    deleted: list[str] = []
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def delete_file(path: str) -> str:
+        deleted.append(path)
+        return f"deleted {path}"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def read_file(path: str) -> str:
+        return f"contents of {path}"
+
+    def needs_approval(server_name: str, mcp_tool: Tool) -> ToolMetadata:
+        annotations = mcp_tool.annotations
+        return ToolMetadata(requires_approval=bool(annotations and annotations.destructive_hint))
+
+    async with McpToolProvider(InProcessServer(server), tool_metadata=needs_approval) as provider:
+        assert [c.metadata.requires_approval for c in provider.tool_callbacks()] == [True, False]
+        model = ScriptedModel([tool_call("delete_file", {"path": "/tmp/x"}), "Deleted."])
+        client = ChatClient(model, tools=[provider])
+        paused = await client.prompt().user("delete /tmp/x").acall()
+        assert [call.name for call in paused.pending_tool_calls] == ["delete_file"]
+        assert deleted == []
+        assert paused.state is not None
+        decisions = {paused.pending_tool_calls[0].id: Approve()}
+        resumed = await client.aresume(paused.state, decisions)
+        assert resumed.content() == "Deleted."
+        assert deleted == ["/tmp/x"]

@@ -12,7 +12,7 @@ from tooluse.mcp._connection import McpConnection
 from tooluse.mcp._convert import tool_context_to_meta
 from tooluse.mcp._errors import McpServerError
 from tooluse.mcp._naming import NamingStrategy
-from tooluse.mcp._provider import McpToolProvider, ToolFilter
+from tooluse.mcp._provider import McpToolProvider, ToolFilter, ToolMetadataFor
 from tooluse.mcp._server import (
     MCP_META_KEY,
     ServedToolContext,
@@ -43,6 +43,7 @@ __all__ = [
     "ServerParameters",
     "StdioServer",
     "ToolFilter",
+    "ToolMetadataFor",
     "aserve_tools",
     "mcp_server",
     "serve_tools",

@@ -17,13 +17,19 @@ from tooluse.mcp._convert import tool_context_to_meta
 from tooluse.mcp._errors import McpServerError
 from tooluse.mcp._naming import NamingStrategy, ToolNamer
 from tooluse.mcp._servers import HttpServer, InProcessServer, ServerParameters, StdioServer
+from tooluse.tools import ToolMetadata
 
-__all__ = ["McpToolProvider", "ToolFilter"]
+__all__ = ["McpToolProvider", "ToolFilter", "ToolMetadataFor"]
 
 logger = logging.getLogger("tooluse.mcp")
 
 ToolFilter = Callable[[str, Tool], bool]
 """``(server_name, tool) -> keep?``: which MCP tools to offer (after include/exclude)."""
+
+ToolMetadataFor = Callable[[str, Tool], ToolMetadata]
+"""``(server_name, tool) -> ToolMetadata``: how the executor treats an MCP tool, e.g.
+``ToolMetadata(requires_approval=True)`` for tools whose annotations say they are
+destructive."""
 
 
 class McpToolProvider:
@@ -42,7 +48,8 @@ class McpToolProvider:
     ``tool_callbacks()`` (asked on every request) costs nothing. Which tools are offered:
     each server's ``include`` / ``exclude`` lists, then ``tool_filter``. Their names:
     ``naming`` (see ``NamingStrategy``; by default a name taken by an earlier tool becomes
-    ``alt_<n>_<name>``). ``context_to_meta`` turns the tool context into each call's
+    ``alt_<n>_<name>``). ``tool_metadata`` gives tools executor metadata (approval,
+    timeouts; none by default). ``context_to_meta`` turns the tool context into each call's
     ``_meta`` (by default: the context less private ``_keys`` and values that are not JSON).
 
     ``connect_timeout`` bounds connecting plus the first tool listing; ``call_timeout``
@@ -54,6 +61,7 @@ class McpToolProvider:
         self,
         *servers: ServerParameters,
         tool_filter: ToolFilter | None = None,
+        tool_metadata: ToolMetadataFor | None = None,
         naming: NamingStrategy = "alt",
         context_to_meta: ContextToMeta = tool_context_to_meta,
         connect_timeout: float | None = 30.0,
@@ -76,6 +84,7 @@ class McpToolProvider:
             )
         self._namer = ToolNamer(naming)
         self._tool_filter = tool_filter
+        self._tool_metadata = tool_metadata
         self._context_to_meta = context_to_meta
         self._connections = tuple(
             McpConnection(
@@ -240,9 +249,14 @@ class McpToolProvider:
         if known is not None and known.tool == tool:
             return known
         name = self._namer.name(connection.name, tool)
+        metadata = self._tool_metadata(connection.name, tool) if self._tool_metadata else None
         try:
             return McpToolCallback(
-                connection, tool, name=name, context_to_meta=self._context_to_meta
+                connection,
+                tool,
+                name=name,
+                context_to_meta=self._context_to_meta,
+                metadata=metadata,
             )
         except ValueError as exc:  # a schema too broken to repair: offer the other tools
             logger.warning(
