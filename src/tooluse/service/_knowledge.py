@@ -80,6 +80,8 @@ class KnowledgeBase:
         self._ready: concurrent.futures.Future[VectorStoreRetriever] = concurrent.futures.Future()
         self._store: SqliteVectorStore | None = None
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closing = False
         self.documents = 0
 
     @property
@@ -101,6 +103,7 @@ class KnowledgeBase:
 
     def _load(self) -> None:
         started = time.perf_counter()
+        store: SqliteVectorStore | None = None
         try:
             store = SqliteVectorStore(
                 self._path, self._embedding_model, collection=self._collection
@@ -119,7 +122,7 @@ class KnowledgeBase:
             retriever = VectorStoreRetriever(store, top_k=self._top_k)
         except Exception as exc:
             logger.exception("the knowledge base failed to load")
-            self._ready.set_exception(exc)
+            self._settle(store, exc)
             return
         logger.info(
             "knowledge base ready: %d chunks in %s (collection %r), %.1f s",
@@ -128,7 +131,19 @@ class KnowledgeBase:
             self._collection,
             time.perf_counter() - started,
         )
-        self._ready.set_result(retriever)
+        self._settle(store, retriever)
+
+    def _settle(
+        self, store: SqliteVectorStore | None, outcome: VectorStoreRetriever | Exception
+    ) -> None:
+        with self._lock:
+            if isinstance(outcome, Exception):
+                self._ready.set_exception(outcome)
+            else:
+                self._ready.set_result(outcome)
+            closing = self._closing
+        if closing and store is not None:  # close() came while loading
+            store.close()
 
     def wait(self, timeout: float | None = None) -> None:
         """Block until loaded (re-raises a load failure)."""
@@ -142,8 +157,14 @@ class KnowledgeBase:
         return await retriever.aretrieve(query)
 
     def close(self) -> None:
-        """Wait for a load under way, then close the store."""
-        if self._thread is not None:
-            self._thread.join()
-        if self._store is not None:
-            self._store.close()
+        """Close the store; a load still under way is not waited for (the server stops at
+        once): it closes the store itself when it ends, or the process ends first, which
+        SQLite survives (an interrupted ingestion is redone on the next start)."""
+        with self._lock:
+            self._closing = True
+            loaded = self._ready.done()
+        if loaded:
+            if self._store is not None:
+                self._store.close()
+        elif self._thread is not None:
+            logger.info("the knowledge base was still loading; not waiting for it")

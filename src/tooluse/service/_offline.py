@@ -24,25 +24,38 @@ _CJK_RUN = re.compile(r"[\u3400-\u9fff]{2,}")
 _GENERIC = frozenset({"get", "set", "list", "find", "fetch", "query", "search", "current", "tool"})
 
 
-def _keywords(definition: ToolDefinition) -> tuple[frozenset[str], tuple[str, ...]]:
-    """The words of a tool's name (Latin, lower case) and the CJK terms of its description."""
-    parts = {part.lower() for part in _IDENTIFIER_PART.findall(definition.name)}
-    latin = frozenset(part for part in parts if len(part) >= 4 and part not in _GENERIC)
-    return latin, tuple(_CJK_RUN.findall(definition.description))
+class _Keywords:
+    """When the offline router calls a tool: the question mentions a subject word of its
+    name (``get_order_status``: order, status; plurals too), and, for a name that starts with
+    a verb other than get/list/find/... (``cancel_order``), that verb as well; or it contains
+    one of the CJK terms of the tool's description."""
+
+    __slots__ = ("cjk", "subjects", "verb")
+
+    def __init__(self, definition: ToolDefinition) -> None:
+        parts = [part.lower() for part in _IDENTIFIER_PART.findall(definition.name)]
+        self.verb = parts[0] if len(parts) > 1 and parts[0] not in _GENERIC else None
+        rest = parts[1:] if self.verb is not None else parts
+        self.subjects = [p for p in rest if len(p) >= 4 and p not in _GENERIC] or (
+            [self.verb] if self.verb is not None else []
+        )
+        self.cjk = _CJK_RUN.findall(definition.description)
+
+    def match(self, question: str, words: list[str]) -> bool:
+        def mentioned(key: str) -> bool:
+            return any(word.startswith(key) for word in words)
+
+        latin = (self.verb is None or mentioned(self.verb)) and any(
+            mentioned(subject) for subject in self.subjects
+        )
+        return latin or any(term in question for term in self.cjk)
 
 
 def mentioned_tools(question: str, definitions: Sequence[ToolDefinition]) -> list[str]:
-    """The tools whose name words (``get_order_status``: order, status; plurals too) or CJK
-    description terms occur in ``question``: the offline stand-in for a model's choice."""
+    """The tools the question mentions (see :class:`_Keywords`): the offline stand-in for a
+    model's choice."""
     words = _LATIN_WORD.findall(question.lower())
-    chosen = []
-    for definition in definitions:
-        latin, cjk = _keywords(definition)
-        if any(word.startswith(key) for word in words for key in latin) or any(
-            term in question for term in cjk
-        ):
-            chosen.append(definition.name)
-    return chosen
+    return [d.name for d in definitions if _Keywords(d).match(question, words)]
 
 
 def _question(messages: Sequence[Message]) -> str:
@@ -53,7 +66,7 @@ class OfflineModel:
     """``TestModel`` for both stages of the QA pipeline, no network, no key.
 
     Router stage (tools offered): a ``TestModel`` that calls the tools the question mentions
-    (:func:`mentioned_tools`), with arguments generated from their schemas. Answer stage (no
+    (:func:`mentioned_tools`), with made-up arguments valid for their schemas. Answer stage (no
     tools): the answer is :data:`OFFLINE_NOTICE` followed by the prompt the answer model was
     given (the fetched data or the retrieved documents, the rules, the question), which is
     what the pipeline is there to build. A fresh ``TestModel`` serves each request, so a

@@ -1,0 +1,280 @@
+"""The service's parts: offline model, knowledge base loading, approval store, options, CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _rag_helpers import HashingEmbeddingModel
+from tooluse import tool_callbacks
+from tooluse.calling import PendingToolCall
+from tooluse.client import RunState
+from tooluse.messages import ChatOptions, Prompt, UserMessage
+from tooluse.qa import FetchRecord, QaPause
+from tooluse.rag import Document, SqliteVectorStore
+from tooluse.service import (
+    SAMPLE_TOOLS,
+    ApprovalConflict,
+    ApprovalStore,
+    KnowledgeBase,
+    OfflineModel,
+    UnknownApproval,
+    mentioned_tools,
+    sync_sample_documents,
+)
+from tooluse.service import chat as chat_command
+from tooluse.service._options import OptionError, add_service_arguments, config_from_arguments
+
+DEFINITIONS = [callback.definition for callback in tool_callbacks(*SAMPLE_TOOLS)]
+
+
+# -- offline model ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("What's the weather in Paris?", ["get_weather"]),
+        ("What time is it in Tokyo?", ["get_current_time"]),
+        ("Where are my orders?", ["get_order_status"]),
+        ("Please cancel order A1001", ["get_order_status", "cancel_order"]),
+        ("北京今天天气怎么样？", ["get_weather"]),
+        ("我的快递到哪了", ["get_order_status"]),
+        ("How long do I have to return an item?", []),
+        ("The border is closed", []),  # "order" inside a word does not count
+    ],
+)
+def test_offline_router_calls_the_tools_a_question_mentions(
+    question: str, expected: list[str]
+) -> None:
+    assert mentioned_tools(question, DEFINITIONS) == expected
+
+
+async def test_offline_model_routes_with_tools_and_echoes_without() -> None:
+    model = OfflineModel()
+    options = ChatOptions(tool_callbacks=tuple(tool_callbacks(*SAMPLE_TOOLS)))
+    routed = await model.acall(Prompt([UserMessage(text="weather?")], options))
+    assert [call.name for call in routed.generations[0].message.tool_calls] == ["get_weather"]
+    answer = model.call(Prompt([UserMessage(text="Rules... Question: hi")]))
+    assert answer.text.startswith("[No model is configured")
+    assert answer.text.endswith("Rules... Question: hi")
+    chunks = [chunk async for chunk in model.stream(Prompt([UserMessage(text="x")]))]
+    assert "".join(chunk.text for chunk in chunks) == answer.text.replace(
+        "Rules... Question: hi", "x"
+    )
+
+
+# -- knowledge base --------------------------------------------------------------------------
+
+
+def test_sample_documents_are_ingested_once_and_make_way_for_real_ones(tmp_path: Path) -> None:
+    embedding = HashingEmbeddingModel()
+    with SqliteVectorStore(tmp_path / "k.db", embedding) as store:
+        first = sync_sample_documents(store)
+        assert first is not None and len(first.added) == 4 and first.chunks_written == len(store)
+        embedded = len(embedding.embedded)
+        again = sync_sample_documents(store)
+        assert again is not None and not again.changed
+        assert len(embedding.embedded) == embedded  # nothing embedded twice
+        store.add([Document(text="Our own policy.", id="own", metadata={"source": "own.md"})])
+        assert sync_sample_documents(store) is None
+        assert [d.id for d in store.find()] == ["own"]  # the samples made way
+
+
+async def test_knowledge_base_loads_in_the_background(tmp_path: Path) -> None:
+    knowledge = KnowledgeBase(tmp_path / "k.db", embedding_model=HashingEmbeddingModel())
+    assert knowledge.status == "loading"
+    knowledge.start()
+    found = await knowledge.aretrieve("return an item within days")
+    assert knowledge.status == "ready" and knowledge.documents > 0
+    assert found and knowledge.retrieve("points expire") != []
+    with pytest.raises(RuntimeError, match="already started"):
+        knowledge.start()
+    knowledge.close()
+
+
+def test_closing_does_not_wait_for_a_load_under_way(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    class SlowToLoad(HashingEmbeddingModel):
+        def embed_query(self, text: str) -> Any:
+            release.wait(10)  # the warm-up stands for a model that takes long to load
+            return super().embed_query(text)
+
+    knowledge = KnowledgeBase(tmp_path / "k.db", embedding_model=SlowToLoad())
+    knowledge.start()
+    started = time.monotonic()
+    knowledge.close()
+    assert time.monotonic() - started < 1 and knowledge.status == "loading"
+    release.set()
+    knowledge.wait(10)
+    assert knowledge.status == "ready"
+
+
+async def test_a_knowledge_base_that_fails_to_load_says_why(tmp_path: Path) -> None:
+    (tmp_path / "dir.db").mkdir()  # not a file SQLite can open
+    knowledge = KnowledgeBase(tmp_path / "dir.db", embedding_model=HashingEmbeddingModel())
+    knowledge.start()
+    with pytest.raises(Exception, match="unable to open database"):
+        await knowledge.aretrieve("anything")
+    assert knowledge.status == "failed"
+    assert "unable to open database" in str(knowledge.error)
+    knowledge.close()
+
+
+# -- approval store --------------------------------------------------------------------------
+
+
+def _pause() -> QaPause:
+    call = PendingToolCall(id="x", name="cancel_order", arguments='{"order_id": "A1"}', reason="r")
+    state = RunState(
+        messages=(UserMessage(text="cancel A1"),), history=(), pending_tool_calls=(call,)
+    )
+    fetched = (FetchRecord("get_order_status", "{}", '{"status": "shipped"}'),)
+    return QaPause("cancel A1", "c1", (), state, fetched)
+
+
+def test_approvals_are_claimed_once_even_when_decisions_race(tmp_path: Path) -> None:
+    store = ApprovalStore(tmp_path / "a.db")
+    approval_id = store.save(_pause())
+    other = ApprovalStore(tmp_path / "a.db")  # another process's connection
+    assert other.get(approval_id).pause == _pause()
+    outcomes: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def claim(candidate: ApprovalStore) -> None:
+        barrier.wait()
+        try:
+            candidate.claim(approval_id)
+            outcomes.append("claimed")
+        except ApprovalConflict:
+            outcomes.append("conflict")
+
+    threads = [threading.Thread(target=claim, args=(s,)) for s in [store, other] * 4]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["claimed"] + ["conflict"] * 7
+    assert store.get(approval_id).status == "resuming"
+    store.finish(approval_id, "boom")
+    assert (other.get(approval_id).status, other.get(approval_id).error) == ("failed", "boom")
+    with pytest.raises(UnknownApproval, match="nope"):
+        store.get("nope")
+    with pytest.raises(UnknownApproval):
+        store.claim("nope")
+    store.close()
+    other.close()
+
+
+# -- options and commands --------------------------------------------------------------------
+
+
+def _arguments(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_service_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_options_build_the_configuration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = config_from_arguments(_arguments("--db", str(tmp_path / "x.db")))
+    assert config.model is None and config.tools == SAMPLE_TOOLS
+    mine = config_from_arguments(_arguments("--tools", "_qa_helpers:CountingMemory.add"))
+    assert len(mine.tools) == 1
+    with pytest.raises(OptionError, match="OPENAI_API_KEY"):
+        config_from_arguments(_arguments("--model", "openai:gpt-4o-mini"))
+    with pytest.raises(OptionError, match="MODULE:ATTRIBUTE"):
+        config_from_arguments(_arguments("--tools", "nocolon"))
+    with pytest.raises(OptionError, match="cannot import 'no_such_module'"):
+        config_from_arguments(_arguments("--tools", "no_such_module:x"))
+    with pytest.raises(OptionError, match="has no attribute 'missing'"):
+        config_from_arguments(_arguments("--tools", "json:missing"))
+
+
+def test_chat_answers_a_question_and_asks_for_approvals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("TOOLUSE_MODEL", raising=False)
+    monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
+    parser = argparse.ArgumentParser()
+    chat_command.add_arguments(parser)
+    asked: list[str] = []
+
+    def answer(prompt: str) -> str:
+        asked.append(prompt)
+        return "y"
+
+    db = str(tmp_path / "c.db")
+    args = parser.parse_args(["--db", db, "--conversation", "c1", "cancel my order"])
+    assert chat_command.run(args, ask=answer) == 0
+    out = capsys.readouterr()
+    assert "-> get_order_status(" in out.out and "-> cancel_order(" in out.out
+    assert asked == ['  approve cancel_order({"order_id": "a", "reason": "a"})? [y/N] ']
+    assert "<- cancel_order: " in out.out and "[answering from live data]" in out.out
+    assert "No model is configured" in out.err
+
+    replies = iter(["How long do points last?", ""])
+    args = parser.parse_args(["--db", db, "--conversation", "c1"])
+    assert chat_command.run(args, ask=lambda prompt: next(replies)) == 0
+    out = capsys.readouterr()
+    assert "[answering from the knowledge base]" in out.out
+    assert "sources: Membership points" in out.out
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_background(
+    tmp_path: Path,
+) -> None:
+    port = _free_port()
+    env = {**os.environ, "TOOLUSE_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("TOOLUSE_MODEL", None)
+    command = [sys.executable, "-m", "tooluse.cli", "serve", "--port", str(port)]
+    command += ["--db", str(tmp_path / "serve.db")]
+    started = time.monotonic()
+    server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        health = _wait_for(f"http://127.0.0.1:{port}/healthz", deadline=started + 20)
+        bound = time.monotonic() - started
+        assert health["offline"] is True and health["knowledge"] in ("loading", "ready")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/") as page:
+            assert b'id="chat"' in page.read()
+    finally:
+        server.terminate()
+        _, log = server.communicate(timeout=60)
+    assert bound < 15, f"tooluse serve took {bound:.1f} s to answer"
+    assert "offline TestModel" in log
+    assert "loading the knowledge base" in log
+    assert "Application shutdown complete" in log
+    assert server.returncode in (0, -15)  # uvicorn re-raises the signal after a clean stop
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_for(url: str, deadline: float) -> dict[str, object]:
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                data: dict[str, object] = json.loads(response.read())
+                return data
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
