@@ -402,3 +402,13 @@ def test_regex_fast_matching_equals_the_regular_expression(
     assert {r.tool_name: r.relevance_score for r in found} == pytest.approx(
         _reference_regex_scores(tools, query)
     )
+
+
+def test_build_ahead_of_the_first_search_embeds_once() -> None:
+    model = BagOfWordsModel()
+    index = HybridToolIndex(model)
+    index.index_tools("s", CATALOGUE)
+    index.build("s")
+    assert len(model.embedded) == len(CATALOGUE)
+    assert search(index, "weather")[0] in {"get_weather", "query_city_weather"}
+    assert len(model.embedded) == len(CATALOGUE)

@@ -104,6 +104,12 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
             found, type(self).__name__, (time.perf_counter() - started) * 1000.0
         )
 
+    def build(self, session_id: str) -> None:
+        """Build the session's search structures now (embedding included) instead of on the
+        first search, e.g. at start-up."""
+        _check_session_id(session_id)
+        self._snapshot(session_id)
+
     # -- introspection -----------------------------------------------------------------------
 
     def size(self, session_id: str) -> int:
