@@ -133,8 +133,7 @@ class Usage(_Value):
         return self.total_tokens == 0 and self.prompt_tokens == 0 and self.completion_tokens == 0
 
     def __add__(self, other: Usage) -> Usage:
-        # Both operands are already validated; skip re-validation on the loop's hot path.
-        return Usage.model_construct(
+        return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             total_tokens=self.total_tokens + other.total_tokens,

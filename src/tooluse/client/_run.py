@@ -9,10 +9,8 @@ from typing import Any
 from tooluse.advisors import (
     Advisor,
     AdvisorChain,
-    CallAdvisor,
     ChatClientRequest,
     ChatClientResponse,
-    StreamAdvisor,
 )
 from tooluse.advisors._tool_calling import PAUSE_CONTEXT_KEY, RESUME_CONTEXT_KEY, LoopPause
 from tooluse.client._state import RunState, model_parameters
@@ -45,13 +43,15 @@ class PreparedRequest:
             yield item
         _check_resume_taken(context)
 
+    # Plain attribute checks: a runtime-protocol isinstance costs tens of microseconds and
+    # these are read on every answer.
     @property
     def runs_tools_on_call(self) -> bool:
-        return isinstance(self.tool_advisor, CallAdvisor)
+        return callable(getattr(self.tool_advisor, "advise_call", None))
 
     @property
     def runs_tools_on_stream(self) -> bool:
-        return isinstance(self.tool_advisor, StreamAdvisor)
+        return callable(getattr(self.tool_advisor, "advise_stream", None))
 
     def follow_up(self, messages: Sequence[Message]) -> PreparedRequest:
         """The same request with other messages and a fresh copy of the caller's context."""
