@@ -13,11 +13,15 @@ from _loop_tools import RecordingTool
 from tooluse import (
     HIGHEST_PRECEDENCE,
     LOWEST_PRECEDENCE,
+    AssistantMessage,
     ChatClient,
     ChatOptions,
     LoggingAdvisor,
     Prompt,
+    ToolCall,
     ToolCallingAdvisor,
+    ToolResponse,
+    ToolResponseMessage,
     Usage,
     UserMessage,
 )
@@ -232,3 +236,32 @@ async def test_advisors_share_the_request_context_and_the_caller_sees_it() -> No
     assert second.context["trace"] == ["writer", "reader"]  # a fresh context per request
     assert second.context["tenant"] == "other"
     assert defaults == {"tenant": "acme"}
+
+
+async def test_the_model_never_gets_an_orphan_tool_result_or_an_unanswered_call() -> None:
+    model = ScriptedModel(["ok", "ok"])
+    broken = (
+        ToolResponseMessage(responses=(ToolResponse(id="gone", name="t", data="x"),)),
+        UserMessage(text="q1"),
+        AssistantMessage(tool_calls=(ToolCall(id="c1", name="t"),)),
+        UserMessage(text="q2"),
+    )
+    chain = AdvisorChain([], model)
+    await chain.next_call(ChatClientRequest(Prompt(broken)))
+    async for _ in chain.next_stream(ChatClientRequest(Prompt(broken))):
+        pass
+    for sent in model.requests:
+        assert [type(m).__name__ for m in sent.messages] == [
+            "UserMessage",
+            "AssistantMessage",
+            "ToolResponseMessage",
+            "UserMessage",
+        ]
+        answer = sent.messages[2]
+        assert isinstance(answer, ToolResponseMessage)
+        assert answer.responses[0].id == "c1" and answer.responses[0].is_error
+
+    well_formed = Prompt((UserMessage(text="q"),))
+    untouched = ScriptedModel(["ok"])
+    await AdvisorChain([], untouched).next_call(ChatClientRequest(well_formed))
+    assert untouched.requests[0] is well_formed  # a well-formed prompt is passed as it is

@@ -209,16 +209,24 @@ async def test_a_custom_checker_can_force_execution() -> None:
         )
 
 
-async def test_without_conversation_history_the_model_gets_system_and_last_results() -> None:
+async def test_without_conversation_history_the_loop_sends_system_and_last_results() -> None:
     model = ScriptedModel([tool_call("t"), tool_call("t"), "done"])
     advisor = ToolCallingAdvisor(conversation_history=False)
+    inside_loop = RecordingAdvisor(order=0)  # where a memory advisor would replay the rest
     client = ChatClient(
-        model, system="Be brief.", tools=[RecordingTool("t")], tool_calling_advisor=advisor
+        model,
+        system="Be brief.",
+        tools=[RecordingTool("t")],
+        tool_calling_advisor=advisor,
+        advisors=[inside_loop],
     )
     await client.prompt("go").acall()
-    roles = [[m.role for m in p.messages] for p in model.requests]
+    roles = [[m.role for m in r.prompt.messages] for r in inside_loop.requests]
     assert roles == [["system", "user"], ["system", "tool"], ["system", "tool"]]
-    assert model.requests[2].messages[0] == SystemMessage(text="Be brief.")
+    assert inside_loop.requests[2].prompt.messages[0] == SystemMessage(text="Be brief.")
+    # With nothing replaying the history, the model boundary drops the orphaned results
+    # rather than send a history every provider rejects.
+    assert [[m.role for m in p.messages] for p in model.requests][1:] == [["system"], ["system"]]
 
 
 async def test_without_conversation_history_the_manager_still_counts_the_whole_turn() -> None:

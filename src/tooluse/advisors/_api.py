@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 from tooluse import _tracing
+from tooluse.history import repair_tool_pairs
 from tooluse.messages import ChatResponse, Prompt, Usage
 from tooluse.models import ChatModel
 
@@ -161,6 +162,17 @@ def _record_usage(span: _tracing.SpanHandle, usage: Usage | None) -> None:
         span.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens)
 
 
+def _with_tool_pairs_repaired(prompt: Prompt) -> Prompt:
+    """Providers reject a history with an orphan tool result or an unanswered tool call (a
+    window edge, an interrupted run), so every model request goes out repaired."""
+    messages = repair_tool_pairs(prompt.messages)
+    if len(messages) == len(prompt.messages) and all(
+        repaired is original for repaired, original in zip(messages, prompt.messages, strict=True)
+    ):
+        return prompt
+    return prompt.replace(messages=messages)
+
+
 class AdvisorChain:
     """An immutable position in a sorted list of advisors, ending at the model.
 
@@ -220,7 +232,7 @@ class AdvisorChain:
                 request, self._after(position + 1)
             )
             return response
-        prompt = request.prompt
+        prompt = _with_tool_pairs_repaired(request.prompt)
         name = prompt.options.model or self._model_name
         with _tracing.start_span(f"chat {name}", _span_attributes(name)) as span:
             chat_response = await self._model.acall(prompt)
@@ -234,7 +246,7 @@ class AdvisorChain:
             async for item in advisor.advise_stream(request, self._after(position + 1)):
                 yield item
             return
-        prompt = request.prompt
+        prompt = _with_tool_pairs_repaired(request.prompt)
         name = prompt.options.model or self._model_name
         with _tracing.start_span(f"chat {name}", _span_attributes(name)) as span:
             usage: Usage | None = None
