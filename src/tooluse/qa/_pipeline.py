@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from typing import Any, Final
 
 from tooluse._sync import run_sync
-from tooluse.advisors import Advisor, ToolCallingAdvisor
+from tooluse.advisors import ToolCallingAdvisor
 from tooluse.calling import Approve, Decision, Deny
 from tooluse.client import CallResponse, ChatClient, RunState
 from tooluse.memory import CONVERSATION_ID, ChatMemory, MessageChatMemoryAdvisor
@@ -42,7 +42,7 @@ from tooluse.qa._events import (
 from tooluse.qa._gate import FetchGateRetriever
 from tooluse.qa._ledger import LEDGER_KEY, FetchLedger
 from tooluse.qa._pause import QaPause
-from tooluse.qa._trace import ToolTraceAdvisor, reported_ids
+from tooluse.qa._trace import CURRENT_TRACE, ToolTrace, ToolTraceAdvisor
 from tooluse.rag import (
     DOCUMENT_CONTEXT,
     Document,
@@ -87,7 +87,7 @@ class QaResult:
     pause: QaPause | None
 
 
-_Router = Callable[[ToolTraceAdvisor, tuple[Advisor, ...]], Awaitable[CallResponse]]
+_Router = Callable[[ChatClient], Awaitable[CallResponse]]
 
 
 class QaPipeline:
@@ -117,38 +117,41 @@ class QaPipeline:
         router_advisor: ToolCallingAdvisor | None = None,
     ) -> None:
         sources = list(tools) if isinstance(tools, list | tuple | set | frozenset) else [tools]
-        self._router = ChatClient(
-            router_model if router_model is not None else model,
-            system=router_system,
-            tools=ledger_tool_callbacks(*sources),
-            options=router_options,
-            tool_calling_advisor=router_advisor,
+        recording_tools = ledger_tool_callbacks(*sources)
+        trace = ToolTraceAdvisor()
+        rag = RetrievalAugmentationAdvisor(
+            FetchGateRetriever(retriever),
+            augmenter=augmenter if augmenter is not None else TwoSourceAugmenter(),
         )
-        self._answer = ChatClient(
-            model,
-            system=answer_system,
-            advisors=[
-                RetrievalAugmentationAdvisor(
-                    FetchGateRetriever(retriever),
-                    augmenter=augmenter if augmenter is not None else TwoSourceAugmenter(),
-                )
-            ],
-            options=answer_options,
-            auto_register_tool_advisor=False,  # the answer stage has no tools
-        )
+
+        def router(*memory: MessageChatMemoryAdvisor) -> ChatClient:
+            return ChatClient(
+                router_model if router_model is not None else model,
+                system=router_system,
+                tools=recording_tools,
+                advisors=[trace, *memory],
+                options=router_options,
+                tool_calling_advisor=router_advisor,
+            )
+
+        def answer(*memory: MessageChatMemoryAdvisor) -> ChatClient:
+            return ChatClient(
+                model,
+                system=answer_system,
+                advisors=[rag, *memory],
+                options=answer_options,
+                auto_register_tool_advisor=False,  # the answer stage has no tools
+            )
+
+        # A client per stage and per kind of run (with a conversation or not), so that no
+        # request rebuilds its advisor chain.
         self._memory = memory
-        self._router_memory = (
-            None if memory is None else MessageChatMemoryAdvisor(memory, read_only=True)
-        )
-        self._answer_memory = None if memory is None else MessageChatMemoryAdvisor(memory)
-
-    @property
-    def router_client(self) -> ChatClient:
-        return self._router
-
-    @property
-    def answer_client(self) -> ChatClient:
-        return self._answer
+        self._router, self._answer = router(), answer()
+        self._conversation_router: ChatClient | None = None
+        self._conversation_answer: ChatClient | None = None
+        if memory is not None:
+            self._conversation_router = router(MessageChatMemoryAdvisor(memory, read_only=True))
+            self._conversation_answer = answer(MessageChatMemoryAdvisor(memory))
 
     # -- runs --------------------------------------------------------------------------------
 
@@ -172,19 +175,14 @@ class QaPipeline:
         history = tuple(history)
         ledger = FetchLedger()
 
-        def route(trace: ToolTraceAdvisor, memory: tuple[Advisor, ...]) -> Awaitable[CallResponse]:
-            spec = (
-                self._router.prompt()
-                .messages(history)
-                .user(question)
-                .tool_context({LEDGER_KEY: ledger})
-                .advisors(trace, *memory)
-            )
+        def route(router: ChatClient) -> Awaitable[CallResponse]:
+            spec = router.prompt().messages(history).user(question)
+            spec.tool_context({LEDGER_KEY: ledger})
             if conversation_id is not None:
                 spec.context({CONVERSATION_ID: conversation_id})
             return spec.acall()
 
-        return self._run(question, conversation_id, history, ledger, route, ToolTraceAdvisor)
+        return self._run(question, conversation_id, history, ledger, route, ToolTrace)
 
     def resume_stream(
         self, pause: QaPause, decisions: Mapping[str, Decision]
@@ -197,18 +195,13 @@ class QaPipeline:
         _check_decisions(pause, decisions)
         self._check_conversation(pause.conversation_id)
         ledger = FetchLedger(pause.fetched)
-        calls, results = reported_ids(pause.router_state.history)
 
-        def route(trace: ToolTraceAdvisor, memory: tuple[Advisor, ...]) -> Awaitable[CallResponse]:
-            return self._router.aresume(
-                pause.router_state,
-                decisions,
-                tool_context={LEDGER_KEY: ledger},
-                advisors=(trace, *memory),
-            )
+        def route(router: ChatClient) -> Awaitable[CallResponse]:
+            state = pause.router_state
+            return router.aresume(state, decisions, tool_context={LEDGER_KEY: ledger})
 
-        def trace(emit: Callable[[QaEvent], None]) -> ToolTraceAdvisor:
-            return ToolTraceAdvisor(emit, reported_calls=calls, reported_results=results)
+        def trace(emit: Callable[[QaEvent], None]) -> ToolTrace:
+            return ToolTrace.resuming(emit, pause.router_state.history)
 
         return self._run(pause.question, pause.conversation_id, pause.history, ledger, route, trace)
 
@@ -264,19 +257,24 @@ class QaPipeline:
         history: tuple[Message, ...],
         ledger: FetchLedger,
         route: _Router,
-        make_trace: Callable[[Callable[[QaEvent], None]], ToolTraceAdvisor],
+        make_trace: Callable[[Callable[[QaEvent], None]], ToolTrace],
     ) -> AsyncIterator[QaEvent]:
-        router_memory: tuple[Advisor, ...] = ()
-        answer_memory: tuple[Advisor, ...] = ()
+        router, answerer = self._router, self._answer
         if conversation_id is not None:
-            assert self._router_memory is not None and self._answer_memory is not None
-            router_memory, answer_memory = (self._router_memory,), (self._answer_memory,)
+            assert self._conversation_router is not None and self._conversation_answer is not None
+            router, answerer = self._conversation_router, self._conversation_answer
 
-        # The router runs in a task so its tool trace can be reported while it runs.
-        # None marks the end of the router task (queued after everything it reported).
+        # The router runs in a task of its own, whose context carries the run's trace, so
+        # the tool events are reported while it runs. None marks the end of the task (queued
+        # after everything it reported).
         queue: asyncio.Queue[QaEvent | None] = asyncio.Queue()
         trace = make_trace(queue.put_nowait)
-        task = asyncio.ensure_future(route(trace, router_memory))
+
+        async def run_router() -> CallResponse:
+            CURRENT_TRACE.set(trace)  # in this task's copy of the context only
+            return await route(router)
+
+        task = asyncio.ensure_future(run_router())
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
             while (event := await queue.get()) is not None:
@@ -314,14 +312,7 @@ class QaPipeline:
         context: dict[str, Any] = {LEDGER_KEY: ledger}
         if conversation_id is not None:
             context[CONVERSATION_ID] = conversation_id
-        answer = (
-            self._answer.prompt()
-            .messages(history)
-            .user(question)
-            .context(context)
-            .advisors(*answer_memory)
-            .stream()
-        )
+        answer = answerer.prompt().messages(history).user(question).context(context).stream()
         pieces: list[str] = []
         async for text in answer.content():
             pieces.append(text)
