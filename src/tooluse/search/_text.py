@@ -95,9 +95,22 @@ def _stemmer() -> Callable[[list[str]], list[str]]:
         return _stem_words
 
 
+_STEM_CACHE_LIMIT = 500_000
+_stems: dict[str, str] = {}
+_stems_lock = threading.Lock()
+
+
 def stem(tokens: list[str]) -> list[str]:
-    """English Snowball stems (``forecasts`` -> ``forecast``); other scripts pass through."""
-    return _stemmer()(tokens)
+    """English Snowball stems (``forecasts`` -> ``forecast``); other scripts pass through.
+    Memoised: a catalogue repeats the same few thousand words."""
+    stemmer = _stemmer()
+    with _stems_lock:
+        missing = [token for token in tokens if token not in _stems]
+        if missing:
+            if len(_stems) > _STEM_CACHE_LIMIT:
+                _stems.clear()
+            _stems.update(zip(missing, stemmer(missing), strict=True))
+        return [_stems[token] for token in tokens]
 
 
 def words(text: str, *, cjk: CjkMode = "bigram", stemmed: bool = False) -> list[str]:
