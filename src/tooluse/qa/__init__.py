@@ -8,6 +8,8 @@
   the information block before the rules.
 - :class:`LedgerToolCallback` / :func:`ledger_tool_callbacks` record each tool result.
 - :class:`QaPause` is a run waiting for approval, storable as JSON.
+- :func:`evaluate` asks :class:`QuestionFamily` questions N times and reports how often the
+  expected tools were called (``tooluse eval``).
 """
 
 from tooluse.qa._augmenter import (
@@ -23,6 +25,7 @@ from tooluse.qa._callbacks import (
     LedgerToolCallbackProvider,
     ledger_tool_callbacks,
 )
+from tooluse.qa._eval import EvalRun, FamilyReport, QuestionFamily, TrajectoryStep, evaluate
 from tooluse.qa._events import (
     ApprovalRequiredEvent,
     DeltaEvent,
@@ -48,6 +51,8 @@ __all__ = [
     "ApprovalRequiredEvent",
     "DeltaEvent",
     "DoneEvent",
+    "EvalRun",
+    "FamilyReport",
     "FetchGateRetriever",
     "FetchLedger",
     "FetchRecord",
@@ -57,11 +62,14 @@ __all__ = [
     "QaPause",
     "QaPipeline",
     "QaResult",
+    "QuestionFamily",
     "Route",
     "RouteEvent",
     "ToolCallEvent",
     "ToolResultEvent",
+    "TrajectoryStep",
     "TwoSourceAugmenter",
+    "evaluate",
     "format_documents",
     "format_records",
     "ledger_tool_callbacks",

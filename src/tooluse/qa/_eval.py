@@ -1,0 +1,158 @@
+"""Measuring the router: families of questions, run N times each, and how often the expected
+tools were called (seed 001 measured 0/3, 3/3 and 0/4 for one family on one day: measure,
+don't guess)."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tooluse.qa._events import (
+    ApprovalRequiredEvent,
+    DoneEvent,
+    Route,
+    ToolCallEvent,
+    ToolResultEvent,
+)
+from tooluse.qa._pipeline import QaPipeline
+
+__all__ = ["EvalRun", "FamilyReport", "QuestionFamily", "TrajectoryStep", "evaluate"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QuestionFamily:
+    """Questions asked in different words that should call the same tools:
+    ``expected_tools`` (all of them, in any order), or none for a knowledge question."""
+
+    name: str
+    questions: tuple[str, ...]
+    expected_tools: tuple[str, ...] = ()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "family") -> QuestionFamily:
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{where}: a family is an object, got {type(data).__name__}")
+        unknown = sorted(set(data) - {"name", "questions", "expected_tools"})
+        if unknown:
+            raise ValueError(f"{where}: unknown keys {unknown}")
+        name = data.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{where}: 'name' must be a non-blank string")
+        questions = data.get("questions")
+        if (
+            not isinstance(questions, list)
+            or not questions
+            or not all(isinstance(q, str) and q.strip() for q in questions)
+        ):
+            raise ValueError(f"{where} {name!r}: 'questions' must be a non-empty list of texts")
+        expected = data.get("expected_tools", [])
+        if not isinstance(expected, list) or not all(isinstance(t, str) for t in expected):
+            raise ValueError(f"{where} {name!r}: 'expected_tools' must be a list of tool names")
+        return cls(name, tuple(questions), tuple(expected))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TrajectoryStep:
+    """One tool call of a run; ``is_error`` is ``None`` when it never ran (held for
+    approval)."""
+
+    name: str
+    arguments: str
+    is_error: bool | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EvalRun:
+    """One question asked once: the tool calls in order, the route, whether it paused for
+    approval, the error that ended it, and whether it called what the family expects."""
+
+    family: str
+    question: str
+    attempt: int
+    trajectory: tuple[TrajectoryStep, ...]
+    route: Route | None
+    paused: bool
+    error: str | None
+    passed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FamilyReport:
+    family: QuestionFamily
+    runs: tuple[EvalRun, ...]
+
+    @property
+    def passed(self) -> int:
+        return sum(run.passed for run in self.runs)
+
+    @property
+    def rate(self) -> float:
+        return self.passed / len(self.runs) if self.runs else 0.0
+
+
+def _passed(family: QuestionFamily, called: Sequence[str]) -> bool:
+    if not family.expected_tools:
+        return not called
+    return set(family.expected_tools) <= set(called)
+
+
+async def _run_once(
+    pipeline: QaPipeline, family: QuestionFamily, question: str, attempt: int, conversation: str
+) -> EvalRun:
+    calls: dict[str, ToolCallEvent] = {}
+    errors: dict[str, bool] = {}
+    route: Route | None = None
+    paused = False
+    error: str | None = None
+    try:
+        async for event in pipeline.stream(question, conversation_id=conversation):
+            if isinstance(event, ToolCallEvent):
+                calls[event.id] = event
+            elif isinstance(event, ToolResultEvent):
+                errors[event.id] = event.is_error
+            elif isinstance(event, ApprovalRequiredEvent):
+                paused = True  # the model chose the tool; the run is not resumed
+            elif isinstance(event, DoneEvent):
+                route = event.route
+    except Exception as exc:  # one failed run is a result, not the end of the evaluation
+        error = f"{type(exc).__name__}: {exc}"
+    trajectory = tuple(
+        TrajectoryStep(call.name, call.arguments, errors.get(call_id))
+        for call_id, call in calls.items()
+    )
+    called = [step.name for step in trajectory]
+    passed = error is None and _passed(family, called)
+    return EvalRun(family.name, question, attempt, trajectory, route, paused, error, passed)
+
+
+async def evaluate(
+    pipeline: QaPipeline,
+    families: Sequence[QuestionFamily],
+    *,
+    runs: int = 3,
+    same_conversation: bool = False,
+) -> list[FamilyReport]:
+    """Ask every question of every family ``runs`` times, one after the other.
+
+    Each run has a new conversation, unless ``same_conversation``: then all runs of a family
+    share one, so earlier answers sit in the history the router reads (the regression seed
+    001 hit: "it was asked before" became a reason not to call the tool). The pipeline needs
+    a memory; runs paused for approval count the held calls as called and are not resumed.
+    """
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"runs must be a positive int, got {runs!r}")
+    reports = []
+    for family in families:
+        shared = f"eval-{uuid.uuid4().hex}"
+        results = []
+        for attempt in range(1, runs + 1):
+            for question in family.questions:
+                conversation = shared if same_conversation else f"eval-{uuid.uuid4().hex}"
+                results.append(await _run_once(pipeline, family, question, attempt, conversation))
+        reports.append(FamilyReport(family, tuple(results)))
+    return reports
