@@ -13,7 +13,7 @@ from tooluse.cli import main
 from tooluse.search import BM25ToolIndex
 from tooluse.search.bench import load_dataset, run_index, score, write_run
 
-EVALUATE = Path(__file__).resolve().parents[2] / "shared/benchmarks/tool-search/evaluate.py"
+EVALUATE = Path(__file__).resolve().parents[1] / "benchmarks/data/tool-search/evaluate.py"
 
 TOOLS = [
     {
@@ -89,7 +89,6 @@ def test_bad_datasets_have_specific_errors(tmp_path: Path, dataset: Path) -> Non
         load_dataset(dataset)
 
 
-@pytest.mark.skipif(not EVALUATE.is_file(), reason="the shared benchmark folder is not here")
 def test_run_file_scores_the_same_in_evaluate_py(dataset: Path, tmp_path: Path) -> None:
     loaded = load_dataset(dataset)
     result = run_index(BM25ToolIndex(), loaded.tools, loaded.queries)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tooluse.testing import SchemaValueError, generate_arguments, generate_value
 
 FORMAT_CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "tool-search"
+CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "tool-search"
 
 
 def assert_valid(schema: dict[str, Any] | bool, value: Any) -> None:
@@ -207,7 +207,6 @@ def _corpus_schemas() -> list[tuple[str, dict[str, Any]]]:
     return rows[::4][:250]
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="the shared benchmark corpus is not present")
 def test_generated_arguments_are_valid_for_real_tool_schemas() -> None:
     failures = []
     for name, schema in _corpus_schemas():
