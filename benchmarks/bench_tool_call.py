@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from tooluse import FunctionToolCallback, tool_callbacks
 from tooluse.schema import ensure_valid_input_schema
 
-CORPORA = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "schemas"
+CORPORA = Path(__file__).resolve().parent / "data" / "schemas"
 
 
 class Item(BaseModel):
