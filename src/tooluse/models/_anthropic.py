@@ -13,7 +13,6 @@ an upper bound.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -50,15 +49,15 @@ from tooluse.messages import (
 )
 from tooluse.models._errors import from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
-from tooluse.models._options import merge_options
 from tooluse.models._schema_cache import shaped_schema
+from tooluse.models._sdk_model import SdkChatModel
 
 __all__ = ["AnthropicChatModel"]
 
 _FAILURES = sdk_failures(anthropic.AnthropicError)
 
 
-class AnthropicChatModel:
+class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthropic]):
     """A Claude model behind the Anthropic Messages API.
 
     ``max_tokens`` is required by the API; ``ChatOptions.max_tokens`` overrides it per request.
@@ -68,6 +67,9 @@ class AnthropicChatModel:
     """
 
     provider = "anthropic"
+    _new_async_client = anthropic.AsyncAnthropic
+    _new_sync_client = anthropic.Anthropic
+    _sync_client_name = "anthropic.Anthropic"
 
     def __init__(
         self,
@@ -83,34 +85,20 @@ class AnthropicChatModel:
         client: anthropic.AsyncAnthropic | None = None,
         sync_client: anthropic.Anthropic | None = None,
     ) -> None:
-        if not model.strip():
-            raise ValueError("AnthropicChatModel needs a model name, got an empty string")
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
-        self.model = model
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            default_options=default_options,
+            extra_headers=extra_headers,
+            timeout=timeout,
+            max_retries=max_retries,
+            client=client,
+            sync_client=sync_client,
+        )
         self.max_tokens = max_tokens
-        self.default_options = default_options
-        self._extra_headers = dict(extra_headers or {})
-        self._settings: dict[str, Any] = {"api_key": api_key, "base_url": base_url}
-        self._settings["max_retries"] = max_retries
-        if timeout is not None:
-            self._settings["timeout"] = timeout
-        self._injected_async_only = client is not None and sync_client is None
-        self._owns_client = client is None  # injected clients are closed by their owner
-        self._owns_sync_client = False
-        self._client = client if client is not None else anthropic.AsyncAnthropic(**self._settings)
-        self._sync_client = sync_client
-
-    @property
-    def base_url(self) -> str:
-        return str(self._client.base_url)
-
-    def __repr__(self) -> str:
-        return f"AnthropicChatModel(model={self.model!r}, base_url={self.base_url!r})"
 
     # -- the ChatModel protocol -----------------------------------------------------------
 
@@ -148,39 +136,10 @@ class AnthropicChatModel:
                 self.provider, exc, anthropic, chunks_received=state.events_received
             ) from exc
 
-    # -- lifecycle --------------------------------------------------------------------------
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections of the clients this model created (injected clients
-        are left to their owner)."""
-        if self._owns_client:
-            await self._client.close()
-        if self._owns_sync_client and self._sync_client is not None:
-            await asyncio.to_thread(self._sync_client.close)
-
-    def close(self) -> None:
-        """Close the blocking client this model created (from async code, :meth:`aclose`
-        closes both)."""
-        if self._owns_sync_client and self._sync_client is not None:
-            self._sync_client.close()
-
-    def _blocking_client(self) -> anthropic.Anthropic:
-        if self._sync_client is None:
-            if self._injected_async_only:
-                raise RuntimeError(
-                    "AnthropicChatModel was given an async client only; pass "
-                    "sync_client=anthropic.Anthropic(...) as well to use call(), or use acall()"
-                )
-            self._sync_client = anthropic.Anthropic(**self._settings)
-            self._owns_sync_client = True
-        return self._sync_client
-
     # -- request ----------------------------------------------------------------------------
 
     def _request(self, prompt: Prompt) -> tuple[dict[str, Any], ToolNameAliases]:
-        options = merge_options(self.default_options, prompt.options)
-        definitions = [callback.definition for callback in options.tool_callbacks]
-        aliases = ToolNameAliases.for_request(definitions, prompt.messages)
+        options, definitions, aliases = self._options_and_tools(prompt)
         params: dict[str, Any] = {
             "model": options.model or self.model,
             "max_tokens": options.max_tokens or self.max_tokens,
@@ -201,8 +160,6 @@ class AnthropicChatModel:
             tool_choice = _tool_choice(options, aliases)
             if tool_choice is not None:
                 params["tool_choice"] = tool_choice
-        elif options.tool_choice not in (None, "auto", "none"):
-            raise ValueError(f"tool_choice={options.tool_choice!r} needs tools in the request")
         if options.stop:
             params["stop_sequences"] = list(options.stop)
         body: dict[str, Any] = {}

@@ -15,7 +15,6 @@ Retries (429, 408, 409, 5xx, connection errors; exponential backoff with jitter,
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import uuid
@@ -42,8 +41,8 @@ from tooluse.messages import (
 )
 from tooluse.models._errors import ProviderError, from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
-from tooluse.models._options import merge_options
 from tooluse.models._schema_cache import shaped_schema
+from tooluse.models._sdk_model import SdkChatModel
 from tooluse.schema._provider import drop_injected_nulls
 from tooluse.tools import ToolDefinition
 
@@ -77,7 +76,7 @@ def _new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
     """A chat model behind an OpenAI-compatible Chat Completions API.
 
     ``default_options`` apply to every request (the request's own options win).
@@ -91,6 +90,9 @@ class OpenAIChatModel:
     """
 
     provider = "openai"
+    _new_async_client = openai.AsyncOpenAI
+    _new_sync_client = openai.OpenAI
+    _sync_client_name = "openai.OpenAI"
 
     def __init__(
         self,
@@ -108,34 +110,20 @@ class OpenAIChatModel:
         client: openai.AsyncOpenAI | None = None,
         sync_client: openai.OpenAI | None = None,
     ) -> None:
-        if not model.strip():
-            raise ValueError("OpenAIChatModel needs a model name, got an empty string")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
-        self.model = model
-        self.default_options = default_options
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            default_options=default_options,
+            extra_headers=extra_headers,
+            timeout=timeout,
+            max_retries=max_retries,
+            client=client,
+            sync_client=sync_client,
+        )
         self.strict_tools = strict_tools
         self.stream_usage = stream_usage
         self.max_tokens_field = max_tokens_field
-        self._extra_headers = dict(extra_headers or {})
-        self._settings: dict[str, Any] = {"base_url": base_url, "api_key": api_key}
-        self._settings["max_retries"] = max_retries
-        if timeout is not None:
-            self._settings["timeout"] = timeout
-        self._injected_async_only = client is not None and sync_client is None
-        self._owns_client = client is None  # injected clients are closed by their owner
-        self._owns_sync_client = False
-        self._client = client if client is not None else openai.AsyncOpenAI(**self._settings)
-        self._sync_client = sync_client
-
-    @property
-    def base_url(self) -> str:
-        return str(self._client.base_url)
-
-    def __repr__(self) -> str:
-        return f"OpenAIChatModel(model={self.model!r}, base_url={self.base_url!r})"
 
     # -- the ChatModel protocol -----------------------------------------------------------
 
@@ -179,39 +167,10 @@ class OpenAIChatModel:
         if final is not None:
             yield final
 
-    # -- lifecycle --------------------------------------------------------------------------
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections of the clients this model created (injected clients
-        are left to their owner)."""
-        if self._owns_client:
-            await self._client.close()
-        if self._owns_sync_client and self._sync_client is not None:
-            await asyncio.to_thread(self._sync_client.close)
-
-    def close(self) -> None:
-        """Close the blocking client this model created (from async code, :meth:`aclose`
-        closes both)."""
-        if self._owns_sync_client and self._sync_client is not None:
-            self._sync_client.close()
-
-    def _blocking_client(self) -> openai.OpenAI:
-        if self._sync_client is None:
-            if self._injected_async_only:
-                raise RuntimeError(
-                    "OpenAIChatModel was given an async client only; pass "
-                    "sync_client=openai.OpenAI(...) as well to use call(), or use acall()"
-                )
-            self._sync_client = openai.OpenAI(**self._settings)
-            self._owns_sync_client = True
-        return self._sync_client
-
     # -- request ----------------------------------------------------------------------------
 
     def _request(self, prompt: Prompt) -> _Request:
-        options = merge_options(self.default_options, prompt.options)
-        definitions = [callback.definition for callback in options.tool_callbacks]
-        aliases = ToolNameAliases.for_request(definitions, prompt.messages)
+        options, definitions, aliases = self._options_and_tools(prompt)
         params: dict[str, Any] = {
             "model": options.model or self.model,
             "messages": _messages(prompt.messages, aliases),
@@ -223,8 +182,6 @@ class OpenAIChatModel:
                 params["tool_choice"] = _tool_choice(options.tool_choice, aliases)
             if options.parallel_tool_calls is not None:
                 params["parallel_tool_calls"] = options.parallel_tool_calls
-        elif options.tool_choice not in (None, "auto", "none"):
-            raise ValueError(f"tool_choice={options.tool_choice!r} needs tools in the request")
         if options.temperature is not None:
             params["temperature"] = options.temperature
         if options.top_p is not None:

@@ -1,0 +1,131 @@
+"""What the chat models over an official SDK share: settings checks, the async client and the
+blocking one built on demand for ``call``, which of them the model closes, and the first step
+of every request (options over the defaults, the offered tools, their provider-safe names).
+
+It imports no SDK: each provider passes its client classes, so the SDK loads only with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+from tooluse.messages import ChatOptions, Prompt
+from tooluse.models._names import ToolNameAliases
+from tooluse.models._options import merge_options
+from tooluse.tools import ToolDefinition
+
+__all__ = ["SdkChatModel"]
+
+
+class _AsyncClient(Protocol):
+    @property
+    def base_url(self) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
+class _SyncClient(Protocol):
+    def close(self) -> None: ...
+
+
+AsyncClientT = TypeVar("AsyncClientT", bound=_AsyncClient)
+SyncClientT = TypeVar("SyncClientT", bound=_SyncClient)
+
+
+class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
+    """Base of the SDK-backed chat models. Injected clients are closed by their owner; the
+    blocking client is built from the same settings the first time ``call`` needs it."""
+
+    provider: ClassVar[str]
+    # How to build the SDK's clients, and how the error message names the blocking one.
+    _new_async_client: ClassVar[Callable[..., Any]]
+    _new_sync_client: ClassVar[Callable[..., Any]]
+    _sync_client_name: ClassVar[str]
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None,
+        base_url: str | None,
+        default_options: ChatOptions | None,
+        extra_headers: Mapping[str, str] | None,
+        timeout: float | None,
+        max_retries: int,
+        client: AsyncClientT | None,
+        sync_client: SyncClientT | None,
+    ) -> None:
+        if not model.strip():
+            raise ValueError(f"{type(self).__name__} needs a model name, got an empty string")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+        self.model = model
+        self.default_options = default_options
+        self._extra_headers = dict(extra_headers or {})
+        self._settings: dict[str, Any] = {
+            "api_key": api_key,
+            "base_url": base_url,
+            "max_retries": max_retries,
+        }
+        if timeout is not None:
+            self._settings["timeout"] = timeout
+        self._injected_async_only = client is not None and sync_client is None
+        self._owns_client = client is None
+        self._owns_sync_client = False
+        self._client: AsyncClientT = (
+            client if client is not None else type(self)._new_async_client(**self._settings)
+        )
+        self._sync_client = sync_client
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the clients this model created (injected clients
+        are left to their owner)."""
+        if self._owns_client:
+            await self._client.close()
+        if self._owns_sync_client and self._sync_client is not None:
+            await asyncio.to_thread(self._sync_client.close)
+
+    def close(self) -> None:
+        """Close the blocking client this model created (from async code, :meth:`aclose`
+        closes both)."""
+        if self._owns_sync_client and self._sync_client is not None:
+            self._sync_client.close()
+
+    def _blocking_client(self) -> SyncClientT:
+        if self._sync_client is None:
+            if self._injected_async_only:
+                raise RuntimeError(
+                    f"{type(self).__name__} was given an async client only; pass "
+                    f"sync_client={self._sync_client_name}(...) as well to use call(), "
+                    "or use acall()"
+                )
+            self._sync_client = type(self)._new_sync_client(**self._settings)
+            self._owns_sync_client = True
+        return self._sync_client
+
+    # -- request ----------------------------------------------------------------------------
+
+    def _options_and_tools(
+        self, prompt: Prompt
+    ) -> tuple[ChatOptions, list[ToolDefinition], ToolNameAliases]:
+        """The request's options over the defaults, the tools it offers and their names as
+        sent; a ``tool_choice`` that names a tool or requires one needs tools to choose from."""
+        options = merge_options(self.default_options, prompt.options)
+        definitions = [callback.definition for callback in options.tool_callbacks]
+        if not definitions and options.tool_choice not in (None, "auto", "none"):
+            raise ValueError(f"tool_choice={options.tool_choice!r} needs tools in the request")
+        aliases = ToolNameAliases.for_request(definitions, prompt.messages)
+        return options, definitions, aliases
