@@ -50,6 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from provider_payloads import (
     StubTool,
     openai_call,
+    openai_call_delta,
     openai_chunk,
     openai_completion,
     openai_usage,
@@ -117,20 +118,16 @@ def stream_chunks() -> list[ChatCompletionChunk]:
     for index, name in enumerate(("search_records_1", "search_records_2", "search_records_3")):
         raw.append(
             openai_chunk(
-                {
-                    "tool_calls": [
-                        {
-                            "index": index,
-                            "id": f"call_{index}",
-                            "type": "function",
-                            "function": {"name": name, "arguments": ""},
-                        }
-                    ]
-                }
+                openai_call_delta(
+                    index,
+                    id=f"call_{index}",
+                    type="function",
+                    function={"name": name, "arguments": ""},
+                )
             )
         )
         raw += [
-            openai_chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+            openai_chunk(openai_call_delta(index, function={"arguments": part}))
             for part in ('{"qu', 'ery": ', '"Ada"}')
         ]
     raw.append(openai_chunk({}, finish_reason="tool_calls"))

@@ -89,6 +89,12 @@ def openai_chunk(
     return chunk
 
 
+def openai_call_delta(index: int | None, **fields: Any) -> dict[str, Any]:
+    """A chunk delta carrying one tool-call fragment (``index=None``: a delta without one)."""
+    fragment = fields if index is None else {"index": index, **fields}
+    return {"tool_calls": [fragment]}
+
+
 def openai_usage(prompt: int, completion: int, **details: int) -> dict[str, Any]:
     usage: dict[str, Any] = {
         "prompt_tokens": prompt,
@@ -126,3 +132,44 @@ def text_block(text: str) -> dict[str, Any]:
 
 def tool_use_block(block_id: str, name: str, input: dict[str, Any]) -> dict[str, Any]:
     return {"type": "tool_use", "id": block_id, "name": name, "input": input}
+
+
+# Stream events (``content_block_*`` carry the block's ``index``).
+
+
+def anthropic_message_start(usage: dict[str, Any]) -> dict[str, Any]:
+    message = anthropic_message(usage=usage)
+    message["content"], message["stop_reason"] = [], None
+    return {"type": "message_start", "message": message}
+
+
+def anthropic_block_start(index: int, block: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def anthropic_text_delta(index: int, text: str) -> dict[str, Any]:
+    return {
+        "type": "content_block_delta",
+        "index": index,
+        "delta": {"type": "text_delta", "text": text},
+    }
+
+
+def anthropic_json_delta(index: int, partial_json: str) -> dict[str, Any]:
+    return {
+        "type": "content_block_delta",
+        "index": index,
+        "delta": {"type": "input_json_delta", "partial_json": partial_json},
+    }
+
+
+def anthropic_block_stop(index: int) -> dict[str, Any]:
+    return {"type": "content_block_stop", "index": index}
+
+
+def anthropic_message_delta(stop_reason: str, output_tokens: int) -> dict[str, Any]:
+    return {
+        "type": "message_delta",
+        "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+        "usage": {"output_tokens": output_tokens},
+    }

@@ -9,12 +9,23 @@ from typing import Any
 import anthropic
 import pytest
 
-from provider_payloads import anthropic_message, stub_tool, text_block, tool_use_block
+from provider_models import ask, collect, model_maker
+from provider_payloads import (
+    anthropic_block_start,
+    anthropic_block_stop,
+    anthropic_json_delta,
+    anthropic_message,
+    anthropic_message_delta,
+    anthropic_message_start,
+    anthropic_text_delta,
+    stub_tool,
+    text_block,
+    tool_use_block,
+)
 from provider_server import ProviderServer, Reply, anthropic_sse, shared_server
 from tooluse import (
     AssistantMessage,
     ChatOptions,
-    ChatResponse,
     Prompt,
     SystemMessage,
     ToolCall,
@@ -48,27 +59,10 @@ def server() -> ProviderServer:
 
 @pytest.fixture
 async def make_model(server: ProviderServer) -> AsyncIterator[Callable[..., AnthropicChatModel]]:
-    made: list[AnthropicChatModel] = []
-
-    def make(**kwargs: Any) -> AnthropicChatModel:
-        kwargs.setdefault("max_retries", 0)
-        model = AnthropicChatModel(
-            kwargs.pop("model", "claude-test"), base_url=server.url, api_key="sk-ant-test", **kwargs
-        )
-        made.append(model)
-        return model
-
-    yield make
-    for model in made:
-        await model.aclose()
-
-
-def ask(text: str = "Weather in Paris?", **options: Any) -> Prompt:
-    return Prompt([UserMessage(text=text)], ChatOptions(**options))
-
-
-async def collect(model: AnthropicChatModel, prompt: Prompt) -> list[ChatResponse]:
-    return [chunk async for chunk in model.stream(prompt)]
+    async with model_maker(
+        AnthropicChatModel, "claude-test", base_url=server.url, api_key="sk-ant-test", max_retries=0
+    ) as make:
+        yield make
 
 
 async def test_request_maps_system_tools_tool_use_and_merged_tool_results(
@@ -250,62 +244,24 @@ async def test_unsafe_names_are_aliased_and_mapped_back(
 
 
 def stream_events(alias: str = "get_weather") -> list[dict[str, Any]]:
-    start = anthropic_message(
-        usage={"input_tokens": 20, "output_tokens": 1, "cache_read_input_tokens": 100}
-    )
-    start["content"], start["stop_reason"] = [], None
     return [
-        {"type": "message_start", "message": start},
-        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        anthropic_message_start(
+            {"input_tokens": 20, "output_tokens": 1, "cache_read_input_tokens": 100}
+        ),
+        anthropic_block_start(0, text_block("")),
         {"type": "ping"},
-        {
-            "type": "content_block_delta",
-            "index": 0,
-            "delta": {"type": "text_delta", "text": "Checking "},
-        },
-        {
-            "type": "content_block_delta",
-            "index": 0,
-            "delta": {"type": "text_delta", "text": "both."},
-        },
-        {"type": "content_block_stop", "index": 0},
-        {
-            "type": "content_block_start",
-            "index": 1,
-            "content_block": {"type": "tool_use", "id": "toolu_a", "name": alias, "input": {}},
-        },
-        {
-            "type": "content_block_delta",
-            "index": 1,
-            "delta": {"type": "input_json_delta", "partial_json": ""},
-        },
-        {
-            "type": "content_block_delta",
-            "index": 1,
-            "delta": {"type": "input_json_delta", "partial_json": '{"ci'},
-        },
-        {
-            "type": "content_block_delta",
-            "index": 1,
-            "delta": {"type": "input_json_delta", "partial_json": 'ty": "Paris"}'},
-        },
-        {"type": "content_block_stop", "index": 1},
-        {
-            "type": "content_block_start",
-            "index": 2,
-            "content_block": {"type": "tool_use", "id": "toolu_b", "name": alias, "input": {}},
-        },
-        {
-            "type": "content_block_delta",
-            "index": 2,
-            "delta": {"type": "input_json_delta", "partial_json": '{"city": "Rome"}'},
-        },
-        {"type": "content_block_stop", "index": 2},
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-            "usage": {"output_tokens": 42},
-        },
+        anthropic_text_delta(0, "Checking "),
+        anthropic_text_delta(0, "both."),
+        anthropic_block_stop(0),
+        anthropic_block_start(1, tool_use_block("toolu_a", alias, {})),
+        anthropic_json_delta(1, ""),
+        anthropic_json_delta(1, '{"ci'),
+        anthropic_json_delta(1, 'ty": "Paris"}'),
+        anthropic_block_stop(1),
+        anthropic_block_start(2, tool_use_block("toolu_b", alias, {})),
+        anthropic_json_delta(2, '{"city": "Rome"}'),
+        anthropic_block_stop(2),
+        anthropic_message_delta("tool_use", 42),
         {"type": "message_stop"},
     ]
 

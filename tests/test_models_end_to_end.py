@@ -9,9 +9,17 @@ from typing import Any
 
 import pytest
 
+from provider_models import model_maker
 from provider_payloads import (
+    anthropic_block_start,
+    anthropic_block_stop,
+    anthropic_json_delta,
     anthropic_message,
+    anthropic_message_delta,
+    anthropic_message_start,
+    anthropic_text_delta,
     openai_call,
+    openai_call_delta,
     openai_chunk,
     openai_completion,
     openai_usage,
@@ -53,21 +61,15 @@ def server() -> ProviderServer:
 
 @pytest.fixture
 async def models(server: ProviderServer) -> AsyncIterator[dict[str, Callable[..., Any]]]:
-    made: list[OpenAIChatModel | AnthropicChatModel] = []
-
-    def openai_model(**kwargs: Any) -> OpenAIChatModel:
-        model = OpenAIChatModel("gpt-test", base_url=f"{server.url}/v1", api_key="k", **kwargs)
-        made.append(model)
-        return model
-
-    def anthropic_model(**kwargs: Any) -> AnthropicChatModel:
-        model = AnthropicChatModel("claude-test", base_url=server.url, api_key="k", **kwargs)
-        made.append(model)
-        return model
-
-    yield {"openai": openai_model, "anthropic": anthropic_model}
-    for model in made:
-        await model.aclose()
+    async with (
+        model_maker(
+            OpenAIChatModel, "gpt-test", base_url=f"{server.url}/v1", api_key="k"
+        ) as openai,
+        model_maker(
+            AnthropicChatModel, "claude-test", base_url=server.url, api_key="k"
+        ) as anthropic,
+    ):
+        yield {"openai": openai, "anthropic": anthropic}
 
 
 def client_for(model: OpenAIChatModel | AnthropicChatModel) -> ChatClient:
@@ -123,25 +125,17 @@ async def test_openai_stream_loop(
             [
                 openai_chunk({"role": "assistant", "content": None}),
                 openai_chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": 0,
-                                "id": "call_f",
-                                "type": "function",
-                                "function": {"name": FACTORIAL[:6], "arguments": ""},
-                            }
-                        ]
-                    }
+                    openai_call_delta(
+                        0,
+                        id="call_f",
+                        type="function",
+                        function={"name": FACTORIAL[:6], "arguments": ""},
+                    )
                 ),
                 openai_chunk(
-                    {
-                        "tool_calls": [
-                            {"index": 0, "function": {"name": FACTORIAL[6:], "arguments": '{"n"'}}
-                        ]
-                    }
+                    openai_call_delta(0, function={"name": FACTORIAL[6:], "arguments": '{"n"'})
                 ),
-                openai_chunk({"tool_calls": [{"index": 0, "function": {"arguments": ": 4}"}}]}),
+                openai_chunk(openai_call_delta(0, function={"arguments": ": 4}"})),
                 openai_chunk({}, finish_reason="tool_calls"),
                 openai_chunk(None, usage=openai_usage(40, 4)),
             ]
@@ -233,68 +227,26 @@ async def test_anthropic_call_loop_with_aliases_parallel_calls_and_error_results
 async def test_anthropic_stream_loop(
     server: ProviderServer, models: dict[str, Callable[..., Any]]
 ) -> None:
-    def start(input_tokens: int) -> dict[str, Any]:
-        message = anthropic_message(usage={"input_tokens": input_tokens, "output_tokens": 1})
-        message["content"], message["stop_reason"] = [], None
-        return {"type": "message_start", "message": message}
-
     server.expect(
         anthropic_sse(
             [
-                start(30),
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {
-                        "type": "tool_use",
-                        "id": "toolu_1",
-                        "name": FACTORIAL,
-                        "input": {},
-                    },
-                },
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "input_json_delta", "partial_json": '{"n":'},
-                },
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "input_json_delta", "partial_json": " 3}"},
-                },
-                {"type": "content_block_stop", "index": 0},
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": "tool_use"},
-                    "usage": {"output_tokens": 9},
-                },
+                anthropic_message_start({"input_tokens": 30, "output_tokens": 1}),
+                anthropic_block_start(0, tool_use_block("toolu_1", FACTORIAL, {})),
+                anthropic_json_delta(0, '{"n":'),
+                anthropic_json_delta(0, " 3}"),
+                anthropic_block_stop(0),
+                anthropic_message_delta("tool_use", 9),
                 {"type": "message_stop"},
             ]
         ),
         anthropic_sse(
             [
-                start(50),
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "text", "text": ""},
-                },
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "text_delta", "text": "3! = "},
-                },
-                {
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "text_delta", "text": "6"},
-                },
-                {"type": "content_block_stop", "index": 0},
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn"},
-                    "usage": {"output_tokens": 4},
-                },
+                anthropic_message_start({"input_tokens": 50, "output_tokens": 1}),
+                anthropic_block_start(0, text_block("")),
+                anthropic_text_delta(0, "3! = "),
+                anthropic_text_delta(0, "6"),
+                anthropic_block_stop(0),
+                anthropic_message_delta("end_turn", 4),
                 {"type": "message_stop"},
             ]
         ),

@@ -14,8 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletionChunk
 
+from provider_models import ask, collect, model_maker
 from provider_payloads import (
     openai_call,
+    openai_call_delta,
     openai_chunk,
     openai_completion,
     openai_usage,
@@ -25,7 +27,6 @@ from provider_server import ProviderServer, Reply, openai_sse, shared_server
 from tooluse import (
     AssistantMessage,
     ChatOptions,
-    ChatResponse,
     Prompt,
     SystemMessage,
     ToolCall,
@@ -58,30 +59,10 @@ def server() -> ProviderServer:
 
 @pytest.fixture
 async def make_model(server: ProviderServer) -> AsyncIterator[Callable[..., OpenAIChatModel]]:
-    made: list[OpenAIChatModel] = []
-
-    def make(**kwargs: Any) -> OpenAIChatModel:
-        kwargs.setdefault("max_retries", 0)
-        model = OpenAIChatModel(
-            kwargs.pop("model", "gpt-test"),
-            base_url=f"{server.url}/v1",
-            api_key="sk-test",
-            **kwargs,
-        )
-        made.append(model)
-        return model
-
-    yield make
-    for model in made:
-        await model.aclose()
-
-
-def ask(text: str = "Weather in Paris?", **options: Any) -> Prompt:
-    return Prompt([UserMessage(text=text)], ChatOptions(**options))
-
-
-async def collect(model: OpenAIChatModel, prompt: Prompt) -> list[ChatResponse]:
-    return [chunk async for chunk in model.stream(prompt)]
+    async with model_maker(
+        OpenAIChatModel, "gpt-test", base_url=f"{server.url}/v1", api_key="sk-test", max_retries=0
+    ) as make:
+        yield make
 
 
 # -- request encoding --------------------------------------------------------------------------
@@ -386,22 +367,22 @@ async def test_a_schema_strict_mode_cannot_express_is_sent_plain_with_a_warning(
 def fragmented_weather_stream() -> list[dict[str, Any]]:
     """OpenAI style: role first, id and type only on a call's first delta, name and arguments
     in fragments, two parallel calls, finish reason, then a usage-only chunk."""
-
-    def call_delta(index: int, **fields: Any) -> dict[str, Any]:
-        return {"tool_calls": [{"index": index, **fields}]}
-
     return [
         openai_chunk({"role": "assistant", "content": None}),
         openai_chunk({"content": "Checking "}),
         openai_chunk({"content": "both."}),
         openai_chunk(
-            call_delta(0, id="call_a", type="function", function={"name": "get_", "arguments": ""})
+            openai_call_delta(
+                0, id="call_a", type="function", function={"name": "get_", "arguments": ""}
+            )
         ),
-        openai_chunk(call_delta(0, function={"name": "weather"})),
-        openai_chunk(call_delta(0, function={"arguments": '{"ci'})),
-        openai_chunk(call_delta(0, function={"arguments": 'ty": "Paris"}'})),
-        openai_chunk(call_delta(1, id="call_b", type="function", function={"name": "get_weather"})),
-        openai_chunk(call_delta(1, function={"arguments": '{"city": "Rome"}'})),
+        openai_chunk(openai_call_delta(0, function={"name": "weather"})),
+        openai_chunk(openai_call_delta(0, function={"arguments": '{"ci'})),
+        openai_chunk(openai_call_delta(0, function={"arguments": 'ty": "Paris"}'})),
+        openai_chunk(
+            openai_call_delta(1, id="call_b", type="function", function={"name": "get_weather"})
+        ),
+        openai_chunk(openai_call_delta(1, function={"arguments": '{"city": "Rome"}'})),
         openai_chunk({}, finish_reason="tool_calls"),
         openai_chunk(None, usage=openai_usage(80, 30, cached_tokens=16)),
     ]
@@ -449,37 +430,23 @@ async def test_stream_quirks_of_compatible_servers(
                 openai_chunk(
                     {
                         "content": None,
-                        "tool_calls": [
-                            {
-                                "index": 0,
-                                "id": "a",
-                                "function": {"name": "get_weather", "arguments": '{"city":'},
-                            }
-                        ],
+                        **openai_call_delta(
+                            0, id="a", function={"name": "get_weather", "arguments": '{"city":'}
+                        ),
                     }
                 ),
                 openai_chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": 0,
-                                "id": "a",
-                                "function": {"name": "get_weather", "arguments": ' "Oslo"}'},
-                            }
-                        ]
-                    }
+                    openai_call_delta(
+                        0, id="a", function={"name": "get_weather", "arguments": ' "Oslo"}'}
+                    )
                 ),
+                openai_chunk(openai_call_delta(0, id="b", function={"name": "now"})),
                 openai_chunk(
-                    {"tool_calls": [{"index": 0, "id": "b", "function": {"name": "now"}}]}
+                    openai_call_delta(
+                        None, id="c", function={"name": aliased, "arguments": '{"n": 5}'}
+                    )
                 ),
-                openai_chunk(
-                    {
-                        "tool_calls": [
-                            {"id": "c", "function": {"name": aliased, "arguments": '{"n": 5}'}}
-                        ]
-                    }
-                ),
-                openai_chunk({"tool_calls": [{"function": {"arguments": ""}}]}),
+                openai_chunk(openai_call_delta(None, function={"arguments": ""})),
             ]
         )
     )
@@ -500,27 +467,12 @@ async def test_stream_without_ids_gets_unique_ids_and_keeps_broken_json_raw(
         openai_sse(
             [
                 openai_chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": 0,
-                                "function": {"name": "get_weather", "arguments": '{"city": '},
-                            }
-                        ]
-                    }
+                    openai_call_delta(0, function={"name": "get_weather", "arguments": '{"city": '})
                 ),
                 openai_chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": 1,
-                                "function": {
-                                    "name": "get_weather",
-                                    "arguments": '{"city": "Rome"}',
-                                },
-                            }
-                        ]
-                    }
+                    openai_call_delta(
+                        1, function={"name": "get_weather", "arguments": '{"city": "Rome"}'}
+                    )
                 ),
                 openai_chunk({}, finish_reason="length"),
             ]
@@ -549,22 +501,13 @@ async def test_strict_stream_calls_leave_with_injected_nulls_dropped(
         openai_sse(
             [
                 openai_chunk(
-                    {
-                        "tool_calls": [
-                            {
-                                "index": 0,
-                                "id": "a",
-                                "function": {
-                                    "name": "get_weather",
-                                    "arguments": '{"city": "Oslo", ',
-                                },
-                            }
-                        ]
-                    }
+                    openai_call_delta(
+                        0,
+                        id="a",
+                        function={"name": "get_weather", "arguments": '{"city": "Oslo", '},
+                    )
                 ),
-                openai_chunk(
-                    {"tool_calls": [{"index": 0, "function": {"arguments": '"unit": null}'}}]}
-                ),
+                openai_chunk(openai_call_delta(0, function={"arguments": '"unit": null}'})),
                 openai_chunk({}, finish_reason="tool_calls"),
             ]
         )
