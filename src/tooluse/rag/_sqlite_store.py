@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import threading
@@ -15,8 +14,13 @@ from tooluse._sqlite import Synchronous, connect, ensure_schema, write_transacti
 from tooluse.embedding import EmbeddingModel
 from tooluse.rag._document import Document
 from tooluse.rag._filter import Filter, compile_filter
-from tooluse.rag._index import VectorIndex, validate_search
-from tooluse.rag._store import check_ids, embed_documents, resolve_embedding_model
+from tooluse.rag._index import VectorIndex
+from tooluse.rag._store import (
+    IndexedVectorStore,
+    check_ids,
+    embed_documents,
+    resolve_embedding_model,
+)
 
 __all__ = ["SqliteVectorStore"]
 
@@ -38,7 +42,7 @@ _SCHEMA = (
 )
 
 
-class SqliteVectorStore:
+class SqliteVectorStore(IndexedVectorStore):
     """Documents, metadata and vectors in a SQLite file; searched in memory with numpy.
 
     Several named ``collection``s can share one file (and the file can hold chat memory
@@ -88,10 +92,6 @@ class SqliteVectorStore:
     def collection(self) -> str:
         return self._collection
 
-    @property
-    def embedding_model(self) -> EmbeddingModel:
-        return self._model
-
     def __len__(self) -> int:
         with self._lock:
             self._refresh()
@@ -134,36 +134,6 @@ class SqliteVectorStore:
                     [(self._collection, i) for i in doomed],
                 )
             return self._index.remove(doomed)
-
-    def similarity_search(
-        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
-    ) -> list[Document]:
-        validate_search(query, top_k, threshold)
-        predicate = compile_filter(filter)
-        vector = self._model.embed_query(query)
-        with self._lock:
-            self._refresh()
-            return self._index.search(vector, top_k, threshold, predicate)
-
-    def find(self, filter: Filter | None = None) -> list[Document]:
-        predicate = compile_filter(filter)
-        with self._lock:
-            self._refresh()
-            return self._index.matching(predicate)
-
-    async def aadd(self, documents: Sequence[Document]) -> None:
-        await asyncio.to_thread(self.add, documents)
-
-    async def adelete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
-        return await asyncio.to_thread(self.delete, ids, filter=filter)
-
-    async def asimilarity_search(
-        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
-    ) -> list[Document]:
-        return await asyncio.to_thread(self.similarity_search, query, top_k, threshold, filter)
-
-    async def afind(self, filter: Filter | None = None) -> list[Document]:
-        return await asyncio.to_thread(self.find, filter)
 
     @contextmanager
     def _writing(self) -> Iterator[None]:

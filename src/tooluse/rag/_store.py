@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import threading
 from collections.abc import Iterable, Sequence
@@ -16,6 +17,7 @@ from tooluse.rag._index import VectorIndex, validate_search
 
 __all__ = [
     "InMemoryVectorStore",
+    "IndexedVectorStore",
     "VectorStore",
     "check_ids",
     "embed_documents",
@@ -80,7 +82,61 @@ def embed_documents(model: EmbeddingModel, documents: Sequence[Document]) -> Vec
     return np.asarray(vectors, dtype=np.float32).reshape(len(documents), model.dimensions)
 
 
-class InMemoryVectorStore:
+class IndexedVectorStore(abc.ABC):
+    """What the stores searched in memory share: ``_index`` holds the documents and vectors
+    (guarded by ``_lock``) and ``_refresh`` brings it up to date before a read. Subclasses set
+    ``_model``, ``_index`` and ``_lock`` and implement ``add`` and ``delete``."""
+
+    _model: EmbeddingModel
+    _index: VectorIndex
+    _lock: threading.Lock
+
+    @property
+    def embedding_model(self) -> EmbeddingModel:
+        return self._model
+
+    @abc.abstractmethod
+    def add(self, documents: Sequence[Document]) -> None: ...
+
+    @abc.abstractmethod
+    def delete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int: ...
+
+    def similarity_search(
+        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
+    ) -> list[Document]:
+        validate_search(query, top_k, threshold)
+        predicate = compile_filter(filter)
+        vector = self._model.embed_query(query)
+        with self._lock:
+            self._refresh()
+            return self._index.search(vector, top_k, threshold, predicate)
+
+    def find(self, filter: Filter | None = None) -> list[Document]:
+        predicate = compile_filter(filter)
+        with self._lock:
+            self._refresh()
+            return self._index.matching(predicate)
+
+    async def aadd(self, documents: Sequence[Document]) -> None:
+        await asyncio.to_thread(self.add, documents)
+
+    async def adelete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
+        return await asyncio.to_thread(self.delete, ids, filter=filter)
+
+    async def asimilarity_search(
+        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
+    ) -> list[Document]:
+        return await asyncio.to_thread(self.similarity_search, query, top_k, threshold, filter)
+
+    async def afind(self, filter: Filter | None = None) -> list[Document]:
+        return await asyncio.to_thread(self.find, filter)
+
+    @abc.abstractmethod
+    def _refresh(self) -> None:
+        """Bring ``_index`` up to date before a read (callers hold the lock)."""
+
+
+class InMemoryVectorStore(IndexedVectorStore):
     """A vector store held in this process (numpy); gone when the process ends.
 
     ``embedding_model`` defaults to the bundled offline multilingual model.
@@ -90,10 +146,6 @@ class InMemoryVectorStore:
         self._model = resolve_embedding_model(embedding_model)
         self._index = VectorIndex(self._model.dimensions)
         self._lock = threading.Lock()
-
-    @property
-    def embedding_model(self) -> EmbeddingModel:
-        return self._model
 
     def __len__(self) -> int:
         return len(self._index)
@@ -112,33 +164,8 @@ class InMemoryVectorStore:
                 doomed.update(d.id for d in self._index.matching(predicate))
             return self._index.remove(doomed)
 
-    def similarity_search(
-        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
-    ) -> list[Document]:
-        validate_search(query, top_k, threshold)
-        predicate = compile_filter(filter)
-        vector = self._model.embed_query(query)
-        with self._lock:
-            return self._index.search(vector, top_k, threshold, predicate)
-
-    def find(self, filter: Filter | None = None) -> list[Document]:
-        predicate = compile_filter(filter)
-        with self._lock:
-            return self._index.matching(predicate)
-
-    async def aadd(self, documents: Sequence[Document]) -> None:
-        await asyncio.to_thread(self.add, documents)
-
-    async def adelete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
-        return await asyncio.to_thread(self.delete, ids, filter=filter)
-
-    async def asimilarity_search(
-        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
-    ) -> list[Document]:
-        return await asyncio.to_thread(self.similarity_search, query, top_k, threshold, filter)
-
-    async def afind(self, filter: Filter | None = None) -> list[Document]:
-        return await asyncio.to_thread(self.find, filter)
+    def _refresh(self) -> None:
+        """Nothing to do: only this store changes its index."""
 
 
 def check_ids(ids: Iterable[str]) -> list[str]:
