@@ -274,8 +274,7 @@ def scale(sizes: Sequence[int], indexes: Sequence[str], queries: int, cold: bool
     empty memory cache) over an on-disk cache that has the catalogue."""
     tools = all_dev_tools()
     sample = sample_queries(queries)
-    # One thread: on this shared machine, OpenMP's two threads spin-wait for each other.
-    e5 = E5EmbeddingModel(threads=1)
+    e5 = E5EmbeddingModel()
     e5.embed_query("load the weights")
     print(
         "| tools | index | build cold s | build warm s | p50 ms | p99 ms | p50 CPU ms "
