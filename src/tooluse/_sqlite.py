@@ -11,11 +11,19 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import Literal, Self
 
-__all__ = ["SCHEMA_TABLE", "Synchronous", "connect", "ensure_schema", "write_transaction"]
+__all__ = [
+    "SCHEMA_TABLE",
+    "SqliteStore",
+    "Synchronous",
+    "connect",
+    "ensure_schema",
+    "write_transaction",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -93,3 +101,48 @@ def ensure_schema(
                 f"{location} holds {component} schema version {row[0]}, but this version of "
                 f"tooluse reads version {version}; use a matching tooluse or a new file"
             )
+
+
+class SqliteStore:
+    """A store in one SQLite file: one connection, opened as :func:`connect` does with
+    ``component``'s tables ensured, used by one thread at a time (``_lock``); closing the
+    store (or leaving its ``with`` block) closes the connection."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        component: str,
+        version: int,
+        statements: Iterable[str],
+        busy_timeout: float,
+        synchronous: Synchronous,
+    ) -> None:
+        self._path = os.fspath(path)
+        self._lock = threading.Lock()
+        self._connection = connect(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        try:
+            ensure_schema(
+                self._connection,
+                component=component,
+                version=version,
+                statements=statements,
+                location=self._path,
+            )
+        except BaseException:
+            self._connection.close()
+            raise
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def close(self) -> None:
+        with self._lock:
+            self._connection.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

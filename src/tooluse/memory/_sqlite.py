@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Sequence
 
 from pydantic import TypeAdapter
 
-from tooluse._sqlite import Synchronous, connect, ensure_schema, write_transaction
+from tooluse._sqlite import SqliteStore, Synchronous, write_transaction
 from tooluse.memory._api import validate_conversation_id
 from tooluse.messages import Message
 
@@ -27,7 +26,7 @@ _SCHEMA = (
 _MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 
 
-class SqliteChatMemoryRepository:
+class SqliteChatMemoryRepository(SqliteStore):
     """Stores each message as a JSON row (tool calls and results intact).
 
     Safe with concurrent writers in threads and processes: the file runs in WAL mode, writers
@@ -44,34 +43,14 @@ class SqliteChatMemoryRepository:
         busy_timeout: float = 30.0,
         synchronous: Synchronous = "NORMAL",
     ) -> None:
-        self._path = os.fspath(path)
-        self._connection = connect(path, busy_timeout=busy_timeout, synchronous=synchronous)
-        self._lock = threading.Lock()  # one connection, used by one thread at a time
-        try:
-            ensure_schema(
-                self._connection,
-                component="chat_memory",
-                version=SCHEMA_VERSION,
-                statements=_SCHEMA,
-                location=self._path,
-            )
-        except BaseException:
-            self._connection.close()
-            raise
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    def close(self) -> None:
-        with self._lock:
-            self._connection.close()
-
-    def __enter__(self) -> SqliteChatMemoryRepository:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        super().__init__(
+            path,
+            component="chat_memory",
+            version=SCHEMA_VERSION,
+            statements=_SCHEMA,
+            busy_timeout=busy_timeout,
+            synchronous=synchronous,
+        )
 
     def find_conversation_ids(self) -> list[str]:
         with self._lock:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
 
-from tooluse._sqlite import Synchronous, connect, ensure_schema, write_transaction
+from tooluse._sqlite import SqliteStore, Synchronous, write_transaction
 from tooluse.embedding import EmbeddingModel
 from tooluse.rag._document import Document
 from tooluse.rag._filter import Filter, compile_filter
@@ -42,7 +41,7 @@ _SCHEMA = (
 )
 
 
-class SqliteVectorStore(IndexedVectorStore):
+class SqliteVectorStore(SqliteStore, IndexedVectorStore):
     """Documents, metadata and vectors in a SQLite file; searched in memory with numpy.
 
     Several named ``collection``s can share one file (and the file can hold chat memory
@@ -65,28 +64,22 @@ class SqliteVectorStore(IndexedVectorStore):
         if not isinstance(collection, str) or not collection.strip():
             raise ValueError(f"collection must be a non-blank string, got {collection!r}")
         self._model = resolve_embedding_model(embedding_model)
-        self._path = os.fspath(path)
         self._collection = collection
-        self._lock = threading.Lock()
         self._index = VectorIndex(self._model.dimensions)
         self._data_version: int | None = None
-        self._connection = connect(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        super().__init__(
+            path,
+            component="vector_store",
+            version=SCHEMA_VERSION,
+            statements=_SCHEMA,
+            busy_timeout=busy_timeout,
+            synchronous=synchronous,
+        )
         try:
-            ensure_schema(
-                self._connection,
-                component="vector_store",
-                version=SCHEMA_VERSION,
-                statements=_SCHEMA,
-                location=self._path,
-            )
             self._register_collection()
         except BaseException:
             self._connection.close()
             raise
-
-    @property
-    def path(self) -> str:
-        return self._path
 
     @property
     def collection(self) -> str:
@@ -96,16 +89,6 @@ class SqliteVectorStore(IndexedVectorStore):
         with self._lock:
             self._refresh()
             return len(self._index)
-
-    def close(self) -> None:
-        with self._lock:
-            self._connection.close()
-
-    def __enter__(self) -> SqliteVectorStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def add(self, documents: Sequence[Document]) -> None:
         vectors = embed_documents(self._model, documents)

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 import time
 import uuid
 from typing import Literal
 
-from tooluse._sqlite import connect, ensure_schema, write_transaction
+from tooluse._sqlite import SqliteStore, write_transaction
 from tooluse.qa import QaPause
 
 __all__ = ["ApprovalConflict", "ApprovalStore", "StoredApproval", "UnknownApproval"]
@@ -49,7 +48,7 @@ class StoredApproval:
     error: str | None
 
 
-class ApprovalStore:
+class ApprovalStore(SqliteStore):
     """Paused runs (:class:`QaPause` JSON) by id, in a SQLite file (WAL, shared with memory
     and the knowledge base). :meth:`claim` moves a run from ``pending`` to ``resuming`` in one
     transaction, so a run is resumed once even when two decisions race: an approved call
@@ -57,23 +56,14 @@ class ApprovalStore:
     not retried, because its approved calls may have run."""
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
-        self._path = os.fspath(path)
-        self._lock = threading.Lock()
-        self._connection = connect(path, busy_timeout=busy_timeout, synchronous="NORMAL")
-        try:
-            ensure_schema(
-                self._connection,
-                component="qa_approval",
-                version=SCHEMA_VERSION,
-                statements=_SCHEMA,
-                location=self._path,
-            )
-        except BaseException:
-            self._connection.close()
-            raise
-
-    def close(self) -> None:
-        self._connection.close()
+        super().__init__(
+            path,
+            component="qa_approval",
+            version=SCHEMA_VERSION,
+            statements=_SCHEMA,
+            busy_timeout=busy_timeout,
+            synchronous="NORMAL",
+        )
 
     def save(self, pause: QaPause) -> str:
         """Store a paused run; its new id."""
