@@ -278,3 +278,17 @@ def _wait_for(url: str, deadline: float) -> dict[str, object]:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def test_a_paused_call_with_a_lone_surrogate_is_stored_and_read_back(tmp_path: Path) -> None:
+    # A model's "\ud800" escape, decoded, cannot be UTF-8 encoded; the pause escapes it.
+    call = PendingToolCall(
+        id="x", name="cancel_order", arguments='{"order_id": "\ud800"}', reason="r"
+    )
+    state = RunState(messages=(UserMessage(text="cancel"),), history=(), pending_tool_calls=(call,))
+    pause = QaPause("cancel", None, (), state, ())
+    store = ApprovalStore(tmp_path / "a.db")
+    try:
+        assert store.get(store.save(pause)).pause == pause
+    finally:
+        store.close()

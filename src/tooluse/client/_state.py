@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import pydantic
 
+from tooluse._json_state import dump_state, load_state
 from tooluse.calling import PendingToolCall
 from tooluse.messages import ChatOptions, Message, Usage
 
@@ -43,6 +44,20 @@ def options_from_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     if values.get("stop") is not None:
         values["stop"] = tuple(values["stop"])
     return values
+
+
+_STATE_KEYS = frozenset(
+    {
+        "version",
+        "messages",
+        "history",
+        "pending_tool_calls",
+        "usage",
+        "context",
+        "tool_context",
+        "options",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -98,42 +113,12 @@ class RunState:
             "tool_context": _json_values("tool_context", self.tool_context),
             "options": _json_values("options", self.options),
         }
-        text = json.dumps(data, ensure_ascii=False)
-        try:
-            text.encode()
-        except UnicodeEncodeError:
-            # A lone surrogate (a model's "\ud800" escape, decoded) cannot be stored as UTF-8;
-            # escaped, it survives and from_json reads it back.
-            return json.dumps(data)
-        return text
+        return dump_state(data)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> RunState:
         """The state :meth:`to_json` wrote; ``ValueError`` saying what is wrong otherwise."""
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise ValueError(f"RunState JSON is not valid JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ValueError(f"RunState JSON must be an object, got {type(data).__name__}")
-        if data.get("version") != cls.VERSION:
-            raise ValueError(
-                f"RunState JSON has version {data.get('version')!r}; this tooluse reads "
-                f"version {cls.VERSION}"
-            )
-        expected = {
-            "version",
-            "messages",
-            "history",
-            "pending_tool_calls",
-            "usage",
-            "context",
-            "tool_context",
-            "options",
-        }
-        missing, unknown = sorted(expected - set(data)), sorted(set(data) - expected)
-        if missing or unknown:
-            raise ValueError(f"RunState JSON lacks keys {missing} / has unknown keys {unknown}")
+        data = load_state(text, kind="RunState", version=cls.VERSION, keys=_STATE_KEYS)
         for key in ("context", "tool_context", "options"):
             if not isinstance(data[key], dict):
                 raise ValueError(f"RunState JSON '{key}' must be an object")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pydantic
 
+from tooluse._json_state import dump_state, load_state
 from tooluse.calling import PendingToolCall
 from tooluse.client import RunState
 from tooluse.messages import Message
@@ -16,6 +17,9 @@ from tooluse.qa._ledger import FetchRecord
 __all__ = ["QaPause"]
 
 _MESSAGES: pydantic.TypeAdapter[tuple[Message, ...]] = pydantic.TypeAdapter(tuple[Message, ...])
+_PAUSE_KEYS = frozenset(
+    {"version", "question", "conversation_id", "history", "router_state", "fetched"}
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -45,28 +49,12 @@ class QaPause:
             "router_state": json.loads(self.router_state.to_json()),
             "fetched": [record.to_dict() for record in self.fetched],
         }
-        return json.dumps(data, ensure_ascii=False)
+        return dump_state(data)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> QaPause:
         """The pause :meth:`to_json` wrote; ``ValueError`` saying what is wrong otherwise."""
-        try:
-            data: Any = json.loads(text)
-        except ValueError as exc:
-            raise ValueError(f"QaPause JSON is not valid JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ValueError(f"QaPause JSON must be an object, got {type(data).__name__}")
-        if data.get("version") != cls.VERSION:
-            raise ValueError(
-                f"QaPause JSON has version {data.get('version')!r}; this tooluse reads "
-                f"version {cls.VERSION}"
-            )
-        expected = {"version", "question", "conversation_id", "history", "router_state", "fetched"}
-        if set(data) != expected:
-            raise ValueError(
-                f"QaPause JSON lacks keys {sorted(expected - set(data))} / has unknown keys "
-                f"{sorted(set(data) - expected)}"
-            )
+        data = load_state(text, kind="QaPause", version=cls.VERSION, keys=_PAUSE_KEYS)
         if not isinstance(data["question"], str):
             raise ValueError("QaPause JSON 'question' must be a string")
         if data["conversation_id"] is not None and not isinstance(data["conversation_id"], str):
