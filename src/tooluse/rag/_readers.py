@@ -14,18 +14,8 @@ _ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 
 
-def _read(path: Path, encoding: str) -> str:
-    try:
-        return path.read_text(encoding=encoding)
-    except UnicodeDecodeError as exc:
-        raise ValueError(
-            f"{path} is not {encoding} text ({exc.reason} at byte {exc.start})"
-        ) from exc
-
-
-class TextReader:
-    """Reads a text file as one document; ``source`` (default: the file name) names it in the
-    metadata and the id."""
+class _FileReader:
+    """A reader of one text file; ``source`` (default: the file name) names its documents."""
 
     def __init__(
         self, path: str | os.PathLike[str], *, source: str | None = None, encoding: str = "utf-8"
@@ -34,14 +24,27 @@ class TextReader:
         self._source = source if source is not None else self._path.name
         self._encoding = encoding
 
+    def _text(self) -> str:
+        try:
+            return self._path.read_text(encoding=self._encoding)
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"{self._path} is not {self._encoding} text ({exc.reason} at byte {exc.start})"
+            ) from exc
+
+
+class TextReader(_FileReader):
+    """Reads a text file as one document; ``source`` (default: the file name) names it in the
+    metadata and the id."""
+
     def read(self) -> list[Document]:
-        text = _read(self._path, self._encoding)
+        text = self._text()
         if not text.strip():
             return []
         return [Document(id=self._source, text=text.strip(), metadata={"source": self._source})]
 
 
-class MarkdownReader:
+class MarkdownReader(_FileReader):
     """Reads a Markdown file as one document per heading section.
 
     ``metadata["title"]`` is the section's heading path (``"Guide > Returns"``) and the text
@@ -51,18 +54,9 @@ class MarkdownReader:
     section of its own.
     """
 
-    def __init__(
-        self, path: str | os.PathLike[str], *, source: str | None = None, encoding: str = "utf-8"
-    ) -> None:
-        self._path = Path(path)
-        self._source = source if source is not None else self._path.name
-        self._encoding = encoding
-
     def read(self) -> list[Document]:
         documents = []
-        for number, (title, text) in enumerate(
-            markdown_sections(_read(self._path, self._encoding))
-        ):
+        for number, (title, text) in enumerate(markdown_sections(self._text())):
             metadata: dict[str, str] = {"source": self._source}
             if title:
                 metadata["title"] = title
