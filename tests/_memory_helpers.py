@@ -82,6 +82,14 @@ def write_messages(path: str, conversation_id: str, writer: int, count: int) -> 
         repository.close()
 
 
+def assert_no_message_lost(stored: Sequence[Message], writers: int, per_writer: int) -> None:
+    """Every message the writers ``0..writers-1`` added (``write_messages``' texts) is
+    stored, once."""
+    expected = {f"writer {w} message {n}" for w in range(writers) for n in range(per_writer)}
+    assert {m.text for m in stored if isinstance(m, UserMessage)} == expected
+    assert len(stored) == len(expected)
+
+
 def write_in_threads_when_told(
     path: str, conversation_id: str, writers: Sequence[int], count: int, go_file: Path
 ) -> None:

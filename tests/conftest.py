@@ -9,6 +9,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tooluse import _tracing
 
+# Helper modules whose asserts should report their values like the tests' own.
+pytest.register_assert_rewrite("_memory_helpers")
+
 
 @pytest.fixture
 def exporter(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:

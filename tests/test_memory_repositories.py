@@ -12,7 +12,15 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from _memory_helpers import answer, calls, results, system, user, write_messages
+from _memory_helpers import (
+    answer,
+    assert_no_message_lost,
+    calls,
+    results,
+    system,
+    user,
+    write_messages,
+)
 from _postgres_server import PostgresServer
 from tooluse.memory import (
     ChatMemoryRepository,
@@ -192,9 +200,7 @@ def test_twenty_writer_threads_lose_no_message(tmp_path: Path) -> None:
         thread.join()
     stored = shared.find_by_conversation_id("shared")
     shared.close()
-    expected = {f"writer {w} message {n}" for w in range(20) for n in range(per_writer)}
-    assert len(stored) == len(expected)
-    assert {m.text for m in stored if isinstance(m, UserMessage)} == expected
+    assert_no_message_lost(stored, 20, per_writer)
     for w in range(20):  # each writer's messages stay in its order
         own = [m.text for m in stored if isinstance(m, UserMessage) and f"writer {w} " in m.text]
         assert own == [f"writer {w} message {n}" for n in range(per_writer)]
@@ -221,9 +227,7 @@ def test_twenty_writers_in_four_processes_lose_no_message(tmp_path: Path) -> Non
     assert [child.wait(timeout=120) for child in children] == [0, 0, 0, 0]
     with SqliteChatMemoryRepository(path) as repository:
         stored = repository.find_by_conversation_id("shared")
-    expected = {f"writer {w} message {n}" for w in range(20) for n in range(per_writer)}
-    assert {m.text for m in stored if isinstance(m, UserMessage)} == expected
-    assert len(stored) == len(expected)
+    assert_no_message_lost(stored, 20, per_writer)
 
 
 def test_window_memory_over_sqlite_keeps_tool_pairs(tmp_path: Path) -> None:
@@ -253,9 +257,7 @@ def test_postgres_twenty_writers_with_their_own_connections_lose_no_message(
         thread.join()
     with PostgresChatMemoryRepository(empty_postgres) as repository:
         stored = repository.find_by_conversation_id("shared")
-    expected = {f"writer {w} message {n}" for w in range(20) for n in range(per_writer)}
-    assert {m.text for m in stored if isinstance(m, UserMessage)} == expected
-    assert len(stored) == len(expected)
+    assert_no_message_lost(stored, 20, per_writer)
 
 
 def test_postgres_refuses_another_schema_version(empty_postgres: str) -> None:
