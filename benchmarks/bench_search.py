@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/bench_search.py tokens                # all tools vs search
     .venv/bin/python benchmarks/bench_search.py cjk                   # jieba vs bigrams
     .venv/bin/python benchmarks/bench_search.py fts5                  # SQLite FTS5 vs ours
+    .venv/bin/python benchmarks/bench_search.py e5 [--threads 1]      # the bundled model's speed
 
 ``quality`` ranks every query of bfcl-v4, acebench/en and acebench/zh with each index, writes
 the run files (``.cache/runs/<dataset>-<index>.jsonl``, scored by the datasets' ``evaluate.py``)
@@ -191,6 +192,26 @@ def fts5(datasets: Sequence[str]) -> None:
                 f"| {seconds:.2f} | {_percentile(times, 50):.2f} | {_percentile(times, 99):.2f} |",
                 flush=True,
             )
+
+
+def e5_speed(threads: int | None) -> None:
+    """Throughput of the bundled model on tool texts, and single-query latency."""
+    model = E5EmbeddingModel(threads=threads)
+    dataset = load_dataset(DATA / "bfcl-v4")
+    texts = [embedding_text(tool) for tool in dataset.tools[:240]]
+    model.embed_documents(texts[:16])  # loads the weights
+    started = time.perf_counter()
+    model.embed_documents(texts[16:])
+    rate = (len(texts) - 16) / (time.perf_counter() - started)
+    latencies = []
+    for query in dataset.queries[:60]:
+        started = time.perf_counter()
+        model.embed_query(query.query)
+        latencies.append((time.perf_counter() - started) * 1000)
+    print(
+        f"threads={threads or 'all'}: {rate:.1f} tool texts/s; one query p50 "
+        f"{_percentile(latencies, 50):.1f} ms, p99 {_percentile(latencies, 99):.1f} ms"
+    )
 
 
 # -- scale ------------------------------------------------------------------------------------
@@ -416,6 +437,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     s.add_argument("--cold", action="store_true", help="also time vector/hybrid cold builds")
     commands.add_parser("cjk")
     commands.add_parser("fts5")
+    e5 = commands.add_parser("e5")
+    e5.add_argument("--threads", type=int)
     t = commands.add_parser("tokens")
     t.add_argument("--size", action="append", type=int)
     args = parser.parse_args(argv)
@@ -427,6 +450,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         cjk()
     elif args.command == "fts5":
         fts5(DATASETS)
+    elif args.command == "e5":
+        e5_speed(args.threads)
     else:
         tokens(args.size or (30, 300, 2000))
 
