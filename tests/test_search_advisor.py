@@ -331,3 +331,29 @@ def test_advisor_rejects_bad_settings() -> None:
     with pytest.raises(ValueError, match="suffix"):
         ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), system_message_suffix=" ")
     assert isinstance(ToolSearchTool(RegexToolIndex()).callback, FunctionToolCallback)
+
+
+def test_a_found_tool_that_needs_approval_pauses_and_resumes() -> None:
+    from tooluse.calling import Approve
+    from tooluse.client import RunState
+
+    @tool(requires_approval=True)
+    def delete_file(path: str) -> str:
+        """Delete a file from the disk."""
+        return f"deleted {path}"
+
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"query": "delete file"}, id="s1"),
+            tool_call("delete_file", {"path": "/tmp/x"}, id="d1"),
+            "Deleted.",
+        ]
+    )
+    advisor = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex())
+    client = ChatClient(model, tools=[*TOOLS, delete_file], tool_calling_advisor=advisor)
+    paused = client.prompt().user("remove /tmp/x").context({CONVERSATION_ID: "c1"}).call()
+    assert [call.name for call in paused.pending_tool_calls] == ["delete_file"]
+    state = RunState.from_json(paused.state.to_json())  # type: ignore[union-attr]
+    resumed = client.resume(state, {"d1": Approve()})
+    assert resumed.content() == "Deleted."
+    assert offered(model)[-1] == ["toolSearchTool", "delete_file"]
