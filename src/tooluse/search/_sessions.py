@@ -47,9 +47,8 @@ def _catalogue_key(references: Sequence[ToolReference]) -> str:
 class SessionToolIndex(ABC, Generic[SnapshotT]):
     """Base of the built-in indexes: sessions, snapshots, limits, category filter, timing.
 
-    Subclasses implement ``_prepare`` (optional eager work when tools are indexed, e.g.
-    embedding), ``_build`` (references -> snapshot) and ``_rank`` (snapshot, query, limit ->
-    ``(position, score)`` best first).
+    Subclasses implement ``_build`` (references -> snapshot) and ``_rank`` (snapshot, query,
+    limit, allowed positions -> ``(position, score)`` best first).
     """
 
     def __init__(self, *, default_max_results: int = DEFAULT_MAX_RESULTS) -> None:
@@ -76,7 +75,6 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
                 raise TypeError(f"expected ToolReference, got {type(reference).__name__}")
         if not references:
             return
-        self._prepare(references)
         with self._lock:
             session = self._sessions.setdefault(session_id, _Session())
             for reference in references:
@@ -122,9 +120,6 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
             return list(self._sessions)
 
     # -- for subclasses ----------------------------------------------------------------------
-
-    def _prepare(self, references: Sequence[ToolReference]) -> None:
-        """Work done when tools are indexed, before the snapshot is built (default: none)."""
 
     @abstractmethod
     def _build(self, references: Sequence[ToolReference]) -> SnapshotT: ...
