@@ -404,7 +404,8 @@ def tokens(sizes: Sequence[int]) -> None:
         search = ScriptedModel(
             [tool_call("toolSearchTool", {"query": question.query}, id="search"), calls, "answer"]
         )
-        advisor = ToolSearchToolCallingAdvisor(tool_index=HybridToolIndex(model))
+        index = HybridToolIndex(model, background_embedding=False)
+        advisor = ToolSearchToolCallingAdvisor(tool_index=index)
         client = ChatClient(search, tools=callbacks, tool_calling_advisor=advisor)
         client.prompt().user(question.query).context({CONVERSATION_ID: f"t{size}"}).call()
         found = [c.definition.name for c in search.requests[1].options.tool_callbacks]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from search_fakes import BagOfWordsModel
-from tooluse.embedding import E5EmbeddingModel
+from tooluse.embedding import E5EmbeddingModel, Vectors
 from tooluse.search import (
     BM25ToolIndex,
     HybridToolIndex,
@@ -332,6 +333,7 @@ def test_hybrid_finds_what_either_side_finds() -> None:
     model = BagOfWordsModel(aliases={"forecast": "weather"})
     index = HybridToolIndex(model)
     index.index_tools("s", CATALOGUE)
+    index.build("s")  # waits for the embeddings
     assert search(index, "forecast")[0] in {"get_weather", "query_city_weather"}
     assert search(index, "math.factorial")[0] == "math.factorial"
     assert index.search(ToolSearchRequest("s", "forecast")).search_type == "HybridToolIndex"
@@ -355,6 +357,7 @@ def test_hybrid_with_the_bundled_model_on_chinese_and_english_tools() -> None:
             ToolReference("book_hotel", None, "预订酒店房间"),
         ],
     )
+    index.build("s")
     assert search(index, "查询天气", max_results=2)[0] == "query_weather_zh"
     assert search(index, "我想订一间酒店", max_results=1) == ["book_hotel"]
     assert search(index, "will it rain in Paris tomorrow?", max_results=2)[0] in {
@@ -412,3 +415,48 @@ def test_build_ahead_of_the_first_search_embeds_once() -> None:
     assert len(model.embedded) == len(CATALOGUE)
     assert search(index, "weather")[0] in {"get_weather", "query_city_weather"}
     assert len(model.embedded) == len(CATALOGUE)
+
+
+class GatedModel(BagOfWordsModel):
+    """Embeds documents only once ``gate`` is set (or fails when ``error`` is set)."""
+
+    def __init__(self, error: Exception | None = None) -> None:
+        super().__init__(aliases={"forecast": "weather"})
+        self.gate = threading.Event()
+        self.error = error
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        assert self.gate.wait(10), "the test never opened the gate"
+        if self.error is not None:
+            raise self.error
+        return super().embed_documents(texts)
+
+
+def test_hybrid_searches_with_bm25_while_the_catalogue_is_embedded() -> None:
+    model = GatedModel()
+    index = HybridToolIndex(model)
+    index.index_tools("s", CATALOGUE)
+    assert search(index, "forecast") == []  # the synonym needs the vectors, not there yet
+    assert search(index, "weather")[0] == "get_weather"  # BM25 answers meanwhile
+    model.gate.set()
+    index.build("s")
+    assert search(index, "forecast")[0] in {"get_weather", "query_city_weather"}
+
+
+def test_hybrid_falls_back_to_bm25_when_embedding_fails(caplog: pytest.LogCaptureFixture) -> None:
+    model = GatedModel(error=RuntimeError("endpoint down"))
+    index = HybridToolIndex(model)
+    index.index_tools("s", CATALOGUE)
+    model.gate.set()
+    with pytest.raises(RuntimeError, match="endpoint down"):
+        index.build("s")
+    assert search(index, "weather")[0] == "get_weather"
+    assert any("BM25 only" in record.getMessage() for record in caplog.records)
+
+
+def test_hybrid_can_embed_in_the_foreground() -> None:
+    index = HybridToolIndex(
+        BagOfWordsModel(aliases={"forecast": "weather"}), background_embedding=False
+    )
+    index.index_tools("s", CATALOGUE)
+    assert search(index, "forecast")[0] in {"get_weather", "query_city_weather"}

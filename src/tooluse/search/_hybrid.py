@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -17,11 +19,27 @@ from tooluse.search._vector import VectorToolIndex
 
 __all__ = ["HybridToolIndex"]
 
+logger = logging.getLogger(__name__)
+
+# One worker: embedding is CPU-bound (or rate-limited), and the bundled engine runs one call
+# at a time anyway.
+_EMBEDDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tooluse-tool-embedding")
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _HybridSnapshot:
     lexical: Any
-    semantic: Any
+    semantic: Future[Any]  # the vector snapshot, maybe still being embedded
+
+
+def _log_failure(future: Future[Any]) -> None:
+    error = future.exception()
+    if error is not None:
+        logger.error(
+            "Embedding the tool catalogue failed; this catalogue is searched with BM25 only "
+            "until it is indexed again",
+            exc_info=error,
+        )
 
 
 class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
@@ -32,6 +50,11 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     rare terms, embeddings find paraphrases and other languages. The defaults (BM25 weight 1,
     vector weight 0.6, ``rrf_k`` 5: a small k trusts the top ranks of each side) were tuned on
     the dev sets bfcl-v4 and ACEBench en/zh (see ``docs/benchmarks.md``).
+
+    Embedding a new catalogue takes minutes with the bundled CPU model (about 15 tools per
+    second), so by default (``background_embedding=True``) it runs in a background thread
+    and searches meanwhile rank with BM25 alone; ``build(session_id)`` waits for it. If the
+    embedding fails, the error is logged and the catalogue is searched with BM25 alone.
     """
 
     def __init__(
@@ -44,6 +67,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         vector_weight: float = 0.6,
         rrf_k: float = 5.0,
         candidates: int = 100,
+        background_embedding: bool = True,
         default_max_results: int = DEFAULT_MAX_RESULTS,
     ) -> None:
         super().__init__(default_max_results=default_max_results)
@@ -64,19 +88,33 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         self._vector_weight = vector_weight
         self._rrf_k = rrf_k
         self._candidates = candidates
+        self._background_embedding = background_embedding
 
     def _build(self, references: Sequence[ToolReference]) -> _HybridSnapshot:
-        return _HybridSnapshot(self._bm25._build(references), self._vector._build(references))
+        lexical = self._bm25._build(references)
+        semantic: Future[Any]
+        if self._background_embedding:
+            semantic = _EMBEDDER.submit(self._vector._build, references)
+            semantic.add_done_callback(_log_failure)
+        else:
+            semantic = Future()
+            semantic.set_result(self._vector._build(references))
+        return _HybridSnapshot(lexical, semantic)
+
+    def _complete(self, snapshot: _HybridSnapshot) -> None:
+        snapshot.semantic.result()  # raises the embedding error, if any
 
     def _rank(
         self, snapshot: _HybridSnapshot, query: str, limit: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
         lexical = self._bm25.scores(snapshot.lexical, query)
-        semantic = self._vector.similarities(snapshot.semantic, query)
         fused = np.zeros(lexical.size, dtype=np.float32)
         depth = max(self._candidates, limit)
         self._add_ranks(fused, lexical, depth, self._bm25_weight, positive_only=True)
-        self._add_ranks(fused, semantic, depth, self._vector_weight, positive_only=False)
+        future = snapshot.semantic
+        if future.done() and future.exception() is None:
+            semantic = self._vector.similarities(future.result(), query)
+            self._add_ranks(fused, semantic, depth, self._vector_weight, positive_only=False)
         if allowed is not None:
             mask = np.zeros(fused.size, dtype=bool)
             mask[list(allowed)] = True

@@ -106,7 +106,9 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
         """Build the session's search structures now (embedding included) instead of on the
         first search, e.g. at start-up."""
         _check_session_id(session_id)
-        self._snapshot(session_id)
+        built = self._snapshot(session_id)
+        if built is not None:
+            self._complete(built[0])
 
     # -- introspection -----------------------------------------------------------------------
 
@@ -123,6 +125,9 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
 
     @abstractmethod
     def _build(self, references: Sequence[ToolReference]) -> SnapshotT: ...
+
+    def _complete(self, snapshot: SnapshotT) -> None:
+        """Wait for what a snapshot finishes in the background (default: nothing does)."""
 
     @abstractmethod
     def _rank(

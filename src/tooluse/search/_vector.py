@@ -23,6 +23,7 @@ from tooluse.search._types import ToolReference
 __all__ = ["VectorToolIndex", "embedding_text"]
 
 _MAX_PARAMETERS = 8
+_BATCH = 64
 
 
 def embedding_text(reference: ToolReference) -> str:
@@ -79,7 +80,15 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
 
     def _build(self, references: Sequence[ToolReference]) -> _VectorSnapshot:
         texts = [self._document_text(reference) for reference in references]
-        return _VectorSnapshot(self._model.embed_documents(texts))
+        # In batches, so that queries of other sessions (which share the model) get their turn
+        # while a new catalogue is embedded.
+        batches = [
+            self._model.embed_documents(texts[start : start + _BATCH])
+            for start in range(0, len(texts), _BATCH)
+        ]
+        if not batches:
+            return _VectorSnapshot(np.empty((0, self._model.dimensions), dtype=np.float32))
+        return _VectorSnapshot(np.concatenate(batches))
 
     def similarities(self, snapshot: _VectorSnapshot, query: str) -> npt.NDArray[np.float32]:
         return snapshot.matrix @ self._model.embed_query(query)
