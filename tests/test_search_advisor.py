@@ -357,3 +357,24 @@ def test_a_found_tool_that_needs_approval_pauses_and_resumes() -> None:
     resumed = client.resume(state, {"d1": Approve()})
     assert resumed.content() == "Deleted."
     assert offered(model)[-1] == ["toolSearchTool", "delete_file"]
+
+
+async def test_streaming_uses_the_same_rules() -> None:
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"query": "weather"}, id="s1"),
+            tool_call("get_weather", {"city": "Rome"}, id="w1"),
+            "Sunny in Rome.",
+        ],
+        chunk_size=4,
+    )
+    advisor = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex())
+    client = client_for(model, advisor)
+    stream = client.prompt().user("weather in Rome?").context({CONVERSATION_ID: "c"}).stream()
+    text = "".join([chunk.text async for chunk in stream])
+    assert text == "Sunny in Rome."
+    assert offered(model) == [
+        ["toolSearchTool"],
+        ["toolSearchTool", "get_weather"],
+        ["toolSearchTool", "get_weather"],
+    ]
