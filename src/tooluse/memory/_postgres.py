@@ -6,9 +6,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import TypeAdapter
-
 from tooluse.memory._api import validate_conversation_id
+from tooluse.memory._rows import MESSAGE, MessageRow, message_rows
 from tooluse.messages import Message
 
 if TYPE_CHECKING:
@@ -18,7 +17,6 @@ __all__ = ["PostgresChatMemoryRepository"]
 
 SCHEMA_VERSION = 1
 _SCHEMA_LOCK = 7_436_871_502  # advisory lock id serialising schema creation across hosts
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 
 
 class PostgresChatMemoryRepository:
@@ -75,7 +73,7 @@ class PostgresChatMemoryRepository:
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         validate_conversation_id(conversation_id)
-        rows = _rows(conversation_id, messages)
+        rows = message_rows(conversation_id, messages)
         with self._lock, self._connection.transaction():
             self._lock_conversation(conversation_id)
             self._replace(conversation_id, rows)
@@ -95,7 +93,7 @@ class PostgresChatMemoryRepository:
         with self._lock, self._connection.transaction():
             self._lock_conversation(conversation_id)
             updated = change(self._load(conversation_id))
-            self._replace(conversation_id, _rows(conversation_id, updated))
+            self._replace(conversation_id, message_rows(conversation_id, updated))
         return updated
 
     def _ensure_schema(self) -> None:
@@ -140,9 +138,9 @@ class PostgresChatMemoryRepository:
             "SELECT message FROM chat_memory_message WHERE conversation_id = %s ORDER BY position",
             (conversation_id,),
         ).fetchall()
-        return [_MESSAGE.validate_python(row[0]) for row in rows]
+        return [MESSAGE.validate_python(row[0]) for row in rows]
 
-    def _replace(self, conversation_id: str, rows: list[tuple[str, int, str, str]]) -> None:
+    def _replace(self, conversation_id: str, rows: list[MessageRow]) -> None:
         self._connection.execute(
             "DELETE FROM chat_memory_message WHERE conversation_id = %s", (conversation_id,)
         )
@@ -152,10 +150,3 @@ class PostgresChatMemoryRepository:
                 "VALUES (%s, %s, %s, %s::jsonb)",
                 rows,
             )
-
-
-def _rows(conversation_id: str, messages: Sequence[Message]) -> list[tuple[str, int, str, str]]:
-    return [
-        (conversation_id, position, message.role, _MESSAGE.dump_json(message).decode())
-        for position, message in enumerate(messages)
-    ]

@@ -5,10 +5,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from pydantic import TypeAdapter
-
 from tooluse._sqlite import SqliteStore, Synchronous, write_transaction
 from tooluse.memory._api import validate_conversation_id
+from tooluse.memory._rows import MESSAGE, MessageRow, message_rows
 from tooluse.messages import Message
 
 __all__ = ["SqliteChatMemoryRepository"]
@@ -23,7 +22,6 @@ _SCHEMA = (
         PRIMARY KEY (conversation_id, position)
     ) WITHOUT ROWID""",
 )
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 
 
 class SqliteChatMemoryRepository(SqliteStore):
@@ -66,7 +64,7 @@ class SqliteChatMemoryRepository(SqliteStore):
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         validate_conversation_id(conversation_id)
-        rows = _rows(conversation_id, messages)
+        rows = message_rows(conversation_id, messages)
         with self._lock, write_transaction(self._connection):
             self._replace(conversation_id, rows)
 
@@ -83,7 +81,7 @@ class SqliteChatMemoryRepository(SqliteStore):
         validate_conversation_id(conversation_id)
         with self._lock, write_transaction(self._connection):
             updated = change(self._load(conversation_id))
-            self._replace(conversation_id, _rows(conversation_id, updated))
+            self._replace(conversation_id, message_rows(conversation_id, updated))
         return updated
 
     def _load(self, conversation_id: str) -> list[Message]:
@@ -91,9 +89,9 @@ class SqliteChatMemoryRepository(SqliteStore):
             "SELECT message FROM chat_memory_message WHERE conversation_id = ? ORDER BY position",
             (conversation_id,),
         ).fetchall()
-        return [_MESSAGE.validate_json(row[0]) for row in rows]
+        return [MESSAGE.validate_json(row[0]) for row in rows]
 
-    def _replace(self, conversation_id: str, rows: list[tuple[str, int, str, str]]) -> None:
+    def _replace(self, conversation_id: str, rows: list[MessageRow]) -> None:
         self._connection.execute(
             "DELETE FROM chat_memory_message WHERE conversation_id = ?", (conversation_id,)
         )
@@ -102,10 +100,3 @@ class SqliteChatMemoryRepository(SqliteStore):
             "VALUES (?, ?, ?, ?)",
             rows,
         )
-
-
-def _rows(conversation_id: str, messages: Sequence[Message]) -> list[tuple[str, int, str, str]]:
-    return [
-        (conversation_id, position, message.role, _MESSAGE.dump_json(message).decode())
-        for position, message in enumerate(messages)
-    ]
