@@ -88,66 +88,48 @@ def _alternation(tokens: list[str]) -> str:
     return "(?i)(" + "|".join(_escape(token) for token in tokens) + ")"
 
 
-class _Field:
-    """One field of every tool, lower-cased and joined, so a query is a few ``str.find`` scans
-    (C speed) instead of a regular expression run per tool.
+_Matches = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
-    The result is the regex's: matches are found per token, then resolved like the
-    alternation does (leftmost first; at one position the earlier token wins; no overlaps).
-    Texts whose lower-casing changes their length (a few exotic characters) are matched with
-    the regular expression itself.
-    """
 
-    __slots__ = ("_blob", "_irregular", "_starts", "texts")
+class _Blob:
+    """Some tools' lower-cased texts joined by newlines (a token never spans two tools)."""
 
-    def __init__(self, texts: Sequence[str]) -> None:
-        self.texts = list(texts)
-        lowered, self._irregular = [], []
-        for position, text in enumerate(self.texts):
-            low = text.lower()
-            if len(low) != len(text):
-                self._irregular.append(position)
-                low = " " * len(text)
-            lowered.append(low.replace("\n", " "))  # a token never spans two tools
+    __slots__ = ("_starts", "_text", "ascii", "tools")
+
+    def __init__(self, tools: list[int], lowered: list[str]) -> None:
+        self.tools = np.array(tools, dtype=np.int64)
         self._starts = np.cumsum([0] + [len(text) + 1 for text in lowered])
-        self._blob = "\n".join(lowered)
+        self._text = "\n".join(lowered)
+        self.ascii = self._text.isascii()
 
-    def matches(
-        self, tokens: Sequence[str], pattern: re.Pattern[str]
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def matches(self, tokens: Sequence[str]) -> _Matches:
         """(tools, number of matches, offset of the first match), for the tools that match."""
-        blob = self._blob
+        text = self._text
         positions: list[int] = []
         orders: list[int] = []
         lengths: list[int] = []
         for order, token in enumerate(tokens):
-            found = blob.find(token)
+            if self.ascii and not token.isascii():
+                continue
+            found = text.find(token)
             while found >= 0:  # overlapping occurrences too: the resolution needs them
                 positions.append(found)
                 orders.append(order)
                 lengths.append(len(token))
-                found = blob.find(token, found + 1)
-        tools, counts, firsts = self._resolve(
+                found = text.find(token, found + 1)
+        local, counts, firsts = self._resolve(
             np.array(positions, dtype=np.int64),
             np.array(orders, dtype=np.int64),
             np.array(lengths, dtype=np.int64),
         )
-        if not self._irregular:
-            return tools, counts, firsts
-        extra = [(t, *_regex_matches(pattern, self.texts[t])) for t in self._irregular]
-        extra = [item for item in extra if item[1]]
-        return (
-            np.concatenate([tools, np.array([e[0] for e in extra], dtype=np.int64)]),
-            np.concatenate([counts, np.array([e[1] for e in extra], dtype=np.int64)]),
-            np.concatenate([firsts, np.array([e[2] for e in extra], dtype=np.int64)]),
-        )
+        return self.tools[local], counts, firsts
 
     def _resolve(
         self,
         positions: npt.NDArray[np.int64],
         orders: npt.NDArray[np.int64],
         lengths: npt.NDArray[np.int64],
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    ) -> _Matches:
         empty = np.empty(0, dtype=np.int64)
         if positions.size == 0:
             return empty, empty, empty
@@ -172,6 +154,49 @@ class _Field:
         counts = np.bincount(tools[taken], minlength=int(unique_tools.max()) + 1)[unique_tools]
         firsts = positions[first_index] - self._starts[unique_tools]
         return unique_tools, counts, firsts
+
+
+class _Field:
+    """One field of every tool, lower-cased and joined, so a query is a few ``str.find`` scans
+    (C speed) instead of a regular expression run per tool. ASCII texts are joined apart from
+    the others: one accented character would make Python store the whole join with 2 or 4
+    bytes per character, and searching it is then several times slower.
+
+    The result is the regex's: matches are found per token, then resolved like the
+    alternation does (leftmost first; at one position the earlier token wins; no overlaps).
+    Texts whose lower-casing changes their length (a few exotic characters) are matched with
+    the regular expression itself.
+    """
+
+    __slots__ = ("_blobs", "_irregular", "texts")
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.texts = list(texts)
+        self._irregular: list[int] = []
+        groups: dict[bool, tuple[list[int], list[str]]] = {True: ([], []), False: ([], [])}
+        for position, text in enumerate(self.texts):
+            low = text.lower()
+            if len(low) != len(text):
+                self._irregular.append(position)
+                continue
+            tools, lowered = groups[low.isascii()]
+            tools.append(position)
+            lowered.append(low.replace("\n", " "))
+        self._blobs = [_Blob(*group) for group in groups.values() if group[0]]
+
+    def matches(self, tokens: Sequence[str], pattern: re.Pattern[str]) -> _Matches:
+        """(tools, number of matches, offset of the first match), for the tools that match."""
+        parts = [blob.matches(tokens) for blob in self._blobs]
+        irregular = [(t, *_regex_matches(pattern, self.texts[t])) for t in self._irregular]
+        matched = [item for item in irregular if item[1]]
+        if matched:
+            columns = np.array(matched, dtype=np.int64)  # rows of (tool, count, first)
+            parts.append((columns[:, 0], columns[:, 1], columns[:, 2]))
+        if not parts:
+            empty = np.empty(0, dtype=np.int64)
+            return empty, empty, empty
+        tools, counts, firsts = (np.concatenate(column) for column in zip(*parts, strict=True))
+        return tools, counts, firsts
 
 
 def _regex_matches(pattern: re.Pattern[str], text: str) -> tuple[int, int]:
