@@ -266,3 +266,14 @@ def test_postgres_refuses_another_schema_version(empty_postgres: str) -> None:
         connection.execute("UPDATE tooluse_schema_version SET version = 99")
     with pytest.raises(RuntimeError, match=r"chat_memory schema version 99.*reads version 1"):
         PostgresChatMemoryRepository(empty_postgres)
+
+
+def test_sqlite_stores_a_conversation_holding_lone_surrogates(tmp_path: Path) -> None:
+    repository = SqliteChatMemoryRepository(tmp_path / "memory.db")
+    conversation = [
+        UserMessage(text="q\ud800"),
+        AssistantMessage(tool_calls=(ToolCall(id="1", name="t", arguments='{"a": "\udfff"}'),)),
+    ]
+    repository.save_all("c", conversation)
+    assert repository.find_by_conversation_id("c") == conversation
+    repository.close()

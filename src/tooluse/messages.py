@@ -31,6 +31,8 @@ __all__ = [
     "ToolResponseMessage",
     "Usage",
     "UserMessage",
+    "message_from_json",
+    "message_to_json",
     "messages_from_json",
     "messages_to_json",
 ]
@@ -92,28 +94,49 @@ Message = Annotated[
     SystemMessage | UserMessage | AssistantMessage | ToolResponseMessage,
     Field(discriminator="role"),
 ]
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
 _MESSAGE_LIST: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
-def messages_to_json(messages: Sequence[Message]) -> str:
-    """Serialise a conversation to JSON text (tool calls and results intact)."""
+def _dump_json(adapter: TypeAdapter[Any], value: object) -> str:
     try:
-        return _MESSAGE_LIST.dump_json(list(messages)).decode()
+        return adapter.dump_json(value).decode()
     except PydanticSerializationError:
         # A lone surrogate (a model's "\ud800" escape, decoded) cannot be UTF-8 encoded;
-        # the standard library escapes it, so the conversation is still stored intact.
-        return json.dumps(_MESSAGE_LIST.dump_python(list(messages), mode="python"))
+        # the standard library escapes it, so the text is still stored intact.
+        return json.dumps(adapter.dump_python(value, mode="json"))
 
 
-def messages_from_json(text: str | bytes) -> list[Message]:
-    """Parse what :func:`messages_to_json` wrote."""
+def _load_json(adapter: TypeAdapter[Any], text: str | bytes) -> Any:
     try:
-        return _MESSAGE_LIST.validate_json(text)
+        return adapter.validate_json(text)
     except ValidationError as error:
         if error.errors()[0]["type"] != "json_invalid":
             raise
         # pydantic's parser rejects escaped lone surrogates, which the standard library reads.
-        return _MESSAGE_LIST.validate_python(json.loads(text))
+        return adapter.validate_python(json.loads(text))
+
+
+def messages_to_json(messages: Sequence[Message]) -> str:
+    """Serialise a conversation to JSON text (tool calls and results intact)."""
+    return _dump_json(_MESSAGE_LIST, list(messages))
+
+
+def messages_from_json(text: str | bytes) -> list[Message]:
+    """Parse what :func:`messages_to_json` wrote."""
+    result: list[Message] = _load_json(_MESSAGE_LIST, text)
+    return result
+
+
+def message_to_json(message: Message) -> str:
+    """Serialise one message to JSON text."""
+    return _dump_json(_MESSAGE, message)
+
+
+def message_from_json(text: str | bytes) -> Message:
+    """Parse what :func:`message_to_json` wrote."""
+    result: Message = _load_json(_MESSAGE, text)
+    return result
 
 
 class Usage(_Value):

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from pydantic import TypeAdapter
 
-from tooluse.messages import Message
+from tooluse.messages import Message, message_to_json
 
 __all__ = ["MESSAGE", "MessageRow", "message_rows"]
 
@@ -18,6 +18,6 @@ MessageRow = tuple[str, int, str, str]
 
 def message_rows(conversation_id: str, messages: Sequence[Message]) -> list[MessageRow]:
     return [
-        (conversation_id, position, message.role, MESSAGE.dump_json(message).decode())
+        (conversation_id, position, message.role, message_to_json(message))
         for position, message in enumerate(messages)
     ]

@@ -45,7 +45,7 @@ class QaPause:
             "version": self.VERSION,
             "question": self.question,
             "conversation_id": self.conversation_id,
-            "history": json.loads(_MESSAGES.dump_json(self.history)),
+            "history": _MESSAGES.dump_python(self.history, mode="json"),
             "router_state": json.loads(self.router_state.to_json()),
             "fetched": [record.to_dict() for record in self.fetched],
         }
