@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -32,14 +33,17 @@ class _HybridSnapshot:
     semantic: Future[Any]  # the vector snapshot, maybe still being embedded
 
 
-def _log_failure(future: Future[Any]) -> None:
-    error = future.exception()
-    if error is not None:
-        logger.error(
+def _logging_failure(build: Callable[[], Any]) -> Any:
+    """Run ``build``; a failure is logged (searches go on with BM25) and re-raised for
+    ``build()`` callers. Logged here, before the future completes, not in a callback."""
+    try:
+        return build()
+    except Exception:
+        logger.exception(
             "Embedding the tool catalogue failed; this catalogue is searched with BM25 only "
-            "until it is indexed again",
-            exc_info=error,
+            "until it is indexed again"
         )
+        raise
 
 
 class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
@@ -94,8 +98,9 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         lexical = self._bm25._build(references)
         semantic: Future[Any]
         if self._background_embedding:
-            semantic = _EMBEDDER.submit(self._vector._build, references)
-            semantic.add_done_callback(_log_failure)
+            semantic = _EMBEDDER.submit(
+                _logging_failure, functools.partial(self._vector._build, references)
+            )
         else:
             semantic = Future()
             semantic.set_result(self._vector._build(references))
