@@ -66,7 +66,7 @@ from tooluse.testing import ScriptedModel, tool_call
 from tooluse.tools import FunctionToolCallback, ToolCallback
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(os.environ.get("TOOL_SEARCH_DATA", ROOT.parent / "shared/benchmarks/tool-search"))
+DATA = Path(os.environ.get("TOOL_SEARCH_DATA", ROOT / "benchmarks/data/tool-search"))
 CACHE = ROOT / ".cache"
 DATASETS = ("bfcl-v4", "acebench/en", "acebench/zh")
 INDEXES = ("regex", "bm25", "vector", "hybrid")

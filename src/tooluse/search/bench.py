@@ -3,7 +3,7 @@ run file that the dataset's ``evaluate.py`` scores, and print the metrics.
 
 A dataset directory holds ``tools.jsonl`` (``name``, ``description``, ``parameters``,
 ``category``, optional ``original_name``) and ``queries.jsonl`` (``id``, ``query``, ``gold``,
-optional ``lang`` and ``category``), the format of ``shared/benchmarks/tool-search/``.
+optional ``lang`` and ``category``), the format of ``benchmarks/data/tool-search/``.
 """
 
 from __future__ import annotations
