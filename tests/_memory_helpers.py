@@ -97,14 +97,22 @@ def write_in_threads_when_told(
     (so that writers in several processes really overlap)."""
     while not go_file.exists():
         time.sleep(0.005)
-    threads = [
-        threading.Thread(target=write_messages, args=(path, conversation_id, writer, count))
-        for writer in writers
-    ]
+    failures: list[BaseException] = []
+
+    def write(writer: int) -> None:
+        try:
+            write_messages(path, conversation_id, writer, count)
+        except BaseException as error:
+            failures.append(error)
+            raise
+
+    threads = [threading.Thread(target=write, args=(writer,)) for writer in writers]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    if failures:  # a writer thread's exception must fail the process, not just print
+        raise SystemExit(f"{len(failures)} writer(s) failed: {failures[0]!r}")
 
 
 if __name__ == "__main__":  # python _memory_helpers.py PATH CONVERSATION FIRST LAST COUNT GO

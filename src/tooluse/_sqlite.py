@@ -12,6 +12,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Literal, Self
@@ -49,7 +50,7 @@ def connect(
         os.fspath(path), timeout=busy_timeout, isolation_level=None, check_same_thread=False
     )
     try:
-        mode = connection.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        mode = _enter_wal(connection, busy_timeout)
         if mode != "wal" and os.fspath(path) != ":memory:":
             logger.warning("SQLite file %s is in %s mode, not WAL (file system?)", path, mode)
         connection.execute(f"PRAGMA synchronous={synchronous}")
@@ -57,6 +58,26 @@ def connect(
         connection.close()
         raise
     return connection
+
+
+def _enter_wal(connection: sqlite3.Connection, busy_timeout: float) -> str:
+    """``PRAGMA journal_mode=WAL``, retried until ``busy_timeout``: switching a fresh file to
+    WAL needs an exclusive lock, and SQLite reports a busy lock there at once instead of
+    calling the busy handler, so processes racing to create one file would otherwise fail."""
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.001
+    while True:
+        try:
+            return str(connection.execute("PRAGMA journal_mode=WAL").fetchone()[0])
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) and "busy" not in str(error):
+                raise
+            if time.monotonic() + pause > deadline:
+                raise sqlite3.OperationalError(
+                    f"{error} (switching to WAL for over {busy_timeout} s)"
+                ) from error
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
 
 @contextmanager

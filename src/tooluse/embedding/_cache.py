@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -17,6 +16,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
+from tooluse._sqlite import connect
 from tooluse.embedding._protocol import EmbeddingModel, Vectors
 
 __all__ = [
@@ -105,13 +105,9 @@ class SqliteEmbeddingCache:
         self._path = Path(path)
         if str(path) != ":memory:":
             self._path.parent.mkdir(parents=True, exist_ok=True)
-        self._connection = sqlite3.connect(
-            str(path), timeout=30.0, isolation_level=None, check_same_thread=False
-        )
+        self._connection = connect(path, busy_timeout=30.0, synchronous="NORMAL")
         self._lock = threading.Lock()
         with self._lock:
-            self._connection.execute("PRAGMA journal_mode=WAL")
-            self._connection.execute("PRAGMA synchronous=NORMAL")
             self._connection.execute(
                 "CREATE TABLE IF NOT EXISTS embeddings "
                 "(key TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID"
