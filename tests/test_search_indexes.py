@@ -100,6 +100,16 @@ def test_regex_ties_keep_indexing_order_and_limit_applies() -> None:
     assert search(index, "same", max_results=3) == ["tool0", "tool1", "tool2"]
 
 
+@pytest.mark.parametrize("index_type", [RegexToolIndex, BM25ToolIndex])
+def test_ties_at_the_cut_keep_indexing_order(index_type: type[SessionToolIndex[object]]) -> None:
+    # One better tool in the middle, then 40 equal ones: the cut at 5 falls inside the tie.
+    tools = [ToolReference(f"tool{i}", None, "same text") for i in range(40)]
+    tools.insert(20, ToolReference("best", None, "same same text"))
+    index = index_type()
+    index.index_tools("s", tools)
+    assert search(index, "same", max_results=5) == ["best", "tool0", "tool1", "tool2", "tool3"]
+
+
 def test_regex_metacharacters_match_literally() -> None:
     index = RegexToolIndex()
     index.index_tools(
@@ -384,10 +394,17 @@ def _reference_regex_scores(tools: list[ToolReference], query: str) -> dict[str,
     return scores
 
 
-_WORDS = st.sampled_from(["get", "weather", "getweather", "aa", "a", "Ab", "天气", "İx", "ß"])
+_WORDS = st.sampled_from(
+    [
+        *("get", "weather", "getweather", "aa", "aaa", "a", "Ab", "天气", "İx", "ß"),
+        *("get_weather", "x-ray", "(aa),", "e.g.", "tab\tstop", "line\nbreak", "a/b"),
+        # longer than the 16 characters the suffix array sorts on, sharing those 16
+        *("abcdefghijklmnopqrstuv", "abcdefghijklmnopXYZ", "ABCDEFGHIJKLMNOPQRSTUV"),
+    ]
+)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     descriptions=st.lists(st.lists(_WORDS, max_size=6).map(" ".join), min_size=1, max_size=6),
     query=st.lists(_WORDS, min_size=1, max_size=4).map(" ".join),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -169,11 +170,13 @@ class BM25ToolIndex(SessionToolIndex[_BM25Snapshot]):
         return [(p, s) for p, s in ranked if s > 0.0 and s >= self._min_score]
 
 
-def top_positions(scores: npt.NDArray[np.float32], limit: int) -> list[tuple[int, float]]:
-    """The ``limit`` best positions, best first; ties in position order."""
+def top_positions(scores: npt.NDArray[np.floating[Any]], limit: int) -> list[tuple[int, float]]:
+    """The ``limit`` best positions, best first; ties in position order (also at the cut)."""
+    if limit <= 0 or scores.size == 0:
+        return []
+    candidates = np.arange(scores.size)
     if limit < scores.size:
-        candidates = np.argpartition(-scores, limit - 1)[:limit]
-    else:
-        candidates = np.arange(scores.size)
-    order = sorted(candidates.tolist(), key=lambda position: (-scores[position], position))
-    return [(position, float(scores[position])) for position in order]
+        cut = np.partition(scores, scores.size - limit)[scores.size - limit]
+        candidates = np.flatnonzero(scores >= cut)
+    order = candidates[np.lexsort((candidates, -scores[candidates]))][:limit]
+    return list(zip(order.tolist(), scores[order].tolist(), strict=True))

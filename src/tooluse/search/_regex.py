@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 import re
 from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
 
+from tooluse.search._bm25 import top_positions
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
 from tooluse.search._text import CjkMode, contains_cjk, split_identifier, words
 from tooluse.search._types import ToolReference
 
 __all__ = ["MAX_PATTERN_LENGTH", "STOP_WORDS", "RegexToolIndex", "query_to_pattern"]
-
-logger = logging.getLogger(__name__)
 
 MAX_PATTERN_LENGTH = 200
 MATCH_ALL = ".*"
@@ -39,6 +37,9 @@ STOP_WORDS = frozenset((
 _SEPARATORS = re.compile(r"[\s,;:.!?()\[\]{}\"']+")
 _IDENTIFIER_JOINS = re.compile(r"[_\-]|[a-z][A-Z]")  # get_weather, get-weather, getWeather
 _METACHARACTERS = re.compile(r"([\\.*+?^${}\[\]|()])")
+# Text between separators: query tokens hold none, so each token match lies inside one chunk.
+_SORTED_PREFIX = 16
+_CHUNK = re.compile(r"[^\s,;:.!?()\[\]{}\"']+")
 
 
 def _escape(token: str) -> str:
@@ -65,8 +66,11 @@ def query_tokens(query: str, *, cjk: CjkMode = "jieba") -> list[str]:
     candidates = [token for raw in raw_tokens for token in _expanded(raw, cjk)]
     kept = [t for t in candidates if len(t) >= 2 and t not in STOP_WORDS]
     tokens = list(dict.fromkeys(kept or candidates))
-    while len(tokens) > 1 and len(_alternation(tokens)) > MAX_PATTERN_LENGTH:
-        tokens.pop()
+    length = len(_alternation([]))  # "(?i)()", then each token escaped and a "|" between
+    for count, token in enumerate(tokens):
+        length += len(_escape(token)) + (count > 0)
+        if length > MAX_PATTERN_LENGTH and count > 0:
+            return tokens[:count]
     return tokens
 
 
@@ -92,37 +96,102 @@ _Matches = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.in
 
 
 class _Blob:
-    """Some tools' lower-cased texts joined by newlines (a token never spans two tools)."""
+    """Some tools' lower-cased texts joined by newlines (a token never spans two tools),
+    indexed by their chunks: the runs of text between the query separators.
 
-    __slots__ = ("_starts", "_text", "ascii", "tools")
+    A query token holds no separator, so each of its occurrences lies inside one chunk. A
+    token is looked up in a suffix array of the distinct chunks (a catalogue's vocabulary, far
+    shorter than its text), and each hit is expanded to every place its chunk occurs, all
+    with array operations: no Python loop runs per occurrence.
+    """
+
+    __slots__ = (
+        "_chunk_starts",
+        "_occurrence_starts",
+        "_postings",
+        "_sorted_prefixes",
+        "_starts",
+        "_suffixes",
+        "_vocabulary",
+        "ascii",
+        "tools",
+    )
 
     def __init__(self, tools: list[int], lowered: list[str]) -> None:
         self.tools = np.array(tools, dtype=np.int64)
         self._starts = np.cumsum([0] + [len(text) + 1 for text in lowered])
-        self._text = "\n".join(lowered)
-        self.ascii = self._text.isascii()
+        text = "\n".join(lowered)
+        self.ascii = text.isascii()
+        chunk_ids: dict[str, int] = {}
+        occurrence_chunks: list[int] = []
+        occurrence_positions: list[int] = []
+        for match in _CHUNK.finditer(text):
+            occurrence_chunks.append(chunk_ids.setdefault(match.group(), len(chunk_ids)))
+            occurrence_positions.append(match.start())
+        chunks = np.array(occurrence_chunks, dtype=np.int64)
+        order = np.argsort(chunks, kind="stable")
+        self._postings = np.array(occurrence_positions, dtype=np.int64)[order]
+        self._occurrence_starts = np.searchsorted(chunks[order], np.arange(len(chunk_ids) + 1))
+        self._vocabulary = vocabulary = "\n".join(chunk_ids)
+        self._chunk_starts = np.cumsum([0] + [len(chunk) + 1 for chunk in chunk_ids])
+        # A suffix array of the vocabulary: its suffixes' first _SORTED_PREFIX characters,
+        # sorted (fixed-width numpy strings: C-speed sort and binary search), and where each
+        # starts. The suffixes that begin with a token are one run of it.
+        starts = [i for i, character in enumerate(vocabulary) if character != "\n"]
+        prefixes = np.array(
+            [vocabulary[i : i + _SORTED_PREFIX] for i in starts],
+            dtype=f"S{_SORTED_PREFIX}" if self.ascii else f"U{_SORTED_PREFIX}",
+        )
+        order = np.argsort(prefixes, kind="stable")
+        self._sorted_prefixes = prefixes[order]
+        self._suffixes = np.array(starts, dtype=np.int64)[order]
 
     def matches(self, tokens: Sequence[str]) -> _Matches:
-        """(tools, number of matches, offset of the first match), for the tools that match."""
-        text = self._text
-        positions: list[int] = []
-        orders: list[int] = []
-        lengths: list[int] = []
-        for order, token in enumerate(tokens):
-            if self.ascii and not token.isascii():
-                continue
-            found = text.find(token)
-            while found >= 0:  # overlapping occurrences too: the resolution needs them
-                positions.append(found)
-                orders.append(order)
-                lengths.append(len(token))
-                found = text.find(token, found + 1)
-        local, counts, firsts = self._resolve(
-            np.array(positions, dtype=np.int64),
-            np.array(orders, dtype=np.int64),
-            np.array(lengths, dtype=np.int64),
+        """(tools, number of matches, offset of the first match), for the tools that match.
+        Tokens hold no separator (:func:`query_tokens` splits on them)."""
+        found = [(order, self._hits(token)) for order, token in enumerate(tokens)]
+        hits = np.concatenate([h for _, h in found]) if found else np.empty(0, dtype=np.int64)
+        sizes = [h.size for _, h in found]
+        positions, orders, lengths = self._expand(
+            hits,
+            np.repeat([order for order, _ in found], sizes).astype(np.int64),
+            np.repeat([len(tokens[order]) for order, _ in found], sizes).astype(np.int64),
         )
+        local, counts, firsts = self._resolve(positions, orders, lengths)
         return self.tools[local], counts, firsts
+
+    def _hits(self, token: str) -> npt.NDArray[np.int64]:
+        """Where ``token`` occurs in the vocabulary (overlapping occurrences too: the
+        resolution needs them)."""
+        if self.ascii and not token.isascii():
+            return np.empty(0, dtype=np.int64)
+        key = token[:_SORTED_PREFIX]
+        # The run: from the key up to the key followed by a character above all others.
+        bounds: list[str] | list[bytes] = [key, key + "\U0010ffff"]
+        if self.ascii:
+            bounds = [key.encode("ascii"), key.encode("ascii") + b"\xff"]
+        low, high = np.searchsorted(self._sorted_prefixes, bounds).tolist()
+        run = self._suffixes[low:high]
+        if len(token) > _SORTED_PREFIX:  # the run shares the key; keep those with the rest too
+            vocabulary = self._vocabulary
+            run = run[[vocabulary.startswith(token, i) for i in run.tolist()]]
+        return run
+
+    def _expand(
+        self,
+        hits: npt.NDArray[np.int64],
+        orders: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Occurrences in the vocabulary -> (positions in the text, token order, length)."""
+        chunks = np.searchsorted(self._chunk_starts, hits, side="right") - 1
+        offsets = hits - self._chunk_starts[chunks]
+        first = self._occurrence_starts[chunks]
+        repeats = self._occurrence_starts[chunks + 1] - first
+        # For hit i: postings[first[i] : first[i] + repeats[i]] + offsets[i], all at once.
+        within = np.arange(int(repeats.sum())) - np.repeat(np.cumsum(repeats) - repeats, repeats)
+        positions = self._postings[np.repeat(first, repeats) + within] + np.repeat(offsets, repeats)
+        return positions, np.repeat(orders, repeats), np.repeat(lengths, repeats)
 
     def _resolve(
         self,
@@ -137,19 +206,27 @@ class _Blob:
         positions, lengths = positions[order], lengths[order]
         tools = np.searchsorted(self._starts, positions, side="right") - 1
         ends = positions + lengths
-        # An occurrence that starts before an earlier one (same tool) ends is not a match of
-        # its own; only tools with such overlaps need the sequential leftmost-first walk.
-        previous_end = np.maximum.accumulate(np.where(tools[:-1] == tools[1:], ends[:-1], 0))
+        # An occurrence that starts before every earlier one (same tool) has ended begins a
+        # cluster, and is a match. Inside a cluster the regex's leftmost-first walk decides
+        # (the walk never crosses clusters); that sequential walk only visits clusters of
+        # two or more (tools are joined by a newline, so they never share a cluster).
         overlapping = np.zeros(positions.size, dtype=bool)
-        overlapping[1:] = (positions[1:] < previous_end) & (tools[1:] == tools[:-1])
+        overlapping[1:] = positions[1:] < np.maximum.accumulate(ends[:-1])
         taken = ~overlapping
-        for tool in np.unique(tools[overlapping]):
-            members = np.flatnonzero(tools == tool)
-            cursor = -1
-            for index in members:
-                taken[index] = positions[index] >= cursor
-                if taken[index]:
-                    cursor = ends[index]
+        in_cluster = overlapping.copy()
+        in_cluster[:-1] |= overlapping[1:]
+        walked = np.flatnonzero(in_cluster)
+        cursor = 0
+        for index, start, end, inside in zip(
+            walked.tolist(),
+            positions[walked].tolist(),
+            ends[walked].tolist(),
+            overlapping[walked].tolist(),
+            strict=True,
+        ):
+            if not inside or start >= cursor:
+                taken[index] = True
+                cursor = end
         unique_tools, first_index = np.unique(tools, return_index=True)
         counts = np.bincount(tools[taken], minlength=int(unique_tools.max()) + 1)[unique_tools]
         firsts = positions[first_index] - self._starts[unique_tools]
@@ -157,10 +234,9 @@ class _Blob:
 
 
 class _Field:
-    """One field of every tool, lower-cased and joined, so a query is a few ``str.find`` scans
-    (C speed) instead of a regular expression run per tool. ASCII texts are joined apart from
-    the others: one accented character would make Python store the whole join with 2 or 4
-    bytes per character, and searching it is then several times slower.
+    """One field of every tool, lower-cased and indexed (:class:`_Blob`), so a query is a few
+    binary searches instead of a regular expression run per tool. ASCII texts are kept apart
+    from the others: their suffixes sort as bytes, 4 times smaller than Unicode strings.
 
     The result is the regex's: matches are found per token, then resolved like the
     alternation does (leftmost first; at one position the earlier token wins; no overlaps).
@@ -184,11 +260,14 @@ class _Field:
             lowered.append(low.replace("\n", " "))
         self._blobs = [_Blob(*group) for group in groups.values() if group[0]]
 
-    def matches(self, tokens: Sequence[str], pattern: re.Pattern[str]) -> _Matches:
+    def matches(self, tokens: Sequence[str]) -> _Matches:
         """(tools, number of matches, offset of the first match), for the tools that match."""
         parts = [blob.matches(tokens) for blob in self._blobs]
-        irregular = [(t, *_regex_matches(pattern, self.texts[t])) for t in self._irregular]
-        matched = [item for item in irregular if item[1]]
+        matched: list[tuple[int, int, int]] = []
+        if self._irregular:
+            pattern = _compiled(_alternation(list(tokens)))
+            found = [(t, *_regex_matches(pattern, self.texts[t])) for t in self._irregular]
+            matched = [item for item in found if item[1]]
         if matched:
             columns = np.array(matched, dtype=np.int64)  # rows of (tool, count, first)
             parts.append((columns[:, 0], columns[:, 1], columns[:, 2]))
@@ -216,12 +295,8 @@ class _RegexSnapshot:
 
 
 @functools.lru_cache(maxsize=1024)
-def _compiled(pattern: str) -> re.Pattern[str] | None:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        logger.error("Invalid tool-search pattern %r (%s); the search finds nothing", pattern, exc)
-        return None
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)  # never fails: the tokens are escaped
 
 
 class RegexToolIndex(SessionToolIndex[_RegexSnapshot]):
@@ -255,9 +330,6 @@ class RegexToolIndex(SessionToolIndex[_RegexSnapshot]):
         self, snapshot: _RegexSnapshot, query: str, limit: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
         tokens = query_tokens(query, cjk=self._cjk)
-        pattern = _compiled(_alternation(tokens) if tokens else MATCH_ALL)
-        if pattern is None:
-            return []
         size = len(snapshot.names.texts)
         scores = np.zeros(size, dtype=np.float64)
         for field, (per_match, bonus) in (
@@ -265,9 +337,9 @@ class RegexToolIndex(SessionToolIndex[_RegexSnapshot]):
             (snapshot.descriptions, (1.0, 0.5)),
         ):
             if tokens:
-                tools, counts, firsts = field.matches(tokens, pattern)
+                tools, counts, firsts = field.matches(tokens)
             else:  # ".*": every text matches; rare enough for the regex itself
-                found = [_regex_matches(pattern, text) for text in field.texts]
+                found = [_regex_matches(_compiled(MATCH_ALL), text) for text in field.texts]
                 tools = np.arange(size, dtype=np.int64)
                 counts = np.array([count for count, _ in found], dtype=np.int64)
                 firsts = np.array([first for _, first in found], dtype=np.int64)
@@ -276,6 +348,4 @@ class RegexToolIndex(SessionToolIndex[_RegexSnapshot]):
             mask = np.zeros(size, dtype=bool)
             mask[list(allowed)] = True
             scores[~mask] = 0.0
-        matched = np.flatnonzero(scores > 0)
-        ranked = sorted(matched.tolist(), key=lambda position: (-scores[position], position))
-        return [(position, float(scores[position])) for position in ranked[:limit]]
+        return [(position, score) for position, score in top_positions(scores, limit) if score > 0]
