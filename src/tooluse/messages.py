@@ -25,6 +25,7 @@ __all__ = [
     "Generation",
     "Message",
     "Prompt",
+    "Reasoning",
     "SystemMessage",
     "ToolCall",
     "ToolResponse",
@@ -74,11 +75,30 @@ class UserMessage(_Value):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class Reasoning(_Value):
+    """Thinking a model did before it answered, kept so that it can be sent back: DeepSeek's
+    thinking mode rejects a history whose tool-call turn lacks its ``reasoning_content``, and
+    Claude's extended thinking one whose tool-use turn lacks its signed thinking blocks.
+
+    ``signature`` (Anthropic) certifies ``text`` unaltered; ``redacted`` is the encrypted data
+    of a ``redacted_thinking`` block (``text`` is then empty).
+    """
+
+    text: str = ""
+    signature: str | None = None
+    redacted: str | None = None
+
+
 class AssistantMessage(_Value):
     role: Literal["assistant"] = "assistant"
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: tuple[Reasoning, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def reasoning_text(self) -> str:
+        """The readable reasoning, parts joined by a blank line (redacted parts left out)."""
+        return "\n\n".join(part.text for part in self.reasoning if part.text)
 
     def has_tool_calls(self) -> bool:
         return bool(self.tool_calls)

@@ -9,16 +9,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tooluse.messages import AssistantMessage, ChatResponse, Generation, ToolCall, Usage
+from tooluse.messages import AssistantMessage, ChatResponse, Generation, Reasoning, ToolCall, Usage
 
 __all__ = ["StreamAggregator", "merge_chunks"]
 
 
 class _GenerationBuffer:
-    __slots__ = ("arguments", "metadata", "names", "order", "text")
+    __slots__ = ("arguments", "metadata", "names", "order", "reasoning", "text")
 
     def __init__(self) -> None:
         self.text: list[str] = []
+        self.reasoning: list[Reasoning] = []
         self.names: dict[str, list[str]] = {}  # call id -> name fragments, in arrival order
         self.arguments: dict[str, list[str]] = {}  # call id -> argument fragments
         self.order: list[str] = []
@@ -28,7 +29,9 @@ class _GenerationBuffer:
 class StreamAggregator:
     """Feed chunks with :meth:`add`; :meth:`response` gives the merged response.
 
-    Text is concatenated per generation index. Tool-call fragments are merged by id (an empty
+    Text is concatenated per generation index, and so is reasoning: an unsigned part continues
+    the unsigned part before it, a part with only a signature signs it (a signed or redacted
+    part closes it). Tool-call fragments are merged by id (an empty
     id continues the previous call), which tolerates names and arguments split anywhere and
     calls whose arguments never arrive (they become ``"{}"``). Metadata is merged with later
     chunks winning; the last non-empty usage wins (providers report the total once).
@@ -53,6 +56,8 @@ class StreamAggregator:
             buffer.metadata.update(generation.metadata)
             for fragment in message.tool_calls:
                 self._add_fragment(buffer, fragment)
+            for part in message.reasoning:
+                _add_reasoning(buffer.reasoning, part)
 
     @staticmethod
     def _add_fragment(buffer: _GenerationBuffer, fragment: ToolCall) -> None:
@@ -81,13 +86,30 @@ class StreamAggregator:
             text = "".join(buffer.text)
             generations.append(
                 Generation(
-                    message=AssistantMessage(text=text or None, tool_calls=tuple(calls)),
+                    message=AssistantMessage(
+                        text=text or None,
+                        tool_calls=tuple(calls),
+                        reasoning=tuple(buffer.reasoning),
+                    ),
                     metadata=buffer.metadata,
                 )
             )
         return ChatResponse(
             generations=tuple(generations), usage=self._usage, metadata=self._metadata
         )
+
+
+def _add_reasoning(parts: list[Reasoning], part: Reasoning) -> None:
+    last = parts[-1] if parts else None
+    open_part = last is not None and last.signature is None and last.redacted is None
+    if open_part and last is not None and part.redacted is None:
+        if part.signature is None:
+            parts[-1] = last.model_copy(update={"text": last.text + part.text})
+            return
+        if not part.text:
+            parts[-1] = last.model_copy(update={"signature": part.signature})
+            return
+    parts.append(part)
 
 
 def merge_chunks(chunks: Iterable[ChatResponse]) -> ChatResponse:

@@ -33,7 +33,6 @@ from tooluse.calling import (
     ToolExecutionResult,
 )
 from tooluse.messages import (
-    AssistantMessage,
     ChatOptions,
     ChatResponse,
     Generation,
@@ -389,15 +388,17 @@ _LOOP_SPAN_ATTRIBUTES: Final[dict[str, _tracing.AttributeValue]] = {
 
 def _emittable(chunk: ChatResponse, previous_usage: Usage | None) -> ChatResponse | None:
     """What a stream chunk becomes for the caller: ``None`` for a chunk carrying tool-call
-    fragments (dropped, or kept without them when it also carries text), and the usage of
-    the rounds before added to a chunk that reports its own usage."""
+    fragments (dropped, or kept without them when it also carries text or reasoning), and the
+    usage of the rounds before added to a chunk that reports its own usage."""
     if any(g.message.tool_calls for g in chunk.generations):
-        if not any(g.message.text for g in chunk.generations):
+        if not any(g.message.text or g.message.reasoning for g in chunk.generations):
             return None
         chunk = chunk.model_copy(
             update={
                 "generations": tuple(
-                    g.model_copy(update={"message": AssistantMessage(text=g.message.text)})
+                    g.model_copy(
+                        update={"message": g.message.model_copy(update={"tool_calls": ()})}
+                    )
                     if g.message.tool_calls
                     else g
                     for g in chunk.generations

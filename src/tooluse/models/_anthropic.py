@@ -6,6 +6,12 @@ calls) in the next user turn, with consecutive results (and a user message that 
 merged into that one turn, as the API requires alternating roles. ``prompt_tokens`` counts all
 input tokens (``input_tokens`` + cache reads + cache writes; Anthropic reports them apart).
 
+Extended thinking (``ChatOptions(extra={"thinking": {"type": "enabled", "budget_tokens":
+...}})``): ``thinking`` and ``redacted_thinking`` blocks are kept on the message as
+:class:`~tooluse.messages.Reasoning` (text and signature, or the encrypted data) and sent back
+first in their assistant turn, as the API requires of a tool-use turn. Reasoning without a
+signature (from another provider) cannot be verified by the API and is not sent.
+
 Retries (429, 408, 409, 5xx incl. 529 overloaded, connection errors; exponential backoff with
 jitter, capped at 8 s) and timeouts are the SDK's own. The SDK honours ``Retry-After`` without
 an upper bound.
@@ -27,8 +33,12 @@ from anthropic.types import (
     RawMessageDeltaEvent,
     RawMessageStartEvent,
     RawMessageStreamEvent,
+    RedactedThinkingBlock,
+    SignatureDelta,
     TextBlock,
     TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
     ToolUseBlock,
 )
 from anthropic.types import Message as AnthropicMessage
@@ -41,6 +51,7 @@ from tooluse.messages import (
     Generation,
     Message,
     Prompt,
+    Reasoning,
     SystemMessage,
     ToolCall,
     ToolResponseMessage,
@@ -209,7 +220,11 @@ def _turns(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dict[s
         elif isinstance(message, ToolResponseMessage):
             add("user", [_tool_result(r.id, r.data, r.is_error) for r in message.responses])
         elif isinstance(message, AssistantMessage):
-            blocks: list[dict[str, Any]] = []
+            blocks: list[dict[str, Any]] = [
+                _thinking_block(part)
+                for part in message.reasoning
+                if part.signature or part.redacted
+            ]
             if message.text:
                 blocks.append({"type": "text", "text": message.text})
             blocks.extend(
@@ -228,6 +243,12 @@ def _turns(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dict[s
         if len(content) == 1 and content[0]["type"] == "text":
             turn["content"] = content[0]["text"]
     return turns
+
+
+def _thinking_block(part: Reasoning) -> dict[str, Any]:
+    if part.redacted is not None:
+        return {"type": "redacted_thinking", "data": part.redacted}
+    return {"type": "thinking", "thinking": part.text, "signature": part.signature}
 
 
 def _tool_result(call_id: str, data: str, is_error: bool) -> dict[str, Any]:
@@ -270,9 +291,14 @@ def _usage(
 def _response(message: AnthropicMessage, aliases: ToolNameAliases) -> ChatResponse:
     texts: list[str] = []
     calls: list[ToolCall] = []
+    reasoning: list[Reasoning] = []
     for block in message.content:
         if isinstance(block, TextBlock):
             texts.append(block.text)
+        elif isinstance(block, ThinkingBlock):
+            reasoning.append(Reasoning(text=block.thinking, signature=block.signature))
+        elif isinstance(block, RedactedThinkingBlock):
+            reasoning.append(Reasoning(redacted=block.data))
         elif isinstance(block, ToolUseBlock):
             calls.append(
                 ToolCall(
@@ -282,7 +308,9 @@ def _response(message: AnthropicMessage, aliases: ToolNameAliases) -> ChatRespon
                 )
             )
     generation = Generation(
-        message=AssistantMessage(text="".join(texts) or None, tool_calls=tuple(calls)),
+        message=AssistantMessage(
+            text="".join(texts) or None, tool_calls=tuple(calls), reasoning=tuple(reasoning)
+        ),
         metadata={"finish_reason": message.stop_reason},
     )
     return ChatResponse(
@@ -327,12 +355,25 @@ class _StreamState:
                 self._tool_uses[event.index] = _PendingToolUse(block.id, block.name, parts)
             elif isinstance(block, TextBlock) and block.text:
                 return self._chunk(AssistantMessage(text=block.text))
+            elif isinstance(block, RedactedThinkingBlock):
+                return self._chunk(AssistantMessage(reasoning=(Reasoning(redacted=block.data),)))
+            elif isinstance(block, ThinkingBlock) and (block.thinking or block.signature):
+                # Usually empty, the text following as deltas; some gateways send it whole.
+                part = Reasoning(text=block.thinking, signature=block.signature or None)
+                return self._chunk(AssistantMessage(reasoning=(part,)))
         elif isinstance(event, RawContentBlockDeltaEvent):
             delta = event.delta
             if isinstance(delta, TextDelta) and delta.text:
                 return self._chunk(AssistantMessage(text=delta.text))
             if isinstance(delta, InputJSONDelta) and event.index in self._tool_uses:
                 self._tool_uses[event.index].parts.append(delta.partial_json)
+            # Thinking streams as text deltas, then a signature that closes the block (the
+            # aggregator joins them: see StreamAggregator).
+            if isinstance(delta, ThinkingDelta) and delta.thinking:
+                return self._chunk(AssistantMessage(reasoning=(Reasoning(text=delta.thinking),)))
+            if isinstance(delta, SignatureDelta):
+                part = Reasoning(signature=delta.signature)
+                return self._chunk(AssistantMessage(reasoning=(part,)))
         elif isinstance(event, RawContentBlockStopEvent):
             pending = self._tool_uses.pop(event.index, None)
             if pending is not None:

@@ -8,6 +8,12 @@ parallel calls that all claim ``index`` 0 but carry distinct ids, usage in a fin
 no choices, and cache hits reported as ``prompt_tokens_details.cached_tokens`` (OpenAI) or
 ``prompt_cache_hit_tokens`` (DeepSeek).
 
+Reasoning that a server returns beside the answer (``reasoning_content``: DeepSeek, Qwen, vLLM;
+``reasoning``: Ollama, OpenRouter) is kept on the message, and sent back as
+``reasoning_content`` with the tool-call turns it led to: DeepSeek's thinking mode answers 400
+to a history that drops it there. Turns without tool calls are sent without it, as its docs
+ask (its older reasoner model rejected the field anywhere, and had no tool calls).
+
 Retries (429, 408, 409, 5xx, connection errors; exponential backoff with jitter, capped at
 8 s, honouring ``Retry-After`` up to 120 s) and timeouts are the SDK's own, configured through
 ``max_retries`` and ``timeout``.
@@ -33,6 +39,7 @@ from tooluse.messages import (
     Generation,
     Message,
     Prompt,
+    Reasoning,
     SystemMessage,
     ToolCall,
     ToolResponseMessage,
@@ -235,7 +242,11 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
                 metadata["refusal"] = message.refusal
             generations.append(
                 Generation(
-                    message=AssistantMessage(text=message.content, tool_calls=tuple(calls)),
+                    message=AssistantMessage(
+                        text=message.content,
+                        tool_calls=tuple(calls),
+                        reasoning=_reasoning(message.model_extra),
+                    ),
                     metadata=metadata,
                 )
             )
@@ -268,6 +279,8 @@ def _messages(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dic
                     }
                     for call in message.tool_calls
                 ]
+                if reasoning := message.reasoning_text():
+                    entry["reasoning_content"] = reasoning
             elif message.text is None:
                 entry["content"] = ""
             wire.append(entry)
@@ -277,6 +290,15 @@ def _messages(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dic
                 for response in message.responses
             )
     return wire
+
+
+def _reasoning(extra: Mapping[str, Any] | None) -> tuple[Reasoning, ...]:
+    """The reasoning a server put beside the content, under either name in use."""
+    for field in ("reasoning_content", "reasoning"):
+        text = (extra or {}).get(field)
+        if isinstance(text, str) and text:
+            return (Reasoning(text=text),)
+    return ()
 
 
 def _tool_choice(choice: str, aliases: ToolNameAliases) -> str | dict[str, Any]:
@@ -364,14 +386,17 @@ class _StreamState:
             for fragment in (delta.tool_calls or ()) if delta is not None else ():
                 state.add(fragment)
             text = delta.content if delta is not None else None
+            reasoning = _reasoning(delta.model_extra) if delta is not None else ()
             calls: tuple[ToolCall, ...] = ()
             metadata: dict[str, Any] = {}
             if choice.finish_reason is not None:
                 calls = self._flush(index)
                 metadata["finish_reason"] = choice.finish_reason
-            if text or calls or metadata:
+            if text or reasoning or calls or metadata:
                 generations[index] = Generation(
-                    message=AssistantMessage(text=text or None, tool_calls=calls),
+                    message=AssistantMessage(
+                        text=text or None, tool_calls=calls, reasoning=reasoning
+                    ),
                     metadata=metadata,
                 )
         usage = _usage(chunk.usage) if chunk.usage is not None else None

@@ -1,0 +1,273 @@
+"""Reasoning kept and sent back, over each wire format, through the whole loop.
+
+DeepSeek's thinking mode answers 400 when a tool-call turn comes back without its
+``reasoning_content``; Claude's extended thinking when a tool-use turn comes back without its
+signed thinking blocks (first in the turn). These tests run the loop against local servers in
+those formats and read what the second request carried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from provider_models import model_maker
+from provider_payloads import (
+    anthropic_block_start,
+    anthropic_block_stop,
+    anthropic_json_delta,
+    anthropic_message,
+    anthropic_message_delta,
+    anthropic_message_start,
+    anthropic_text_delta,
+    openai_call,
+    openai_call_delta,
+    openai_chunk,
+    openai_completion,
+    text_block,
+    tool_use_block,
+)
+from provider_server import ProviderServer, Reply, anthropic_sse, openai_sse, shared_server
+from tooluse import (
+    AssistantMessage,
+    ChatResponse,
+    Generation,
+    Reasoning,
+    ToolCall,
+    UserMessage,
+)
+from tooluse.client import ChatClient
+from tooluse.messages import message_from_json, message_to_json
+from tooluse.models import AnthropicChatModel, OpenAIChatModel
+from tooluse.streaming import merge_chunks
+from tooluse.tools import tool
+
+
+@tool
+def get_weather(city: str) -> str:
+    """Current weather in a city."""
+    return f"Sunny in {city}"
+
+
+@pytest.fixture
+def server() -> ProviderServer:
+    return shared_server()
+
+
+@pytest.fixture
+async def models(server: ProviderServer) -> AsyncIterator[dict[str, Callable[..., Any]]]:
+    async with (
+        model_maker(
+            OpenAIChatModel, "deepseek-test", base_url=f"{server.url}/v1", api_key="k"
+        ) as openai,
+        model_maker(
+            AnthropicChatModel, "claude-test", base_url=server.url, api_key="k"
+        ) as anthropic,
+    ):
+        yield {"openai": openai, "anthropic": anthropic}
+
+
+def thinking_completion(field: str = "reasoning_content") -> dict[str, Any]:
+    body = openai_completion(
+        None,
+        [openai_call("call_1", "get_weather", '{"city": "Paris"}')],
+        finish_reason="tool_calls",
+    )
+    body["choices"][0]["message"][field] = "The user wants Paris; call the tool."
+    return body
+
+
+# -- OpenAI-compatible (DeepSeek, Qwen, vLLM, Ollama) --------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+async def test_reasoning_of_a_tool_call_turn_goes_back_with_it(
+    server: ProviderServer, models: dict[str, Callable[..., Any]], field: str
+) -> None:
+    server.expect(
+        Reply.json(thinking_completion(field)),
+        Reply.json(openai_completion("Sunny in Paris.")),
+    )
+    client = ChatClient(models["openai"](), tools=[get_weather])
+    response = await client.prompt("Weather in Paris?").acall()
+
+    assert response.content() == "Sunny in Paris."
+    assistant = server.requests[1].body["messages"][1]
+    assert assistant["tool_calls"][0]["id"] == "call_1"
+    assert assistant["reasoning_content"] == "The user wants Paris; call the tool."
+
+
+async def test_reasoning_of_a_turn_without_tool_calls_is_not_sent(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    server.expect(Reply.json(openai_completion("Fine.")))
+    history = [
+        UserMessage(text="Hi"),
+        AssistantMessage(text="Hello!", reasoning=(Reasoning(text="Greet back."),)),
+        UserMessage(text="How are you?"),
+    ]
+    await ChatClient(models["openai"]()).prompt().messages(history).acall()
+    assert "reasoning_content" not in server.requests[0].body["messages"][1]
+
+
+async def test_streamed_reasoning_is_joined_sent_back_and_shown_to_the_caller(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk({"role": "assistant", "content": None, "reasoning_content": "Paris "}),
+                openai_chunk({"reasoning_content": "weather, "}),
+                openai_chunk({"reasoning_content": "use the tool."}),
+                openai_chunk(
+                    openai_call_delta(
+                        0,
+                        id="call_1",
+                        type="function",
+                        function={"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    )
+                ),
+                openai_chunk({}, finish_reason="tool_calls"),
+            ]
+        ),
+        openai_sse(
+            [openai_chunk({"content": "Sunny in Paris."}), openai_chunk({}, finish_reason="stop")]
+        ),
+    )
+    client = ChatClient(models["openai"](), tools=[get_weather])
+    chunks = [chunk async for chunk in client.prompt("Weather in Paris?").stream()]
+
+    assistant = server.requests[1].body["messages"][1]
+    assert assistant["reasoning_content"] == "Paris weather, use the tool."
+    shown = "".join(
+        part.text for c in chunks for g in c.generations for part in g.message.reasoning
+    )
+    assert shown == "Paris weather, use the tool."
+    assert "".join(c.text or "" for c in chunks) == "Sunny in Paris."
+
+
+# -- Anthropic extended thinking ------------------------------------------------------------------
+
+
+async def test_signed_and_redacted_thinking_lead_the_tool_use_turn_sent_back(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    server.expect(
+        Reply.json(
+            anthropic_message(
+                {"type": "thinking", "thinking": "Need the weather.", "signature": "sig-1"},
+                {"type": "redacted_thinking", "data": "opaque-2"},
+                text_block("Checking."),
+                tool_use_block("toolu_1", "get_weather", {"city": "Paris"}),
+                stop_reason="tool_use",
+            )
+        ),
+        Reply.json(anthropic_message(text_block("Sunny in Paris."))),
+    )
+    client = ChatClient(models["anthropic"](), tools=[get_weather])
+    response = await client.prompt("Weather in Paris?").acall()
+
+    assert response.content() == "Sunny in Paris."
+    turn = server.requests[1].body["messages"][1]
+    assert turn["role"] == "assistant"
+    assert turn["content"] == [
+        {"type": "thinking", "thinking": "Need the weather.", "signature": "sig-1"},
+        {"type": "redacted_thinking", "data": "opaque-2"},
+        {"type": "text", "text": "Checking."},
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+    ]
+
+
+async def test_streamed_thinking_is_joined_and_signed_before_it_goes_back(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    def thinking(delta: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "content_block_delta", "index": 0, "delta": delta}
+
+    server.expect(
+        anthropic_sse(
+            [
+                anthropic_message_start({"input_tokens": 10, "output_tokens": 1}),
+                anthropic_block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+                thinking({"type": "thinking_delta", "thinking": "Need "}),
+                thinking({"type": "thinking_delta", "thinking": "the weather."}),
+                thinking({"type": "signature_delta", "signature": "sig-1"}),
+                anthropic_block_stop(0),
+                anthropic_block_start(1, tool_use_block("toolu_1", "get_weather", {})),
+                anthropic_json_delta(1, '{"city": "Paris"}'),
+                anthropic_block_stop(1),
+                anthropic_message_delta("tool_use", 9),
+                {"type": "message_stop"},
+            ]
+        ),
+        anthropic_sse(
+            [
+                anthropic_message_start({"input_tokens": 20, "output_tokens": 1}),
+                anthropic_block_start(0, text_block("")),
+                anthropic_text_delta(0, "Sunny in Paris."),
+                anthropic_block_stop(0),
+                anthropic_message_delta("end_turn", 4),
+                {"type": "message_stop"},
+            ]
+        ),
+    )
+    client = ChatClient(models["anthropic"](), tools=[get_weather])
+    text = [piece async for piece in client.prompt("Weather in Paris?").stream().content()]
+
+    assert "".join(text) == "Sunny in Paris."
+    turn = server.requests[1].body["messages"][1]
+    assert turn["content"][0] == {
+        "type": "thinking",
+        "thinking": "Need the weather.",
+        "signature": "sig-1",
+    }
+    assert turn["content"][1]["type"] == "tool_use"
+
+
+async def test_unsigned_reasoning_from_another_provider_is_not_sent_to_anthropic(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    server.expect(Reply.json(anthropic_message(text_block("Fine."))))
+    history = [
+        UserMessage(text="Hi"),
+        AssistantMessage(text="Hello!", reasoning=(Reasoning(text="from DeepSeek"),)),
+        UserMessage(text="How are you?"),
+    ]
+    await ChatClient(models["anthropic"]()).prompt().messages(history).acall()
+    assert server.requests[0].body["messages"][1] == {"role": "assistant", "content": "Hello!"}
+
+
+# -- the value and its merging ------------------------------------------------------------------
+
+
+def test_reasoning_survives_the_json_round_trip_of_stored_conversations() -> None:
+    message = AssistantMessage(
+        tool_calls=(ToolCall(id="c", name="t"),),
+        reasoning=(Reasoning(text="think", signature="s"), Reasoning(redacted="opaque")),
+    )
+    assert message_from_json(message_to_json(message)) == message
+    assert message.reasoning_text() == "think"
+
+
+def test_stream_merging_joins_open_parts_and_a_signature_closes_one() -> None:
+    def chunk(*parts: Reasoning) -> ChatResponse:
+        return ChatResponse(generations=(Generation(message=AssistantMessage(reasoning=parts)),))
+
+    merged = merge_chunks(
+        [
+            chunk(Reasoning(text="a")),
+            chunk(Reasoning(text="b")),
+            chunk(Reasoning(signature="s1")),
+            chunk(Reasoning(text="c")),  # a signed part is closed: a new one starts
+            chunk(Reasoning(redacted="r")),
+            chunk(Reasoning(text="d")),
+        ]
+    )
+    assert merged.generations[0].message.reasoning == (
+        Reasoning(text="ab", signature="s1"),
+        Reasoning(text="c"),
+        Reasoning(redacted="r"),
+        Reasoning(text="d"),
+    )
