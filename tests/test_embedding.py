@@ -264,3 +264,12 @@ def test_bundled_model_embeds_chinese_and_english(e5: E5EmbeddingModel) -> None:
     assert e5.embed_documents([]).shape == (0, 384)
     with pytest.raises(TypeError):
         e5.embed_documents("one string")  # type: ignore[arg-type]
+
+
+def test_bundled_model_counts_the_tokens_it_reads(e5: E5EmbeddingModel) -> None:
+    short = e5.token_count("weather")
+    assert 3 <= short <= 8  # prefix, word and special tokens
+    assert e5.token_count("weather " * 20) > short + 15
+    assert e5.token_count("weather", query=False) != short  # "passage: " vs "query: "
+    with pytest.raises(TypeError, match="one text"):
+        e5.token_count(["weather"])  # type: ignore[arg-type]

@@ -71,6 +71,15 @@ class E5EmbeddingModel:
             vectors = self._loaded().passage(list(texts))
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), _DIMENSIONS)
 
+    def token_count(self, text: str, *, query: bool = True) -> int:
+        """How many tokens the model reads for ``text`` (with its ``query:`` or ``passage:``
+        prefix and the special tokens): embedding time grows with it, about 0.8 ms a token
+        on two cores."""
+        if not isinstance(text, str):
+            raise TypeError(f"token_count takes one text, got {type(text).__name__}")
+        with self._lock:
+            return int(self._loaded().token_count(text, query))
+
     def embed_query(self, text: str) -> Vectors:
         if not isinstance(text, str):
             raise TypeError(f"embed_query takes one text, got {type(text).__name__}")
