@@ -40,3 +40,13 @@ async def model_maker(
     finally:
         for instance in made:
             await instance.aclose()
+
+
+@contextlib.asynccontextmanager
+async def both_providers(url: str) -> AsyncIterator[dict[str, Callable[..., Any]]]:
+    """Model factories for both wire formats against the server at ``url``, by provider."""
+    async with (
+        model_maker(OpenAIChatModel, "gpt-test", base_url=f"{url}/v1", api_key="k") as openai,
+        model_maker(AnthropicChatModel, "claude-test", base_url=url, api_key="k") as anthropic,
+    ):
+        yield {"openai": openai, "anthropic": anthropic}

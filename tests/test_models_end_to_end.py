@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from provider_models import model_maker
+from provider_models import both_providers
 from provider_payloads import (
     anthropic_block_start,
     anthropic_block_stop,
@@ -61,15 +61,8 @@ def server() -> ProviderServer:
 
 @pytest.fixture
 async def models(server: ProviderServer) -> AsyncIterator[dict[str, Callable[..., Any]]]:
-    async with (
-        model_maker(
-            OpenAIChatModel, "gpt-test", base_url=f"{server.url}/v1", api_key="k"
-        ) as openai,
-        model_maker(
-            AnthropicChatModel, "claude-test", base_url=server.url, api_key="k"
-        ) as anthropic,
-    ):
-        yield {"openai": openai, "anthropic": anthropic}
+    async with both_providers(server.url) as models:
+        yield models
 
 
 def client_for(model: OpenAIChatModel | AnthropicChatModel) -> ChatClient:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from provider_models import model_maker
+from provider_models import both_providers
 from provider_payloads import (
     anthropic_block_start,
     anthropic_block_stop,
@@ -40,7 +40,6 @@ from tooluse import (
 )
 from tooluse.client import ChatClient
 from tooluse.messages import message_from_json, message_to_json
-from tooluse.models import AnthropicChatModel, OpenAIChatModel
 from tooluse.streaming import merge_chunks
 from tooluse.tools import tool
 
@@ -58,15 +57,8 @@ def server() -> ProviderServer:
 
 @pytest.fixture
 async def models(server: ProviderServer) -> AsyncIterator[dict[str, Callable[..., Any]]]:
-    async with (
-        model_maker(
-            OpenAIChatModel, "deepseek-test", base_url=f"{server.url}/v1", api_key="k"
-        ) as openai,
-        model_maker(
-            AnthropicChatModel, "claude-test", base_url=server.url, api_key="k"
-        ) as anthropic,
-    ):
-        yield {"openai": openai, "anthropic": anthropic}
+    async with both_providers(server.url) as models:
+        yield models
 
 
 def thinking_completion(field: str = "reasoning_content") -> dict[str, Any]:
