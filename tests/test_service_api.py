@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
-from _service_helpers import fake_llm, names, parse_sse, service
+import pytest
+
+from _service_helpers import fake_llm, names, parse_sse, respond, service
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
+from tooluse.messages import Prompt
+from tooluse.service import ServiceConfig
+from tooluse.testing import FunctionModel, ResponseLike
 
 
 async def test_tool_question_streams_the_trace_then_the_answer(tmp_path: Path) -> None:
@@ -184,3 +190,22 @@ async def test_offline_mode_says_so_and_still_answers(tmp_path: Path) -> None:
     assert tool_turn[-1][1]["answer"].startswith("[No model is configured")
     assert names(knowledge_turn) == ["route", "delta", "done"]
     assert "Documents retrieved" in knowledge_turn[-1][1]["answer"]
+
+
+async def slow_llm(prompt: Prompt) -> ResponseLike:
+    await asyncio.sleep(0.25)  # a model thinking before its first token
+    return respond(prompt)
+
+
+async def test_a_quiet_stream_is_kept_alive_with_comments(tmp_path: Path) -> None:
+    async with service(
+        tmp_path / "s.db", model=FunctionModel(slow_llm), keepalive_seconds=0.05
+    ) as client:
+        response = await client.post("/api/chat", json={"message": "What's the weather?"})
+    assert response.text.count(": keep-alive\n\n") >= 4  # two slow model calls
+    assert names(parse_sse(response.text)) == ["tool_call", "tool_result", "route", "delta", "done"]
+
+
+def test_keepalive_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="keepalive_seconds must be > 0, got 0"):
+        ServiceConfig(db=tmp_path / "s.db", keepalive_seconds=0)

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 import pytest
 
-from _service_helpers import config, fake_llm, running
-from tooluse.messages import UserMessage
+from _service_helpers import config, fake_llm, respond, running
+from tooluse.messages import Prompt, UserMessage
 from tooluse.service import create_app
-from tooluse.testing import FunctionModel
+from tooluse.testing import FunctionModel, ResponseLike
 
 
 @contextlib.asynccontextmanager
-async def openai_client(db: Path, model: FunctionModel) -> AsyncIterator[openai.AsyncOpenAI]:
-    app = create_app(config(db, model=model))
+async def openai_client(
+    db: Path, model: FunctionModel, **changes: Any
+) -> AsyncIterator[openai.AsyncOpenAI]:
+    app = create_app(config(db, model=model, **changes))
     async with running(app):
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
         async with openai.AsyncOpenAI(
@@ -123,3 +127,18 @@ def test_history_keeps_user_and_assistant_turns_only() -> None:
     question, history = conversation(request.messages)
     assert question == "b"
     assert history == [UserMessage(text="a")]
+
+
+async def test_keepalive_comments_are_skipped_by_the_sdk(tmp_path: Path) -> None:
+    async def slow(prompt: Prompt) -> ResponseLike:
+        await asyncio.sleep(0.2)
+        return respond(prompt)
+
+    async with openai_client(tmp_path / "s.db", FunctionModel(slow), keepalive_seconds=0.05) as c:
+        stream = await c.chat.completions.create(
+            model="tooluse-qa",
+            messages=[{"role": "user", "content": "What is the refund policy?"}],
+            stream=True,
+        )
+        chunks = [chunk async for chunk in stream]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "From the knowledge base."

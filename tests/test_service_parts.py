@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ from tooluse.service import (
 )
 from tooluse.service import chat as chat_command
 from tooluse.service._options import OptionError, add_service_arguments, config_from_arguments
+from tooluse.service._sse import sse_response
 
 DEFINITIONS = [callback.definition for callback in tool_callbacks(*SAMPLE_TOOLS)]
 
@@ -292,3 +295,31 @@ def test_a_paused_call_with_a_lone_surrogate_is_stored_and_read_back(tmp_path: P
         assert store.get(store.save(pause)).pause == pause
     finally:
         store.close()
+
+
+async def test_leaving_a_kept_alive_stream_early_cancels_the_run() -> None:
+    finished = asyncio.Event()
+
+    async def events() -> AsyncIterator[bytes]:
+        try:
+            yield b"first"
+            await asyncio.sleep(3600)  # a run that would go on
+            yield b"never"
+        finally:
+            finished.set()
+
+    stream = sse_response(events(), keepalive_seconds=10).body_iterator
+    assert isinstance(stream, AsyncGenerator)
+    assert await anext(stream) == b"first"
+    await stream.aclose()  # what the server does when the client goes away
+    await asyncio.wait_for(finished.wait(), 1)
+
+
+async def test_a_failing_run_raises_through_the_kept_alive_stream() -> None:
+    async def events() -> AsyncIterator[bytes]:
+        yield b"first"
+        raise ConnectionError("model went away")
+
+    stream = sse_response(events(), keepalive_seconds=10).body_iterator
+    with pytest.raises(ConnectionError, match="model went away"):
+        [chunk async for chunk in stream]

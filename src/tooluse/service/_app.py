@@ -20,7 +20,7 @@ from tooluse.service._approvals import ApprovalConflict, UnknownApproval
 from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._openai_api import openai_router
 from tooluse.service._service import QaService, ServiceConfig
-from tooluse.service._sse import qa_event_stream
+from tooluse.service._sse import qa_event_stream, sse_response
 
 __all__ = ["ApprovalRequest", "ChatRequest", "DecisionRequest", "create_app"]
 
@@ -90,6 +90,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
     app = FastAPI(title="tooluse QA service", lifespan=lifespan)
     app.state.service = service
+    keepalive = service.config.keepalive_seconds
     page = _page(service)
 
     @app.get("/", response_class=HTMLResponse)
@@ -110,8 +111,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         if not request.message.strip():
             raise HTTPException(422, "The message is blank")
         events = service.pipeline.stream(request.message, conversation_id=conversation_id)
-        return StreamingResponse(
-            qa_event_stream(service, events, conversation_id), media_type="text/event-stream"
+        return sse_response(
+            qa_event_stream(service, events, conversation_id), keepalive_seconds=keepalive
         )
 
     @app.get("/api/approvals/{approval_id}")
@@ -151,9 +152,9 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             service.approvals.finish(approval_id, error)
 
         conversation_id = stored.pause.conversation_id or ""
-        return StreamingResponse(
+        return sse_response(
             qa_event_stream(service, events, conversation_id, on_end=finished),
-            media_type="text/event-stream",
+            keepalive_seconds=keepalive,
         )
 
     app.include_router(openai_router(service))

@@ -12,13 +12,13 @@ from typing import Any, Literal
 
 import pydantic
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.sse import format_sse_event
 
 from tooluse.messages import AssistantMessage, Message, Usage, UserMessage
 from tooluse.qa import ApprovalRequiredEvent, DeltaEvent, DoneEvent, QaEvent, QaPause
 from tooluse.service._service import QaService
-from tooluse.service._sse import sse
+from tooluse.service._sse import sse, sse_response
 
 __all__ = ["OPENAI_MODEL_ID", "BadRequest", "OpenAIChatRequest", "conversation", "openai_router"]
 
@@ -130,7 +130,7 @@ def openai_router(service: QaService) -> APIRouter:
         if request.stream:
             include_usage = bool((request.stream_options or {}).get("include_usage"))
             chunks = _chunks(service, events, completion_id, created, include_usage)
-            return StreamingResponse(chunks, media_type="text/event-stream")
+            return sse_response(chunks, service.config.keepalive_seconds)
         answer, usage = await _answer(service, events)
         return JSONResponse(
             {

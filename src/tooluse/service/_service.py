@@ -40,7 +40,9 @@ class ServiceConfig:
     - ``sample_knowledge``: ingest the sample documents while the knowledge base has no
       documents of its own;
     - ``memory_window``: messages remembered per conversation; ``top_k``: documents per
-      question.
+      question;
+    - ``keepalive_seconds``: a stream that sends nothing for this long (a model thinking, a
+      slow tool) gets an SSE comment, so that proxies do not close it as idle.
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -51,6 +53,11 @@ class ServiceConfig:
     sample_knowledge: bool = True
     memory_window: int = 20
     top_k: int = 4
+    keepalive_seconds: float = 15.0
+
+    def __post_init__(self) -> None:
+        if not self.keepalive_seconds > 0:
+            raise ValueError(f"keepalive_seconds must be > 0, got {self.keepalive_seconds}")
 
 
 class QaService:

@@ -3,19 +3,69 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi.sse import format_sse_event
+from starlette.responses import StreamingResponse
 
 from tooluse.qa import ApprovalRequiredEvent, DoneEvent, QaEvent
 from tooluse.service._service import QaService
 
-__all__ = ["qa_event_stream", "sse"]
+__all__ = ["KEEPALIVE_COMMENT", "qa_event_stream", "sse", "sse_response"]
 
 logger = logging.getLogger("tooluse.service")
+
+
+KEEPALIVE_COMMENT = b": keep-alive\n\n"  # a comment line: clients ignore it
+
+_END = object()
+
+
+def sse_response(events: AsyncIterator[bytes], keepalive_seconds: float) -> StreamingResponse:
+    """``events`` as a ``text/event-stream`` response that sends :data:`KEEPALIVE_COMMENT`
+    whenever ``keepalive_seconds`` pass without an event."""
+    return StreamingResponse(
+        _with_keepalive(events, keepalive_seconds), media_type="text/event-stream"
+    )
+
+
+async def _with_keepalive(events: AsyncIterator[bytes], interval: float) -> AsyncIterator[bytes]:
+    # The events are read in one task of their own (a generator must not hop between tasks:
+    # its cancel scopes would break), through a one-slot queue; this side waits with a
+    # timeout. Leaving early (the client went away) cancels the reader, which ends the run.
+    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=1)
+
+    async def read() -> None:
+        try:
+            async for event in events:
+                await queue.put(event)
+        except Exception as exc:  # handed over and raised on the response's side
+            await queue.put(exc)
+        else:
+            await queue.put(_END)
+
+    reader = asyncio.create_task(read())
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), interval)
+            except TimeoutError:
+                yield KEEPALIVE_COMMENT
+                continue
+            if item is _END:
+                return
+            if isinstance(item, Exception):
+                raise item
+            assert isinstance(item, bytes)
+            yield item
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
 
 
 def sse(event: str | None, data: Any) -> bytes:
