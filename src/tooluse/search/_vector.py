@@ -96,7 +96,12 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
         return _VectorSnapshot(np.concatenate(batches))
 
     def similarities(self, snapshot: _VectorSnapshot, query: str) -> npt.NDArray[np.float32]:
-        return snapshot.matrix @ self._model.embed_query(query)
+        vector = self._model.embed_query(query)
+        # einsum, not BLAS: OpenBLAS's threads spin for a while after each product and take
+        # the cores from the next query's embedding (measured: 36 -> 27 ms p50 for a short
+        # query at 4,000 tools); the single-threaded product costs 0.3 ms more.
+        similarities: npt.NDArray[np.float32] = np.einsum("ij,j->i", snapshot.matrix, vector)
+        return similarities
 
     def _rank(
         self, snapshot: _VectorSnapshot, query: str, limit: int, allowed: set[int] | None
