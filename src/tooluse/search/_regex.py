@@ -206,10 +206,11 @@ class _Blob:
         positions, lengths = positions[order], lengths[order]
         tools = np.searchsorted(self._starts, positions, side="right") - 1
         ends = positions + lengths
-        # An occurrence that starts before every earlier one (same tool) has ended begins a
-        # cluster, and is a match. Inside a cluster the regex's leftmost-first walk decides
-        # (the walk never crosses clusters); that sequential walk only visits clusters of
-        # two or more (tools are joined by a newline, so they never share a cluster).
+        # An occurrence that starts after every earlier one has ended begins a cluster, and
+        # is a match; one that starts earlier overlaps and joins the cluster. Inside a cluster
+        # the regex's leftmost-first walk decides (it never crosses clusters), so the
+        # sequential walk only visits clusters of two or more (tools are joined by a newline,
+        # so they never share a cluster).
         overlapping = np.zeros(positions.size, dtype=bool)
         overlapping[1:] = positions[1:] < np.maximum.accumulate(ends[:-1])
         taken = ~overlapping
