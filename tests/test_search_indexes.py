@@ -22,6 +22,8 @@ from tooluse.search import (
     ToolReference,
     ToolSearchRequest,
     VectorToolIndex,
+    compact_embedding_text,
+    embedding_text,
     query_to_pattern,
 )
 from tooluse.search._regex import STOP_WORDS
@@ -477,3 +479,21 @@ def test_hybrid_can_embed_in_the_foreground() -> None:
     )
     index.index_tools("s", CATALOGUE)
     assert search(index, "forecast")[0] in {"get_weather", "query_city_weather"}
+
+
+def test_embedded_texts_carry_parameters_with_or_without_their_descriptions() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "cityName": {"type": "string", "description": "The city, e.g. Paris"},
+            "unit": {"type": "string"},
+        },
+    }
+    tool = ToolReference("get_weather", None, "Current weather.", schema)
+    assert embedding_text(tool) == (
+        "get weather: Current weather. Parameters: city name: The city, e.g. Paris; unit"
+    )
+    assert (
+        compact_embedding_text(tool) == "get weather: Current weather. Parameters: city name; unit"
+    )
+    assert embedding_text(ToolReference("ping", None, "")) == "ping:"

@@ -25,7 +25,7 @@ from tooluse.search._regex import RegexToolIndex, query_to_pattern
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
 from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest, ToolSearchResponse
-from tooluse.search._vector import VectorToolIndex, embedding_text
+from tooluse.search._vector import VectorToolIndex, compact_embedding_text, embedding_text
 
 __all__ = [
     "DEFAULT_MAX_RESULTS",
@@ -50,6 +50,7 @@ __all__ = [
     "ToolSearchToolCallingAdvisor",
     "TtlEvictionStrategy",
     "VectorToolIndex",
+    "compact_embedding_text",
     "embedding_text",
     "query_to_pattern",
     "tool_fingerprint",

@@ -20,23 +20,34 @@ from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
 from tooluse.search._text import split_identifier
 from tooluse.search._types import ToolReference
 
-__all__ = ["VectorToolIndex", "embedding_text"]
+__all__ = ["VectorToolIndex", "compact_embedding_text", "embedding_text"]
 
 _MAX_PARAMETERS = 8
 _BATCH = 64
 
 
 def embedding_text(reference: ToolReference) -> str:
-    """What is embedded for a tool: its name as words, its description, and its first
-    parameters with their descriptions (``get weather: Current weather. Parameters: city: The
-    city name; unit``). Spring embeds the description only; the parameters' descriptions
-    say what a tool works on, and raised dense recall@5 on bfcl-v4 from 0.68 (names only) to
-    0.75, at twice the tokens to embed."""
+    """What is embedded for a tool by default: its name as words, its description, and its
+    first parameters with their descriptions (``get weather: Current weather. Parameters:
+    city: The city name; unit``). Spring embeds the description only. The parameters'
+    descriptions say what a tool works on: dense recall@5 on bfcl-v4 0.748, against 0.679
+    with :func:`compact_embedding_text`, at about twice the tokens to embed."""
+    return _text(reference, with_descriptions=True)
+
+
+def compact_embedding_text(reference: ToolReference) -> str:
+    """Name as words, description and parameter names only (``get weather: Current
+    weather. Parameters: city; unit``): half the tokens of :func:`embedding_text`, so a new
+    catalogue embeds about twice as fast, for lower recall. Pass it as ``document_text=``."""
+    return _text(reference, with_descriptions=False)
+
+
+def _text(reference: ToolReference, *, with_descriptions: bool) -> str:
     name = " ".join(split_identifier(reference.tool_name))
     text = f"{name}: {reference.summary}".strip()
     parameters = [
         f"{' '.join(split_identifier(parameter))}: {description}"
-        if description
+        if description and with_descriptions
         else " ".join(split_identifier(parameter))
         for parameter, description in parameter_texts(reference.parameters)
     ][:_MAX_PARAMETERS]
