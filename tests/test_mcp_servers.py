@@ -62,6 +62,26 @@ def free_port() -> int:
         return port
 
 
+async def http_server(port: int) -> asyncio.subprocess.Process:
+    """``tooluse mcp serve`` over streamable HTTP on ``port``, once it listens."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tooluse.cli", "mcp", "serve", TOOLUSE_TOOLS,
+        "--http", str(port), "--name", "weather-http",
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.returncode is not None:
+            raise RuntimeError(f"the HTTP server exited ({process.returncode})")
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return process
+    raise RuntimeError("the HTTP server did not start listening")
+
+
 class Servers:
     """The module's servers, connecting in the background; ``await servers.get(key)``."""
 
@@ -86,22 +106,7 @@ class Servers:
         return await self._starts[key]
 
     async def start_http_server(self) -> None:
-        self.http_process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tooluse.cli", "mcp", "serve", TOOLUSE_TOOLS,
-            "--http", str(self.port), "--name", "weather-http",
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.http_process.returncode is not None:
-                raise RuntimeError(f"the HTTP server exited ({self.http_process.returncode})")
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", self.port)
-            except OSError:
-                await asyncio.sleep(0.05)
-                continue
-            writer.close()
-            return
-        raise RuntimeError("the HTTP server did not start listening")
+        self.http_process = await http_server(self.port)
 
     async def close(self) -> None:
         for task in self._starts.values():
@@ -248,23 +253,63 @@ async def test_the_list_changed_notice_refreshes_the_tools_in_both_eras(servers:
     assert "alt_13_fresh" in tools_of(provider)
 
 
-async def test_a_server_that_dies_mid_session_is_reported(servers: Servers) -> None:
+async def test_a_server_that_dies_is_reported_then_reconnected(servers: Servers) -> None:
     provider = await servers.get("doomed")
     tools = tools_of(provider)
     assert await tools["echo"].acall('{"text": "alive"}') == "alive"
     started = time.perf_counter()
     with pytest.raises(McpServerError, match="'doomed' closed the connection during") as raised:
-        await tools["crash"].acall("{}")
+        await tools["crash"].acall("{}")  # the call in flight fails: it is not sent again
     assert (raised.value.server_name, raised.value.tool_name) == ("doomed", "crash")
     assert time.perf_counter() - started < 5
-    with pytest.raises(McpServerError, match="the session has ended"):
-        await tools["echo"].acall('{"text": "anyone?"}')
     await eventually(lambda: provider.connections[0].state == "failed", "the session ends")
+    # The next call starts a new server process and goes through.
+    assert await tools["echo"].acall('{"text": "back"}') == "back"
+    assert provider.connections[0].state == "connected"
+    assert await tools_of(provider)["echo"].acall('{"text": "listed"}') == "listed"
+    # A second death within the reconnect interval (5 s) is not retried at once.
+    with pytest.raises(McpServerError, match="closed the connection"):
+        await tools["crash"].acall("{}")
+    with pytest.raises(McpServerError, match=r"reconnecting: at most every 5 s"):
+        await tools["echo"].acall('{"text": "anyone?"}')
     # In the loop, a dead server reaches the caller; the model is not asked again.
     model = ScriptedModel([tool_call("echo", {"text": "hi"}), "unreachable"])
     with pytest.raises(McpServerError, match="'doomed'"):
         await ChatClient(model, tools=[provider]).prompt().user("echo hi").acall()
     assert len(model.requests) == 1
+
+
+async def test_a_provider_can_refuse_to_reconnect() -> None:
+    async with McpToolProvider(sdk_server("once", "legacy"), reconnect_interval=None) as provider:
+        tools = tools_of(provider)
+        with pytest.raises(McpServerError, match="closed the connection"):
+            await tools["crash"].acall("{}")
+        with pytest.raises(McpServerError, match="the session has ended; reconnecting: never"):
+            await tools["echo"].acall('{"text": "anyone?"}')
+
+
+async def test_an_http_server_that_went_away_is_reconnected_when_it_is_back() -> None:
+    port = free_port()
+    process = await http_server(port)
+    server = HttpServer(f"http://127.0.0.1:{port}/mcp", name="flaky")
+    try:
+        async with McpToolProvider(server, reconnect_interval=0.2) as provider:
+            tool = tools_of(provider)["get_weather"]
+            assert "Paris" in await tool.acall('{"city": "Paris"}')
+            process.terminate()
+            await process.wait()
+            with pytest.raises(McpServerError, match="'flaky'"):
+                await tool.acall('{"city": "Paris"}')
+            await asyncio.sleep(0.3)
+            with pytest.raises(McpServerError, match="reconnecting after"):
+                await tool.acall('{"city": "Paris"}')  # the attempt fails: nobody listens
+            process = await http_server(port)
+            await asyncio.sleep(0.3)
+            assert "Rome" in await tool.acall('{"city": "Rome"}')
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            await process.wait()
 
 
 # -- tooluse tools served over stdio and streamable HTTP -----------------------------------------

@@ -10,6 +10,12 @@ timeout scope, all inside the calling task), so any task on the owner's event lo
 ``Client.call_tool`` directly and concurrent calls share the session. A call from another
 event loop (a sync ``call()`` on another thread) is handed to the owner's loop.
 
+A server that dies (a crashed stdio process, a dropped HTTP session) ends the session; the
+call that was in flight fails (it may have run: it is never sent again). The next call
+reconnects first, on the owner's loop, and goes through when that works: a new session,
+tools listed again. Attempts are at least ``reconnect_interval`` seconds apart; in between,
+calls fail at once with the last error. ``reconnect_interval=None`` never reconnects.
+
 Tool-list changes: the ``notifications/tools/list_changed`` notification (2025 protocol) and
 the ``subscriptions/listen`` change event (2026-07-28 protocol, where the owner keeps a
 listen stream open) both wake a refresher task, which lists the tools again (changes
@@ -24,6 +30,7 @@ import contextlib
 import logging
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, Final, Literal, TextIO, TypeVar, cast
 
@@ -79,15 +86,23 @@ class McpConnection:
         *,
         connect_timeout: float | None = 30.0,
         call_timeout: float | None = 60.0,
+        reconnect_interval: float | None = 5.0,
         on_tools_changed: Callable[[McpConnection], None] | None = None,
     ) -> None:
-        for label, value in (("connect_timeout", connect_timeout), ("call_timeout", call_timeout)):
+        for label, value in (
+            ("connect_timeout", connect_timeout),
+            ("call_timeout", call_timeout),
+            ("reconnect_interval", reconnect_interval),
+        ):
             if value is not None and value <= 0:
                 raise ValueError(f"{label} must be a positive number of seconds, got {value}")
         self.server = server
         self.name = server.name
         self._connect_timeout = connect_timeout
         self._call_timeout = call_timeout
+        self._reconnect_interval = reconnect_interval
+        self._reconnecting = asyncio.Lock()
+        self._last_reconnect: float | None = None  # time.monotonic() of the last attempt
         self._on_tools_changed = on_tools_changed
         self._tools: tuple[Tool, ...] = ()
         self._state: State = "new"
@@ -358,11 +373,7 @@ class McpConnection:
 
     async def _require_client(self) -> Client:
         if self._failure is not None:
-            raise McpServerError(
-                f"{self._failure} (the session has ended; create a new provider to reconnect)",
-                server_name=self.name,
-                code=self._failure.code,
-            )
+            await self._reconnect()
         client = self._client
         if client is None or self._state != "connected":
             raise McpServerError(
@@ -372,9 +383,42 @@ class McpConnection:
             )
         return client
 
+    async def _reconnect(self) -> None:
+        """A new session in place of the dead one, or ``McpServerError`` saying why not."""
+        async with self._reconnecting:
+            failure = self._failure
+            if failure is None:  # another call reconnected while this one waited
+                return
+            now = time.monotonic()
+            interval = self._reconnect_interval
+            if interval is None or (
+                self._last_reconnect is not None and now - self._last_reconnect < interval
+            ):
+                when = "never" if interval is None else f"at most every {interval:g} s"
+                raise McpServerError(
+                    f"{failure} (the session has ended; reconnecting: {when})",
+                    server_name=self.name,
+                    code=failure.code,
+                )
+            self._last_reconnect = now
+            await self._await_finished()
+            self._failure, self._state, self._owner = None, "new", None
+            self._finished = concurrent.futures.Future()
+            try:
+                await self.start()
+            except McpServerError as exc:
+                self._failure, self._state = exc, "failed"
+                raise McpServerError(
+                    f"{exc} (reconnecting after: {failure})", server_name=self.name, code=exc.code
+                ) from exc
+            logger.info("MCP server '%s' reconnected after: %s", self.name, failure)
+            if self._on_tools_changed is not None:
+                self._on_tools_changed(self)
+
     async def _on_owner_loop(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         owner = self._loop
-        if owner is None or self._state != "connected" or asyncio.get_running_loop() is owner:
+        alive = self._state in ("connected", "failed")  # a failed session reconnects there
+        if owner is None or not alive or asyncio.get_running_loop() is owner:
             return await make()  # not connected: make() raises the error that says so
         if owner.is_closed() or not owner.is_running():
             raise McpServerError(

@@ -53,7 +53,9 @@ class McpToolProvider:
     ``_meta`` (by default: the context less private ``_keys`` and values that are not JSON).
 
     ``connect_timeout`` bounds connecting plus the first tool listing; ``call_timeout``
-    bounds each tool call and listing (``None``: no bound). Connect with ``async with``,
+    bounds each tool call and listing (``None``: no bound). A server that dies is reconnected
+    by the next call to one of its tools, at most every ``reconnect_interval`` seconds
+    (``None``: never; the call in flight when it died fails and is not sent again). Connect with ``async with``,
     ``await aconnect()`` or, from sync code, ``with`` / ``connect()``; close the same way.
     """
 
@@ -66,6 +68,7 @@ class McpToolProvider:
         context_to_meta: ContextToMeta = tool_context_to_meta,
         connect_timeout: float | None = 30.0,
         call_timeout: float | None = 60.0,
+        reconnect_interval: float | None = 5.0,
     ) -> None:
         if not servers:
             raise ValueError("McpToolProvider needs at least one MCP server")
@@ -91,6 +94,7 @@ class McpToolProvider:
                 server,
                 connect_timeout=connect_timeout,
                 call_timeout=call_timeout,
+                reconnect_interval=reconnect_interval,
                 on_tools_changed=self._on_tools_changed,
             )
             for server in servers
