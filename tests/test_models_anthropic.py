@@ -3,6 +3,7 @@ real ``anthropic`` SDK."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -216,6 +217,61 @@ async def test_response_with_parallel_tool_use_and_cache_usage(
         cache_write_tokens=200,
     )
     assert response.metadata == {"id": "msg_1", "model": "claude-test", "provider": "anthropic"}
+
+
+async def test_strict_tools_send_anthropic_strict_schemas_and_drop_the_nulls_they_force(
+    server: ProviderServer,
+    make_model: Callable[..., AnthropicChatModel],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    forecast = stub_tool(
+        "forecast",
+        {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "days": {"type": "integer", "minimum": 1, "maximum": 7},
+            },
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    )
+    recursive = stub_tool(
+        "tree",
+        {
+            "type": "object",
+            "properties": {"root": {"$ref": "#/$defs/Node"}},
+            "required": ["root"],
+            "$defs": {
+                "Node": {
+                    "type": "object",
+                    "properties": {
+                        "children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}
+                    },
+                }
+            },
+        },
+    )
+    server.expect(
+        Reply.json(
+            anthropic_message(
+                tool_use_block("toolu_1", "forecast", {"city": "Paris", "days": None}),
+                stop_reason="tool_use",
+            )
+        )
+    )
+    response = await make_model(strict_tools=True).acall(ask(tool_callbacks=(forecast, recursive)))
+
+    sent = {tool["name"]: tool for tool in server.requests[0].body["tools"]}
+    assert sent["forecast"]["strict"] is True
+    assert sent["forecast"]["input_schema"]["properties"]["days"] == {
+        "type": ["integer", "null"],
+        "description": "(minimum: 1; maximum: 7)",
+    }
+    assert "strict" not in sent["tree"]  # recursion: sent as it is, with a warning
+    assert "'tree' is sent without strict mode" in caplog.text
+    (call,) = response.generations[0].message.tool_calls
+    assert json.loads(call.arguments) == {"city": "Paris"}  # the forced null is gone
 
 
 async def test_unsafe_names_are_aliased_and_mapped_back(

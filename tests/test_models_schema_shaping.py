@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from tooluse.schema import (
     StrictSchemaError,
+    anthropic_strict_schema,
     drop_injected_nulls,
     generate_for_function_input,
     openai_strict_schema,
@@ -337,4 +338,90 @@ def test_strict_round_trip_preserves_the_arguments(
         for name, prop in schema["properties"].items()
         if name in arguments or "anyOf" in prop
     }
+    assert json.loads(drop_injected_nulls(json.dumps(sent), schema)) == expected
+
+
+# -- Anthropic strict tool use --------------------------------------------------------------------
+
+ANTHROPIC_KEYWORDS = {
+    "type", "description", "enum", "const", "$ref", "$defs", "format", "minItems",
+    "properties", "required", "additionalProperties", "items", "anyOf",
+}  # fmt: skip
+ANTHROPIC_FORMATS = {"date-time", "time", "date", "email", "uri", "uuid", "ipv4", "ipv6"}
+
+
+def assert_anthropic_strict(schema: Any, path: str = "#") -> None:
+    """Anthropic's strict subset on every node (no numeric, length or pattern constraints,
+    minItems 0 or 1, its formats), plus the shape rules strict shaping gives."""
+    assert isinstance(schema, dict) and schema, f"{path}: empty or non-object schema"
+    assert set(schema) <= ANTHROPIC_KEYWORDS, f"{path}: {set(schema) - ANTHROPIC_KEYWORDS}"
+    assert schema.get("minItems", 0) <= 1, path
+    assert schema.get("format", "date") in ANTHROPIC_FORMATS, path
+    if schema.get("type") == "object" or "properties" in schema:
+        assert schema["additionalProperties"] is False, path
+    for key in ("properties", "$defs"):
+        for name, sub in schema.get(key, {}).items():
+            assert_anthropic_strict(sub, f"{path}/{key}/{name}")
+    for i, sub in enumerate(schema.get("anyOf", ())):
+        assert_anthropic_strict(sub, f"{path}/anyOf/{i}")
+    if "items" in schema:
+        assert_anthropic_strict(schema["items"], f"{path}/items")
+
+
+def test_anthropic_strict_describes_the_constraints_it_cannot_enforce() -> None:
+    schema = {
+        "type": "object",
+        "title": "Order",
+        "properties": {
+            "quantity": {"type": "integer", "minimum": 1, "maximum": 10, "default": 1},
+            "code": {"type": "string", "pattern": "^[A-Z]{3}$", "format": "hostname"},
+            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+            "notes": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "when": {"type": "string", "format": "date"},
+        },
+        "required": ["code", "tags", "notes", "when"],
+    }
+    strict = anthropic_strict_schema(schema)
+    assert_anthropic_strict(strict)
+    properties = strict["properties"]
+    assert properties["quantity"] == {
+        "type": ["integer", "null"],  # optional: nullable, the null dropped on the way back
+        "description": "(minimum: 1; maximum: 10; default: 1)",
+    }
+    assert properties["code"] == {
+        "type": "string",
+        "description": '(pattern: "^[A-Z]{3}$"; format: hostname)',
+    }
+    assert properties["tags"]["description"] == "(minItems: 2)"
+    assert properties["notes"]["minItems"] == 1
+    assert properties["when"] == {"type": "string", "format": "date"}
+    assert strict["required"] == list(schema["properties"])
+    # OpenAI's strict mode keeps what it can enforce.
+    assert openai_strict_schema(schema)["properties"]["code"]["pattern"] == "^[A-Z]{3}$"
+
+
+class Node(BaseModel):
+    name: str
+    children: list[Node] = []
+
+
+def tree(root: Node) -> str:
+    return root.name
+
+
+def test_anthropic_strict_refuses_recursive_schemas() -> None:
+    schema = generate_for_function_input(tree)
+    assert_strict(openai_strict_schema(schema))  # OpenAI accepts recursion
+    with pytest.raises(StrictSchemaError, match="recursive schema has no Anthropic strict"):
+        anthropic_strict_schema(schema)
+
+
+def test_a_generated_tool_schema_is_anthropic_strict_and_round_trips() -> None:
+    schema = generate_for_function_input(book_trip)
+    strict = anthropic_strict_schema(schema)
+    assert_anthropic_strict(strict)
+    sent = {name: None for name in strict["properties"]} | {"city": "Paris"}
+    jsonschema.Draft202012Validator(strict).validate(sent)
+    # unit and nights are left out (their defaults apply); the others accept null themselves.
+    expected = {"city": "Paris", "days": None, "address": None, "filters": None}
     assert json.loads(drop_injected_nulls(json.dumps(sent), schema)) == expected

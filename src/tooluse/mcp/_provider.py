@@ -55,8 +55,9 @@ class McpToolProvider:
     ``connect_timeout`` bounds connecting plus the first tool listing; ``call_timeout``
     bounds each tool call and listing (``None``: no bound). A server that dies is reconnected
     by the next call to one of its tools, at most every ``reconnect_interval`` seconds
-    (``None``: never; the call in flight when it died fails and is not sent again). Connect with ``async with``,
-    ``await aconnect()`` or, from sync code, ``with`` / ``connect()``; close the same way.
+    (``None``: never; the call in flight when it died fails and is not sent again). Connect
+    with ``async with``, ``await aconnect()`` or, from sync code, ``with`` / ``connect()``;
+    close the same way.
     """
 
     def __init__(

@@ -58,10 +58,12 @@ from tooluse.messages import (
     Usage,
     UserMessage,
 )
+from tooluse.models._calls import IncomingCalls
 from tooluse.models._errors import from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import shaped_schema
 from tooluse.models._sdk_model import SdkChatModel
+from tooluse.tools import ToolDefinition
 
 __all__ = ["AnthropicChatModel"]
 
@@ -72,6 +74,10 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
     """A Claude model behind the Anthropic Messages API.
 
     ``max_tokens`` is required by the API; ``ChatOptions.max_tokens`` overrides it per request.
+    ``strict_tools=True`` sends tools with ``"strict": true`` (grammar-constrained inputs) and
+    schemas shaped to Anthropic's strict subset; a tool whose schema it cannot express is sent
+    non-strict, with a warning. Anthropic compiles all strict tools of a request into one
+    grammar and rejects it past a size limit, so keep it for small, fixed tool sets.
     ``temperature`` and ``top_p`` are sent in the request body when set (the installed SDK
     has no named parameters for them). ``client`` / ``sync_client`` inject preconfigured SDK
     clients (``call`` needs the blocking one; it is built from the settings when not injected).
@@ -93,6 +99,7 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         extra_headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
         max_retries: int = 2,
+        strict_tools: bool = False,
         client: anthropic.AsyncAnthropic | None = None,
         sync_client: anthropic.Anthropic | None = None,
     ) -> None:
@@ -110,31 +117,32 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
             sync_client=sync_client,
         )
         self.max_tokens = max_tokens
+        self.strict_tools = strict_tools
 
     # -- the ChatModel protocol -----------------------------------------------------------
 
     def call(self, prompt: Prompt) -> ChatResponse:
         """Blocking form of :meth:`acall` (uses the SDK's blocking client, no event loop)."""
-        params, aliases = self._request(prompt)
+        params, calls = self._request(prompt)
         try:
             message = self._blocking_client().messages.create(**params)
         except _FAILURES as exc:
             raise from_sdk_error(self.provider, exc, anthropic) from exc
-        return _response(message, aliases)
+        return _response(message, calls)
 
     async def acall(self, prompt: Prompt) -> ChatResponse:
-        params, aliases = self._request(prompt)
+        params, calls = self._request(prompt)
         try:
             message = await self._client.messages.create(**params)
         except _FAILURES as exc:
             raise from_sdk_error(self.provider, exc, anthropic) from exc
-        return _response(message, aliases)
+        return _response(message, calls)
 
     async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
         """Text arrives as it is generated; each tool call arrives whole (real name, complete
         ``input_json_delta`` arguments) when its content block stops, carrying the block id."""
-        params, aliases = self._request(prompt)
-        state = _StreamState(aliases)
+        params, calls = self._request(prompt)
+        state = _StreamState(calls)
         try:
             events = await self._client.messages.create(**params, stream=True)
             async with events:
@@ -149,7 +157,7 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
 
     # -- request ----------------------------------------------------------------------------
 
-    def _request(self, prompt: Prompt) -> tuple[dict[str, Any], ToolNameAliases]:
+    def _request(self, prompt: Prompt) -> tuple[dict[str, Any], IncomingCalls]:
         options, definitions, aliases = self._options_and_tools(prompt)
         params: dict[str, Any] = {
             "model": options.model or self.model,
@@ -159,15 +167,9 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         system = "\n\n".join(m.text for m in prompt.messages if isinstance(m, SystemMessage))
         if system:
             params["system"] = system
+        strict_schemas: dict[str, Mapping[str, Any]] = {}
         if definitions:
-            params["tools"] = [
-                {
-                    "name": aliases.to_provider(d.name),
-                    "description": d.description,
-                    "input_schema": shaped_schema(d, "plain"),
-                }
-                for d in definitions
-            ]
+            params["tools"] = [self._tool(d, aliases, strict_schemas) for d in definitions]
             tool_choice = _tool_choice(options, aliases)
             if tool_choice is not None:
                 params["tool_choice"] = tool_choice
@@ -183,7 +185,26 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
             params["extra_body"] = body
         if self._extra_headers:
             params["extra_headers"] = self._extra_headers
-        return params, aliases
+        return params, IncomingCalls(aliases, strict_schemas)
+
+    def _tool(
+        self,
+        definition: ToolDefinition,
+        aliases: ToolNameAliases,
+        strict_schemas: dict[str, Mapping[str, Any]],
+    ) -> dict[str, Any]:
+        tool: dict[str, Any] = {
+            "name": aliases.to_provider(definition.name),
+            "description": definition.description,
+        }
+        schema = shaped_schema(definition, "anthropic-strict") if self.strict_tools else None
+        if schema is not None:
+            tool["input_schema"] = schema
+            tool["strict"] = True
+            strict_schemas[definition.name] = definition.input_schema
+        else:
+            tool["input_schema"] = shaped_schema(definition, "plain")
+        return tool
 
 
 def _tool_choice(options: ChatOptions, aliases: ToolNameAliases) -> dict[str, Any] | None:
@@ -288,7 +309,7 @@ def _usage(
     )
 
 
-def _response(message: AnthropicMessage, aliases: ToolNameAliases) -> ChatResponse:
+def _response(message: AnthropicMessage, incoming: IncomingCalls) -> ChatResponse:
     texts: list[str] = []
     calls: list[ToolCall] = []
     reasoning: list[Reasoning] = []
@@ -300,13 +321,8 @@ def _response(message: AnthropicMessage, aliases: ToolNameAliases) -> ChatRespon
         elif isinstance(block, RedactedThinkingBlock):
             reasoning.append(Reasoning(redacted=block.data))
         elif isinstance(block, ToolUseBlock):
-            calls.append(
-                ToolCall(
-                    id=block.id,
-                    name=aliases.to_real(block.name),
-                    arguments=json.dumps(block.input, ensure_ascii=False),
-                )
-            )
+            arguments = json.dumps(block.input, ensure_ascii=False)
+            calls.append(incoming.tool_call(block.id, block.name, arguments))
     generation = Generation(
         message=AssistantMessage(
             text="".join(texts) or None, tool_calls=tuple(calls), reasoning=tuple(reasoning)
@@ -335,8 +351,8 @@ class _PendingToolUse:
 class _StreamState:
     """Translates raw stream events into ``ChatResponse`` chunks."""
 
-    def __init__(self, aliases: ToolNameAliases) -> None:
-        self._aliases = aliases
+    def __init__(self, incoming: IncomingCalls) -> None:
+        self._incoming = incoming
         self._tool_uses: dict[int, _PendingToolUse] = {}
         self._start_usage: AnthropicUsage | None = None
         self._metadata: dict[str, Any] = {"provider": "anthropic"}
@@ -377,11 +393,8 @@ class _StreamState:
         elif isinstance(event, RawContentBlockStopEvent):
             pending = self._tool_uses.pop(event.index, None)
             if pending is not None:
-                call = ToolCall(
-                    id=pending.block_id,
-                    name=self._aliases.to_real(pending.name),
-                    arguments="".join(pending.parts),
-                )
+                arguments = "".join(pending.parts)
+                call = self._incoming.tool_call(pending.block_id, pending.name, arguments)
                 return self._chunk(AssistantMessage(tool_calls=(call,)))
         elif isinstance(event, RawMessageDeltaEvent):
             return self._chunk(

@@ -46,11 +46,11 @@ from tooluse.messages import (
     Usage,
     UserMessage,
 )
+from tooluse.models._calls import IncomingCalls
 from tooluse.models._errors import ProviderError, from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import shaped_schema
 from tooluse.models._sdk_model import SdkChatModel
-from tooluse.schema._provider import drop_injected_nulls
 from tooluse.tools import ToolDefinition
 
 __all__ = ["OpenAIChatModel"]
@@ -65,16 +65,10 @@ _TOOL_CHOICE_KEYWORDS = frozenset({"auto", "none", "required"})
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Request:
     params: dict[str, Any]
-    aliases: ToolNameAliases
-    strict_schemas: Mapping[str, Mapping[str, Any]]  # real name -> original schema
+    calls: IncomingCalls
 
     def tool_call(self, call_id: str | None, name: str | None, arguments: str | None) -> ToolCall:
-        real_name = self.aliases.to_real(name or "")
-        text = arguments or ""
-        schema = self.strict_schemas.get(real_name)
-        if schema is not None:
-            text = drop_injected_nulls(text, schema)
-        return ToolCall(id=call_id or _new_call_id(), name=real_name, arguments=text)
+        return self.calls.tool_call(call_id or _new_call_id(), name, arguments)
 
 
 def _new_call_id() -> str:
@@ -201,7 +195,7 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
             params["extra_body"] = dict(options.extra)
         if self._extra_headers:
             params["extra_headers"] = self._extra_headers
-        return _Request(params, aliases, strict_schemas)
+        return _Request(params, IncomingCalls(aliases, strict_schemas))
 
     def _tool(
         self,

@@ -12,14 +12,20 @@ import threading
 from collections import OrderedDict
 from typing import Any, Literal
 
-from tooluse.schema._provider import StrictSchemaError, openai_strict_schema, plain_schema
+from tooluse.schema._provider import (
+    StrictSchemaError,
+    anthropic_strict_schema,
+    openai_strict_schema,
+    plain_schema,
+)
 from tooluse.tools import ToolDefinition
 
 __all__ = ["shaped_schema"]
 
 logger = logging.getLogger("tooluse.models")
 
-Mode = Literal["plain", "openai-strict"]
+Mode = Literal["plain", "openai-strict", "anthropic-strict"]
+_STRICT = {"openai-strict": openai_strict_schema, "anthropic-strict": anthropic_strict_schema}
 _MAX_ENTRIES = 4096
 
 # (id(schema), mode) -> (the schema itself, keeping the id valid; its shaped form or None)
@@ -42,7 +48,7 @@ def shaped_schema(definition: ToolDefinition, mode: Mode) -> dict[str, Any] | No
         shaped = plain_schema(schema)
     else:
         try:
-            shaped = openai_strict_schema(schema)
+            shaped = _STRICT[mode](schema)
         except StrictSchemaError as exc:
             logger.warning("tool %r is sent without strict mode: %s", definition.name, exc)
             shaped = None

@@ -7,6 +7,7 @@ from tooluse.schema._generate import (
 )
 from tooluse.schema._provider import (
     StrictSchemaError,
+    anthropic_strict_schema,
     drop_injected_nulls,
     openai_strict_schema,
     plain_schema,
@@ -16,6 +17,7 @@ from tooluse.schema._repair import ensure_valid_input_schema
 __all__ = [
     "DRAFT_2020_12",
     "StrictSchemaError",
+    "anthropic_strict_schema",
     "drop_injected_nulls",
     "ensure_valid_input_schema",
     "generate_for_function_input",

@@ -1,6 +1,6 @@
 """Shaping tool input schemas for a provider.
 
-Two modes:
+Three modes:
 
 - **plain**: the schema as generated, minus the ``$schema`` key no provider needs (tokens).
 - **OpenAI strict** (``"strict": true`` on a function tool): OpenAI's constrained decoding only
@@ -13,35 +13,74 @@ Two modes:
   is lost by loosening. Schemas that strict mode cannot express without changing their meaning
   (free-form ``dict`` values, tuples, ``{}`` "any" values) raise :class:`StrictSchemaError`;
   the adapter then sends that tool in plain mode.
+- **Anthropic strict** (``"strict": true`` on a Claude tool): the same shaping for Anthropic's
+  subset, which is narrower: no numeric, string-length or pattern constraints and no
+  ``minItems`` above 1 (all moved into the description), fewer formats, and no recursive
+  schemas (:class:`StrictSchemaError`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
     "StrictSchemaError",
+    "anthropic_strict_schema",
     "drop_injected_nulls",
     "openai_strict_schema",
     "plain_schema",
 ]
 
-# Keywords OpenAI strict mode accepts as they are.
-_STRICT_KEPT = frozenset(
+_CONSTRAINTS = frozenset(
+    {
+        "pattern", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
+        "minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "minProperties",
+        "maxProperties", "contains",
+    }
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Dialect:
+    """What one provider's strict mode accepts."""
+
+    name: str
+    kept: frozenset[str]  # keywords accepted as they are
+    formats: frozenset[str]
+    max_min_items: int | None  # a larger minItems goes into the description
+    recursion: bool  # whether $defs may refer to themselves
+
+    @property
+    def described(self) -> frozenset[str]:
+        """Value constraints it rejects: moved into the description."""
+        return _CONSTRAINTS - self.kept
+
+
+_OPENAI_KEPT = frozenset(
     {
         "type", "description", "title", "enum", "const", "default", "$ref",
         "pattern", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum",
         "minItems", "maxItems",
     }
 )  # fmt: skip
-# Value constraints strict mode rejects: moved into the description.
-_STRICT_DESCRIBED = frozenset(
-    {"minLength", "maxLength", "uniqueItems", "minProperties", "maxProperties", "contains"}
+_OPENAI = _Dialect(
+    name="OpenAI",
+    kept=_OPENAI_KEPT,
+    formats=frozenset(
+        {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+    ),
+    max_min_items=None,
+    recursion=True,
 )
-_STRICT_FORMATS = frozenset(
-    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+_ANTHROPIC = _Dialect(
+    name="Anthropic",
+    kept=frozenset({"type", "description", "enum", "const", "$ref", "minItems"}),
+    formats=frozenset({"date-time", "time", "date", "email", "uri", "uuid", "ipv4", "ipv6"}),
+    max_min_items=1,
+    recursion=False,
 )
 # Keywords with no strict equivalent that change which documents are valid in a way that
 # dropping them would forbid valid input (patternProperties) or misdescribe the shape.
@@ -53,7 +92,8 @@ _STRICT_IMPOSSIBLE = {
 
 
 class StrictSchemaError(ValueError):
-    """The schema cannot be expressed in OpenAI strict mode; the message says where and why."""
+    """The schema cannot be expressed in a provider's strict mode; the message says where and
+    why."""
 
 
 def plain_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,6 +106,18 @@ def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 
     Raises :class:`StrictSchemaError` when the schema has no strict equivalent.
     """
+    return _strict_schema(schema, _OPENAI)
+
+
+def anthropic_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A new schema satisfying Anthropic's strict tool use; ``schema`` is not modified.
+
+    Raises :class:`StrictSchemaError` when the schema has no strict equivalent there.
+    """
+    return _strict_schema(schema, _ANTHROPIC)
+
+
+def _strict_schema(schema: Mapping[str, Any], dialect: _Dialect) -> dict[str, Any]:
     if schema.get("type") != "object":
         raise StrictSchemaError(
             f"the root of a strict tool schema must be an object, got type {schema.get('type')!r}"
@@ -74,12 +126,45 @@ def openai_strict_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     root.pop("$schema", None)
     if "properties" not in root:  # a tool without parameters
         root["properties"] = {}
-    return _Shaper(schema).node(root, "#")
+    if not dialect.recursion:
+        _refuse_recursion(schema, dialect)
+    return _Shaper(schema, dialect).node(root, "#")
+
+
+def _refuse_recursion(schema: Mapping[str, Any], dialect: _Dialect) -> None:
+    """Raise when a definition refers back to itself, directly or through others."""
+
+    def refs(node: Any) -> set[str]:
+        if isinstance(node, Mapping):
+            found = {node["$ref"]} if isinstance(node.get("$ref"), str) else set()
+            return found.union(*(refs(value) for value in node.values()))
+        if isinstance(node, list):
+            return set().union(*(refs(value) for value in node))
+        return set()
+
+    graph = {
+        f"#/{key}/{name}": refs(sub)
+        for key in ("$defs", "definitions")
+        for name, sub in (schema.get(key) or {}).items()
+    }
+
+    def reaches(start: str, target: str, seen: set[str]) -> bool:
+        for ref in graph.get(start, ()):
+            if ref == target or (ref not in seen and reaches(ref, target, seen | {ref})):
+                return True
+        return False
+
+    for name in graph:
+        if reaches(name, name, {name}):
+            raise StrictSchemaError(
+                f"{name}: a recursive schema has no {dialect.name} strict equivalent"
+            )
 
 
 class _Shaper:
-    def __init__(self, root: Mapping[str, Any]) -> None:
+    def __init__(self, root: Mapping[str, Any], dialect: _Dialect) -> None:
         self._root = root
+        self._dialect = dialect
 
     def node(self, node: Any, path: str) -> dict[str, Any]:
         if not isinstance(node, Mapping):
@@ -93,7 +178,13 @@ class _Shaper:
                 raise StrictSchemaError(
                     f"{path}: {_STRICT_IMPOSSIBLE[key]} have no strict equivalent"
                 )
-            if key in _STRICT_KEPT:
+            dialect = self._dialect
+            if key == "minItems" and dialect.max_min_items is not None:
+                if isinstance(value, int) and value <= dialect.max_min_items:
+                    shaped[key] = value
+                else:
+                    notes.append(f"{key}: {json.dumps(value)}")
+            elif key in dialect.kept:
                 shaped[key] = value
             elif key in ("$defs", "definitions"):
                 shaped[key] = {
@@ -119,11 +210,11 @@ class _Shaper:
                     }
                 )
             elif key == "format":
-                if value in _STRICT_FORMATS:
+                if value in dialect.formats:
                     shaped["format"] = value
                 else:
                     notes.append(f"format: {value}")
-            elif key in _STRICT_DESCRIBED:
+            elif key in dialect.described or key == "default":
                 notes.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
             # Everything else (properties, required, additionalProperties below; annotations
             # such as examples or discriminator) is rebuilt or dropped.
