@@ -61,7 +61,7 @@ from tooluse.messages import (
 from tooluse.models._calls import IncomingCalls
 from tooluse.models._errors import from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
-from tooluse.models._schema_cache import shaped_schema
+from tooluse.models._schema_cache import StrictMode, tool_input_schema
 from tooluse.models._sdk_model import SdkChatModel
 from tooluse.tools import ToolDefinition
 
@@ -193,17 +193,15 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         aliases: ToolNameAliases,
         strict_schemas: dict[str, Mapping[str, Any]],
     ) -> dict[str, Any]:
+        mode: StrictMode | None = "anthropic-strict" if self.strict_tools else None
+        schema, strict = tool_input_schema(definition, mode, strict_schemas)
         tool: dict[str, Any] = {
             "name": aliases.to_provider(definition.name),
             "description": definition.description,
+            "input_schema": schema,
         }
-        schema = shaped_schema(definition, "anthropic-strict") if self.strict_tools else None
-        if schema is not None:
-            tool["input_schema"] = schema
+        if strict:
             tool["strict"] = True
-            strict_schemas[definition.name] = definition.input_schema
-        else:
-            tool["input_schema"] = shaped_schema(definition, "plain")
         return tool
 
 

@@ -49,7 +49,7 @@ from tooluse.messages import (
 from tooluse.models._calls import IncomingCalls
 from tooluse.models._errors import ProviderError, from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
-from tooluse.models._schema_cache import shaped_schema
+from tooluse.models._schema_cache import StrictMode, tool_input_schema
 from tooluse.models._sdk_model import SdkChatModel
 from tooluse.tools import ToolDefinition
 
@@ -206,15 +206,10 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         function: dict[str, Any] = {"name": aliases.to_provider(definition.name)}
         if definition.description:
             function["description"] = definition.description
-        strict = self.strict_tools and (
-            (schema := shaped_schema(definition, "openai-strict")) is not None
-        )
+        mode: StrictMode | None = "openai-strict" if self.strict_tools else None
+        function["parameters"], strict = tool_input_schema(definition, mode, strict_schemas)
         if strict:
-            function["parameters"] = schema
             function["strict"] = True
-            strict_schemas[definition.name] = definition.input_schema
-        else:
-            function["parameters"] = shaped_schema(definition, "plain")
         return {"type": "function", "function": function}
 
     # -- response ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from tooluse.schema._provider import (
@@ -20,11 +21,12 @@ from tooluse.schema._provider import (
 )
 from tooluse.tools import ToolDefinition
 
-__all__ = ["shaped_schema"]
+__all__ = ["StrictMode", "shaped_schema", "tool_input_schema"]
 
 logger = logging.getLogger("tooluse.models")
 
-Mode = Literal["plain", "openai-strict", "anthropic-strict"]
+StrictMode = Literal["openai-strict", "anthropic-strict"]
+Mode = Literal["plain", StrictMode]
 _STRICT = {"openai-strict": openai_strict_schema, "anthropic-strict": anthropic_strict_schema}
 _MAX_ENTRIES = 4096
 
@@ -57,3 +59,21 @@ def shaped_schema(definition: ToolDefinition, mode: Mode) -> dict[str, Any] | No
         if len(_cache) > _MAX_ENTRIES:
             _cache.popitem(last=False)
     return shaped
+
+
+def tool_input_schema(
+    definition: ToolDefinition,
+    strict: StrictMode | None,
+    strict_schemas: dict[str, Mapping[str, Any]],
+) -> tuple[dict[str, Any], bool]:
+    """The schema to send for ``definition`` and whether it went strict: shaped for
+    ``strict`` when that mode can express it (the original schema is then recorded in
+    ``strict_schemas``, to drop the nulls strict mode forces into the calls), else plain."""
+    if strict is not None:
+        schema = shaped_schema(definition, strict)
+        if schema is not None:
+            strict_schemas[definition.name] = definition.input_schema
+            return schema, True
+    plain = shaped_schema(definition, "plain")
+    assert plain is not None  # plain shaping always succeeds
+    return plain, False
