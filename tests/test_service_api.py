@@ -209,3 +209,27 @@ async def test_a_quiet_stream_is_kept_alive_with_comments(tmp_path: Path) -> Non
 def test_keepalive_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="keepalive_seconds must be > 0, got 0"):
         ServiceConfig(db=tmp_path / "s.db", keepalive_seconds=0)
+
+
+async def test_an_api_key_guards_the_api_but_not_the_page(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm(), api_key="s3cret") as client:
+        assert (await client.get("/")).status_code == 200
+        assert (await client.get("/healthz")).status_code == 200
+        refused = await client.get("/api/tools")
+        assert refused.status_code == 401
+        assert refused.headers["www-authenticate"] == "Bearer"
+        assert "Authorization: Bearer" in refused.json()["detail"]
+        wrong = {"Authorization": "Bearer guess"}
+        assert (await client.get("/api/tools", headers=wrong)).status_code == 401
+        chat = await client.post("/api/chat", json={"message": "Hi"})
+        assert chat.status_code == 401
+        right = {"Authorization": "Bearer s3cret"}
+        assert (await client.get("/api/tools", headers=right)).status_code == 200
+        answered = await client.post("/api/chat", json={"message": "Hi"}, headers=right)
+        assert names(parse_sse(answered.text))[-1] == "done"
+
+
+@pytest.mark.parametrize("key", ["", "  ", "two words"])
+def test_a_blank_or_spaced_api_key_is_refused(tmp_path: Path, key: str) -> None:
+    with pytest.raises(ValueError, match="api_key must be a non-blank token"):
+        ServiceConfig(db=tmp_path / "s.db", api_key=key)

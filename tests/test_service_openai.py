@@ -142,3 +142,24 @@ async def test_keepalive_comments_are_skipped_by_the_sdk(tmp_path: Path) -> None
         )
         chunks = [chunk async for chunk in stream]
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == "From the knowledge base."
+
+
+async def test_the_openai_endpoint_takes_the_service_key_as_the_sdk_sends_it(
+    tmp_path: Path,
+) -> None:
+    app = create_app(config(tmp_path / "s.db", model=fake_llm(), api_key="s3cret"))
+    messages: Any = [{"role": "user", "content": "What is the refund policy?"}]
+
+    def sdk(key: str) -> openai.AsyncOpenAI:
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+        return openai.AsyncOpenAI(
+            base_url="http://service/v1", api_key=key, http_client=http, max_retries=0
+        )
+
+    async with running(app):
+        async with sdk("s3cret") as client:
+            done = await client.chat.completions.create(model="m", messages=messages)
+        assert done.choices[0].message.content == "From the knowledge base."
+        async with sdk("guess") as client:
+            with pytest.raises(openai.AuthenticationError):
+                await client.chat.completions.create(model="m", messages=messages)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
@@ -240,7 +241,7 @@ def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_backgro
     tmp_path: Path,
 ) -> None:
     port = _free_port()
-    env = {**os.environ, "TOOLUSE_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "TOOLUSE_CACHE_DIR": str(tmp_path / "cache"), "TOOLUSE_API_KEY": "k1"}
     env.pop("TOOLUSE_MODEL", None)
     command = [sys.executable, "-m", "tooluse.cli", "serve", "--port", str(port)]
     command += ["--db", str(tmp_path / "serve.db")]
@@ -252,6 +253,14 @@ def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_backgro
         assert health["offline"] is True and health["knowledge"] in ("loading", "ready")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/") as page:
             assert b'id="chat"' in page.read()
+        with pytest.raises(urllib.error.HTTPError) as refused:  # $TOOLUSE_API_KEY is set
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/tools")
+        assert refused.value.code == 401
+        keyed = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/tools", headers={"Authorization": "Bearer k1"}
+        )
+        with urllib.request.urlopen(keyed) as tools:
+            assert json.loads(tools.read())
     finally:
         server.terminate()
         _, log = server.communicate(timeout=60)

@@ -7,12 +7,13 @@ import contextlib
 import html
 import importlib.resources
 import logging
+import secrets
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 import pydantic
-from fastapi import FastAPI, HTTPException
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from tooluse.calling import Approve, Decision, Deny
@@ -72,6 +73,27 @@ def _page(service: QaService) -> str:
     )
 
 
+def _api_key_guard(api_key: str | None) -> list[Any]:
+    """Route dependencies that require ``Authorization: Bearer <api_key>`` (none without a
+    key). The OpenAI SDK sends its ``api_key`` this way."""
+    if api_key is None:
+        return []
+    expected = api_key.encode()
+
+    async def check(authorization: Annotated[str | None, Header()] = None) -> None:
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(
+            token.strip().encode(), expected
+        ):
+            raise HTTPException(
+                401,
+                "Missing or wrong API key: send the header Authorization: Bearer <key>",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    return [Depends(check)]
+
+
 def create_app(config: ServiceConfig | None = None) -> FastAPI:
     """The service: chat page, SSE chat API, approvals, OpenAI-compatible endpoint.
 
@@ -101,11 +123,13 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     async def healthz() -> dict[str, Any]:
         return service.health()
 
-    @app.get("/api/tools")
+    api = APIRouter(dependencies=_api_key_guard(service.config.api_key))
+
+    @api.get("/api/tools")
     async def tools() -> list[dict[str, Any]]:
         return service.tool_descriptions()
 
-    @app.post("/api/chat")
+    @api.post("/api/chat")
     async def chat(request: ChatRequest) -> StreamingResponse:
         conversation_id = request.conversation_id or uuid.uuid4().hex
         if not request.message.strip():
@@ -115,7 +139,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             qa_event_stream(service, events, conversation_id), keepalive_seconds=keepalive
         )
 
-    @app.get("/api/approvals/{approval_id}")
+    @api.get("/api/approvals/{approval_id}")
     async def approval(approval_id: str) -> dict[str, Any]:
         try:
             stored = await asyncio.to_thread(service.approvals.get, approval_id)
@@ -131,7 +155,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             "pending_tool_calls": [c.to_dict() for c in stored.pause.pending_tool_calls],
         }
 
-    @app.post("/api/approvals/{approval_id}")
+    @api.post("/api/approvals/{approval_id}")
     async def decide(approval_id: str, request: ApprovalRequest) -> StreamingResponse:
         try:
             stored = await asyncio.to_thread(service.approvals.get, approval_id)
@@ -157,7 +181,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             keepalive_seconds=keepalive,
         )
 
-    app.include_router(openai_router(service))
+    app.include_router(api)
+    app.include_router(openai_router(service), dependencies=_api_key_guard(service.config.api_key))
     return app
 
 

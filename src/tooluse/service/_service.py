@@ -42,7 +42,9 @@ class ServiceConfig:
     - ``memory_window``: messages remembered per conversation; ``top_k``: documents per
       question;
     - ``keepalive_seconds``: a stream that sends nothing for this long (a model thinking, a
-      slow tool) gets an SSE comment, so that proxies do not close it as idle.
+      slow tool) gets an SSE comment, so that proxies do not close it as idle;
+    - ``api_key``: when set, ``/api/*`` and ``/v1/*`` require ``Authorization: Bearer <key>``
+      (the page asks for it once; ``/`` and ``/healthz`` stay open).
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -54,10 +56,13 @@ class ServiceConfig:
     memory_window: int = 20
     top_k: int = 4
     keepalive_seconds: float = 15.0
+    api_key: str | None = None
 
     def __post_init__(self) -> None:
         if not self.keepalive_seconds > 0:
             raise ValueError(f"keepalive_seconds must be > 0, got {self.keepalive_seconds}")
+        if self.api_key is not None and (not self.api_key.strip() or " " in self.api_key):
+            raise ValueError("api_key must be a non-blank token without spaces")
 
 
 class QaService:

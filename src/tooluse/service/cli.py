@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import sys
 
 from tooluse.service._options import (
@@ -25,6 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("TOOLUSE_API_KEY"),
+        help="require Authorization: Bearer <key> on /api and /v1 (default: $TOOLUSE_API_KEY; "
+        "none: open, which is fine on 127.0.0.1)",
+    )
     add_service_arguments(parser)
 
 
@@ -35,8 +43,9 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level)
     try:
-        app = create_app(config_from_arguments(args))
-    except OptionError as exc:
+        config = dataclasses.replace(config_from_arguments(args), api_key=args.api_key or None)
+        app = create_app(config)
+    except (OptionError, ValueError) as exc:
         print(f"tooluse serve: {exc}", file=sys.stderr)
         return 2
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
