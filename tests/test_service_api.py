@@ -85,8 +85,13 @@ async def test_approval_survives_a_restart(tmp_path: Path) -> None:
     assert [c["id"] for c in paused["pending_tool_calls"]] == ["cancel-1"]
     approval_id = paused["approval_id"]
 
-    # A new app on the same file: the paused run is still there.
+    # A new app on the same file: the paused run is still there, also listed for its
+    # conversation (what a reloaded page asks) and not for another one.
     async with service(db, model=fake_llm()) as client:
+        listed = (await client.get("/api/approvals", params={"conversation_id": "c9"})).json()
+        assert [item["approval_id"] for item in listed] == [approval_id]
+        other = await client.get("/api/approvals", params={"conversation_id": "c1"})
+        assert other.json() == []
         stored = (await client.get(f"/api/approvals/{approval_id}")).json()
         assert (stored["status"], stored["question"], stored["conversation_id"]) == (
             "pending",
@@ -105,6 +110,9 @@ async def test_approval_survives_a_restart(tmp_path: Path) -> None:
         )
         finished = (await client.get(f"/api/approvals/{approval_id}")).json()
         unknown = await client.post("/api/approvals/nope", json={"decisions": {}})
+        after = await client.get("/api/approvals", params={"conversation_id": "c9"})
+        assert after.json() == []  # decided: no longer pending
+        assert (await client.get("/api/approvals")).status_code == 422  # which conversation?
 
     events = parse_sse(resumed.text)
     assert names(events) == ["tool_result", "route", "delta", "done"]

@@ -17,7 +17,7 @@ from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from tooluse.calling import Approve, Decision, Deny
-from tooluse.service._approvals import ApprovalConflict, UnknownApproval
+from tooluse.service._approvals import ApprovalConflict, StoredApproval, UnknownApproval
 from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._openai_api import openai_router
 from tooluse.service._service import QaService, ServiceConfig
@@ -71,6 +71,18 @@ def _page(service: QaService) -> str:
     return template.replace("<!--BANNER-->", banner).replace(
         "<!--MODEL-->", html.escape(service.model_label)
     )
+
+
+def _approval_view(stored: StoredApproval) -> dict[str, Any]:
+    return {
+        "approval_id": stored.id,
+        "status": stored.status,
+        "created_at": stored.created_at,
+        "error": stored.error,
+        "question": stored.pause.question,
+        "conversation_id": stored.pause.conversation_id,
+        "pending_tool_calls": [c.to_dict() for c in stored.pause.pending_tool_calls],
+    }
 
 
 def _api_key_guard(api_key: str | None) -> list[Any]:
@@ -139,21 +151,19 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             qa_event_stream(service, events, conversation_id), keepalive_seconds=keepalive
         )
 
+    @api.get("/api/approvals")
+    async def pending_approvals(conversation_id: str) -> list[dict[str, Any]]:
+        """The conversation's runs waiting for a decision (a reloaded page shows them)."""
+        pending = await asyncio.to_thread(service.approvals.pending, conversation_id)
+        return [_approval_view(stored) for stored in pending]
+
     @api.get("/api/approvals/{approval_id}")
     async def approval(approval_id: str) -> dict[str, Any]:
         try:
             stored = await asyncio.to_thread(service.approvals.get, approval_id)
         except UnknownApproval as exc:
             raise HTTPException(404, str(exc.args[0])) from exc
-        return {
-            "approval_id": stored.id,
-            "status": stored.status,
-            "created_at": stored.created_at,
-            "error": stored.error,
-            "question": stored.pause.question,
-            "conversation_id": stored.pause.conversation_id,
-            "pending_tool_calls": [c.to_dict() for c in stored.pause.pending_tool_calls],
-        }
+        return _approval_view(stored)
 
     @api.post("/api/approvals/{approval_id}")
     async def decide(approval_id: str, request: ApprovalRequest) -> StreamingResponse:

@@ -86,6 +86,18 @@ class ApprovalStore(SqliteStore):
             raise UnknownApproval(f"No paused run has the approval id {approval_id!r}")
         return StoredApproval(row[0], row[1], row[2], QaPause.from_json(row[3]), row[4])
 
+    def pending(self, conversation_id: str) -> list[StoredApproval]:
+        """The conversation's runs still waiting for a decision, oldest first (a reloaded
+        page shows them again)."""
+        with self._lock:
+            rows = self._connection.execute(
+                "SELECT id, created_at, status, pause, error FROM qa_approval "
+                "WHERE status = 'pending' AND json_extract(pause, '$.conversation_id') = ? "
+                "ORDER BY created_at",
+                (conversation_id,),
+            ).fetchall()
+        return [StoredApproval(r[0], r[1], r[2], QaPause.from_json(r[3]), r[4]) for r in rows]
+
     def claim(self, approval_id: str) -> QaPause:
         """Take a pending run for resumption (``pending`` -> ``resuming``)."""
         with self._lock, write_transaction(self._connection) as connection:
