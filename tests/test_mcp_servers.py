@@ -312,6 +312,48 @@ async def test_an_http_server_that_went_away_is_reconnected_when_it_is_back() ->
             await process.wait()
 
 
+async def test_an_optional_server_is_left_out_until_it_can_be_reached(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    ready = tmp_path / "ready"  # the server starts only once this file exists
+    starts_later = StdioServer(
+        sys.executable,
+        [
+            "-c",
+            "import os, runpy, sys\n"
+            f"if not os.path.exists({str(ready)!r}): sys.exit('not ready')\n"
+            f"runpy.run_path({str(SDK_SERVER)!r}, run_name='__main__')",
+        ],
+        name="later",
+        mode="legacy",
+        required=False,
+    )
+    async with McpToolProvider(
+        sdk_server("always", "legacy"), starts_later, reconnect_interval=0.2
+    ) as provider:
+        names = {c.definition.name for c in provider.tool_callbacks()}
+        assert "echo" in names and not any(name.startswith("alt_") for name in names)
+        assert "MCP server 'later' is left out for now (required=False)" in caplog.text
+        assert provider.connections[1].state == "failed"
+        ready.touch()
+        # Each listing (one per request) tries again when due; the tools then show up.
+        await eventually(
+            lambda: any(c.server_name == "later" for c in provider.tool_callbacks()),
+            "the optional server's tools are offered",
+        )
+        later = [c for c in provider.tool_callbacks() if c.server_name == "later"]
+        echo = next(c for c in later if c.original_name == "echo")
+        assert await echo.acall('{"text": "joined"}') == "joined"
+
+
+async def test_a_required_server_that_cannot_start_fails_the_provider() -> None:
+    broken = StdioServer(sys.executable, ["-c", "import sys; sys.exit(3)"], name="broken")
+    provider = McpToolProvider(sdk_server("fine", "legacy"), broken)
+    with pytest.raises(McpServerError, match="'broken'"):
+        await provider.aconnect()
+    assert [c.state for c in provider.connections] == ["closed", "closed"]
+
+
 # -- tooluse tools served over stdio and streamable HTTP -----------------------------------------
 
 

@@ -103,6 +103,7 @@ class McpConnection:
         self._reconnect_interval = reconnect_interval
         self._reconnecting = asyncio.Lock()
         self._last_reconnect: float | None = None  # time.monotonic() of the last attempt
+        self._background: asyncio.Task[None] | None = None  # a reconnect nobody awaits
         self._on_tools_changed = on_tools_changed
         self._tools: tuple[Tool, ...] = ()
         self._state: State = "new"
@@ -414,6 +415,35 @@ class McpConnection:
             logger.info("MCP server '%s' reconnected after: %s", self.name, failure)
             if self._on_tools_changed is not None:
                 self._on_tools_changed(self)
+
+    def start_failed(self, error: McpServerError) -> None:
+        """Keep a server that could not be started as a failed session without tools (an
+        optional server): :meth:`reconnect_in_background` brings it in when it can."""
+        self._failure, self._state = error, "failed"
+        self._last_reconnect = time.monotonic()
+
+    def reconnect_in_background(self) -> None:
+        """For a failed session no call reaches (an optional server that never came up): a
+        reconnect on the owner's loop, when one is due; its tools show on a later listing."""
+        owner, interval, last = self._loop, self._reconnect_interval, self._last_reconnect
+        if self._state != "failed" or interval is None or owner is None or owner.is_closed():
+            return
+        if self._reconnecting.locked() or (last is not None and time.monotonic() - last < interval):
+            return
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is owner:
+            self._background = owner.create_task(self._quiet_reconnect())
+        elif owner.is_running():
+            asyncio.run_coroutine_threadsafe(self._quiet_reconnect(), owner)
+
+    async def _quiet_reconnect(self) -> None:
+        try:
+            await self._reconnect()
+        except McpServerError as exc:
+            logger.warning("MCP server '%s' is still unavailable: %s", self.name, exc)
 
     async def _on_owner_loop(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         owner = self._loop

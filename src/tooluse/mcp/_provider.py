@@ -125,7 +125,20 @@ class McpToolProvider:
         outcomes = await asyncio.gather(
             *(connection.start() for connection in self._connections), return_exceptions=True
         )
-        failures = [outcome for outcome in outcomes if isinstance(outcome, BaseException)]
+        for connection, outcome in zip(self._connections, outcomes, strict=True):
+            if isinstance(outcome, McpServerError) and not connection.server.required:
+                logger.warning(
+                    "MCP server '%s' is left out for now (required=False): %s",
+                    connection.name,
+                    outcome,
+                )
+                connection.start_failed(outcome)
+        failures = [
+            outcome
+            for connection, outcome in zip(self._connections, outcomes, strict=True)
+            if isinstance(outcome, BaseException)
+            and not (isinstance(outcome, McpServerError) and not connection.server.required)
+        ]
         if failures:
             await asyncio.gather(*(connection.aclose() for connection in self._connections))
             cancelled = [f for f in failures if not isinstance(f, Exception)]
@@ -195,6 +208,8 @@ class McpToolProvider:
                 "McpToolProvider is not connected; use `async with provider:`, "
                 "`await provider.aconnect()` or `provider.connect()` first"
             )
+        for connection in self._connections:
+            connection.reconnect_in_background()  # only acts on a failed session, when due
         callbacks = self._callbacks
         if callbacks is None:
             callbacks = self._rebuild()

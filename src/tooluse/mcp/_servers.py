@@ -2,7 +2,9 @@
 server object in this process.
 
 Each also says which of the server's tools to take (``include`` / ``exclude``, by the
-server's tool names) and how to negotiate the protocol version (``mode``).
+server's tool names), how to negotiate the protocol version (``mode``), and whether the
+provider may start without it (``required=False``: its tools are left out until it can be
+reached).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class StdioServer:
     include: Collection[str] | None = None
     exclude: Collection[str] = ()
     mode: ProtocolMode = "auto"
+    required: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.command, str) or not self.command.strip():
@@ -83,6 +86,7 @@ class HttpServer:
     include: Collection[str] | None = None
     exclude: Collection[str] = ()
     mode: ProtocolMode = "auto"
+    required: bool = True
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url) if isinstance(self.url, str) else None
@@ -107,6 +111,7 @@ class InProcessServer:
     include: Collection[str] | None = None
     exclude: Collection[str] = ()
     mode: ProtocolMode = "auto"
+    required: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.server, Server | MCPServer):
