@@ -340,6 +340,7 @@ async def test_an_optional_server_is_left_out_until_it_can_be_reached(
         await eventually(
             lambda: any(c.server_name == "later" for c in provider.tool_callbacks()),
             "the optional server's tools are offered",
+            seconds=60,  # a new server process per attempt: slow on a loaded machine
         )
         later = [c for c in provider.tool_callbacks() if c.server_name == "later"]
         echo = next(c for c in later if c.original_name == "echo")
