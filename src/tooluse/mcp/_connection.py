@@ -401,7 +401,6 @@ class McpConnection:
                     server_name=self.name,
                     code=failure.code,
                 )
-            self._last_reconnect = now
             await self._await_finished()
             self._failure, self._state, self._owner = None, "new", None
             self._finished = concurrent.futures.Future()
@@ -412,6 +411,8 @@ class McpConnection:
                 raise McpServerError(
                     f"{exc} (reconnecting after: {failure})", server_name=self.name, code=exc.code
                 ) from exc
+            finally:  # the interval runs from the end of an attempt (a start can be slow)
+                self._last_reconnect = time.monotonic()
             logger.info("MCP server '%s' reconnected after: %s", self.name, failure)
             if self._on_tools_changed is not None:
                 self._on_tools_changed(self)
