@@ -43,7 +43,9 @@ async def _with_keepalive(events: AsyncIterator[bytes], interval: float) -> Asyn
         try:
             async for event in events:
                 await queue.put(event)
-        except Exception as exc:  # handed over and raised on the response's side
+        except asyncio.CancelledError:  # the response side left and cancelled this reader
+            raise
+        except BaseException as exc:  # handed over and raised on the response's side
             await queue.put(exc)
         else:
             await queue.put(_END)
@@ -58,7 +60,7 @@ async def _with_keepalive(events: AsyncIterator[bytes], interval: float) -> Asyn
                 continue
             if item is _END:
                 return
-            if isinstance(item, Exception):
+            if isinstance(item, BaseException):
                 raise item
             assert isinstance(item, bytes)
             yield item
