@@ -441,10 +441,13 @@ class McpConnection:
             asyncio.run_coroutine_threadsafe(self._quiet_reconnect(), owner)
 
     async def _quiet_reconnect(self) -> None:
+        # Nobody awaits this attempt: every outcome is logged here.
         try:
             await self._reconnect()
         except McpServerError as exc:
             logger.warning("MCP server '%s' is still unavailable: %s", self.name, exc)
+        except Exception:
+            logger.exception("Reconnecting MCP server '%s' failed unexpectedly", self.name)
 
     async def _on_owner_loop(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         owner = self._loop
