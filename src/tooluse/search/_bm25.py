@@ -5,13 +5,12 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from tooluse.search._documents import ToolDocument, tool_document
-from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
+from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import CjkMode, words
 from tooluse.search._types import ToolReference
 
@@ -162,21 +161,5 @@ class BM25ToolIndex(SessionToolIndex[_BM25Snapshot]):
         self, snapshot: _BM25Snapshot, query: str, limit: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
         scores = self.scores(snapshot, query)
-        if allowed is not None:
-            mask = np.zeros(snapshot.size, dtype=bool)
-            mask[list(allowed)] = True
-            scores[~mask] = 0.0
-        ranked = top_positions(scores, limit)
+        ranked = top_positions(scores, limit, allowed)
         return [(p, s) for p, s in ranked if s > 0.0 and s >= self._min_score]
-
-
-def top_positions(scores: npt.NDArray[np.floating[Any]], limit: int) -> list[tuple[int, float]]:
-    """The ``limit`` best positions, best first; ties in position order (also at the cut)."""
-    if limit <= 0 or scores.size == 0:
-        return []
-    candidates = np.arange(scores.size)
-    if limit < scores.size:
-        cut = np.partition(scores, scores.size - limit)[scores.size - limit]
-        candidates = np.flatnonzero(scores >= cut)
-    order = candidates[np.lexsort((candidates, -scores[candidates]))][:limit]
-    return list(zip(order.tolist(), scores[order].tolist(), strict=True))

@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from tooluse.embedding import EmbeddingModel
-from tooluse.search._bm25 import BM25ToolIndex, top_positions
-from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
+from tooluse.search._bm25 import BM25ToolIndex
+from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._types import ToolReference
 from tooluse.search._vector import VectorToolIndex
 
@@ -121,11 +121,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         if future.done() and future.exception() is None:
             semantic = self._vector.similarities(future.result(), query)
             self._add_ranks(fused, semantic, depth, self._vector_weight, positive_only=False)
-        if allowed is not None:
-            mask = np.zeros(fused.size, dtype=bool)
-            mask[list(allowed)] = True
-            fused[~mask] = 0.0
-        return [(p, s) for p, s in top_positions(fused, limit) if s > 0.0]
+        return [(p, s) for p, s in top_positions(fused, limit, allowed) if s > 0.0]
 
     def _add_ranks(
         self,

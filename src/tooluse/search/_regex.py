@@ -10,8 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from tooluse.search._bm25 import top_positions
-from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
+from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import CjkMode, contains_cjk, split_identifier, words
 from tooluse.search._types import ToolReference
 
@@ -34,12 +33,13 @@ STOP_WORDS = frozenset((
 ))
 # fmt: on
 
-_SEPARATORS = re.compile(r"[\s,;:.!?()\[\]{}\"']+")
+_SEPARATOR_CLASS = r"\s,;:.!?()\[\]{}\"'"  # Spring's query separators
+_SEPARATORS = re.compile(f"[{_SEPARATOR_CLASS}]+")
 _IDENTIFIER_JOINS = re.compile(r"[_\-]|[a-z][A-Z]")  # get_weather, get-weather, getWeather
 _METACHARACTERS = re.compile(r"([\\.*+?^${}\[\]|()])")
 # Text between separators: query tokens hold none, so each token match lies inside one chunk.
+_CHUNK = re.compile(f"[^{_SEPARATOR_CLASS}]+")
 _SORTED_PREFIX = 16
-_CHUNK = re.compile(r"[^\s,;:.!?()\[\]{}\"']+")
 
 
 def _escape(token: str) -> str:
@@ -345,8 +345,5 @@ class RegexToolIndex(SessionToolIndex[_RegexSnapshot]):
                 counts = np.array([count for count, _ in found], dtype=np.int64)
                 firsts = np.array([first for _, first in found], dtype=np.int64)
             scores[tools] += per_match * counts + bonus / (1.0 + 0.1 * firsts)
-        if allowed is not None:
-            mask = np.zeros(size, dtype=bool)
-            mask[list(allowed)] = True
-            scores[~mask] = 0.0
-        return [(position, score) for position, score in top_positions(scores, limit) if score > 0]
+        ranked = top_positions(scores, limit, allowed)
+        return [(position, score) for position, score in ranked if score > 0]

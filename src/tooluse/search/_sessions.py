@@ -16,9 +16,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
+import numpy as np
+import numpy.typing as npt
+
 from tooluse.search._types import ToolReference, ToolSearchRequest, ToolSearchResponse
 
-__all__ = ["DEFAULT_MAX_RESULTS", "SessionToolIndex"]
+__all__ = ["DEFAULT_MAX_RESULTS", "SessionToolIndex", "top_positions"]
 
 DEFAULT_MAX_RESULTS = 10
 
@@ -193,3 +196,22 @@ def _category_positions(
         for position, reference in enumerate(references)
         if reference.category is not None and reference.category.casefold() == wanted
     }
+
+
+def top_positions(
+    scores: npt.NDArray[np.floating[Any]], limit: int, allowed: set[int] | None = None
+) -> list[tuple[int, float]]:
+    """The ``limit`` best positions (among ``allowed`` when given), best first; ties in
+    position order, also at the cut."""
+    if allowed is not None:
+        candidates = np.fromiter(sorted(allowed), dtype=np.int64, count=len(allowed))
+    else:
+        candidates = np.arange(scores.size)
+    if limit <= 0 or candidates.size == 0:
+        return []
+    if limit < candidates.size:
+        values = scores[candidates]
+        cut = np.partition(values, values.size - limit)[values.size - limit]
+        candidates = candidates[values >= cut]
+    order = candidates[np.lexsort((candidates, -scores[candidates]))][:limit]
+    return list(zip(order.tolist(), scores[order].tolist(), strict=True))

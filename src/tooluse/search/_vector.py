@@ -14,9 +14,8 @@ from tooluse.embedding import (
     InMemoryEmbeddingCache,
     default_embedding_model,
 )
-from tooluse.search._bm25 import top_positions
 from tooluse.search._documents import parameter_texts
-from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
+from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import split_identifier
 from tooluse.search._types import ToolReference
 
@@ -118,9 +117,5 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
         self, snapshot: _VectorSnapshot, query: str, limit: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
         similarities = self.similarities(snapshot, query)
-        if allowed is not None:
-            mask = np.zeros(similarities.size, dtype=bool)
-            mask[list(allowed)] = True
-            similarities = np.where(mask, similarities, -np.inf).astype(np.float32)
-        ranked = top_positions(similarities, limit)
+        ranked = top_positions(similarities, limit, allowed)
         return [(p, s) for p, s in ranked if s >= self._threshold]
