@@ -608,10 +608,12 @@ async def test_a_stream_that_goes_quiet_raises_a_timeout(
     server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
 ) -> None:
     chunks = [openai_chunk({"content": "Hel"}), openai_chunk({"content": "lo"})]
-    server.expect(openai_sse(chunks, stall_after=(1, 1.0)))
+    server.expect(openai_sse(chunks, stall_after=(1, 5.0)))
+    # The first chunks must beat the read timeout even on a slow, busy machine (a fresh CI
+    # box once took over 0.3 s); the stall after them must not.
     received: list[str] = []
     with pytest.raises(ProviderTimeoutError):
-        async for chunk in make_model(timeout=0.3).stream(ask()):
+        async for chunk in make_model(timeout=1.5).stream(ask()):
             received.append(chunk.text)
     assert received == ["Hel"]
 
