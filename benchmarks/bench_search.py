@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_search.py quality               # dev sets x indexes
     .venv/bin/python benchmarks/bench_search.py scale                 # 1k / 4k / 20k tools
     .venv/bin/python benchmarks/bench_search.py tokens                # all tools vs search
+    .venv/bin/python benchmarks/bench_search.py fusion                # hybrid weight x k grid
     .venv/bin/python benchmarks/bench_search.py cjk                   # jieba vs bigrams
     .venv/bin/python benchmarks/bench_search.py fts5                  # SQLite FTS5 vs ours
     .venv/bin/python benchmarks/bench_search.py e5 [--threads 1]      # the bundled model's speed
@@ -120,6 +121,25 @@ def quality(datasets: Sequence[str], indexes: Sequence[str]) -> None:
                 m = score(multi, result.rankings)
                 values = " | ".join(f"{m[key]:.3f}" for _, key in COLUMNS)
                 print(f"| {name} (multi-tool, n={len(multi)}) | {kind} | {values} |", flush=True)
+
+
+def fusion(weights: Sequence[float], ks: Sequence[float]) -> None:
+    """Recall@5 and @1 of ``HybridToolIndex`` over a grid of vector weight x ``rrf_k``."""
+    model = disk_cached_model()
+    datasets = {name: load_dataset(DATA / name) for name in DATASETS}
+    print("| vector weight | rrf_k | R@5 " + " / ".join(DATASETS) + " | R@1 | zh >= en |")
+    print("|---:|---:|---|---|---|")
+    for weight in weights:
+        for k in ks:
+            metrics = {}
+            for name, dataset in datasets.items():
+                index = HybridToolIndex(model, vector_weight=weight, rrf_k=k)
+                rankings = run_index(index, dataset.tools, dataset.queries).rankings
+                metrics[name] = score(dataset.queries, rankings)
+            r5 = " / ".join(f"{metrics[name]['recall@5']:.3f}" for name in DATASETS)
+            r1 = " / ".join(f"{metrics[name]['recall@1']:.3f}" for name in DATASETS)
+            zh_en = metrics["acebench/zh"]["recall@5"] >= metrics["acebench/en"]["recall@5"]
+            print(f"| {weight} | {k} | {r5} | {r1} | {'yes' if zh_en else 'no'} |", flush=True)
 
 
 def cjk() -> None:
@@ -459,6 +479,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     s.add_argument("--index", action="append", choices=INDEXES)
     s.add_argument("--queries", type=int, default=300)
     s.add_argument("--cold", action="store_true", help="also time vector/hybrid cold builds")
+    f = commands.add_parser("fusion")
+    f.add_argument("--weight", action="append", type=float)
+    f.add_argument("--k", action="append", type=float)
     commands.add_parser("cjk")
     commands.add_parser("fts5")
     e5 = commands.add_parser("e5")
@@ -470,6 +493,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         quality(args.dataset or DATASETS, args.index or INDEXES)
     elif args.command == "scale":
         scale(args.size or (1000, 4000, 20000), args.index or INDEXES, args.queries, args.cold)
+    elif args.command == "fusion":
+        fusion(args.weight or (0.5, 0.6, 0.65, 0.7, 0.75, 0.8), args.k or (3, 4, 5, 6, 8))
     elif args.command == "cjk":
         cjk()
     elif args.command == "fts5":

@@ -52,10 +52,10 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     Each ranking contributes ``weight / (rrf_k + rank)`` for the tools in its top
     ``candidates``; the fused score orders the result. Lexical search finds exact names and
     rare terms, embeddings find paraphrases and other languages. The defaults (BM25 weight 1,
-    vector weight 0.7, ``rrf_k`` 5: a small k trusts the top ranks of each side) were tuned on
+    vector weight 0.65, ``rrf_k`` 5: a small k trusts the top ranks of each side) were tuned on
     the dev sets bfcl-v4 and ACEBench en/zh (see ``docs/benchmarks.md``).
 
-    Embedding a new catalogue takes minutes with the bundled CPU model (about 25 tools per
+    Embedding a new catalogue takes minutes with the bundled CPU model (about 27 tools per
     second on two cores), so by default (``background_embedding=True``) it runs in a
     background thread and searches meanwhile rank with BM25 alone; ``build(session_id)``
     waits for it. If the embedding fails, the error is logged and the catalogue is searched
@@ -69,7 +69,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         bm25: BM25ToolIndex | None = None,
         vector: VectorToolIndex | None = None,
         bm25_weight: float = 1.0,
-        vector_weight: float = 0.7,
+        vector_weight: float = 0.65,
         rrf_k: float = 5.0,
         candidates: int = 100,
         background_embedding: bool = True,
