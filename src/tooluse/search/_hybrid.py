@@ -55,7 +55,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     vector weight 0.65, ``rrf_k`` 5: a small k trusts the top ranks of each side) were tuned on
     the dev sets bfcl-v4 and ACEBench en/zh (see ``docs/benchmarks.md``).
 
-    Embedding a new catalogue takes minutes with the bundled CPU model (about 27 tools per
+    Embedding a new catalogue takes minutes with the bundled CPU model (about 28 tools per
     second on two cores), so by default (``background_embedding=True``) it runs in a
     background thread and searches meanwhile rank with BM25 alone; ``build(session_id)``
     waits for it. If the embedding fails, the error is logged and the catalogue is searched
