@@ -148,7 +148,7 @@ def cjk() -> None:
     print("| acebench/zh, BM25 | " + " | ".join(label for label, _ in COLUMNS) + " | build s |")
     print("|---|" + "---:|" * (len(COLUMNS) + 1))
     for mode in ("bigram", "jieba"):
-        result = run_index(BM25ToolIndex(cjk=mode), dataset.tools, dataset.queries)  # type: ignore[arg-type]
+        result = run_index(BM25ToolIndex(cjk=mode), dataset.tools, dataset.queries)
         metrics = score(dataset.queries, result.rankings)
         values = " | ".join(f"{metrics[key]:.3f}" for _, key in COLUMNS)
         print(f"| {mode} | {values} | {result.build_seconds:.2f} |", flush=True)
@@ -232,7 +232,7 @@ def e5_speed(threads: int | None) -> None:
             model.embed_documents(texts[start : start + 256])
         seconds = time.perf_counter() - started
         rates[engine] = len(texts) / seconds
-        latencies = {"turn": [], "short": []}
+        latencies: dict[str, list[float]] = {"turn": [], "short": []}
         for kind, queries in (("turn", [q.query for q in dataset.queries[:60]]), ("short", short)):
             for query in queries:
                 started = time.perf_counter()
