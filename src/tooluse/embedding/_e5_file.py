@@ -72,15 +72,39 @@ class UnigramTokenizer:
         self._normalise = normalise
 
     def encode(self, text: str) -> list[int]:
-        normalised = _SPACES.sub(" ", text.translate(self._normalise))
         ids: list[int] = []
-        # A leading space is kept as the first word's marker, not added twice.
-        for word in normalised.removeprefix(" ").split(" "):
-            ids.extend(self._word(_METASPACE + word))
+        for word in self._words(text):
+            ids.extend(self._split(word)[0])
         return ids
 
+    def tail(self, text: str, count: int) -> str | None:
+        """The end of ``text`` (normalised) that reads as its last ``count`` tokens, or None
+        if all of it does; a word cut inside is cut where one of its pieces starts. Only the
+        words kept are split into pieces."""
+        kept: list[str] = []
+        room = count
+        for word in reversed(self._words(text)):
+            ids, starts = self._split(word)
+            if len(ids) > room:
+                start = starts[len(ids) - room] if room > 0 else 0
+                if start > 1:  # not just the word without its "▁" piece: that reads longer
+                    kept.append(word[start:])
+                break
+            kept.append(word[1:])
+            room -= len(ids)
+        else:
+            return None
+        return " ".join(reversed(kept))
+
+    def _words(self, text: str) -> list[str]:
+        """``▁word`` for each word of the normalised text."""
+        normalised = _SPACES.sub(" ", text.translate(self._normalise))
+        # A leading space is kept as the first word's marker, not added twice.
+        return [_METASPACE + word for word in normalised.removeprefix(" ").split(" ")]
+
     @functools.lru_cache(maxsize=65536)  # noqa: B019 - one tokenizer per loaded model
-    def _word(self, word: str) -> tuple[int, ...]:
+    def _split(self, word: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The pieces of ``word`` and where each starts in it."""
         size = len(word)
         best = [0.0] + [-np.inf] * size
         piece_at = [self._unknown] * (size + 1)
@@ -99,11 +123,13 @@ class UnigramTokenizer:
                 best[start + 1] = base + self._unknown_score
                 piece_at[start + 1], start_at[start + 1] = self._unknown, start
         ids: list[int] = []
+        starts: list[int] = []
         end = size
         while end > 0:
             ids.append(piece_at[end])
             end = start_at[end]
-        return tuple(reversed(ids))
+            starts.append(end)
+        return tuple(reversed(ids)), tuple(reversed(starts))
 
 
 class E5File:

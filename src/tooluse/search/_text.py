@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal
 
-__all__ = ["CjkMode", "contains_cjk", "split_identifier", "stem", "words"]
+__all__ = ["CjkMode", "contains_cjk", "last_words", "split_identifier", "stem", "words"]
 
 CjkMode = Literal["jieba", "bigram"]
 
@@ -133,3 +133,15 @@ def words(text: str, *, cjk: CjkMode = "bigram", stemmed: bool = False) -> list[
             else:
                 result.append(piece.lower())
     return stem(result) if stemmed else result
+
+
+_WORD_OR_CJK = re.compile(rf"[{_HAN}{_KANA_HANGUL}]|[^\W{_HAN}{_KANA_HANGUL}]+")
+
+
+def last_words(text: str, limit: int) -> str:
+    """``text`` from its ``limit``-th last word on (a CJK character counts as a word); all of
+    it if it has no more words. A model-free stand-in for cutting a query to its last tokens."""
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    found = list(_WORD_OR_CJK.finditer(text))
+    return text if len(found) <= limit else text[found[-limit].start() :]

@@ -95,9 +95,8 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
 
     def _build(self, references: Sequence[ToolReference]) -> _VectorSnapshot:
         texts = [self._document_text(reference) for reference in references]
-        # In batches, so that each batch's vectors are cached as soon as they are made. 256
-        # rather than 64: the bundled engine sorts a batch's texts by length to pad less
-        # (+17% texts/s measured); it lets queries in between its own smaller runs.
+        # In batches, so that each batch's vectors are cached as soon as they are made; the
+        # bundled engine spreads a batch over one worker per core.
         batches = [
             self._model.embed_documents(texts[start : start + _BATCH])
             for start in range(0, len(texts), _BATCH)
