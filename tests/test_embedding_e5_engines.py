@@ -4,6 +4,7 @@ model's 512 positions, batches that do not change a text's vector, and concurren
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -217,3 +218,21 @@ def test_a_tail_cut_between_words_reads_as_the_last_tokens(
         if tail != text:  # and the word before it would not have fitted
             before = text[: len(text) - len(tail) - 1].split(" ")[-1]
             assert len(tokenizer.encode(before + " " + tail)) > count
+
+
+def test_one_thread_gives_the_same_vectors(engines: Engines) -> None:
+    single = E5EmbeddingModel(threads=1)
+    np.testing.assert_allclose(
+        single.embed_documents(TEXTS[:4]), engines[0].embed_documents(TEXTS[:4]), atol=1e-5
+    )
+    np.testing.assert_allclose(
+        single.embed_query(TEXTS[0]), engines[0].embed_query(TEXTS[0]), atol=1e-5
+    )
+
+
+def test_cpus_are_counted_without_sched_getaffinity(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tooluse.embedding import _e5_onnx
+
+    assert _e5_onnx._available_cpus() >= 1
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    assert _e5_onnx._available_cpus() == (os.cpu_count() or 1)

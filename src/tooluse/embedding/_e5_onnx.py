@@ -55,7 +55,7 @@ class OnnxE5:
             ) from exc
         self._file = file
         self._windows = self._file.max_positions - 2
-        cores = threads or len(os.sched_getaffinity(0))
+        workers = threads or _available_cpus()
         graph, weights = _graph(self._file, precision)
         # The sessions read the weights from these arrays (kept alive with them) instead of
         # copies serialised into the model.
@@ -79,9 +79,9 @@ class OnnxE5:
                 disabled_optimizers=["SkipLayerNormFusion"],
             )
 
-        self._query_session = session(cores)
+        self._query_session = session(threads or 0)  # 0: ONNX Runtime's one per physical core
         self._document_session = session(1)
-        self._documents = ThreadPoolExecutor(cores, thread_name_prefix="tooluse-e5-documents")
+        self._documents = ThreadPoolExecutor(workers, thread_name_prefix="tooluse-e5-documents")
         self._query_lock = threading.Lock()
         self._positions = self._file.floats("emb.pos").reshape(-1, self._file.hidden)
         self._token_type = self._file.floats("emb.type")[: self._file.hidden]
@@ -135,6 +135,12 @@ class OnnxE5:
         (states,) = session.run(None, {"embedded": embedded})
         mean: Floats = states[0].mean(axis=0)
         return mean
+
+
+def _available_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):  # Linux: the CPUs this process may run on
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _graph(file: E5File, precision: Precision) -> tuple[bytes, dict[str, npt.NDArray[Any]]]:
