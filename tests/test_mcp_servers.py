@@ -36,6 +36,7 @@ from tooluse.mcp import (
 )
 from tooluse.messages import ToolResponseMessage
 from tooluse.schema import ensure_valid_input_schema
+from tooluse.search import mcp_server_category
 from tooluse.testing import ScriptedModel, tool_call
 from tooluse.tools import convert_result
 
@@ -166,6 +167,7 @@ async def test_the_tools_are_listed_with_repaired_schemas(servers: Servers) -> N
     assert echo.definition.input_schema == ensure_valid_input_schema(echo.tool.input_schema)
     assert echo.definition.input_schema["required"] == ["text"]
     assert (echo.server_name, echo.original_name) == ("sdk", "echo")
+    assert mcp_server_category(echo) == "sdk"  # tool search's default category: the server
     assert provider.connections[0].protocol_version in MODERN_PROTOCOL_VERSIONS
 
 

@@ -378,3 +378,61 @@ async def test_streaming_uses_the_same_rules() -> None:
         ["toolSearchTool", "get_weather"],
         ["toolSearchTool", "get_weather"],
     ]
+
+
+class ServerTool(FunctionToolCallback):
+    """A tool that names its MCP server the way ``McpToolCallback`` does."""
+
+    def __init__(self, function: object, server_name: str) -> None:
+        super().__init__(function)
+        self.server_name = server_name
+
+
+def test_category_filter_selects_a_toolset_and_an_unknown_one_is_explained() -> None:
+    tools = [ServerTool(get_weather, "weather-server"), ServerTool(send_email, "mail-server")]
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"query": "send", "category_filter": "news"}, id="s1"),
+            tool_call(
+                "toolSearchTool",
+                {"query": "get weather send email", "category_filter": "Weather-Server"},
+                id="s2",
+            ),
+            "done",
+        ]
+    )
+    advisor = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex())
+    client = ChatClient(model, tools=[*tools, book_flight], tool_calling_advisor=advisor)
+    assert ask(client) == "done"
+    results = [
+        m.responses[0] for m in model.requests[2].messages if isinstance(m, ToolResponseMessage)
+    ]
+    # The model guessed a category: it is told which there are, and searches again.
+    assert "no tool has the category 'news'" in results[0].data
+    assert "['mail-server', 'weather-server']" in results[0].data
+    assert json.loads(results[1].data) == ["get_weather"]
+
+
+def test_tool_category_is_the_users_choice_and_part_of_the_fingerprint() -> None:
+    index = CountingIndex(RegexToolIndex())
+    category = {"get_weather": "outdoors"}
+    advisor = ToolSearchToolCallingAdvisor(
+        tool_index=index, tool_category=lambda callback: category.get(callback.definition.name)
+    )
+    model = ScriptedModel(["one", "two"])
+    client = client_for(model, advisor)
+    ask(client)
+    found = index.search(ToolSearchRequest("c1", "weather", category_filter="outdoors"))
+    assert found.tool_names == ["get_weather"]
+    category["get_weather"] = "weather"
+    ask(client)  # same names and descriptions, another category: indexed again
+    assert len(index.indexed) == 2
+    with pytest.raises(ValueError, match=r"no tool has the category 'outdoors'.*\['weather'\]"):
+        index.search(ToolSearchRequest("c1", "weather", category_filter="outdoors"))
+
+
+def test_a_category_filter_without_categories_says_so() -> None:
+    index = RegexToolIndex()
+    index.index_tools("s", [ToolReference("get_weather", None, "weather")])
+    with pytest.raises(ValueError, match=r"no tool has a category.*search without category_filter"):
+        index.search(ToolSearchRequest("s", "weather", category_filter="weather"))

@@ -9,6 +9,7 @@ searches found. See ``docs/tool-search.md``.
 from tooluse.search._advisor import (
     DEFAULT_SYSTEM_MESSAGE_SUFFIX,
     ToolSearchToolCallingAdvisor,
+    mcp_server_category,
     tool_fingerprint,
 )
 from tooluse.search._bm25 import BM25ToolIndex, FieldBoosts
@@ -52,6 +53,7 @@ __all__ = [
     "VectorToolIndex",
     "compact_embedding_text",
     "embedding_text",
+    "mcp_server_category",
     "query_to_pattern",
     "tool_fingerprint",
 ]

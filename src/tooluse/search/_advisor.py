@@ -8,7 +8,7 @@ import hashlib
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from tooluse.advisors import AdvisorChain, ChatClientRequest, ToolCallingAdvisor
@@ -19,7 +19,12 @@ from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, 
 from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest
 from tooluse.tools import ToolCallback, ToolContext
 
-__all__ = ["DEFAULT_SYSTEM_MESSAGE_SUFFIX", "ToolSearchToolCallingAdvisor", "tool_fingerprint"]
+__all__ = [
+    "DEFAULT_SYSTEM_MESSAGE_SUFFIX",
+    "ToolSearchToolCallingAdvisor",
+    "mcp_server_category",
+    "tool_fingerprint",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -37,15 +42,23 @@ _PRESELECTED_KEY: Final = "tooluse.tool_search.preselected"
 
 
 def tool_fingerprint(references: Sequence[ToolReference]) -> str:
-    """SHA-256 (hex) over name and description of each tool, sorted by name: registration
-    order and schema changes do not change it."""
+    """SHA-256 (hex) over name and description (and category, when it has one) of each
+    tool, sorted by name: registration order and schema changes do not change it."""
     digest = hashlib.sha256()
     for reference in sorted(references, key=lambda r: r.tool_name):
         digest.update(reference.tool_name.encode())
         digest.update(b"\x00")
         digest.update(reference.summary.encode())
+        if reference.category is not None:
+            digest.update(b"\x02" + reference.category.encode())
         digest.update(b"\x01")
     return digest.hexdigest()
+
+
+def mcp_server_category(callback: ToolCallback) -> str | None:
+    """An MCP tool's server name (its toolset); None for other tools."""
+    server = getattr(callback, "server_name", None)
+    return server if isinstance(server, str) and server.strip() else None
 
 
 class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
@@ -70,6 +83,9 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
     ``max_results`` is the number of search results when the model gives none (then the
     index's default, 10). The index (default :class:`HybridToolIndex`) is shared by all
     sessions and is thread-safe.
+
+    ``tool_category(callback)`` gives each tool the category that ``toolSearchTool``'s
+    ``category_filter`` selects (default: an MCP tool's server name, none for other tools).
     """
 
     def __init__(
@@ -83,6 +99,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         accumulate: bool = True,
         max_exposed_tools: int | None = 32,
         preselect: int = 0,
+        tool_category: Callable[[ToolCallback], str | None] = mcp_server_category,
         name: str = "ToolSearchToolCallingAdvisor",
         **tool_calling_options: Any,
     ) -> None:
@@ -107,6 +124,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         self.accumulate = accumulate
         self.max_exposed_tools = max_exposed_tools
         self.preselect = preselect
+        self.tool_category = tool_category
         self._fingerprints: dict[str, str] = {}
         self._session_locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
@@ -159,7 +177,11 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         callbacks.pop(TOOL_SEARCH_TOOL_NAME, None)
         references = [
             ToolReference(
-                name, None, callback.definition.description, callback.definition.input_schema
+                name,
+                None,
+                callback.definition.description,
+                callback.definition.input_schema,
+                self.tool_category(callback),
             )
             for name, callback in callbacks.items()
         ]

@@ -188,14 +188,26 @@ def _check_session_id(session_id: str) -> None:
 def _category_positions(
     references: tuple[ToolReference, ...], category: str | None
 ) -> set[int] | None:
+    """Positions of the tools in ``category`` (case-insensitive); None: no filter. A category
+    no tool has is an error that names the categories there are (a model that guessed one
+    reads it and searches again)."""
     if category is None or not category.strip():
         return None
     wanted = category.strip().casefold()
-    return {
+    allowed = {
         position
         for position, reference in enumerate(references)
         if reference.category is not None and reference.category.casefold() == wanted
     }
+    if not allowed:
+        known = sorted({r.category for r in references if r.category is not None})
+        if not known:
+            raise ValueError(
+                f"no tool has a category, so there is none named {category!r}; "
+                "search without category_filter"
+            )
+        raise ValueError(f"no tool has the category {category!r}; the categories are {known}")
+    return allowed
 
 
 def top_positions(
