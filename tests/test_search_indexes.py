@@ -28,6 +28,7 @@ from tooluse.search import (
 )
 from tooluse.search._regex import STOP_WORDS
 from tooluse.search._text import last_words
+from tooluse.search._toolsets import Toolsets
 
 WEATHER_TOOLS = [
     ToolReference("weatherTool", None, "Returns data"),
@@ -561,3 +562,61 @@ def test_embedded_texts_carry_parameters_with_or_without_their_descriptions() ->
         compact_embedding_text(tool) == "get weather: Current weather. Parameters: city name; unit"
     )
     assert embedding_text(ToolReference("ping", None, "")) == "ping:"
+
+
+# -- toolsets --------------------------------------------------------------------------------
+
+
+def _toolsets(categories: list[str | None], max_size: int = 30) -> Toolsets:
+    references = [ToolReference(f"t{i}", None, "", category=c) for i, c in enumerate(categories)]
+    return Toolsets.of(references, max_size)
+
+
+def test_a_toolset_member_gets_the_best_score_of_its_siblings_not_its_own() -> None:
+    toolsets = _toolsets(["fs", "fs", "fs", None, "web", "Web"])
+    scores = np.array([0.9, 0.2, 0.0, 0.8, 0.0, 0.4], dtype=np.float32)
+    toolsets.boost(scores, 0.5)
+    # fs: the best (0.9) gets its runner-up's 0.2; the others get 0.9. No category: nothing.
+    # "web" and "Web" are one toolset.
+    np.testing.assert_allclose(scores, [1.0, 0.65, 0.45, 0.8, 0.2, 0.4])
+
+
+def test_tied_best_members_lift_each_other_and_weight_zero_changes_nothing() -> None:
+    toolsets = _toolsets(["a", "a", "a"])
+    scores = np.array([0.5, 0.5, 0.1], dtype=np.float32)
+    toolsets.boost(scores, 0.0)
+    np.testing.assert_allclose(scores, [0.5, 0.5, 0.1])
+    toolsets.boost(scores, 1.0)
+    np.testing.assert_allclose(scores, [1.0, 1.0, 0.6])
+
+
+def test_single_tools_and_categories_larger_than_a_toolset_get_nothing() -> None:
+    toolsets = _toolsets(["solo", "big", "big", "big"], max_size=2)
+    scores = np.array([0.5, 0.9, 0.1, 0.1], dtype=np.float32)
+    toolsets.boost(scores, 1.0)
+    np.testing.assert_allclose(scores, [0.5, 0.9, 0.1, 0.1])
+    empty = _toolsets([])
+    nothing = np.zeros(0, dtype=np.float32)
+    empty.boost(nothing, 1.0)
+
+
+def test_hybrid_lifts_the_sibling_a_turn_does_not_name() -> None:
+    catalogue = [
+        ToolReference("mv", None, "Move a file to another directory", category="files"),
+        ToolReference("cd", None, "Change the current working folder", category="files"),
+        ToolReference("rename_photo", None, "Rename a photo in the album"),
+        ToolReference("move_meeting", None, "Move a meeting to another day"),
+    ]
+    query = "move report.txt into the archive directory"
+    for weight, expected_second in ((0.0, "move_meeting"), (0.5, "cd")):
+        index = HybridToolIndex(BagOfWordsModel(), toolset_weight=weight)
+        index.index_tools("s", catalogue)
+        index.build("s")
+        assert search(index, query)[:2] == ["mv", expected_second]
+
+
+def test_hybrid_rejects_bad_toolset_parameters() -> None:
+    with pytest.raises(ValueError, match="toolset_weight must be >= 0, got -1"):
+        HybridToolIndex(BagOfWordsModel(), toolset_weight=-1)
+    with pytest.raises(ValueError, match="toolset_size must be at least 2, got 1"):
+        HybridToolIndex(BagOfWordsModel(), toolset_size=1)

@@ -16,6 +16,7 @@ from tooluse.embedding import CachedEmbeddingModel, EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import last_words
+from tooluse.search._toolsets import Toolsets
 from tooluse.search._types import ToolReference
 from tooluse.search._vector import VectorToolIndex
 
@@ -32,6 +33,7 @@ _EMBEDDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tooluse-tool-e
 class _HybridSnapshot:
     lexical: Any
     semantic: Future[Any]  # the vector snapshot, maybe still being embedded
+    toolsets: Toolsets
 
 
 def _logging_failure(build: Callable[[], Any]) -> Any:
@@ -64,6 +66,12 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     moved by -0.003 (bfcl-v4) to +0.004 (ACEBench en), recall@1 on ACEBench rose by 0.03
     (``None``: embed the whole query).
 
+    Toolsets: the tools of a category of at most ``toolset_size`` tools (an MCP server, an API
+    class; ``ToolReference.category``) are used together (``cd`` before ``mv``, a login before
+    a post), so each also gets ``toolset_weight`` x the best fused score of its category's
+    other tools. Larger categories are topics rather than toolsets and get nothing. On
+    bfcl-v4 (API classes of 5-22 tools) recall@5 0.811 -> 0.826; ACEBench has no categories.
+
     Embedding a new catalogue takes a few minutes with the bundled CPU model (about 34 tools
     per second on two cores), so by default (``background_embedding=True``) it runs in a
     background thread and searches meanwhile rank with BM25 alone; ``build(session_id)``
@@ -82,6 +90,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         rrf_k: float = 5.0,
         candidates: int = 100,
         query_tokens: int | None = 48,
+        toolset_weight: float = 0.5,
+        toolset_size: int = 30,
         background_embedding: bool = True,
         default_max_results: int = DEFAULT_MAX_RESULTS,
     ) -> None:
@@ -99,6 +109,10 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             raise ValueError(f"candidates must be at least 1, got {candidates}")
         if query_tokens is not None and query_tokens < 1:
             raise ValueError(f"query_tokens must be at least 1 or None, got {query_tokens}")
+        if toolset_weight < 0:
+            raise ValueError(f"toolset_weight must be >= 0, got {toolset_weight}")
+        if toolset_size < 2:
+            raise ValueError(f"toolset_size must be at least 2, got {toolset_size}")
         self._bm25 = bm25 if bm25 is not None else BM25ToolIndex()
         self._vector = vector if vector is not None else VectorToolIndex(embedding_model)
         self._bm25_weight = bm25_weight
@@ -106,6 +120,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         self._rrf_k = rrf_k
         self._candidates = candidates
         self._query_tokens = query_tokens
+        self._toolset_weight = toolset_weight
+        self._toolset_size = toolset_size
         model: EmbeddingModel = self._vector.embedding_model
         while isinstance(model, CachedEmbeddingModel):
             model = model.model
@@ -122,7 +138,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         else:
             semantic = Future()
             semantic.set_result(self._vector._build(references))
-        return _HybridSnapshot(lexical, semantic)
+        return _HybridSnapshot(lexical, semantic, Toolsets.of(references, self._toolset_size))
 
     def _complete(self, snapshot: _HybridSnapshot) -> None:
         snapshot.semantic.result()  # raises the embedding error, if any
@@ -138,6 +154,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         if future.done() and future.exception() is None:
             semantic = self._vector.similarities(future.result(), self._semantic_query(query))
             self._add_ranks(fused, semantic, depth, self._vector_weight, positive_only=False)
+        snapshot.toolsets.boost(fused, self._toolset_weight)
         return [(p, s) for p, s in top_positions(fused, limit, allowed) if s > 0.0]
 
     def _semantic_query(self, query: str) -> str:
