@@ -15,6 +15,7 @@ from search_fakes import BagOfWordsModel
 from tooluse.embedding import E5EmbeddingModel, Vectors
 from tooluse.search import (
     BM25ToolIndex,
+    FieldBoosts,
     HybridToolIndex,
     RegexToolIndex,
     SessionToolIndex,
@@ -26,6 +27,7 @@ from tooluse.search import (
     embedding_text,
     query_to_pattern,
 )
+from tooluse.search._documents import parameter_choices, tool_document
 from tooluse.search._regex import STOP_WORDS
 from tooluse.search._text import last_words
 from tooluse.search._toolsets import Toolsets
@@ -562,6 +564,30 @@ def test_embedded_texts_carry_parameters_with_or_without_their_descriptions() ->
         compact_embedding_text(tool) == "get weather: Current weather. Parameters: city name; unit"
     )
     assert embedding_text(ToolReference("ping", None, "")) == "ping:"
+
+
+def test_enum_values_are_searched_as_choices_but_not_embedded() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+            "days": {"type": "array", "items": {"type": "string", "enum": ["monday", 7]}},
+            "filter": {"type": "object", "properties": {"sort": {"enum": ["price", None]}}},
+        },
+    }
+    tool = ToolReference("get_weather", None, "Current weather.", schema)
+    assert list(parameter_choices(schema)) == ["celsius", "fahrenheit", "monday", "7", "price"]
+    assert tool_document(tool).choices == "celsius fahrenheit monday 7 price"
+    assert "fahrenheit" not in embedding_text(tool)
+    assert list(parameter_choices({"properties": {"x": "not a schema"}})) == []
+    index = BM25ToolIndex()
+    other = ToolReference("convert_units", None, "Convert a temperature.")
+    index.index_tools("s", [other, tool])
+    assert search(index, "in fahrenheit please") == ["get_weather"]
+    without = BM25ToolIndex(boosts=FieldBoosts(choices=0))
+    without.index_tools("s", [other, tool])
+    assert search(without, "in fahrenheit please") == []
 
 
 # -- toolsets --------------------------------------------------------------------------------

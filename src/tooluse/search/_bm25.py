@@ -16,16 +16,19 @@ from tooluse.search._types import ToolReference
 
 __all__ = ["BM25ToolIndex", "FieldBoosts"]
 
-_FIELDS = ("name", "description", "parameters")
+_FIELDS = ("name", "description", "parameters", "choices")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class FieldBoosts:
-    """How much a match in each field counts (Spring's Lucene index boosts the name)."""
+    """How much a match in each field counts (Spring's Lucene index boosts the name).
+    ``choices`` are the parameters' enum values: what a user says to pick one ("in
+    Fahrenheit", "sorted by price")."""
 
     name: float = 3.0
     description: float = 1.0
     parameters: float = 0.5
+    choices: float = 0.5
 
     def __post_init__(self) -> None:
         for field in _FIELDS:
@@ -111,12 +114,11 @@ class BM25ToolIndex(SessionToolIndex[_BM25Snapshot]):
     def query_terms(self, query: str) -> set[str]:
         return set(words(query, cjk=self._cjk, stemmed=self._stemmed))
 
-    def _document_words(self, document: ToolDocument) -> tuple[list[str], list[str], list[str]]:
-        return (
-            words(document.name, cjk=self._cjk, stemmed=self._stemmed),
-            words(document.description, cjk=self._cjk, stemmed=self._stemmed),
-            words(document.parameters, cjk=self._cjk, stemmed=self._stemmed),
-        )
+    def _document_words(self, document: ToolDocument) -> list[list[str]]:
+        return [
+            words(getattr(document, field), cjk=self._cjk, stemmed=self._stemmed)
+            for field in _FIELDS
+        ]
 
     def _build(self, references: Sequence[ToolReference]) -> _BM25Snapshot:
         boosts = [getattr(self._boosts, field) for field in _FIELDS]
