@@ -646,3 +646,36 @@ def test_hybrid_rejects_bad_toolset_parameters() -> None:
         HybridToolIndex(BagOfWordsModel(), toolset_weight=-1)
     with pytest.raises(ValueError, match="toolset_size must be at least 2, got 1"):
         HybridToolIndex(BagOfWordsModel(), toolset_size=1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    categories=st.lists(st.sampled_from([None, "a", "B", "b", "c", "d"]), max_size=14),
+    data=st.data(),
+    weight=st.sampled_from([0.0, 0.5, 1.0]),
+    max_size=st.integers(2, 4),
+)
+def test_toolset_boost_equals_the_plain_definition(
+    categories: list[str | None], data: st.DataObject, weight: float, max_size: int
+) -> None:
+    values = data.draw(
+        st.lists(
+            st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9]),
+            min_size=len(categories),
+            max_size=len(categories),
+        )
+    )
+    scores = np.array(values, dtype=np.float32)
+    _toolsets(categories, max_size).boost(scores, weight)
+    expected = np.array(values, dtype=np.float32)
+    for position, category in enumerate(categories):
+        if category is None:
+            continue
+        siblings = [
+            values[other]
+            for other, c in enumerate(categories)
+            if c is not None and c.casefold() == category.casefold() and other != position
+        ]
+        if siblings and len(siblings) + 1 <= max_size:
+            expected[position] += weight * max(siblings)
+    np.testing.assert_allclose(scores, expected, rtol=1e-6)
