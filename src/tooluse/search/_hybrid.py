@@ -70,7 +70,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     class; ``ToolReference.category``) are used together (``cd`` before ``mv``, a login before
     a post), so each also gets ``toolset_weight`` x the best fused score of its category's
     other tools. Larger categories are topics rather than toolsets and get nothing. On
-    bfcl-v4 (API classes of 5-22 tools) recall@5 0.811 -> 0.826; ACEBench has no categories.
+    bfcl-v4 (API classes of 2-22 tools) recall@5 0.811 -> 0.826; ACEBench has no categories.
 
     Embedding a new catalogue takes a few minutes with the bundled CPU model (about 34 tools
     per second on two cores), so by default (``background_embedding=True``) it runs in a
