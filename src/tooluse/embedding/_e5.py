@@ -93,19 +93,20 @@ class E5EmbeddingModel:
             return self._engine
 
     def _model(self) -> E5File:
-        """The parsed model file (tokenizer and weights), read once."""
         with self._lock:
-            if self._file is None:
-                self._file = E5File(self._model_file)
-            return self._file
+            return self._parsed()
+
+    def _parsed(self) -> E5File:
+        """The parsed model file (tokenizer and weights), read once; the caller holds the lock."""
+        if self._file is None:
+            self._file = E5File(self._model_file)
+        return self._file
 
     def _load(self) -> Any:
         if self._engine_name == "onnx":
             from tooluse.embedding._e5_onnx import OnnxE5
 
-            file = self._file or E5File(self._model_file)
-            self._file = file
-            return OnnxE5(file, precision=self._precision, threads=self._threads)
+            return OnnxE5(self._parsed(), precision=self._precision, threads=self._threads)
         # OpenMP's default is to spin while waiting; with one other busy process on a 2-core
         # machine a single query then took 1.7 s instead of 36 ms (measured). Read when the
         # engine's OpenMP runtime loads, so set before the first E5().
