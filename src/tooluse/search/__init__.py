@@ -21,7 +21,7 @@ from tooluse.search._eviction import (
     NeverEvictStrategy,
     TtlEvictionStrategy,
 )
-from tooluse.search._hybrid import HybridToolIndex
+from tooluse.search._hybrid import Fusion, HybridToolIndex
 from tooluse.search._regex import RegexToolIndex, query_to_pattern
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
@@ -38,6 +38,7 @@ __all__ = [
     "CompositeEvictionStrategy",
     "EvictionStrategy",
     "FieldBoosts",
+    "Fusion",
     "HybridToolIndex",
     "LruEvictionStrategy",
     "NeverEvictStrategy",
