@@ -29,7 +29,7 @@ from tooluse.search import (
 )
 from tooluse.search._documents import parameter_choices, tool_document
 from tooluse.search._regex import STOP_WORDS
-from tooluse.search._text import last_words
+from tooluse.search._text import last_words, without_quoted
 from tooluse.search._toolsets import Toolsets
 
 WEATHER_TOOLS = [
@@ -406,6 +406,37 @@ def test_last_words(text: str, limit: int, expected: str) -> None:
 def test_last_words_rejects_a_limit_under_one() -> None:
     with pytest.raises(ValueError, match="limit must be at least 1, got 0"):
         last_words("text", 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("write 'Hello there' into notes.txt", "write   into notes.txt"),
+        ("Kelly's report and the team's plan", "Kelly's report and the team's plan"),
+        ('post "we shipped!" and “a note”', "post   and  "),
+        ("查看「年度报告」的内容", "查看 的内容"),
+        ("run `ls -la` then ‘stop’", "run   then  "),
+        ('"get_weather"', '"get_weather"'),  # nothing else: kept
+        ("an 'unclosed quote", "an 'unclosed quote"),
+    ],
+)
+def test_without_quoted(text: str, expected: str) -> None:
+    assert without_quoted(text) == expected
+
+
+def test_hybrid_embeds_the_query_without_its_quoted_values_and_matches_them_lexically() -> None:
+    model = RecordingModel()
+    index = HybridToolIndex(model, background_embedding=False)
+    index.index_tools("s", CATALOGUE)
+    found = search(index, "please run 'math.factorial' and then check the weather in Paris")
+    assert model.queries == ["please run   and then check the weather in Paris"]
+    assert found[0] == "math.factorial"  # BM25 read the quoted name
+    assert "get_weather" in found[:3]
+    quoting = RecordingModel()
+    kept = HybridToolIndex(quoting, embed_quoted=True, background_embedding=False)
+    kept.index_tools("s", CATALOGUE)
+    search(kept, "say 'hi'")
+    assert quoting.queries == ["say 'hi'"]
 
 
 def test_hybrid_counts_words_for_a_model_without_a_tokenizer() -> None:

@@ -15,7 +15,7 @@ import numpy.typing as npt
 from tooluse.embedding import CachedEmbeddingModel, EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
-from tooluse.search._text import last_words
+from tooluse.search._text import last_words, without_quoted
 from tooluse.search._toolsets import Toolsets
 from tooluse.search._types import ToolReference
 from tooluse.search._vector import VectorToolIndex
@@ -83,6 +83,12 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     moved by -0.003 (bfcl-v4) to +0.004 (ACEBench en), recall@1 on ACEBench rose by 0.03
     (``None``: embed the whole query).
 
+    Quoted text (``'...'``, ``"..."``, ``“...”``, ``「...」``, backticks) is left out of the
+    embedded query unless ``embed_quoted=True``: what a user quotes is mostly a value to pass
+    on (a message, a file's content, a name), and it would take the window. BM25 still reads
+    it, so a quoted tool name is found. On the dev sets recall@5 rose by 0.002-0.004 (bfcl-v4
+    0.847 -> 0.851).
+
     Toolsets: the tools of a category of at most ``toolset_size`` tools (an MCP server, an API
     class; ``ToolReference.category``) are used together (``cd`` before ``mv``, a login before
     a post), so each also gets ``toolset_weight`` x the best fused score of its category's
@@ -108,6 +114,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         rrf_k: float = 5.0,
         candidates: int = 100,
         query_tokens: int | None = 48,
+        embed_quoted: bool = False,
         toolset_weight: float = 0.5,
         toolset_size: int = 30,
         background_embedding: bool = True,
@@ -143,6 +150,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         self._rrf_k = rrf_k
         self._candidates = candidates
         self._query_tokens = query_tokens
+        self._embed_quoted = embed_quoted
         self._toolset_weight = toolset_weight
         self._toolset_size = toolset_size
         model: EmbeddingModel = self._vector.embedding_model
@@ -185,6 +193,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         return [(p, s) for p, s in top_positions(fused, limit, allowed) if s != -np.inf]
 
     def _semantic_query(self, query: str) -> str:
+        if not self._embed_quoted:
+            query = without_quoted(query)
         if self._query_tokens is None:
             return query
         return self._query_tail(query, self._query_tokens)

@@ -12,7 +12,15 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal
 
-__all__ = ["CjkMode", "contains_cjk", "last_words", "split_identifier", "stem", "words"]
+__all__ = [
+    "CjkMode",
+    "contains_cjk",
+    "last_words",
+    "split_identifier",
+    "stem",
+    "without_quoted",
+    "words",
+]
 
 CjkMode = Literal["jieba", "bigram"]
 
@@ -145,3 +153,19 @@ def last_words(text: str, limit: int) -> str:
         raise ValueError(f"limit must be at least 1, got {limit}")
     found = list(_WORD_OR_CJK.finditer(text))
     return text if len(found) <= limit else text[found[-limit].start() :]
+
+
+# A span in quotes: '...' (not an apostrophe: no letter just outside), "...", “...”, ‘...’,
+# 「...」, 『...』 or `...`, on one line.
+_QUOTED = re.compile(
+    r"(?<!\w)'[^'\n]+'(?!\w)|\"[^\"\n]+\"|“[^”\n]+”|‘[^’\n]+’|「[^」\n]+」|『[^』\n]+』|`[^`\n]+`"
+)
+
+
+def without_quoted(text: str) -> str:
+    """``text`` with its quoted spans left out (``write 'Hello there' into notes.txt`` ->
+    ``write   into notes.txt``); ``text`` itself if nothing but quotes is left. What a user
+    quotes is mostly a value to pass on (a message, a file's content, a name), not what to
+    do with it."""
+    rest = _QUOTED.sub(" ", text)
+    return rest if _WORD_OR_CJK.search(rest) else text
