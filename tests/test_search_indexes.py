@@ -29,7 +29,7 @@ from tooluse.search import (
 )
 from tooluse.search._documents import parameter_choices, tool_document
 from tooluse.search._regex import STOP_WORDS
-from tooluse.search._text import last_words, without_quoted
+from tooluse.search._text import cjk_language, last_words, without_quoted
 from tooluse.search._toolsets import Toolsets
 
 WEATHER_TOOLS = [
@@ -595,6 +595,63 @@ def test_embedded_texts_carry_parameters_with_or_without_their_descriptions() ->
         compact_embedding_text(tool) == "get weather: Current weather. Parameters: city name; unit"
     )
     assert embedding_text(ToolReference("ping", None, "")) == "ping:"
+
+
+@pytest.mark.parametrize(
+    ("description", "expected", "compact"),
+    [
+        (
+            "根据城市查询当前天气。",
+            "根据城市查询当前天气。 参数：城市名称；unit",
+            "根据城市查询当前天气。 参数：city name；unit",
+        ),
+        (
+            "都市の現在の天気を調べる",
+            "都市の現在の天気を調べる パラメータ：城市名称；unit",
+            "都市の現在の天気を調べる パラメータ：city name；unit",
+        ),
+        (
+            "도시의 현재 날씨를 조회합니다",
+            "도시의 현재 날씨를 조회합니다 매개변수: 城市名称; unit",
+            "도시의 현재 날씨를 조회합니다 매개변수: city name; unit",
+        ),
+        (  # mostly English: the English form
+            "Current weather (当前天气) for a city",
+            "get weather: Current weather (当前天气) for a city"
+            " Parameters: city name: 城市名称; unit",
+            "get weather: Current weather (当前天气) for a city Parameters: city name; unit",
+        ),
+    ],
+)
+def test_a_tool_described_in_a_cjk_language_is_embedded_without_english_identifiers(
+    description: str, expected: str, compact: str
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "cityName": {"type": "string", "description": "城市名称"},
+            "unit": {"type": "string"},
+        },
+    }
+    tool = ToolReference("get_weather", None, description, schema)
+    assert embedding_text(tool) == expected
+    assert compact_embedding_text(tool) == compact
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("根据用户的地理位置发送定制化信息。", "zh"),
+        ("查询FTP服务器上的目录", "zh"),
+        ("東京の天気を調べる", "ja"),
+        ("서울 날씨 조회", "ko"),
+        ("Get the weather (天气)", None),
+        ("plain English", None),
+        ("", None),
+    ],
+)
+def test_cjk_language(text: str, language: str | None) -> None:
+    assert cjk_language(text) == language
 
 
 def test_enum_values_are_searched_as_choices_but_not_embedded() -> None:

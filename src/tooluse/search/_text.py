@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 __all__ = [
     "CjkMode",
+    "cjk_language",
     "contains_cjk",
     "last_words",
     "split_identifier",
@@ -34,6 +35,26 @@ _CAMEL_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 def contains_cjk(text: str) -> bool:
     return _CJK_RUN.search(text) is not None
+
+
+_HAN_CHARACTER = re.compile(f"[{_HAN}]")
+_KANA = re.compile("[\u3040-\u30ff]")
+_HANGUL = re.compile("[\uac00-\ud7af]")
+_LATIN_WORD = re.compile(r"[A-Za-z]+")
+
+
+def cjk_language(text: str) -> Literal["zh", "ja", "ko"] | None:
+    """The language of a text written mostly in a CJK script, told by its script (kana:
+    Japanese, Hangul: Korean, other Han characters: Chinese); ``None`` for a text with more than
+    a few CJK words among Latin ones ("Get the weather (天气)" is English)."""
+    kana, hangul = len(_KANA.findall(text)), len(_HANGUL.findall(text))
+    han = len(_HAN_CHARACTER.findall(text))
+    # A CJK word is one to three characters: more than two per Latin word means mostly CJK.
+    if kana + hangul + han <= 2 * len(_LATIN_WORD.findall(text)):
+        return None
+    if kana:
+        return "ja"
+    return "ko" if hangul > han else "zh"
 
 
 def split_identifier(identifier: str) -> list[str]:

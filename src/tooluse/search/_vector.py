@@ -16,7 +16,7 @@ from tooluse.embedding import (
 )
 from tooluse.search._documents import parameter_texts
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
-from tooluse.search._text import split_identifier
+from tooluse.search._text import cjk_language, split_identifier
 from tooluse.search._types import ToolReference
 
 __all__ = ["VectorToolIndex", "compact_embedding_text", "embedding_text"]
@@ -30,7 +30,14 @@ def embedding_text(reference: ToolReference) -> str:
     first parameters with their descriptions (``get weather: Current weather. Parameters:
     city: The city name; unit``). Spring embeds the description only. The parameters'
     descriptions say what a tool works on: dense recall@5 on bfcl-v4 0.748, against 0.679
-    with :func:`compact_embedding_text`, at about twice the tokens to embed."""
+    with :func:`compact_embedding_text`, at about twice the tokens to embed.
+
+    A tool described in Chinese, Japanese or Korean is embedded in that language alone: its
+    description and its parameters' descriptions, without the English identifiers (the name,
+    and a parameter's name where it has a description): ``根据城市查询天气 参数：城市名称；unit``.
+    A small multilingual model matches a Chinese query better against Chinese text than
+    against text that switches language (ACEBench zh: dense recall@5 0.915 -> 0.930, recall@1
+    0.730 -> 0.745). BM25 still indexes the identifiers."""
     return _text(reference, with_descriptions=True)
 
 
@@ -41,17 +48,31 @@ def compact_embedding_text(reference: ToolReference) -> str:
     return _text(reference, with_descriptions=False)
 
 
+# The parameter list's label and separator in the language of the description.
+_PARAMETERS = {
+    None: (" Parameters: ", "; "),
+    "zh": (" 参数：", "；"),
+    "ja": (" パラメータ：", "；"),
+    "ko": (" 매개변수: ", "; "),
+}
+
+
 def _text(reference: ToolReference, *, with_descriptions: bool) -> str:
-    name = " ".join(split_identifier(reference.tool_name))
-    text = f"{name}: {reference.summary}".strip()
-    parameters = [
-        f"{' '.join(split_identifier(parameter))}: {description}"
-        if description and with_descriptions
-        else " ".join(split_identifier(parameter))
-        for parameter, description in parameter_texts(reference.parameters)
-    ][:_MAX_PARAMETERS]
+    language = cjk_language(reference.summary)
+    name = "" if language else " ".join(split_identifier(reference.tool_name)) + ": "
+    text = f"{name}{reference.summary}".strip()
+    parameters = []
+    for parameter, description in parameter_texts(reference.parameters):
+        words = " ".join(split_identifier(parameter))
+        if not (description and with_descriptions):
+            parameters.append(words)
+        elif language is None:
+            parameters.append(f"{words}: {description}")
+        else:
+            parameters.append(description)
+    label, separator = _PARAMETERS[language]
     if parameters:
-        text += " Parameters: " + "; ".join(parameters)
+        text += label + separator.join(parameters[:_MAX_PARAMETERS])
     return text
 
 
