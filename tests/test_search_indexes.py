@@ -714,10 +714,15 @@ def test_single_tools_and_categories_larger_than_a_toolset_get_nothing() -> None
     empty.boost(nothing, 1.0)
 
 
+FILE_TOOLSET = [
+    ToolReference("mv", None, "Move a file to another directory", category="files"),
+    ToolReference("cd", None, "Change the current working folder", category="files"),
+]
+
+
 def test_hybrid_lifts_the_sibling_a_turn_does_not_name() -> None:
     catalogue = [
-        ToolReference("mv", None, "Move a file to another directory", category="files"),
-        ToolReference("cd", None, "Change the current working folder", category="files"),
+        *FILE_TOOLSET,
         ToolReference("rename_photo", None, "Rename a photo in the album"),
         ToolReference("move_meeting", None, "Move a meeting to another day"),
     ]
@@ -856,8 +861,7 @@ def test_score_fusion_keeps_a_decisive_margin_that_rank_fusion_loses() -> None:
 
 def test_score_fusion_returns_what_either_side_found_and_the_siblings_it_lifted() -> None:
     tools = [
-        ToolReference("mv", None, "Move a file to another directory", category="files"),
-        ToolReference("cd", None, "Change the current working folder", category="files"),
+        *FILE_TOOLSET,
         ToolReference("stocks", None, "Stock price quotes"),
         ToolReference("poem", None, "Write a poem"),
     ]
