@@ -210,14 +210,16 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         else:
             fused, found = np.zeros_like(lexical), np.zeros(lexical.size, dtype=np.bool_)
         if semantic is not None and semantic.size and self._vector_weight > 0:
-            order = np.argsort(-semantic, kind="stable")
             # The candidates-th best similarity is the zero: a tool no closer than that gets
-            # nothing from this side.
-            top = semantic[order[0]]
-            zero = semantic[order[min(self._candidates, semantic.size) - 1]]
+            # nothing from this side. (Partitions, not a sort: 0.1 against 2 ms at 20,000.)
+            zero_at = semantic.size - min(self._candidates, semantic.size)
+            top, zero = semantic.max(), np.partition(semantic, zero_at)[zero_at]
             if top > zero:
                 fused += (self._vector_weight / (top - zero)) * np.maximum(semantic - zero, 0.0)
-            found[order[:depth]] = True
+            if depth >= semantic.size:
+                found[:] = True
+            else:
+                found[np.argpartition(-semantic, depth - 1)[:depth]] = True
         return fused.astype(np.float32), found
 
     def _fuse_ranks(

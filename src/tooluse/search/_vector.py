@@ -43,8 +43,9 @@ def embedding_text(reference: ToolReference) -> str:
 
 def compact_embedding_text(reference: ToolReference) -> str:
     """Name as words, description and parameter names only (``get weather: Current
-    weather. Parameters: city; unit``): half the tokens of :func:`embedding_text`, so a new
-    catalogue embeds about twice as fast, for lower recall. Pass it as ``document_text=``."""
+    weather. Parameters: city; unit``; a tool described in a CJK language without its name, as
+    in :func:`embedding_text`): half the tokens of :func:`embedding_text`, so a new catalogue
+    embeds about twice as fast, for lower recall. Pass it as ``document_text=``."""
     return _text(reference, with_descriptions=False)
 
 
