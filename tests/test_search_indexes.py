@@ -424,6 +424,18 @@ def test_without_quoted(text: str, expected: str) -> None:
     assert without_quoted(text) == expected
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab 天气'\"“”「」`\n.s"), max_size=40))
+def test_without_quoted_only_takes_quoted_text_away(text: str) -> None:
+    rest = without_quoted(text)
+    if not set(text) & set("'\"“”「」`"):
+        assert rest == text
+    # Spans become one space each: nothing else changes, nothing is added.
+    assert set(rest) <= set(text) | {" "}
+    assert len(rest.replace(" ", "")) <= len(text.replace(" ", ""))
+    assert cjk_language(text) in {None, "zh", "ja", "ko"}
+
+
 def test_hybrid_embeds_the_query_without_its_quoted_values_and_matches_them_lexically() -> None:
     model = RecordingModel()
     index = HybridToolIndex(model, background_embedding=False)
