@@ -29,7 +29,7 @@ from tooluse.search import (
 )
 from tooluse.search._documents import parameter_choices, tool_document
 from tooluse.search._regex import STOP_WORDS
-from tooluse.search._text import cjk_language, last_words, without_quoted
+from tooluse.search._text import cjk_language, last_line, last_words, without_quoted
 from tooluse.search._toolsets import Toolsets
 
 WEATHER_TOOLS = [
@@ -449,6 +449,40 @@ def test_hybrid_embeds_the_query_without_its_quoted_values_and_matches_them_lexi
     kept.index_tools("s", CATALOGUE)
     search(kept, "say 'hi'")
     assert quoting.queries == ["say 'hi'"]
+
+
+@pytest.mark.parametrize(
+    ("text", "min_words", "expected"),
+    [
+        (
+            "book a flight\nand a hotel in Paris for two nights",
+            4,
+            "and a hotel in Paris for two nights",
+        ),
+        ("book a flight\nthanks", 4, "book a flight\nthanks"),  # too short to be the request
+        ("one line with many words in it", 2, "one line with many words in it"),
+        ("查询天气\n\n  \n帮我预订明天的酒店\n", 6, "帮我预订明天的酒店"),  # blank lines skipped
+    ],
+)
+def test_last_line(text: str, min_words: int, expected: str) -> None:
+    assert last_line(text, min_words) == expected
+
+
+def test_hybrid_embeds_the_last_line_when_it_says_enough() -> None:
+    model = RecordingModel()
+    index = HybridToolIndex(model, last_line_words=4, background_embedding=False)
+    index.index_tools("s", CATALOGUE)
+    found = search(index, "what is the factorial of 5\nnow tell me the weather in Paris")
+    assert model.queries == ["now tell me the weather in Paris"]
+    assert "math.factorial" in found  # BM25 read every line
+    index = HybridToolIndex(model, last_line_words=None, background_embedding=False)
+    index.index_tools("s", CATALOGUE)
+    search(index, "factorial\nnow tell me the weather in Paris")
+    assert model.queries[-1] == "factorial\nnow tell me the weather in Paris"
+    with pytest.raises(ValueError, match="last_line_words must be at least 1 or None, got 0"):
+        HybridToolIndex(model, last_line_words=0)
+    with pytest.raises(ValueError, match="min_words must be at least 1, got 0"):
+        last_line("text", 0)
 
 
 def test_hybrid_counts_words_for_a_model_without_a_tokenizer() -> None:

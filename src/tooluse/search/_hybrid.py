@@ -15,7 +15,7 @@ import numpy.typing as npt
 from tooluse.embedding import CachedEmbeddingModel, EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
-from tooluse.search._text import last_words, without_quoted
+from tooluse.search._text import last_line, last_words, without_quoted
 from tooluse.search._toolsets import Toolsets
 from tooluse.search._types import ToolReference
 from tooluse.search._vector import VectorToolIndex
@@ -81,7 +81,12 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     turn puts its request last, and embedding time grows with its length: on two cores a
     200-token turn took 62 ms to embed, its last 48 tokens 16 ms. On the dev sets recall@5
     moved by -0.003 (bfcl-v4) to +0.004 (ACEBench en), recall@1 on ACEBench rose by 0.03
-    (``None``: embed the whole query).
+    (``None``: embed the whole query). Before that cut, a query of several lines whose last
+    line has at least ``last_line_words`` words (CJK characters count one each) is embedded
+    by that line alone: the last turn of a conversation, the last paragraph of a message,
+    is where the request is, and the 48 tokens before the end may straddle two turns
+    (ACEBench: zh MRR 0.914 -> 0.921, recall@1 0.842 -> 0.854; en MRR 0.920 -> 0.922;
+    bfcl-v4 unchanged. ``None``: never).
 
     Quoted text (``'...'``, ``"..."``, ``“...”``, ``「...」``, backticks) is left out of the
     embedded query unless ``embed_quoted=True``: what a user quotes is mostly a value to pass
@@ -114,6 +119,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         rrf_k: float = 5.0,
         candidates: int = 100,
         query_tokens: int | None = 48,
+        last_line_words: int | None = 16,
         embed_quoted: bool = False,
         toolset_weight: float = 0.5,
         toolset_size: int = 30,
@@ -138,6 +144,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             raise ValueError(f"candidates must be at least 1, got {candidates}")
         if query_tokens is not None and query_tokens < 1:
             raise ValueError(f"query_tokens must be at least 1 or None, got {query_tokens}")
+        if last_line_words is not None and last_line_words < 1:
+            raise ValueError(f"last_line_words must be at least 1 or None, got {last_line_words}")
         if toolset_weight < 0:
             raise ValueError(f"toolset_weight must be >= 0, got {toolset_weight}")
         if toolset_size < 2:
@@ -150,6 +158,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         self._rrf_k = rrf_k
         self._candidates = candidates
         self._query_tokens = query_tokens
+        self._last_line_words = last_line_words
         self._embed_quoted = embed_quoted
         self._toolset_weight = toolset_weight
         self._toolset_size = toolset_size
@@ -193,6 +202,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         return [(p, s) for p, s in top_positions(fused, limit, allowed) if s != -np.inf]
 
     def _semantic_query(self, query: str) -> str:
+        if self._last_line_words is not None:
+            query = last_line(query, self._last_line_words)
         if not self._embed_quoted:
             query = without_quoted(query)
         if self._query_tokens is None:

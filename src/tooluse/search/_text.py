@@ -16,6 +16,7 @@ __all__ = [
     "CjkMode",
     "cjk_language",
     "contains_cjk",
+    "last_line",
     "last_words",
     "split_identifier",
     "stem",
@@ -174,6 +175,18 @@ def last_words(text: str, limit: int) -> str:
         raise ValueError(f"limit must be at least 1, got {limit}")
     found = list(_WORD_OR_CJK.finditer(text))
     return text if len(found) <= limit else text[found[-limit].start() :]
+
+
+def last_line(text: str, min_words: int) -> str:
+    """The last non-blank line of ``text`` if it has at least ``min_words`` words (a CJK
+    character counts as a word) and other lines come before it; else ``text``. The last turn
+    of a conversation, the last paragraph of a message: where the request is."""
+    if min_words < 1:
+        raise ValueError(f"min_words must be at least 1, got {min_words}")
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) > 1 and len(_WORD_OR_CJK.findall(lines[-1])) >= min_words:
+        return lines[-1]
+    return text
 
 
 # A span in quotes: '...' (not an apostrophe: no letter just outside), "...", “...”, ‘...’,
