@@ -75,24 +75,22 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     vector 0.43 for scores, BM25 1, vector 0.65 and ``rrf_k`` 5 for ranks (a small k trusts
     the top ranks of each side); ``vector_weight=None`` picks the fusion's own.
 
-    The vector side embeds only the last ``query_tokens`` tokens of a longer query (cut by
-    the model's ``query_tail(text, max_tokens)`` when it has one, as the bundled model does,
-    else at the last ``query_tokens`` words and CJK characters); BM25 reads all of it. A user
-    turn puts its request last, and embedding time grows with its length: on two cores a
-    200-token turn took 62 ms to embed, its last 48 tokens 16 ms. On the dev sets recall@5
-    moved by -0.003 (bfcl-v4) to +0.004 (ACEBench en), recall@1 on ACEBench rose by 0.03
-    (``None``: embed the whole query). Before that cut, a query of several lines whose last
-    line has at least ``last_line_words`` words (CJK characters count one each) is embedded
-    by that line alone: the last turn of a conversation, the last paragraph of a message,
-    is where the request is, and the 48 tokens before the end may straddle two turns
-    (ACEBench: zh MRR 0.914 -> 0.921, recall@1 0.842 -> 0.854; en MRR 0.920 -> 0.922;
-    bfcl-v4 unchanged. ``None``: never).
+    BM25 reads the whole query; the vector side embeds its request, found in three steps:
 
-    Quoted text (``'...'``, ``"..."``, ``“...”``, ``「...」``, backticks) is left out of the
-    embedded query unless ``embed_quoted=True``: what a user quotes is mostly a value to pass
-    on (a message, a file's content, a name), and it would take the window. BM25 still reads
-    it, so a quoted tool name is found. On the dev sets recall@5 rose by 0.002-0.004 (bfcl-v4
-    0.847 -> 0.851).
+    1. A query of several lines whose last line has at least ``last_line_words`` words (CJK
+       characters count one each) is that line: the last turn of a conversation, the last
+       paragraph of a message, is where the request is (ACEBench: zh MRR 0.914 -> 0.921,
+       recall@1 0.842 -> 0.854; en MRR 0.920 -> 0.922; bfcl-v4 unchanged; ``None``: never).
+    2. Quoted text (``'...'``, ``"..."``, ``“...”``, ``「...」``, backticks) is left out
+       unless ``embed_quoted=True``: what a user quotes is mostly a value to pass on (a
+       message, a file's content, a name). BM25 still reads it, so a quoted tool name is
+       found (recall@5 +0.002-0.004 on the dev sets, bfcl-v4 0.847 -> 0.851).
+    3. Only its last ``query_tokens`` tokens are kept (cut by the model's
+       ``query_tail(text, max_tokens)`` when it has one, as the bundled model does, else at
+       the last ``query_tokens`` words and CJK characters; ``None``: all of it). Embedding
+       time grows with length: on two cores a 200-token turn took 62 ms to embed, its last
+       48 tokens 16 ms; recall@5 moved by -0.003 (bfcl-v4) to +0.004 (ACEBench en) and
+       recall@1 on ACEBench rose by 0.03.
 
     Toolsets: the tools of a category of at most ``toolset_size`` tools (an MCP server, an API
     class; ``ToolReference.category``) are used together (``cd`` before ``mv``, a login before
