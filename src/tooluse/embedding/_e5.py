@@ -39,8 +39,8 @@ class E5EmbeddingModel:
 
     ``query_spinning=True`` (``onnx`` only) lets ONNX Runtime's threads spin instead of
     sleeping between the steps of a query: faster on a machine that does nothing else (the
-    hybrid index at 4,000 tools on two cores: p50 15.4-16.9 -> 12.1-14.7 ms, p99 23-32 ->
-    18-23 ms), much slower next to another busy process (p50 16.5 -> 25.4 ms, p99 30 -> 44-56
+    hybrid index at 4,000 tools on two cores: p50 12.5-16.9 -> 12.0-14.7 ms, p99 19-32 ->
+    17-23 ms), much slower next to another busy process (p50 16.5 -> 25.4 ms, p99 30 -> 44-56
     ms), because the spinning threads take its cores. For a dedicated search host.
     """
 
