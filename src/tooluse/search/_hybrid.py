@@ -229,7 +229,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
                 found[:] = True
             else:
                 found[np.argpartition(-semantic, depth - 1)[:depth]] = True
-        return fused.astype(np.float32), found
+        return fused.astype(np.float32, copy=False), found
 
     def _fuse_ranks(
         self, lexical: Scores, semantic: Scores | None, depth: int

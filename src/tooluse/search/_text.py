@@ -27,7 +27,9 @@ __all__ = [
 CjkMode = Literal["jieba", "bigram"]
 
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_KANA_HANGUL = "\u3040-\u30ff\uac00-\ud7af"
+_KANA = "\u3040-\u30ff"
+_HANGUL = "\uac00-\ud7af"
+_KANA_HANGUL = _KANA + _HANGUL
 _CJK_RUN = re.compile(f"([{_HAN}{_KANA_HANGUL}]+)")
 _HAN_RUN = re.compile(f"[{_HAN}]+")
 _ALNUM_RUN = re.compile(r"[^\W_]+")  # letters and digits; "_" and punctuation separate
@@ -39,8 +41,8 @@ def contains_cjk(text: str) -> bool:
 
 
 _HAN_CHARACTER = re.compile(f"[{_HAN}]")
-_KANA = re.compile("[\u3040-\u30ff]")
-_HANGUL = re.compile("[\uac00-\ud7af]")
+_KANA_CHARACTER = re.compile(f"[{_KANA}]")
+_HANGUL_CHARACTER = re.compile(f"[{_HANGUL}]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
@@ -48,7 +50,7 @@ def cjk_language(text: str) -> Literal["zh", "ja", "ko"] | None:
     """The language of a text written mostly in a CJK script, told by its script (kana:
     Japanese, Hangul: Korean, other Han characters: Chinese); ``None`` for a text with more than
     a few CJK words among Latin ones ("Get the weather (天气)" is English)."""
-    kana, hangul = len(_KANA.findall(text)), len(_HANGUL.findall(text))
+    kana, hangul = len(_KANA_CHARACTER.findall(text)), len(_HANGUL_CHARACTER.findall(text))
     han = len(_HAN_CHARACTER.findall(text))
     # A CJK word is one to three characters: more than two per Latin word means mostly CJK.
     if kana + hangul + han <= 2 * len(_LATIN_WORD.findall(text)):
