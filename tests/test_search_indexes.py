@@ -29,7 +29,7 @@ from tooluse.search import (
 )
 from tooluse.search._documents import parameter_choices, tool_document
 from tooluse.search._regex import STOP_WORDS
-from tooluse.search._text import cjk_language, last_line, last_words, without_quoted
+from tooluse.search._text import cjk_language, clauses, last_line, last_words, without_quoted
 from tooluse.search._toolsets import Toolsets
 
 WEATHER_TOOLS = [
@@ -919,6 +919,129 @@ def test_score_fusion_returns_what_either_side_found_and_the_siblings_it_lifted(
         # BM25 matches mv, which lifts cd; the vector side ranks every tool (up to
         # max_results), as a vector index does.
         assert search(index, "move the file") == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Convert 50 m to km. Then plan a drone flight.",
+            ["Convert 50 m to km", "Then plan a drone flight"],
+        ),
+        # Not a sentence end: a decimal point, a dotted name.
+        (
+            "Set version 3.5 of math.pi as the default now",
+            ["Set version 3.5 of math.pi as the default now"],
+        ),
+        (
+            "book a flight to Paris\nthanks\nand a hotel near the station",
+            ["book a flight to Paris", "and a hotel near the station"],
+        ),
+        (
+            "我需要转换一下单位？另外，我还想看看无人机的飞行路径。谢谢！",
+            ["我需要转换一下单位", "另外，我还想看看无人机的飞行路径"],
+        ),
+        (
+            "Is it raining in Paris; and in Rome, too?",
+            ["Is it raining in Paris", "and in Rome, too"],
+        ),
+    ],
+)
+def test_clauses(text: str, expected: list[str]) -> None:
+    assert clauses(text, 4) == expected
+
+
+def test_clauses_rejects_a_minimum_under_one() -> None:
+    with pytest.raises(ValueError, match="min_words must be at least 1, got 0"):
+        clauses("text", 0)
+
+
+DRONE_TOOLS = [
+    ToolReference("converter", None, "Convert a measurement to another unit"),
+    ToolReference(
+        "planner",
+        None,
+        "Plan a drone flight path from a start point to a destination at an altitude",
+    ),
+    ToolReference(
+        "replay", None, "Replay the path a drone flew from its start point to its destination"
+    ),
+    ToolReference("weather", None, "Wind at an altitude for a drone flight"),
+    ToolReference("currency", None, "Convert money into another currency"),
+]
+
+
+def test_hybrid_scores_each_sentence_so_a_two_part_request_finds_both_tools() -> None:
+    # The second sentence has most of the words, so on the whole query BM25 ranks every drone
+    # tool above the converter; scaled within its own sentence, the converter is first.
+    query = (
+        "Convert a unit: 50 meters to kilometers. Then plan a drone flight path from the start "
+        "point to the destination at an altitude of 120 meters."
+    )
+    found = {}
+    for clause_weight in (0.25, 0.0):
+        index = HybridToolIndex(
+            BagOfWordsModel(),
+            vector_weight=0.0,
+            clause_weight=clause_weight,
+            background_embedding=False,
+        )
+        index.index_tools("s", DRONE_TOOLS)
+        found[clause_weight] = search(index, query, max_results=3)
+    assert found == {
+        0.25: ["planner", "replay", "converter"],
+        0.0: ["planner", "replay", "weather"],
+    }
+    with pytest.raises(ValueError, match=r"clause_weight must be >= 0, got -0\.1"):
+        HybridToolIndex(BagOfWordsModel(), clause_weight=-0.1)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    sentences=st.lists(
+        st.lists(st.sampled_from(_WORDS), min_size=1, max_size=6).map(" ".join),
+        min_size=1,
+        max_size=4,
+    ),
+    clause_weight=st.sampled_from([0.0, 0.25, 1.0]),
+)
+def test_clause_scores_add_each_tools_best_scaled_sentence_score(
+    sentences: list[str], clause_weight: float
+) -> None:
+    tools = [
+        ToolReference(f"tool{i}", None, text)
+        for i, text in enumerate(
+            ["weather city", "send email mail", "move file", "rain weather city", "file mail"]
+        )
+    ]
+    query = ". ".join(sentences) + "."
+    index = HybridToolIndex(
+        BagOfWordsModel(),
+        vector_weight=0.0,
+        clause_weight=clause_weight,
+        background_embedding=False,
+    )
+    index.index_tools("s", tools)
+    found = index.search(ToolSearchRequest("s", query, max_results=10)).tool_references
+    lexical_index = BM25ToolIndex()
+    lexical_index.index_tools("s", tools)
+
+    def scaled(text: str) -> np.ndarray:
+        scores = np.zeros(len(tools))
+        for reference in lexical_index.search(
+            ToolSearchRequest("s", text, max_results=10)
+        ).tool_references:
+            scores[int(reference.tool_name[4:])] = reference.relevance_score or 0.0
+        return scores / scores.max() if scores.max() > 0 else scores
+
+    parts = [s for s in sentences if len(s.split()) >= 4]
+    expected = scaled(query)
+    if len(parts) >= 2 and expected.max() > 0:
+        expected = expected + clause_weight * np.max([scaled(p) for p in parts], axis=0)
+        expected /= expected.max()
+    assert {r.tool_name: pytest.approx(r.relevance_score, abs=1e-5) for r in found} == {
+        f"tool{i}": score for i, score in enumerate(expected) if score > 0
+    }
 
 
 def test_hybrid_rejects_an_unknown_fusion() -> None:

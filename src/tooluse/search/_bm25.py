@@ -49,15 +49,29 @@ class _BM25Snapshot:
     documents: npt.NDArray[np.int32]
     weights: npt.NDArray[np.float32]
 
-    def scores(self, terms: set[str]) -> npt.NDArray[np.float32]:
-        rows = [self.vocabulary[term] for term in terms if term in self.vocabulary]
-        if not rows:
-            return np.zeros(self.size, dtype=np.float32)
-        starts, ends = self.row_starts[rows], self.row_starts[np.add(rows, 1)]
-        picked = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends, strict=True)])
-        return np.bincount(
-            self.documents[picked], weights=self.weights[picked], minlength=self.size
-        ).astype(np.float32)
+    def scores(self, queries: Sequence[set[str]]) -> npt.NDArray[np.float32]:
+        """Each query's score for every document: ``[len(queries), size]``, one bincount."""
+        query_ids: list[int] = []
+        rows: list[int] = []
+        for query_id, terms in enumerate(queries):
+            for term in terms:
+                row = self.vocabulary.get(term)
+                if row is not None:
+                    query_ids.append(query_id)
+                    rows.append(row)
+        row_array = np.array(rows, dtype=np.int64)
+        starts = self.row_starts[row_array]
+        lengths = self.row_starts[row_array + 1] - starts
+        # The postings of all rows, in one index array: row r's run starts[r] .. ends[r].
+        run_starts = np.cumsum(lengths) - lengths
+        picked = np.repeat(starts - run_starts, lengths) + np.arange(lengths.sum())
+        cells = np.repeat(np.array(query_ids, dtype=np.int64) * self.size, lengths)
+        totals = np.bincount(
+            cells + self.documents[picked],
+            weights=self.weights[picked],
+            minlength=len(queries) * self.size,
+        )
+        return totals.astype(np.float32).reshape(len(queries), self.size)
 
 
 def _weighted_frequencies(
@@ -156,12 +170,13 @@ class BM25ToolIndex(SessionToolIndex[_BM25Snapshot]):
             weights=weights[order].astype(np.float32),
         )
 
-    def scores(self, snapshot: _BM25Snapshot, query: str) -> npt.NDArray[np.float32]:
-        return snapshot.scores(self.query_terms(query))
+    def scores(self, snapshot: _BM25Snapshot, *queries: str) -> npt.NDArray[np.float32]:
+        """Each query's BM25 score for every tool: ``[len(queries), tools]``."""
+        return snapshot.scores([self.query_terms(query) for query in queries])
 
     def _rank(
         self, snapshot: _BM25Snapshot, query: str, limit: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
-        scores = self.scores(snapshot, query)
+        (scores,) = self.scores(snapshot, query)
         ranked = top_positions(scores, limit, allowed)
         return [(p, s) for p, s in ranked if s > 0.0 and s >= self._min_score]

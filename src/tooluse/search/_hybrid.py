@@ -1,4 +1,4 @@
-"""``HybridToolIndex``: BM25 and vector rankings fused by weighted reciprocal rank."""
+"""``HybridToolIndex``: BM25 and vector rankings fused by scaled scores or reciprocal ranks."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy.typing as npt
 from tooluse.embedding import CachedEmbeddingModel, EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
-from tooluse.search._text import last_line, last_words, without_quoted
+from tooluse.search._text import clauses, last_line, last_words, without_quoted
 from tooluse.search._toolsets import Toolsets
 from tooluse.search._types import ToolReference
 from tooluse.search._vector import VectorToolIndex
@@ -28,6 +28,9 @@ Found = npt.NDArray[np.bool_]
 
 # Tuned on the dev sets with BM25's weight 1 (docs/benchmarks.md).
 _VECTOR_WEIGHTS: dict[str, float] = {"scores": 0.43, "ranks": 0.65}
+
+# A sentence or line this short ("Thanks!", "好的。") is not a request of its own.
+_CLAUSE_MIN_WORDS = 4
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +95,13 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
        48 tokens 16 ms; recall@5 moved by -0.003 (bfcl-v4) to +0.004 (ACEBench en) and
        recall@1 on ACEBench rose by 0.03.
 
+    A request for several things ("convert 50 m to km. Then plan the drone's flight path.")
+    has one sentence or line per thing, and the one with more words wins the whole query's BM25.
+    So each tool also gets ``clause_weight`` x its best BM25 over the query's sentences and lines
+    of 4+ words, each scaled to that sentence's best, on top of the whole query's scaled score
+    (recall@5 of queries needing 2+ tools: bfcl-v4 0.708 -> 0.721, ACEBench en 0.951 -> 0.962,
+    zh 0.929 -> 0.943; recall@1 en 0.843 -> 0.855, zh 0.854 -> 0.860; 0: off).
+
     Toolsets: the tools of a category of at most ``toolset_size`` tools (an MCP server, an API
     class; ``ToolReference.category``) are used together (``cd`` before ``mv``, a login before
     a post), so each also gets ``toolset_weight`` x the best fused score of its category's
@@ -119,6 +129,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         query_tokens: int | None = 48,
         last_line_words: int | None = 16,
         embed_quoted: bool = False,
+        clause_weight: float = 0.25,
         toolset_weight: float = 0.5,
         toolset_size: int = 30,
         background_embedding: bool = True,
@@ -144,6 +155,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             raise ValueError(f"query_tokens must be at least 1 or None, got {query_tokens}")
         if last_line_words is not None and last_line_words < 1:
             raise ValueError(f"last_line_words must be at least 1 or None, got {last_line_words}")
+        if clause_weight < 0:
+            raise ValueError(f"clause_weight must be >= 0, got {clause_weight}")
         if toolset_weight < 0:
             raise ValueError(f"toolset_weight must be >= 0, got {toolset_weight}")
         if toolset_size < 2:
@@ -158,6 +171,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         self._query_tokens = query_tokens
         self._last_line_words = last_line_words
         self._embed_quoted = embed_quoted
+        self._clause_weight = clause_weight
         self._toolset_weight = toolset_weight
         self._toolset_size = toolset_size
         model: EmbeddingModel = self._vector.embedding_model
@@ -184,7 +198,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     def _rank(
         self, snapshot: _HybridSnapshot, query: str, limit: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
-        lexical = self._bm25.scores(snapshot.lexical, query)
+        lexical = self._lexical_scores(snapshot.lexical, query)
         semantic: Scores | None = None
         future = snapshot.semantic
         if future.done() and future.exception() is None:
@@ -198,6 +212,21 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         found |= fused > 0.0  # a sibling lifted by its toolset
         fused[~found] = -np.inf
         return [(p, s) for p, s in top_positions(fused, limit, allowed) if s != -np.inf]
+
+    def _lexical_scores(self, snapshot: Any, query: str) -> Scores:
+        """BM25 of the whole query; for a query of several sentences or lines, scaled to its
+        best and plus ``clause_weight`` x the tool's best BM25 over those clauses, each scaled
+        to its own best. A query asking for two things then finds the tool of the clause with
+        fewer or commoner words too."""
+        parts = clauses(query, _CLAUSE_MIN_WORDS) if self._clause_weight > 0 else []
+        if len(parts) < 2:
+            whole: Scores = self._bm25.scores(snapshot, query)[0]
+            return whole
+        scores = self._bm25.scores(snapshot, query, *parts)
+        # Each row scaled to its best (a row matching nothing stays 0).
+        scores /= np.maximum(scores.max(axis=1, keepdims=True), np.finfo(np.float32).tiny)
+        combined: Scores = scores[0] + self._clause_weight * scores[1:].max(axis=0)
+        return combined
 
     def _semantic_query(self, query: str) -> str:
         if self._last_line_words is not None:

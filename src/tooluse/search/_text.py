@@ -179,6 +179,11 @@ def last_words(text: str, limit: int) -> str:
     return text if len(found) <= limit else text[found[-limit].start() :]
 
 
+def word_count(text: str) -> int:
+    """Words in ``text``, a CJK character counting as one."""
+    return len(_WORD_OR_CJK.findall(text))
+
+
 def last_line(text: str, min_words: int) -> str:
     """The last non-blank line of ``text`` if it has at least ``min_words`` words (a CJK
     character counts as a word) and other lines come before it; else ``text``. The last turn
@@ -186,9 +191,23 @@ def last_line(text: str, min_words: int) -> str:
     if min_words < 1:
         raise ValueError(f"min_words must be at least 1, got {min_words}")
     lines = [line for line in text.splitlines() if line.strip()]
-    if len(lines) > 1 and len(_WORD_OR_CJK.findall(lines[-1])) >= min_words:
+    if len(lines) > 1 and word_count(lines[-1]) >= min_words:
         return lines[-1]
     return text
+
+
+# Where a sentence or a turn ends: 。！？；, !?;, a period after a letter or digit and before a
+# space or the end (not the one in 3.5 or math.pi), a line break.
+_CLAUSE_END = re.compile(r"[。！？；!?;\n]+|(?<=[^\W_])\.(?:\s+|$)")
+
+
+def clauses(text: str, min_words: int) -> list[str]:
+    """The sentences and lines of ``text`` that have at least ``min_words`` words (a CJK
+    character counts as a word): ``"Convert 50 m to km. Then plan a drone flight."`` ->
+    ``["Convert 50 m to km", "Then plan a drone flight"]``."""
+    if min_words < 1:
+        raise ValueError(f"min_words must be at least 1, got {min_words}")
+    return [part.strip() for part in _CLAUSE_END.split(text) if word_count(part) >= min_words]
 
 
 # A span in quotes: '...' (not an apostrophe: no letter just outside), "...", “...”, ‘...’,
