@@ -129,10 +129,11 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
 
     def similarities(self, snapshot: _VectorSnapshot, query: str) -> npt.NDArray[np.float32]:
         vector = self._model.embed_query(query)
-        # einsum, not BLAS: OpenBLAS's threads spin for a while after each product and take
-        # the cores from the next query's embedding (measured: 36 -> 27 ms p50 for a short
-        # query at 4,000 tools); the single-threaded product costs 0.3 ms more.
-        similarities: npt.NDArray[np.float32] = np.einsum("ij,j->i", snapshot.matrix, vector)
+        # Not BLAS's matrix product: OpenBLAS's threads spin for a while after each product and
+        # take the cores from the next query's embedding (measured: 36 -> 27 ms p50 for a short
+        # query at 4,000 tools). vecdot runs one dot product per row on this thread: 0.29 ms
+        # at 4,000 tools, einsum 0.44 ms.
+        similarities: npt.NDArray[np.float32] = np.vecdot(snapshot.matrix, vector)
         return similarities
 
     def _rank(
