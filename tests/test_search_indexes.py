@@ -188,6 +188,44 @@ def test_bm25_finds(query: str, expected: str) -> None:
     assert search(index, query)[0] == expected
 
 
+_PLAIN_WORDS = ["weather", "city", "email", "send", "file", "move", "stock", "price"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    descriptions=st.lists(
+        st.lists(st.sampled_from(_PLAIN_WORDS), max_size=6).map(" ".join), min_size=1, max_size=8
+    ),
+    queries=st.lists(
+        st.lists(st.sampled_from(_PLAIN_WORDS), max_size=4).map(" ".join), min_size=1, max_size=3
+    ),
+)
+def test_bm25_scores_are_the_textbook_formula_for_several_queries_at_once(
+    descriptions: list[str], queries: list[str]
+) -> None:
+    index = BM25ToolIndex(stemmed=False)
+    tools = [ToolReference(f"tool{i}", None, text) for i, text in enumerate(descriptions)]
+    index.index_tools("s", tools)
+    index.build("s")
+    snapshot = index._snapshot("s")
+    assert snapshot is not None
+    scores = index.scores(snapshot[0], *queries)
+    # BM25F by hand: name "tool<i>" boosted 3, description 1; k1 1.2, b 0.75, Lucene's idf.
+    fields = [(["tool", str(i)], text.split()) for i, text in enumerate(descriptions)]
+    lengths = [3.0 * len(name) + len(words) for name, words in fields]
+    average = sum(lengths) / len(lengths)
+    expected = np.zeros((len(queries), len(tools)))
+    for row, query in enumerate(queries):
+        for term in set(query.split()):
+            frequencies = [3.0 * name.count(term) + words.count(term) for name, words in fields]
+            df = sum(f > 0 for f in frequencies)
+            idf = np.log1p((len(tools) - df + 0.5) / (df + 0.5))
+            for column, (tf, length) in enumerate(zip(frequencies, lengths, strict=True)):
+                norm = 1.2 * (1 - 0.75 + 0.75 * length / average)
+                expected[row, column] += idf * tf * 2.2 / (tf + norm)
+    np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_bm25_jieba_segmentation_also_works() -> None:
     index = BM25ToolIndex(cjk="jieba")
     index.index_tools("s", CATALOGUE)
