@@ -655,6 +655,23 @@ def test_hybrid_falls_back_to_bm25_when_embedding_fails(caplog: pytest.LogCaptur
     assert any("BM25 only" in record.getMessage() for record in caplog.records)
 
 
+class QueryFailingModel(BagOfWordsModel):
+    def embed_query(self, text: str) -> Vectors:
+        raise RuntimeError("rate limited")
+
+
+def test_hybrid_ranks_with_bm25_when_the_query_fails_to_embed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    index = HybridToolIndex(QueryFailingModel(), background_embedding=False)
+    index.index_tools("s", CATALOGUE)
+    index.build("s")
+    assert search(index, "weather")[0] == "get_weather"
+    failures = [r for r in caplog.records if "query failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None
+    assert "rate limited" in str(failures[0].exc_info[1])
+
+
 def test_hybrid_can_embed_in_the_foreground() -> None:
     index = HybridToolIndex(
         BagOfWordsModel(aliases={"forecast": "weather"}), background_embedding=False

@@ -120,7 +120,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     per second on two cores), so by default (``background_embedding=True``) it runs in a
     background thread and searches meanwhile rank with BM25 alone; ``build(session_id)``
     waits for it. If the embedding fails, the error is logged and the catalogue is searched
-    with BM25 alone.
+    with BM25 alone; so is a search whose query fails to embed.
     """
 
     def __init__(
@@ -210,7 +210,10 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         future = snapshot.semantic
         if future.done() and future.exception() is None:
             lexical_future = _LEXICAL.submit(self._lexical_scores, snapshot.lexical, query)
-            semantic = self._vector.similarities(future.result(), self._semantic_query(query))
+            try:
+                semantic = self._vector.similarities(future.result(), self._semantic_query(query))
+            except Exception:  # an embedding endpoint down or rate-limited: BM25 still answers
+                logger.exception("Embedding the query failed; this search ranks with BM25 only")
             lexical = lexical_future.result()
         else:
             lexical = self._lexical_scores(snapshot.lexical, query)
