@@ -43,6 +43,14 @@ def search(index: ToolIndex, query: str, session: str = "s", **options: object) 
     return index.search(ToolSearchRequest(session, query, **options)).tool_names  # type: ignore[arg-type]
 
 
+def phrases(
+    words: list[str], *, max_words: int, max_count: int, min_words: int = 1
+) -> st.SearchStrategy[list[str]]:
+    """1 to ``max_count`` texts of ``min_words`` to ``max_words`` of ``words``."""
+    phrase = st.lists(st.sampled_from(words), min_size=min_words, max_size=max_words)
+    return st.lists(phrase.map(" ".join), min_size=1, max_size=max_count)
+
+
 # -- RegexToolIndex: Spring's behaviour ------------------------------------------------------
 
 
@@ -193,12 +201,8 @@ _PLAIN_WORDS = ["weather", "city", "email", "send", "file", "move", "stock", "pr
 
 @settings(max_examples=100, deadline=None)
 @given(
-    descriptions=st.lists(
-        st.lists(st.sampled_from(_PLAIN_WORDS), max_size=6).map(" ".join), min_size=1, max_size=8
-    ),
-    queries=st.lists(
-        st.lists(st.sampled_from(_PLAIN_WORDS), max_size=4).map(" ".join), min_size=1, max_size=3
-    ),
+    descriptions=phrases(_PLAIN_WORDS, min_words=0, max_words=6, max_count=8),
+    queries=phrases(_PLAIN_WORDS, min_words=0, max_words=4, max_count=3),
 )
 def test_bm25_scores_are_the_textbook_formula_for_several_queries_at_once(
     descriptions: list[str], queries: list[str]
@@ -882,11 +886,7 @@ _WORDS = ["weather", "city", "email", "send", "file", "move", "rain", "mail"]
 
 @settings(max_examples=150, deadline=None)
 @given(
-    texts=st.lists(
-        st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4).map(" ".join),
-        min_size=1,
-        max_size=9,
-    ),
+    texts=phrases(_WORDS, max_words=4, max_count=9),
     query=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3).map(" ".join),
     candidates=st.integers(1, 5),
     limit=st.integers(1, 10),
@@ -1026,6 +1026,18 @@ DRONE_TOOLS = [
 ]
 
 
+def bm25_side_of_hybrid(tools: list[ToolReference], clause_weight: float) -> HybridToolIndex:
+    """A hybrid index over ``tools`` whose vector side weighs nothing."""
+    index = HybridToolIndex(
+        BagOfWordsModel(),
+        vector_weight=0.0,
+        clause_weight=clause_weight,
+        background_embedding=False,
+    )
+    index.index_tools("s", tools)
+    return index
+
+
 def test_hybrid_scores_each_sentence_so_a_two_part_request_finds_both_tools() -> None:
     # The second sentence has most of the words, so on the whole query BM25 ranks every drone
     # tool above the converter; scaled within its own sentence, the converter is first.
@@ -1033,16 +1045,10 @@ def test_hybrid_scores_each_sentence_so_a_two_part_request_finds_both_tools() ->
         "Convert a unit: 50 meters to kilometers. Then plan a drone flight path from the start "
         "point to the destination at an altitude of 120 meters."
     )
-    found = {}
-    for clause_weight in (0.25, 0.0):
-        index = HybridToolIndex(
-            BagOfWordsModel(),
-            vector_weight=0.0,
-            clause_weight=clause_weight,
-            background_embedding=False,
-        )
-        index.index_tools("s", DRONE_TOOLS)
-        found[clause_weight] = search(index, query, max_results=3)
+    found = {
+        weight: search(bm25_side_of_hybrid(DRONE_TOOLS, weight), query, max_results=3)
+        for weight in (0.25, 0.0)
+    }
     assert found == {
         0.25: ["planner", "replay", "converter"],
         0.0: ["planner", "replay", "weather"],
@@ -1053,11 +1059,7 @@ def test_hybrid_scores_each_sentence_so_a_two_part_request_finds_both_tools() ->
 
 @settings(max_examples=100, deadline=None)
 @given(
-    sentences=st.lists(
-        st.lists(st.sampled_from(_WORDS), min_size=1, max_size=6).map(" ".join),
-        min_size=1,
-        max_size=4,
-    ),
+    sentences=phrases(_WORDS, max_words=6, max_count=4),
     clause_weight=st.sampled_from([0.0, 0.25, 1.0]),
 )
 def test_clause_scores_add_each_tools_best_scaled_sentence_score(
@@ -1070,13 +1072,7 @@ def test_clause_scores_add_each_tools_best_scaled_sentence_score(
         )
     ]
     query = ". ".join(sentences) + "."
-    index = HybridToolIndex(
-        BagOfWordsModel(),
-        vector_weight=0.0,
-        clause_weight=clause_weight,
-        background_embedding=False,
-    )
-    index.index_tools("s", tools)
+    index = bm25_side_of_hybrid(tools, clause_weight)
     found = index.search(ToolSearchRequest("s", query, max_results=10)).tool_references
     lexical_index = BM25ToolIndex()
     lexical_index.index_tools("s", tools)
