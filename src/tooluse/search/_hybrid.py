@@ -238,7 +238,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             return whole
         scores = self._bm25.scores(snapshot, query, *parts)
         # Each row scaled to its best (a row matching nothing stays 0).
-        scores /= np.maximum(scores.max(axis=1, keepdims=True), np.finfo(np.float32).tiny)
+        best = scores.max(axis=1, keepdims=True, initial=0.0)  # BM25 scores are >= 0
+        scores /= np.maximum(best, np.finfo(np.float32).tiny)
         combined: Scores = scores[0] + self._clause_weight * scores[1:].max(axis=0)
         return combined
 
