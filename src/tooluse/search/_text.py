@@ -15,12 +15,14 @@ from typing import Any, Literal
 __all__ = [
     "CjkMode",
     "cjk_language",
+    "clauses",
     "contains_cjk",
     "last_line",
     "last_words",
     "split_identifier",
     "stem",
     "without_quoted",
+    "word_count",
     "words",
 ]
 
