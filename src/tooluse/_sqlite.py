@@ -8,14 +8,16 @@ cannot interleave with another writer), and a per-component schema version.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Literal, Self
+
+from tooluse._fork import PerProcess, ProcessLock
 
 __all__ = [
     "SCHEMA_TABLE",
@@ -127,7 +129,11 @@ def ensure_schema(
 class SqliteStore:
     """A store in one SQLite file: one connection, opened as :func:`connect` does with
     ``component``'s tables ensured, used by one thread at a time (``_lock``); closing the
-    store (or leaving its ``with`` block) closes the connection."""
+    store (or leaving its ``with`` block) closes the connection.
+
+    The connection and the lock are per process: a forked child (a pre-fork server) opens
+    its own connection on first use, as SQLite requires, and never waits on a lock that
+    another thread of the parent held at the fork."""
 
     def __init__(
         self,
@@ -140,23 +146,31 @@ class SqliteStore:
         synchronous: Synchronous,
     ) -> None:
         self._path = os.fspath(path)
-        self._lock = threading.Lock()
-        self._connection = connect(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        self._lock = ProcessLock()
+        self._connections = PerProcess(
+            functools.partial(connect, path, busy_timeout=busy_timeout, synchronous=synchronous),
+            shared=self._path == ":memory:",  # no file: the child has its own copy
+        )
+        connection = self._connection  # opened now: a bad path fails here
         try:
             ensure_schema(
-                self._connection,
+                connection,
                 component=component,
                 version=version,
                 statements=statements,
                 location=self._path,
             )
         except BaseException:
-            self._connection.close()
+            connection.close()
             raise
 
     @property
     def path(self) -> str:
         return self._path
+
+    @property
+    def _connection(self) -> sqlite3.Connection:
+        return self._connections.get()
 
     def close(self) -> None:
         with self._lock:

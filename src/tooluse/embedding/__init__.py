@@ -3,8 +3,7 @@ OpenAI-compatible endpoint model, and content-hash caches."""
 
 from __future__ import annotations
 
-import threading
-
+from tooluse._fork import ProcessLock
 from tooluse.embedding._cache import (
     CachedEmbeddingModel,
     EmbeddingCache,
@@ -34,7 +33,7 @@ __all__ = [
 ]
 
 _default: CachedEmbeddingModel | None = None
-_default_lock = threading.Lock()
+_default_lock = ProcessLock()
 
 
 def default_embedding_model() -> CachedEmbeddingModel:

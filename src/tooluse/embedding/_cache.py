@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,7 +15,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from tooluse._sqlite import connect
+from tooluse._fork import ProcessLock
+from tooluse._sqlite import SqliteStore, write_transaction
 from tooluse.embedding._protocol import EmbeddingModel, Vectors
 
 __all__ = [
@@ -68,7 +68,7 @@ class InMemoryEmbeddingCache:
             raise ValueError(f"max_entries must be at least 1, got {max_entries}")
         self._max_entries = max_entries
         self._entries: OrderedDict[str, Vectors] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -92,8 +92,9 @@ class InMemoryEmbeddingCache:
                 self._entries.popitem(last=False)
 
 
-class SqliteEmbeddingCache:
-    """Vectors in a SQLite file (WAL; safe for several threads and processes).
+class SqliteEmbeddingCache(SqliteStore):
+    """Vectors in a SQLite file (WAL; safe for several threads and processes, also forked
+    ones).
 
     Losing the last writes on power failure only costs a re-embedding, so commits do not wait
     for the disk (``synchronous=NORMAL``).
@@ -102,24 +103,19 @@ class SqliteEmbeddingCache:
     _SELECT_CHUNK = 500  # stays under SQLite's limit on bound parameters
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._path = Path(path)
-        if str(path) != ":memory:":
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-        self._connection = connect(path, busy_timeout=30.0, synchronous="NORMAL")
-        self._lock = threading.Lock()
-        with self._lock:
-            self._connection.execute(
+        if os.fspath(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        super().__init__(
+            path,
+            component="embedding_cache",
+            version=1,
+            statements=[
                 "CREATE TABLE IF NOT EXISTS embeddings "
                 "(key TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID"
-            )
-
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    def close(self) -> None:
-        with self._lock:
-            self._connection.close()
+            ],
+            busy_timeout=30.0,
+            synchronous="NORMAL",
+        )
 
     def __len__(self) -> int:
         with self._lock:
@@ -143,16 +139,10 @@ class SqliteEmbeddingCache:
             (key, np.ascontiguousarray(vector, dtype=np.float32).tobytes())
             for key, vector in items.items()
         ]
-        with self._lock:
-            self._connection.execute("BEGIN IMMEDIATE")
-            try:
-                self._connection.executemany(
-                    "INSERT OR REPLACE INTO embeddings (key, vector) VALUES (?, ?)", rows
-                )
-            except BaseException:
-                self._connection.execute("ROLLBACK")
-                raise
-            self._connection.execute("COMMIT")
+        with self._lock, write_transaction(self._connection) as connection:
+            connection.executemany(
+                "INSERT OR REPLACE INTO embeddings (key, vector) VALUES (?, ?)", rows
+            )
 
 
 class TieredEmbeddingCache:

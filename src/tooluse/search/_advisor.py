@@ -7,10 +7,10 @@ import asyncio
 import hashlib
 import json
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from tooluse._fork import ProcessLock
 from tooluse.advisors import AdvisorChain, ChatClientRequest, ToolCallingAdvisor
 from tooluse.memory import CONVERSATION_ID
 from tooluse.messages import Message, SystemMessage, ToolResponseMessage, UserMessage
@@ -126,8 +126,8 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         self.preselect = preselect
         self.tool_category = tool_category
         self._fingerprints: dict[str, str] = {}
-        self._session_locks: dict[str, threading.Lock] = {}
-        self._lock = threading.Lock()
+        self._session_locks: dict[str, ProcessLock] = {}
+        self._lock = ProcessLock()
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -155,7 +155,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             self.evict_session(evicted)
         fingerprint = tool_fingerprint(references)
         with self._lock:
-            session_lock = self._session_locks.setdefault(session_id, threading.Lock())
+            session_lock = self._session_locks.setdefault(session_id, ProcessLock())
         with session_lock:
             if self._fingerprints.get(session_id) == fingerprint:
                 return

@@ -6,12 +6,13 @@ evict; the advisor clears their indexes and then calls ``on_removed`` for each.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
+
+from tooluse._fork import ProcessLock
 
 __all__ = [
     "AlwaysEvictStrategy",
@@ -63,7 +64,7 @@ class LruEvictionStrategy:
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
         self._max_sessions = max_sessions
         self._sessions: OrderedDict[str, None] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
 
     def on_access(self, session_id: str) -> list[str]:
         with self._lock:
@@ -92,7 +93,7 @@ class TtlEvictionStrategy:
         self._ttl = seconds
         self._clock = clock
         self._last_access: dict[str, float] = {}
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
 
     def on_access(self, session_id: str) -> list[str]:
         with self._lock:

@@ -7,12 +7,13 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from tooluse._fork import ThreadPool, run_into
 from tooluse.embedding import CachedEmbeddingModel, EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
@@ -37,21 +38,35 @@ logger = logging.getLogger(__name__)
 
 # One worker: embedding is CPU-bound (or rate-limited), and the bundled engine runs one call
 # at a time anyway.
-_EMBEDDER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tooluse-tool-embedding")
+_EMBEDDER = ThreadPool(1, "tooluse-tool-embedding")
 
 # A search's BM25 side runs here while its own thread embeds the query (ONNX Runtime and HTTP
 # clients release the GIL): at 4,000 tools on two cores, p50 14.4 -> 14.0 ms, p90 20.3 ->
 # 18.9 ms, p99 23.3 -> 21.9 ms (docs/benchmarks.md).
-_LEXICAL = ThreadPoolExecutor(
-    max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="tooluse-bm25"
-)
+_LEXICAL = ThreadPool(min(4, os.cpu_count() or 1), "tooluse-bm25")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _HybridSnapshot:
     lexical: Any
-    semantic: Future[Any]  # the vector snapshot, maybe still being embedded
     toolsets: Toolsets
+    embed: Callable[[], Any]  # makes the vector snapshot
+    embedded: dict[int, Future[Any]]  # the vector snapshot by process, maybe still embedding
+
+    def semantic(self) -> Future[Any]:
+        """The vector snapshot, maybe still being embedded. A forked child whose parent was
+        still embedding at the fork embeds again (the parent's thread is not in the child;
+        the disk cache keeps what the parent finished)."""
+        process = os.getpid()
+        future = self.embedded.get(process)
+        if future is None:
+            future = next((f for f in self.embedded.values() if f.done()), None)
+            if future is None:
+                fresh: Future[Any] = Future()
+                future = self.embedded.setdefault(process, fresh)
+                if future is fresh:
+                    _EMBEDDER.submit(run_into, fresh, self.embed)
+        return future
 
 
 def _logging_failure(build: Callable[[], Any]) -> Any:
@@ -189,25 +204,26 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         self._background_embedding = background_embedding
 
     def _build(self, references: Sequence[ToolReference]) -> _HybridSnapshot:
-        lexical = self._bm25._build(references)
-        semantic: Future[Any]
+        vectors = functools.partial(self._vector._build, references)
+        embed = functools.partial(_logging_failure, vectors)
+        semantic: Future[Any] = Future()
         if self._background_embedding:
-            semantic = _EMBEDDER.submit(
-                _logging_failure, functools.partial(self._vector._build, references)
-            )
+            _EMBEDDER.submit(run_into, semantic, embed)
         else:
-            semantic = Future()
-            semantic.set_result(self._vector._build(references))
-        return _HybridSnapshot(lexical, semantic, Toolsets.of(references, self._toolset_size))
+            semantic.set_result(vectors())
+        toolsets = Toolsets.of(references, self._toolset_size)
+        return _HybridSnapshot(
+            self._bm25._build(references), toolsets, embed, {os.getpid(): semantic}
+        )
 
     def _complete(self, snapshot: _HybridSnapshot) -> None:
-        snapshot.semantic.result()  # raises the embedding error, if any
+        snapshot.semantic().result()  # raises the embedding error, if any
 
     def _rank(
         self, snapshot: _HybridSnapshot, query: str, limit: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
         semantic: Scores | None = None
-        future = snapshot.semantic
+        future = snapshot.semantic()
         if future.done() and future.exception() is None:
             lexical_future = _LEXICAL.submit(self._lexical_scores, snapshot.lexical, query)
             try:

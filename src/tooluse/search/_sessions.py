@@ -9,7 +9,6 @@ once. Indexing only marks the session stale; the next search builds (or reuses) 
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
 import weakref
 from abc import ABC, abstractmethod
@@ -19,6 +18,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from tooluse._fork import ProcessLock
 from tooluse.search._types import ToolReference, ToolSearchRequest, ToolSearchResponse
 
 __all__ = ["DEFAULT_MAX_RESULTS", "SessionToolIndex", "top_positions"]
@@ -59,11 +59,11 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
             raise ValueError(f"default_max_results must be at least 1, got {default_max_results}")
         self._default_max_results = default_max_results
         self._sessions: dict[str, _Session] = {}
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
         self._shared: weakref.WeakValueDictionary[str, _Shared[SnapshotT]] = (
             weakref.WeakValueDictionary()
         )
-        self._build_locks: dict[str, threading.Lock] = {}
+        self._build_locks: dict[str, ProcessLock] = {}
 
     # -- ToolIndex ---------------------------------------------------------------------------
 
@@ -158,7 +158,7 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
     def _shared_snapshot(self, references: tuple[ToolReference, ...]) -> _Shared[SnapshotT]:
         key = _catalogue_key(references)
         with self._lock:
-            build_lock = self._build_locks.setdefault(key, threading.Lock())
+            build_lock = self._build_locks.setdefault(key, ProcessLock())
         try:
             with build_lock:  # concurrent sessions on a new catalogue build it once
                 shared = self._shared.get(key)

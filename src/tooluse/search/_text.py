@@ -8,9 +8,10 @@ Chinese is cut into words with jieba (``cjk="jieba"``) or into character unigram
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
 from typing import Any, Literal
+
+from tooluse._fork import ProcessLock
 
 __all__ = [
     "CjkMode",
@@ -84,7 +85,7 @@ def _bigrams(run: str) -> list[str]:
     return [*run, *(run[i : i + 2] for i in range(len(run) - 1))]
 
 
-_jieba_lock = threading.Lock()
+_jieba_lock = ProcessLock()
 _jieba_cut: Callable[[str], Any] | None = None
 
 
@@ -111,7 +112,7 @@ def _cjk_words(run: str, cjk: CjkMode) -> list[str]:
     return _bigrams(run)
 
 
-_stemmer_lock = threading.Lock()
+_stemmer_lock = ProcessLock()
 _stem_words: Callable[[list[str]], list[str]] | None = None
 
 
@@ -131,7 +132,7 @@ def _stemmer() -> Callable[[list[str]], list[str]]:
 
 _STEM_CACHE_LIMIT = 500_000
 _stems: dict[str, str] = {}
-_stems_lock = threading.Lock()
+_stems_lock = ProcessLock()
 
 
 def stem(tokens: list[str]) -> list[str]:

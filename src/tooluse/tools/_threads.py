@@ -2,7 +2,8 @@
 
 Not the event loop's default executor: that one has ``min(32, CPUs + 4)`` threads (6 on a
 2-CPU machine), so a round of 8 sync tools that each wait on I/O would take two waves. Tool
-calls are mostly I/O-bound, so the pool is wider; threads are started only when needed.
+calls are mostly I/O-bound, so the pool is wider; threads are started only when needed, in
+each process (a forked child starts its own).
 """
 
 from __future__ import annotations
@@ -10,24 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+
+from tooluse._fork import ThreadPool
 
 MAX_TOOL_THREADS = 64
 _T = TypeVar("_T")
-_executor: ThreadPoolExecutor | None = None
-_lock = threading.Lock()
-
-
-def _tool_executor() -> ThreadPoolExecutor:
-    global _executor
-    if _executor is None:
-        with _lock:
-            if _executor is None:
-                _executor = ThreadPoolExecutor(MAX_TOOL_THREADS, thread_name_prefix="tooluse-tool")
-    return _executor
+_TOOL_THREADS = ThreadPool(MAX_TOOL_THREADS, "tooluse-tool")
 
 
 async def run_in_tool_thread(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
@@ -35,4 +26,4 @@ async def run_in_tool_thread(function: Callable[..., _T], *args: Any, **kwargs: 
     (tracing spans, request state), like ``asyncio.to_thread``."""
     context = contextvars.copy_context()
     call = functools.partial(context.run, function, *args, **kwargs)
-    return await asyncio.get_running_loop().run_in_executor(_tool_executor(), call)
+    return await asyncio.get_running_loop().run_in_executor(_TOOL_THREADS, call)

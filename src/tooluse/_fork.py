@@ -1,0 +1,85 @@
+"""State that a forked child must not inherit: threads, locks, SQLite connections.
+
+A child of ``os.fork()`` (a pre-fork server such as ``gunicorn --preload``, a multiprocessing
+pool with the fork start method) gets a copy of every object but only the thread that forked.
+A ``ThreadPoolExecutor`` copied that way has no workers and believes it has, so work submitted
+in the child waits forever; a lock that another thread held at the fork stays held; an SQLite
+connection must not be used by two processes (its file locks belong to the process that
+opened it). :class:`PerProcess` makes such a value again in each process, on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any, Generic, TypeVar
+
+__all__ = ["PerProcess", "ProcessLock", "ThreadPool", "run_into"]
+
+_T = TypeVar("_T")
+
+
+class PerProcess(Generic[_T]):
+    """A value made by ``factory`` once in each process, on first use there.
+
+    The parent's value stays referenced in the child, unused: closing a copied SQLite
+    connection there could touch the parent's database files. Two threads making the value at
+    once in a process each call ``factory``; the first stored wins and the other value is
+    dropped unused. ``shared=True``: one value for every process (an in-memory database,
+    which the child gets its own copy of)."""
+
+    def __init__(self, factory: Callable[[], _T], *, shared: bool = False) -> None:
+        self._factory = factory
+        self._shared = shared
+        self._values: dict[int, _T] = {}
+
+    def get(self) -> _T:
+        process = 0 if self._shared else os.getpid()
+        value = self._values.get(process)
+        if value is None:
+            value = self._values.setdefault(process, self._factory())
+        return value
+
+
+class ProcessLock:
+    """A ``threading.Lock`` per process, for ``with lock:`` blocks. A plain lock that another
+    thread held at the fork would stay held in the child for ever."""
+
+    __slots__ = ("_locks",)
+
+    def __init__(self) -> None:
+        self._locks = PerProcess(threading.Lock)
+
+    def __enter__(self) -> None:
+        self._locks.get().acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._locks.get().release()
+
+
+class ThreadPool(Executor):
+    """A ``ThreadPoolExecutor`` per process (its threads start on demand)."""
+
+    def __init__(self, max_workers: int, thread_name_prefix: str) -> None:
+        if max_workers < 1:
+            raise ValueError(f"max_workers must be at least 1, got {max_workers}")
+        self._executors = PerProcess(
+            lambda: ThreadPoolExecutor(max_workers, thread_name_prefix=thread_name_prefix)
+        )
+
+    def submit(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> Future[_T]:
+        return self._executors.get().submit(fn, *args, **kwargs)
+
+
+def run_into(future: Future[_T], function: Callable[[], _T]) -> None:
+    """Run ``function`` and settle ``future`` with its result or its exception."""
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = function()
+    except BaseException as exc:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)

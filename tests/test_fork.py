@@ -1,0 +1,157 @@
+"""A forked child (a pre-fork server, a multiprocessing pool with the fork start method) can
+use what its parent built: thread pools, locks, SQLite stores and a tool index whose catalogue
+was still being embedded at the fork.
+
+Each check runs in a real child process that kills itself after a while, so a hang fails the
+test instead of stalling the suite."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from search_fakes import BagOfWordsModel
+from tooluse._fork import ProcessLock, ThreadPool
+from tooluse.embedding import SqliteEmbeddingCache, Vectors
+from tooluse.search import HybridToolIndex, ToolReference, ToolSearchRequest
+from tooluse.tools._threads import run_in_tool_thread
+
+_CHILD_SECONDS = 20
+
+
+def in_child(check: Callable[[], Any]) -> Any:
+    """``check()`` run in a forked child; its JSON result, or the test fails with the child's
+    error (or its death by the alarm, if it hung)."""
+    read, write = os.pipe()
+    with warnings.catch_warnings():  # Python 3.12+ warns about forking a threaded process
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        os.close(read)
+        signal.alarm(_CHILD_SECONDS)  # SIGALRM's default action ends the process
+        try:
+            payload, code = json.dumps({"result": check()}), 0
+        except BaseException as exc:
+            payload, code = json.dumps({"error": f"{type(exc).__name__}: {exc}"}), 1
+        with os.fdopen(write, "w") as pipe:
+            pipe.write(payload)
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        output = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert not os.WIFSIGNALED(status), f"the child hung and was killed ({os.WTERMSIG(status)})"
+    answer = json.loads(output)
+    assert "error" not in answer, answer["error"]
+    return answer["result"]
+
+
+def test_a_thread_pool_used_before_the_fork_runs_work_in_the_child() -> None:
+    pool = ThreadPool(2, "test-pool")
+    both = threading.Barrier(2, timeout=5)  # two tasks at once: both threads start
+    assert sorted(f.result(timeout=5) for f in [pool.submit(both.wait) for _ in range(2)]) == [0, 1]
+
+    def child() -> list[int]:
+        return list(pool.map(lambda n: n * n, range(4), timeout=5))
+
+    assert in_child(child) == [0, 1, 4, 9]
+    assert pool.submit(lambda: 3).result(timeout=5) == 3  # the parent's pool is untouched
+
+
+def test_a_lock_another_thread_held_at_the_fork_is_free_in_the_child() -> None:
+    lock = ProcessLock()
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(timeout=30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(timeout=5)
+    try:
+
+        def child() -> str:
+            with lock:
+                return "acquired"
+
+        assert in_child(child) == "acquired"
+    finally:
+        release.set()
+        holder.join()
+
+
+def test_the_sqlite_cache_opens_its_own_connection_in_the_child(tmp_path: Path) -> None:
+    cache = SqliteEmbeddingCache(tmp_path / "cache.sqlite3")
+    cache.put_many({"parent": np.array([1.0, 2.0])})  # the parent's connection is open and used
+    parent_connection = id(cache._connection)
+
+    def child() -> dict[str, Any]:
+        cache.put_many({"child": np.array([3.0])})
+        return {
+            "own_connection": id(cache._connection) != parent_connection,
+            "sees_parent_rows": cache.get_many(["parent"])["parent"].tolist(),
+        }
+
+    assert in_child(child) == {"own_connection": True, "sees_parent_rows": [1.0, 2.0]}
+    assert cache.get_many(["child"])["child"].tolist() == [3.0]
+    assert len(cache) == 2
+    cache.close()
+
+
+def test_an_in_memory_sqlite_cache_keeps_its_rows_in_the_child() -> None:
+    # No file, so no lock to protect: the child uses its copy of the parent's database.
+    cache = SqliteEmbeddingCache(":memory:")
+    cache.put_many({"parent": np.array([1.0])})
+
+    def child() -> list[float]:
+        return cache.get_many(["parent"])["parent"].tolist()
+
+    assert in_child(child) == [1.0]
+
+
+def test_sync_tools_run_in_a_child_after_the_parent_ran_some() -> None:
+    assert asyncio.run(run_in_tool_thread(lambda: "parent")) == "parent"
+    assert in_child(lambda: asyncio.run(run_in_tool_thread(lambda: "child"))) == "child"
+
+
+class SlowModel(BagOfWordsModel):
+    """Embeds documents slowly enough for a fork to land mid-catalogue."""
+
+    model_id = "test/slow-bag-of-words"
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        time.sleep(0.5)
+        return super().embed_documents(texts)
+
+
+def test_a_child_forked_while_the_catalogue_embeds_embeds_it_and_searches_with_vectors() -> None:
+    tools = [
+        ToolReference("get_weather", None, "Current weather conditions for a city"),
+        ToolReference("send_email", None, "Send an email message to a recipient"),
+        ToolReference("convert_units", None, "Convert a value between units of measure"),
+    ]
+    index = HybridToolIndex(SlowModel(aliases={"forecast": "weather"}), background_embedding=True)
+    index.index_tools("s", tools)
+    # "forecast" shares no word with any tool: only the vector side (the alias) finds it.
+    request = ToolSearchRequest("s", "forecast", max_results=3)
+    assert index.search(request).tool_references == ()  # BM25 alone while embedding
+
+    def child() -> list[str]:
+        index.build("s")  # waits for the child's own embedding of the catalogue
+        return [found.tool_name for found in index.search(request).tool_references]
+
+    assert in_child(child)[0] == "get_weather"
+    index.build("s")
+    assert index.search(request).tool_references[0].tool_name == "get_weather"
