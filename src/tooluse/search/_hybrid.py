@@ -18,14 +18,13 @@ from tooluse.embedding import CachedEmbeddingModel, EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import clauses, last_line, last_words, without_quoted
-from tooluse.search._toolsets import Toolsets
+from tooluse.search._toolsets import Scores, Toolsets
 from tooluse.search._types import ToolReference
 from tooluse.search._vector import VectorToolIndex
 
 __all__ = ["Fusion", "HybridToolIndex"]
 
 Fusion = Literal["scores", "ranks"]
-Scores = npt.NDArray[np.float32]
 Found = npt.NDArray[np.bool_]
 
 # Tuned on the dev sets with BM25's weight 1 (docs/benchmarks.md).

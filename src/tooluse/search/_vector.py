@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -63,7 +64,9 @@ def _text(reference: ToolReference, *, with_descriptions: bool) -> str:
     name = "" if language else " ".join(split_identifier(reference.tool_name)) + ": "
     text = f"{name}{reference.summary}".strip()
     parameters = []
-    for parameter, description in parameter_texts(reference.parameters):
+    for parameter, description in itertools.islice(
+        parameter_texts(reference.parameters), _MAX_PARAMETERS
+    ):
         words = " ".join(split_identifier(parameter))
         if not (description and with_descriptions):
             parameters.append(words)
@@ -73,7 +76,7 @@ def _text(reference: ToolReference, *, with_descriptions: bool) -> str:
             parameters.append(description)
     label, separator = _PARAMETERS[language]
     if parameters:
-        text += label + separator.join(parameters[:_MAX_PARAMETERS])
+        text += label + separator.join(parameters)
     return text
 
 
