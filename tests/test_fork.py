@@ -20,9 +20,15 @@ from typing import Any
 
 import numpy as np
 
+from provider_models import ask
+from provider_payloads import openai_completion
+from provider_server import Reply, shared_server
 from search_fakes import BagOfWordsModel
+from tooluse import ChatClient
 from tooluse._fork import ProcessLock, ThreadPool
+from tooluse._sync import run_sync
 from tooluse.embedding import SqliteEmbeddingCache, Vectors
+from tooluse.models import OpenAIChatModel
 from tooluse.search import HybridToolIndex, ToolReference, ToolSearchRequest
 from tooluse.tools._threads import run_in_tool_thread
 
@@ -155,3 +161,32 @@ def test_a_child_forked_while_the_catalogue_embeds_embeds_it_and_searches_with_v
     assert in_child(child)[0] == "get_weather"
     index.build("s")
     assert index.search(request).tool_references[0].tool_name == "get_weather"
+
+
+def test_the_sync_api_runs_a_child_on_its_own_event_loop() -> None:
+    def in_a_thread() -> int:  # through the loop's default thread pool
+        return run_sync(asyncio.to_thread(os.getpid), sync_name="f", async_name="af")
+
+    assert in_a_thread() == os.getpid()  # the parent's loop has started its pool's threads
+    parent = os.getpid()
+    child_pid = in_child(in_a_thread)
+    assert child_pid != parent
+
+
+def test_a_chat_model_and_the_sync_api_work_in_a_child_with_their_own_clients() -> None:
+    server = shared_server()
+    server.reset()
+    server.expect(*(Reply.json(openai_completion(text)) for text in ("a", "b", "c", "d")))
+    model = OpenAIChatModel("gpt-test", base_url=f"{server.url}/v1", api_key="sk-test")
+    client = ChatClient(model)
+    # The parent has used both clients, its event loop and the loop's thread pool.
+    assert model.call(ask()).text == "a"
+    assert client.prompt("hi").call().content() == "b"
+    parent_clients = (id(model._client), id(model._blocking_client()))
+
+    def child() -> list[Any]:
+        texts = [model.call(ask()).text, client.prompt("hi").call().content()]
+        return [*texts, (id(model._client), id(model._blocking_client())) != parent_clients]
+
+    assert in_child(child) == ["c", "d", True]
+    model.close()

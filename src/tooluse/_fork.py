@@ -36,11 +36,17 @@ class PerProcess(Generic[_T]):
         self._values: dict[int, _T] = {}
 
     def get(self) -> _T:
-        process = 0 if self._shared else os.getpid()
-        value = self._values.get(process)
+        value = self.made()
         if value is None:
-            value = self._values.setdefault(process, self._factory())
+            value = self._values.setdefault(self._key(), self._factory())
         return value
+
+    def made(self) -> _T | None:
+        """This process's value if it was made, else ``None`` (nothing is made)."""
+        return self._values.get(self._key())
+
+    def _key(self) -> int:
+        return 0 if self._shared else os.getpid()
 
 
 class ProcessLock:

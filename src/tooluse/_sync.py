@@ -2,7 +2,9 @@
 
 Each thread keeps one ``asyncio.Runner``: one event loop per thread that lives as long as the
 thread, so objects bound to a loop (SDK HTTP clients, the default thread pool) survive from
-one sync call to the next, and no loop is created per call.
+one sync call to the next, and no loop is created per call. A forked child makes its own: its
+copy of the parent's loop shares the parent's epoll set, and the loop's default thread pool
+has no threads there (``asyncio.to_thread`` would wait for ever).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import inspect
+import os
 import threading
 import weakref
 from collections.abc import Awaitable
@@ -20,13 +23,18 @@ __all__ = ["run_sync"]
 T = TypeVar("T")
 
 _local = threading.local()
-_runners: weakref.WeakSet[asyncio.Runner] = weakref.WeakSet()
+_runners: weakref.WeakKeyDictionary[asyncio.Runner, int] = weakref.WeakKeyDictionary()
+# A forked child's copies of its parent's runners: kept, never used or closed (closing would
+# shut the parent's default executor down in this process and warn).
+_inherited: list[asyncio.Runner] = []
 
 
 @atexit.register
 def _close_runners() -> None:
-    for runner in list(_runners):
-        runner.close()
+    process = os.getpid()
+    for runner, owner in list(_runners.items()):
+        if owner == process:
+            runner.close()
 
 
 def run_sync(awaitable: Awaitable[T], *, sync_name: str, async_name: str) -> T:
@@ -47,10 +55,13 @@ def run_sync(awaitable: Awaitable[T], *, sync_name: str, async_name: str) -> T:
             f"use `await {async_name}` instead"
         )
     runner: asyncio.Runner | None = getattr(_local, "runner", None)
-    if runner is None:
+    process = os.getpid()
+    if runner is None or _runners.get(runner) != process:
+        if runner is not None:
+            _inherited.append(runner)
         runner = asyncio.Runner()
         _local.runner = runner
-        _runners.add(runner)
+        _runners[runner] = process
     return runner.run(_await(awaitable))
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tooluse._fork import PerProcess
 from tooluse.embedding._protocol import Vectors
 
 if TYPE_CHECKING:
@@ -61,14 +62,18 @@ class OpenAIEmbeddingModel:
             "timeout": timeout,
             "max_retries": max_retries,
         }
-        self._client = client
-        self._async_client = async_client
+        self._given_client = client
+        self._given_async_client = async_client
+        # The clients made here are per process: a forked child must not share its parent's
+        # HTTP connections.
+        self._clients = PerProcess(self._new_client)
+        self._async_clients = PerProcess(self._new_async_client)
 
     @property
     def model_id(self) -> str:
         """Identifies endpoint, model and shape, for caches keyed by model."""
-        if self._client is not None:
-            base_url = str(self._client.base_url)
+        if self._given_client is not None:
+            base_url = str(self._given_client.base_url)
         else:
             base_url = self._client_settings["base_url"] or "https://api.openai.com/v1"
         return (
@@ -81,18 +86,22 @@ class OpenAIEmbeddingModel:
         return self._dimensions
 
     def _sync_client(self) -> openai.OpenAI:
-        if self._client is None:
-            import openai
-
-            self._client = openai.OpenAI(**self._client_settings)
-        return self._client
+        return self._given_client if self._given_client is not None else self._clients.get()
 
     def _aclient(self) -> openai.AsyncOpenAI:
-        if self._async_client is None:
-            import openai
+        if self._given_async_client is not None:
+            return self._given_async_client
+        return self._async_clients.get()
 
-            self._async_client = openai.AsyncOpenAI(**self._client_settings)
-        return self._async_client
+    def _new_client(self) -> openai.OpenAI:
+        import openai
+
+        return openai.OpenAI(**self._client_settings)
+
+    def _new_async_client(self) -> openai.AsyncOpenAI:
+        import openai
+
+        return openai.AsyncOpenAI(**self._client_settings)
 
     def _request(self, texts: list[str]) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self._model, "input": texts}

@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from tooluse._fork import PerProcess
 from tooluse.messages import ChatOptions, Prompt
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._options import merge_options
@@ -36,7 +37,8 @@ SyncClientT = TypeVar("SyncClientT", bound=_SyncClient)
 
 class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
     """Base of the SDK-backed chat models. Injected clients are closed by their owner; the
-    blocking client is built from the same settings the first time ``call`` needs it."""
+    blocking client is built from the same settings the first time ``call`` needs it. The
+    clients the model builds are per process (a forked child builds its own)."""
 
     provider: ClassVar[str]
     # How to build the SDK's clients, and how the error message names the blocking one.
@@ -74,12 +76,22 @@ class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
         if timeout is not None:
             self._settings["timeout"] = timeout
         self._injected_async_only = client is not None and sync_client is None
-        self._owns_client = client is None
-        self._owns_sync_client = False
-        self._client: AsyncClientT = (
-            client if client is not None else type(self)._new_async_client(**self._settings)
+        self._given_client = client
+        self._given_sync_client = sync_client
+        # The clients this model makes, one per process: a forked child must not share its
+        # parent's HTTP connections.
+        self._clients: PerProcess[AsyncClientT] = PerProcess(
+            lambda: type(self)._new_async_client(**self._settings)
         )
-        self._sync_client = sync_client
+        self._sync_clients: PerProcess[SyncClientT] = PerProcess(
+            lambda: type(self)._new_sync_client(**self._settings)
+        )
+        if client is None:
+            self._clients.get()  # built now: a bad setting fails here, not on the first call
+
+    @property
+    def _client(self) -> AsyncClientT:
+        return self._given_client if self._given_client is not None else self._clients.get()
 
     @property
     def base_url(self) -> str:
@@ -93,28 +105,30 @@ class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
     async def aclose(self) -> None:
         """Close the HTTP connections of the clients this model created (injected clients
         are left to their owner)."""
-        if self._owns_client:
-            await self._client.close()
-        if self._owns_sync_client and self._sync_client is not None:
-            await asyncio.to_thread(self._sync_client.close)
+        client = self._clients.made()
+        if client is not None:
+            await client.close()
+        sync_client = self._sync_clients.made()
+        if sync_client is not None:
+            await asyncio.to_thread(sync_client.close)
 
     def close(self) -> None:
         """Close the blocking client this model created (from async code, :meth:`aclose`
         closes both)."""
-        if self._owns_sync_client and self._sync_client is not None:
-            self._sync_client.close()
+        sync_client = self._sync_clients.made()
+        if sync_client is not None:
+            sync_client.close()
 
     def _blocking_client(self) -> SyncClientT:
-        if self._sync_client is None:
-            if self._injected_async_only:
-                raise RuntimeError(
-                    f"{type(self).__name__} was given an async client only; pass "
-                    f"sync_client={self._sync_client_name}(...) as well to use call(), "
-                    "or use acall()"
-                )
-            self._sync_client = type(self)._new_sync_client(**self._settings)
-            self._owns_sync_client = True
-        return self._sync_client
+        if self._given_sync_client is not None:
+            return self._given_sync_client
+        if self._injected_async_only:
+            raise RuntimeError(
+                f"{type(self).__name__} was given an async client only; pass "
+                f"sync_client={self._sync_client_name}(...) as well to use call(), "
+                "or use acall()"
+            )
+        return self._sync_clients.get()
 
     # -- request ----------------------------------------------------------------------------
 
