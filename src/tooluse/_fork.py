@@ -51,7 +51,7 @@ class PerProcess(Generic[_T]):
 
 class ProcessLock:
     """A ``threading.Lock`` per process, for ``with lock:`` blocks. A plain lock that another
-    thread held at the fork would stay held in the child for ever."""
+    thread held at the fork would stay held in the child forever."""
 
     __slots__ = ("_locks",)
 

@@ -4,7 +4,7 @@ Each thread keeps one ``asyncio.Runner``: one event loop per thread that lives a
 thread, so objects bound to a loop (SDK HTTP clients, the default thread pool) survive from
 one sync call to the next, and no loop is created per call. A forked child makes its own: its
 copy of the parent's loop shares the parent's epoll set, and the loop's default thread pool
-has no threads there (``asyncio.to_thread`` would wait for ever).
+has no threads there (``asyncio.to_thread`` would wait forever).
 """
 
 from __future__ import annotations
