@@ -16,9 +16,27 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
-__all__ = ["PerProcess", "ProcessLock", "ThreadPool", "run_into"]
+__all__ = ["PerProcess", "ProcessLock", "ThreadPool", "current_process", "run_into"]
 
 _T = TypeVar("_T")
+
+# This process's id, kept here so the hot paths (every search takes a few locks) need no
+# getpid system call; a forked child sets its own before anything else runs in it.
+_process = os.getpid()
+
+
+def _forked() -> None:
+    global _process
+    _process = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):  # Windows cannot fork
+    os.register_at_fork(after_in_child=_forked)
+
+
+def current_process() -> int:
+    """This process's id (``os.getpid()`` without the system call)."""
+    return _process
 
 
 class PerProcess(Generic[_T]):
@@ -46,7 +64,7 @@ class PerProcess(Generic[_T]):
         return self._values.get(self._key())
 
     def _key(self) -> int:
-        return 0 if self._shared else os.getpid()
+        return 0 if self._shared else _process
 
 
 class ProcessLock:

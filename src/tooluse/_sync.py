@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import atexit
 import inspect
-import os
 import threading
 import weakref
 from collections.abc import Awaitable
 from typing import TypeVar
+
+from tooluse._fork import current_process
 
 __all__ = ["run_sync"]
 
@@ -31,7 +32,7 @@ _inherited: list[asyncio.Runner] = []
 
 @atexit.register
 def _close_runners() -> None:
-    process = os.getpid()
+    process = current_process()
     for runner, owner in list(_runners.items()):
         if owner == process:
             runner.close()
@@ -55,7 +56,7 @@ def run_sync(awaitable: Awaitable[T], *, sync_name: str, async_name: str) -> T:
             f"use `await {async_name}` instead"
         )
     runner: asyncio.Runner | None = getattr(_local, "runner", None)
-    process = os.getpid()
+    process = current_process()
     if runner is None or _runners.get(runner) != process:
         if runner is not None:
             _inherited.append(runner)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from tooluse._fork import ThreadPool, run_into
+from tooluse._fork import ThreadPool, current_process, run_into
 from tooluse.embedding import CachedEmbeddingModel, EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
@@ -56,7 +56,7 @@ class _HybridSnapshot:
         """The vector snapshot, maybe still being embedded. A forked child whose parent was
         still embedding at the fork embeds again (the parent's thread is not in the child;
         the disk cache keeps what the parent finished)."""
-        process = os.getpid()
+        process = current_process()
         future = self.embedded.get(process)
         if future is None:
             future = next((f for f in self.embedded.values() if f.done()), None)
@@ -212,7 +212,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             semantic.set_result(vectors())
         toolsets = Toolsets.of(references, self._toolset_size)
         return _HybridSnapshot(
-            self._bm25._build(references), toolsets, embed, {os.getpid(): semantic}
+            self._bm25._build(references), toolsets, embed, {current_process(): semantic}
         )
 
     def _complete(self, snapshot: _HybridSnapshot) -> None:
