@@ -1,25 +1,21 @@
 """A forked child (a pre-fork server, a multiprocessing pool with the fork start method) can
-use what its parent built: thread pools, locks, SQLite stores and a tool index whose catalogue
-was still being embedded at the fork.
-
-Each check runs in a real child process that kills itself after a while, so a hang fails the
-test instead of stalling the suite."""
+use what its parent built: thread pools, locks, SQLite stores, the sync API, chat models and a
+tool index whose catalogue was still being embedded at the fork. Each check runs in a real
+child process (``_forking.in_child``)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import signal
 import threading
 import time
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from _forking import in_child
 from provider_models import ask
 from provider_payloads import openai_completion
 from provider_server import Reply, shared_server
@@ -31,35 +27,6 @@ from tooluse.embedding import SqliteEmbeddingCache, Vectors
 from tooluse.models import OpenAIChatModel
 from tooluse.search import HybridToolIndex, ToolReference, ToolSearchRequest
 from tooluse.tools._threads import run_in_tool_thread
-
-_CHILD_SECONDS = 20
-
-
-def in_child(check: Callable[[], Any]) -> Any:
-    """``check()`` run in a forked child; its JSON result, or the test fails with the child's
-    error (or its death by the alarm, if it hung)."""
-    read, write = os.pipe()
-    with warnings.catch_warnings():  # Python 3.12+ warns about forking a threaded process
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        os.close(read)
-        signal.alarm(_CHILD_SECONDS)  # SIGALRM's default action ends the process
-        try:
-            payload, code = json.dumps({"result": check()}), 0
-        except BaseException as exc:
-            payload, code = json.dumps({"error": f"{type(exc).__name__}: {exc}"}), 1
-        with os.fdopen(write, "w") as pipe:
-            pipe.write(payload)
-        os._exit(code)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        output = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    assert not os.WIFSIGNALED(status), f"the child hung and was killed ({os.WTERMSIG(status)})"
-    answer = json.loads(output)
-    assert "error" not in answer, answer["error"]
-    return answer["result"]
 
 
 def test_a_thread_pool_used_before_the_fork_runs_work_in_the_child() -> None:

@@ -8,10 +8,12 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
+from _forking import in_child
 from _memory_helpers import (
     answer,
     assert_no_message_lost,
@@ -67,6 +69,28 @@ def repository(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ChatM
         conninfo = request.getfixturevalue("empty_postgres")
         with PostgresChatMemoryRepository(conninfo) as postgres_repository:
             yield postgres_repository
+
+
+def test_a_forked_child_reads_and_writes_the_parents_repository(
+    repository: ChatMemoryRepository,
+) -> None:
+    # The child gets its own connection (SQLite, PostgreSQL) or its own copy (in memory).
+    repository.save_all("parent", [UserMessage(text="from the parent")])
+    connection = getattr(repository, "_connection", None)
+
+    def child() -> list[Any]:
+        repository.save_all("child", [UserMessage(text="from the child")])
+        texts = [message.text for message in repository.find_by_conversation_id("parent")]
+        own = connection is None or getattr(repository, "_connection", None) is not connection
+        return [*texts, own]
+
+    assert in_child(child) == ["from the parent", True]
+    child_rows = repository.find_by_conversation_id("child")
+    if isinstance(repository, InMemoryChatMemoryRepository):
+        assert child_rows == []  # the child wrote to its own copy
+    else:
+        assert [message.text for message in child_rows] == ["from the child"]
+    assert [m.text for m in repository.find_by_conversation_id("parent")] == ["from the parent"]
 
 
 RICH_CONVERSATION: list[Message] = [

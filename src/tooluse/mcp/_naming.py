@@ -19,11 +19,12 @@ matches the real names.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from typing import Literal, TypeAlias
 
 from mcp.types import Tool
+
+from tooluse._fork import ProcessLock
 
 __all__ = ["NamingStrategy", "ToolNamer"]
 
@@ -46,7 +47,7 @@ class ToolNamer:
         self._assigned: dict[tuple[str, str], str] = {}
         self._taken: set[str] = set()
         self._alternatives = 0
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
 
     @property
     def unique(self) -> bool:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
 from mcp.types import Tool
 
+from tooluse._fork import ProcessLock
 from tooluse._sync import run_sync
 from tooluse.mcp._callback import ContextToMeta, McpToolCallback
 from tooluse.mcp._connection import McpConnection
@@ -101,7 +101,7 @@ class McpToolProvider:
             for server in servers
         )
         self._connected = False
-        self._build_lock = threading.Lock()
+        self._build_lock = ProcessLock()
         self._callbacks: tuple[McpToolCallback, ...] | None = None
         # per server: the tool list the callbacks were built from, and those callbacks
         self._built: dict[str, tuple[tuple[Tool, ...], tuple[McpToolCallback, ...]]] = {}

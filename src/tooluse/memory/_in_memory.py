@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 
+from tooluse._fork import ProcessLock
 from tooluse.memory._api import validate_conversation_id
 from tooluse.messages import Message
 
@@ -16,7 +16,7 @@ class InMemoryChatMemoryRepository:
 
     def __init__(self) -> None:
         self._conversations: dict[str, tuple[Message, ...]] = {}
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
 
     def find_conversation_ids(self) -> list[str]:
         with self._lock:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import threading
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tooluse._fork import PerProcess, ProcessLock
 from tooluse.memory._api import validate_conversation_id
 from tooluse.memory._rows import MESSAGE, MessageRow, message_rows
 from tooluse.messages import Message
@@ -28,7 +29,8 @@ class PostgresChatMemoryRepository:
     so concurrent writers on any number of hosts never lose a message, even for a
     conversation that has no row yet. The tables carry a schema version
     (``tooluse_schema_version``); a database of another version is refused. One connection
-    per repository, used by one thread at a time. Needs ``pip install 'tooluse[postgres]'``.
+    per repository and process, used by one thread at a time. Needs
+    ``pip install 'tooluse[postgres]'``.
     """
 
     def __init__(self, conninfo: str, *, connect_timeout: float = 10.0) -> None:
@@ -38,16 +40,27 @@ class PostgresChatMemoryRepository:
             raise ImportError(
                 "PostgresChatMemoryRepository needs psycopg: pip install 'tooluse[postgres]'"
             ) from exc
-        # Autocommit: every statement runs inside an explicit ``transaction()`` block.
-        self._connection: psycopg.Connection[Any] = psycopg.connect(
-            conninfo, autocommit=True, connect_timeout=max(1, round(connect_timeout))
+        # Autocommit: every statement runs inside an explicit ``transaction()`` block. One
+        # connection per process: a forked child must not talk on its parent's socket.
+        self._connections: PerProcess[psycopg.Connection[Any]] = PerProcess(
+            functools.partial(
+                psycopg.connect,
+                conninfo,
+                autocommit=True,
+                connect_timeout=max(1, round(connect_timeout)),
+            )
         )
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
+        connection = self._connection  # opened now: a bad address fails here
         try:
             self._ensure_schema()
         except BaseException:
-            self._connection.close()
+            connection.close()
             raise
+
+    @property
+    def _connection(self) -> psycopg.Connection[Any]:
+        return self._connections.get()
 
     def close(self) -> None:
         with self._lock:

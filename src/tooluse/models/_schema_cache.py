@@ -8,11 +8,11 @@ built once and treated as immutable, like the frozen ``ToolDefinition`` that hol
 from __future__ import annotations
 
 import logging
-import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from tooluse._fork import ProcessLock
 from tooluse.schema._provider import (
     StrictSchemaError,
     anthropic_strict_schema,
@@ -32,7 +32,7 @@ _MAX_ENTRIES = 4096
 
 # (id(schema), mode) -> (the schema itself, keeping the id valid; its shaped form or None)
 _cache: OrderedDict[tuple[int, Mode], tuple[dict[str, Any], dict[str, Any] | None]] = OrderedDict()
-_lock = threading.Lock()
+_lock = ProcessLock()
 
 
 def shaped_schema(definition: ToolDefinition, mode: Mode) -> dict[str, Any] | None:

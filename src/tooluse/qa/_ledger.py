@@ -9,9 +9,10 @@ context (so the retrieval gate and the augmenter can read it).
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
+
+from tooluse._fork import ProcessLock
 
 __all__ = ["LEDGER_KEY", "FetchLedger", "FetchRecord"]
 
@@ -55,7 +56,7 @@ class FetchLedger:
     __slots__ = ("_entries", "_lock", "_next")
 
     def __init__(self, records: Iterable[FetchRecord] = ()) -> None:
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
         self._entries: list[tuple[int, FetchRecord]] = []
         for record in records:
             if not isinstance(record, FetchRecord):

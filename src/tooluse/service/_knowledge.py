@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Literal
 
+from tooluse._fork import ProcessLock
 from tooluse.embedding import EmbeddingModel
 from tooluse.rag import (
     Document,
@@ -80,7 +81,7 @@ class KnowledgeBase:
         self._ready: concurrent.futures.Future[VectorStoreRetriever] = concurrent.futures.Future()
         self._store: SqliteVectorStore | None = None
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._lock = ProcessLock()
         self._closing = False
         self.documents = 0
 
