@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 
@@ -657,6 +659,50 @@ def test_hybrid_falls_back_to_bm25_when_embedding_fails(caplog: pytest.LogCaptur
         index.build("s")
     assert search(index, "weather")[0] == "get_weather"
     assert any("BM25 only" in record.getMessage() for record in caplog.records)
+
+
+_ENDS_WHILE_EMBEDDING = """
+import atexit, time
+import numpy as np
+from tooluse._fork import ThreadPool
+from tooluse.search import HybridToolIndex, ToolReference, ToolSearchRequest
+
+POOL = ThreadPool(1, "documents")  # as the bundled model hands texts to its workers
+embedded = []
+
+def vector(text):
+    time.sleep(0.002)
+    embedded.append(text)
+    return np.ones(4, dtype=np.float32) / 2
+
+class Model:
+    model_id, dimensions = "test/pooled", 4
+    def embed_documents(self, texts):
+        return np.stack(list(POOL.map(vector, texts)))
+    def embed_query(self, text):
+        return np.ones(4, dtype=np.float32) / 2
+
+atexit.register(lambda: print("embedded", len(embedded)))
+index = HybridToolIndex(Model())
+index.index_tools("s", [ToolReference(f"tool_{n}", None, f"does thing {n}") for n in range(800)])
+print(index.search(ToolSearchRequest("s", "thing 7", 1)).tool_names)
+"""
+
+
+def test_a_program_that_ends_while_its_catalogue_embeds_exits_quietly() -> None:
+    # At exit the pools refuse new work: the embedding stops after the batch under way,
+    # which is the program ending, not a failure to report with a traceback.
+    done = subprocess.run(
+        [sys.executable, "-c", _ENDS_WHILE_EMBEDDING],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    assert lines[0] == "['tool_7']"
+    assert 0 < int(lines[1].removeprefix("embedded ")) < 800  # stopped part way
 
 
 class QueryFailingModel(BagOfWordsModel):

@@ -68,16 +68,27 @@ class _HybridSnapshot:
         return future
 
 
+# How concurrent.futures refuses work at exit: "... after interpreter shutdown", or "... after
+# shutdown" when a pool's worker saw the exit first.
+_POOL_CLOSED = "cannot schedule new futures after"
+
+
 def _logging_failure(build: Callable[[], Any]) -> Any:
     """Run ``build``; a failure is logged (searches go on with BM25) and re-raised for
-    ``build()`` callers. Logged here, before the future completes, not in a callback."""
+    ``build()`` callers. Logged here, before the future completes, not in a callback.
+
+    A program that ends while its catalogue is being embedded is not a failure: once its main
+    thread is done, thread pools refuse new work, which stops the embedding."""
     try:
         return build()
-    except Exception:
-        logger.exception(
-            "Embedding the tool catalogue failed; this catalogue is searched with BM25 only "
-            "until it is indexed again"
-        )
+    except Exception as error:
+        if isinstance(error, RuntimeError) and str(error).startswith(_POOL_CLOSED):
+            logger.debug("Embedding the tool catalogue stopped: the program is ending")
+        else:
+            logger.exception(
+                "Embedding the tool catalogue failed; this catalogue is searched with BM25 "
+                "only until it is indexed again"
+            )
         raise
 
 
