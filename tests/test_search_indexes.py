@@ -1103,6 +1103,24 @@ def test_hybrid_scores_each_sentence_so_a_two_part_request_finds_both_tools() ->
         HybridToolIndex(BagOfWordsModel(), clause_weight=-0.1)
 
 
+def test_only_a_long_querys_last_32_sentences_are_scored_on_their_own() -> None:
+    # A pasted document of 600 sentences took 0.4 s of BM25 at 4,000 tools when each was
+    # scored; the request of a long message or conversation is at its end.
+    index = bm25_side_of_hybrid(DRONE_TOOLS, 0.25)
+    scored: list[int] = []
+    scores = index._bm25.scores
+
+    def counting(snapshot: object, *queries: str) -> np.ndarray:
+        scored.append(len(queries))
+        return scores(snapshot, *queries)
+
+    index._bm25.scores = counting  # type: ignore[method-assign]
+    filler = "The sky over the old harbour was grey that morning. " * 200
+    query = filler + "Convert a unit: 50 meters to kilometers, please."
+    assert search(index, query, max_results=1) == ["converter"]
+    assert scored == [1 + 32]  # the whole query and its last 32 sentences
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     sentences=phrases(_WORDS, max_words=6, max_count=4),
