@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -99,13 +98,15 @@ def test_sync_tools_run_in_a_child_after_the_parent_ran_some() -> None:
     assert in_child(lambda: asyncio.run(run_in_tool_thread(lambda: "child"))) == "child"
 
 
-class SlowModel(BagOfWordsModel):
-    """Embeds documents slowly enough for a fork to land mid-catalogue."""
+class GatedModel(BagOfWordsModel):
+    """Embeds documents once ``gate`` is set: the parent's embedding waits at the fork."""
 
-    model_id = "test/slow-bag-of-words"
+    def __init__(self) -> None:
+        super().__init__(aliases={"forecast": "weather"})
+        self.gate = threading.Event()
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        time.sleep(0.5)
+        assert self.gate.wait(15), "the test never opened the gate"
         return super().embed_documents(texts)
 
 
@@ -115,17 +116,21 @@ def test_a_child_forked_while_the_catalogue_embeds_embeds_it_and_searches_with_v
         ToolReference("send_email", None, "Send an email message to a recipient"),
         ToolReference("convert_units", None, "Convert a value between units of measure"),
     ]
-    index = HybridToolIndex(SlowModel(aliases={"forecast": "weather"}), background_embedding=True)
+    model = GatedModel()
+    index = HybridToolIndex(model, background_embedding=True)
     index.index_tools("s", tools)
     # "forecast" shares no word with any tool: only the vector side (the alias) finds it.
     request = ToolSearchRequest("s", "forecast", max_results=3)
     assert index.search(request).tool_references == ()  # BM25 alone while embedding
 
     def child() -> list[str]:
+        model.gate.set()  # the child's copy: the parent's embedding still waits
         index.build("s")  # waits for the child's own embedding of the catalogue
         return [found.tool_name for found in index.search(request).tool_references]
 
     assert in_child(child)[0] == "get_weather"
+    assert index.search(request).tool_references == ()  # the parent's is still under way
+    model.gate.set()
     index.build("s")
     assert index.search(request).tool_references[0].tool_name == "get_weather"
 
