@@ -6,7 +6,7 @@ import itertools
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tooluse.rag import (
@@ -132,6 +132,9 @@ _texts = st.lists(
 
 @settings(max_examples=200, deadline=None)
 @given(text=_texts, size=st.integers(8, 80), overlap_share=st.floats(0, 0.5))
+# Found by hypothesis: the overlap "beta" (1 token) and the next piece (7) made a 9-token chunk
+# of 8 once joined by a line break.
+@example(text="beta\nbeta积分积分积分alpha", size=8, overlap_share=0.5)
 def test_chunks_fit_and_lose_no_word(text: str, size: int, overlap_share: float) -> None:
     overlap = int(size * overlap_share)
     chunks = TextSplitter(chunk_size=size, chunk_overlap=overlap).split_text(text)

@@ -120,17 +120,22 @@ class TextSplitter:
         for piece in pieces:
             if current and self._length("".join([*current, piece]).strip()) > size:
                 chunks.append("".join(current).strip())
-                current = self._tail(current, size - self._length(piece)) if overlap else []
+                current = self._tail(current, piece, size) if overlap else []
             current.append(piece)
         if current and "".join(current).strip():
             chunks.append("".join(current).strip())
         return [c for c in chunks if c]
 
-    def _tail(self, pieces: list[str], room: int) -> list[str]:
-        limit = min(self._overlap, room)
+    def _tail(self, pieces: list[str], following: str, size: int) -> list[str]:
+        """The last pieces, up to the overlap, that still fit in one chunk with ``following``.
+        Measured joined: lengths do not add up (``beta`` and ``beta`` are a token each, and
+        ``beta\nbeta`` three, with the default estimate)."""
         tail: list[str] = []
         for piece in reversed(pieces):
-            if self._length("".join([piece, *tail]).strip()) > limit:
+            candidate = [piece, *tail]
+            if self._length("".join(candidate).strip()) > self._overlap:
                 break
-            tail.insert(0, piece)
+            if self._length("".join([*candidate, following]).strip()) > size:
+                break
+            tail = candidate
         return tail
