@@ -433,6 +433,36 @@ def test_hybrid_embeds_the_end_of_a_long_query_and_matches_all_of_it_lexically()
     assert whole.queries == [query]
 
 
+def test_vector_index_embeds_at_most_the_end_of_a_long_query() -> None:
+    # A pasted document as the query would take seconds to embed, or be refused by an
+    # embedding endpoint; the index alone keeps a whole window of the model.
+    model = TailCuttingModel()
+    index = VectorToolIndex(model, query_tokens=4)
+    index.index_tools("s", CATALOGUE)
+    assert search(index, "a long text about nothing, then: weather in Paris today")[0] in {
+        "get_weather",
+        "query_city_weather",
+    }
+    assert model.queries == ["weather in Paris today"]
+    counting = RecordingModel()  # no tokenizer: the last words, a CJK character one each
+    index = VectorToolIndex(counting, query_tokens=3)
+    index.index_tools("s", CATALOGUE)
+    search(index, "please find the 城市天气")
+    assert counting.queries == ["市天气"]
+    whole = RecordingModel()
+    index = VectorToolIndex(whole)  # default 512 tokens: a 600-word query loses its start
+    index.index_tools("s", CATALOGUE)
+    search(index, " ".join(f"w{i}" for i in range(600)))
+    assert whole.queries[0].split() == [f"w{i}" for i in range(88, 600)]
+    untruncated = RecordingModel()
+    index = VectorToolIndex(untruncated, query_tokens=None)
+    index.index_tools("s", CATALOGUE)
+    search(index, "one two three four five")
+    assert untruncated.queries == ["one two three four five"]
+    with pytest.raises(ValueError, match="query_tokens must be at least 1 or None, got 0"):
+        VectorToolIndex(BagOfWordsModel(), query_tokens=0)
+
+
 @pytest.mark.parametrize(
     ("text", "limit", "expected"),
     [

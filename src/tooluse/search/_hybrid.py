@@ -14,10 +14,10 @@ import numpy as np
 import numpy.typing as npt
 
 from tooluse._fork import ThreadPool, current_process, run_into
-from tooluse.embedding import CachedEmbeddingModel, EmbeddingModel
+from tooluse.embedding import EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
-from tooluse.search._text import clauses, last_line, last_words, without_quoted
+from tooluse.search._text import clauses, last_line, without_quoted
 from tooluse.search._toolsets import Scores, Toolsets
 from tooluse.search._types import ToolReference
 from tooluse.search._vector import VectorToolIndex
@@ -210,10 +210,6 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         self._clause_weight = clause_weight
         self._toolset_weight = toolset_weight
         self._toolset_size = toolset_size
-        model: EmbeddingModel = self._vector.embedding_model
-        while isinstance(model, CachedEmbeddingModel):
-            model = model.model
-        self._query_tail: Callable[[str, int], str] = getattr(model, "query_tail", last_words)
         self._background_embedding = background_embedding
 
     def _build(self, references: Sequence[ToolReference]) -> _HybridSnapshot:
@@ -277,9 +273,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             query = last_line(query, self._last_line_words)
         if not self._embed_quoted:
             query = without_quoted(query)
-        if self._query_tokens is None:
-            return query
-        return self._query_tail(query, self._query_tokens)
+        return self._vector.query_tail(query, self._query_tokens)
 
     def _fuse_scores(
         self, lexical: Scores, semantic: Scores | None, depth: int
