@@ -10,6 +10,7 @@ Tests that change a server (its tool list, or killing it) have servers of their 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import socket
 import sys
@@ -22,6 +23,7 @@ import pytest_asyncio
 from mcp.types import Tool
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+from _forking import in_child
 from mcp_servers import tooluse_tools
 from tooluse import ChatClient, ToolContext, ToolExecutionException, tool_callbacks
 from tooluse.cli import main
@@ -228,6 +230,34 @@ async def test_sync_calls_from_another_thread(servers: Servers) -> None:
     assert await asyncio.to_thread(echo.call, '{"text": "from a thread"}') == "from a thread"
     with pytest.raises(RuntimeError, match=r"use `await callback\.acall"):
         echo.call('{"text": "inside the loop"}')
+
+
+async def test_a_forked_child_is_told_to_connect_its_own_servers(servers: Servers) -> None:
+    # The child has a copy of the session, not the parent's thread running its loop: a call
+    # used to wait for its timeout, and closing waited forever.
+    provider = await servers.get("sdk")
+    echo = tools_of(provider)["echo"]
+
+    def in_the_child() -> list[str]:
+        def call() -> str:
+            try:
+                return echo.call('{"text": "from the child"}')
+            except McpServerError as error:
+                return str(error)
+
+        # On a new thread: the forking thread still looks like it runs the parent's loop.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(call).result()
+            pool.submit(asyncio.run, provider.aclose()).result()  # its copy only
+        return [answer, provider.connections[0].state]
+
+    answer, state = in_child(in_the_child)
+    assert answer.startswith("MCP server 'sdk' was connected in another process (pid ")
+    assert "make and connect an McpToolProvider in this process" in answer
+    assert state == "closed"
+    # The parent's session and server are untouched.
+    assert await echo.acall('{"text": "still here"}') == "still here"
+    assert provider.connections[0].state == "connected"
 
 
 async def test_the_list_changed_notice_refreshes_the_tools_in_both_eras(servers: Servers) -> None:

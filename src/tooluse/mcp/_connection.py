@@ -53,6 +53,7 @@ from mcp.types import (
 )
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+from tooluse._fork import current_process
 from tooluse.mcp._errors import McpServerError
 from tooluse.mcp._servers import HttpServer, InProcessServer, ServerParameters, StdioServer
 
@@ -109,6 +110,7 @@ class McpConnection:
         self._state: State = "new"
         self._client: Client | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._process: int | None = None  # the process whose loop owns the session
         self._owner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._refresh_wanted: asyncio.Event | None = None
@@ -151,6 +153,7 @@ class McpConnection:
         self._state = "connecting"
         loop = asyncio.get_running_loop()
         self._loop = loop
+        self._process = current_process()
         self._stop = asyncio.Event()  # before the owner runs, so aclose() can always signal it
         self._refresh_wanted = asyncio.Event()
         ready: asyncio.Future[None] = loop.create_future()
@@ -170,14 +173,18 @@ class McpConnection:
             raise
 
     async def aclose(self) -> None:
-        """End the session and wait until the transport is closed. Idempotent."""
-        if self._owner is None or self._loop is None:
+        """End the session and wait until the transport is closed. Idempotent. In a forked
+        child it only marks its copy closed: the session is its parent's."""
+        if self._owner is None or self._loop is None or self._in_other_process():
             self._state = "closed"
             return
         if self._state in ("connecting", "connected"):
             self._state = "closing"
         self._signal(self._stop)
         await self._await_finished()
+
+    def _in_other_process(self) -> bool:
+        return self._process is not None and current_process() != self._process
 
     async def _abort_start(self) -> None:
         assert self._owner is not None
@@ -451,6 +458,16 @@ class McpConnection:
 
     async def _on_owner_loop(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
         owner = self._loop
+        if self._in_other_process():
+            # A forked child has a copy of the session but not the thread that runs its loop,
+            # and it shares the server's pipes or stream with its parent: a call would wait
+            # for its timeout, or garble the parent's messages.
+            raise McpServerError(
+                f"MCP server '{self.name}' was connected in another process (pid "
+                f"{self._process}) before this one was forked; a process talks to its servers "
+                "over its own connections: make and connect an McpToolProvider in this process",
+                server_name=self.name,
+            )
         alive = self._state in ("connected", "failed")  # a failed session reconnects there
         if owner is None or not alive or asyncio.get_running_loop() is owner:
             return await make()  # not connected: make() raises the error that says so
