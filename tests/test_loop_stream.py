@@ -17,12 +17,14 @@ from tooluse import (
     ChatResponse,
     Generation,
     Prompt,
+    Reasoning,
     ToolCall,
     ToolCallingAdvisor,
     ToolCallingManager,
     Usage,
 )
 from tooluse.client import StreamResponse
+from tooluse.streaming import merge_chunks
 from tooluse.testing import FunctionModel, ScriptedModel, chat_response, tool_call
 
 
@@ -240,6 +242,63 @@ async def test_calls_a_checker_leaves_unexecuted_reach_the_stream_whole() -> Non
     )
     merged = stream.chat_response().generations[0].message
     assert merged.text == "Calling." and len(merged.tool_calls) == 1
+
+
+@pytest.mark.parametrize("return_direct", [False, True])
+async def test_a_streamed_turn_has_the_history_of_the_same_turn_called(return_direct: bool) -> None:
+    def run() -> tuple[ScriptedModel, RecordingTool]:
+        tool = RecordingTool("t", lambda a, c: "raw", return_direct=return_direct)
+        script: list[Any] = [chat_response("Let me check.", [tool_call("t", id="a")]), "All fine."]
+        return ScriptedModel(script), tool
+
+    model, tool = run()
+    called = await ChatClient(model, tools=[tool]).prompt("go").acall()
+    model, tool = run()
+    stream = ChatClient(model, tools=[tool]).prompt("go").stream()
+    await chunks_of(stream)
+    assert stream.conversation_history == called.conversation_history
+    texts = [getattr(m, "text", None) for m in stream.conversation_history]
+    assert texts == ["go", "Let me check.", None, "raw" if return_direct else "All fine."]
+
+
+async def test_the_usage_of_a_round_a_checker_left_unexecuted_reaches_the_stream() -> None:
+    # The usage rides on the round's last chunk, a tool-call fragment the loop hides.
+    model = ScriptedModel(
+        [
+            chat_response(tool_calls=[tool_call("t", id="a")], usage=usage(10, 20, 30)),
+            chat_response("Calling.", [tool_call("t", id="b")], usage=usage(1, 2, 3)),
+        ]
+    )
+    advisor = ToolCallingAdvisor(eligibility_checker=lambda r: r.text == "")
+    stream = ChatClient(model, tools=[RecordingTool("t")], tool_calling_advisor=advisor)
+    chunks = await chunks_of(stream.prompt("go").stream())
+    assert chunks[-1].usage == usage(11, 22, 33)
+    assert merge_chunks(chunks).usage == usage(11, 22, 33)
+
+
+def reasoning_chunk(text: str) -> ChatResponse:
+    return ChatResponse(
+        generations=(Generation(message=AssistantMessage(reasoning=(Reasoning(text=text),))),)
+    )
+
+
+@pytest.mark.parametrize("ending", ["approval", "unexecuted"])
+async def test_the_final_chunk_of_a_round_does_not_repeat_its_streamed_reasoning(
+    ending: str,
+) -> None:
+    def stream_fn(prompt: Prompt) -> list[ChatResponse | str]:
+        return [reasoning_chunk("Delete "), reasoning_chunk("it."), fragment("a", "t", "{}")]
+
+    model = FunctionModel(lambda p: "unused", stream_fn=stream_fn)
+    tool = RecordingTool("t", requires_approval=ending == "approval")
+    advisor = ToolCallingAdvisor(eligibility_checker=lambda r: ending == "approval")
+    client = ChatClient(model, tools=[tool], tool_calling_advisor=advisor)
+    stream = client.prompt("go").stream()
+    chunks = await chunks_of(stream)
+    assert chunks[-1].has_tool_calls()
+    message = stream.chat_response().generations[0].message
+    assert message.reasoning == (Reasoning(text="Delete it."),)
+    assert [call.id for call in message.tool_calls] == ["a"]
 
 
 round_calls = st.lists(

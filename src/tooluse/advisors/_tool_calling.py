@@ -44,6 +44,7 @@ from tooluse.messages import (
 from tooluse.streaming import StreamAggregator
 
 __all__ = [
+    "ANSWER_CONTEXT_KEY",
     "APPROVAL_REQUIRED",
     "HISTORY_CONTEXT_KEY",
     "PAUSE_CONTEXT_KEY",
@@ -67,6 +68,9 @@ RESUME_CONTEXT_KEY: Final = "tooluse.tool_calling.resume"
 outside the loop can check it to skip work already done for the paused request."""
 HISTORY_CONTEXT_KEY: Final = "tooluse.tool_calling.history"
 """Request context key where the advisor leaves the turn's full history when the loop ends."""
+ANSWER_CONTEXT_KEY: Final = "tooluse.tool_calling.answer"
+"""Request context key where the advisor leaves the response that ended the loop: for a
+stream, whose chunks merge the text of every round, the last round's own response."""
 
 EligibilityChecker = Callable[[ChatResponse], bool]
 
@@ -249,6 +253,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             while final is None:
                 await self._before_round(loop, chain)
                 previous_usage = loop.usage
+                emitted_usage: Usage | None = None  # the last usage the caller was given
                 aggregator = StreamAggregator()
                 context = loop.request.context
                 async for item in inner.next_stream(loop.request):
@@ -260,6 +265,8 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
                     aggregator.add(chunk)
                     emitted = _emittable(chunk, previous_usage)
                     if emitted is not None:
+                        if emitted.usage is not None and not emitted.usage.is_empty():
+                            emitted_usage = emitted.usage
                         yield item if emitted is chunk else item.replace(chat_response=emitted)
                 merged = aggregator.response()
                 response = await self.do_after_call(ChatClientResponse(merged, context), chain)
@@ -267,21 +274,23 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
                 loop.rounds += 1
                 loop.add_usage(merged.usage)
                 if not self.eligibility_checker(merged):
+                    # The total is still owed when the last round reported no usage, or
+                    # reported it on a hidden chunk (one carrying only tool-call fragments).
+                    owed = loop.usage if loop.usage != emitted_usage else None
                     if merged.has_tool_calls():
                         # Calls the checker left unexecuted were in hidden chunks: hand them
-                        # over whole, in one chunk (its text was streamed already).
-                        unexecuted = _without_text(merged).model_copy(update={"usage": None})
+                        # over whole, in one chunk (its text and reasoning were streamed).
+                        unexecuted = _without_streamed(merged).model_copy(update={"usage": owed})
                         yield ChatClientResponse(unexecuted, context)
-                    final_usage = loop.usage
-                    if (merged.usage is None or merged.usage.is_empty()) and final_usage:
-                        # The last round reported no usage: the total rides on its own chunk.
-                        yield ChatClientResponse(ChatResponse(usage=final_usage), context)
+                    elif owed is not None:
+                        # The total rides on its own chunk.
+                        yield ChatClientResponse(ChatResponse(usage=owed), context)
                     self._finish(loop, merged, span)
                     return
                 final = await self._execute_round(loop, response, merged)
             final = self._finish(loop, final, span)
             if final.generations and final.generations[0].finish_reason == APPROVAL_REQUIRED:
-                final = _without_text(final)  # the round's text was streamed already
+                final = _without_streamed(final)  # its text and reasoning were streamed
             yield ChatClientResponse(final, loop.request.context)
 
     # -- the steps both paths share ------------------------------------------------------
@@ -372,13 +381,13 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
         if final.generations:
             reason = final.generations[0].finish_reason
             span.set_attribute("tooluse.tool_loop.finish_reason", reason or "")
-        if usage is None:
-            return final
-        span.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, usage.prompt_tokens)
-        span.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens)
-        if final.usage == usage:
-            return final
-        return final.model_copy(update={"usage": usage})
+        if usage is not None:
+            span.set_attribute(GEN_AI_USAGE_INPUT_TOKENS, usage.prompt_tokens)
+            span.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens)
+            if final.usage != usage:
+                final = final.model_copy(update={"usage": usage})
+        loop.request.context[ANSWER_CONTEXT_KEY] = final
+        return final
 
 
 _LOOP_SPAN_ATTRIBUTES: Final[dict[str, _tracing.AttributeValue]] = {
@@ -411,9 +420,13 @@ def _emittable(chunk: ChatResponse, previous_usage: Usage | None) -> ChatRespons
     return chunk
 
 
-def _without_text(response: ChatResponse) -> ChatResponse:
+def _without_streamed(response: ChatResponse) -> ChatResponse:
+    """``response`` without what its round's chunks already gave the caller: the text and
+    the reasoning (:func:`_emittable` never hides either)."""
     generations = tuple(
-        g.model_copy(update={"message": g.message.model_copy(update={"text": None})})
+        g.model_copy(
+            update={"message": g.message.model_copy(update={"text": None, "reasoning": ()})}
+        )
         for g in response.generations
     )
     return response.model_copy(update={"generations": generations})

@@ -7,7 +7,7 @@ from typing import Any
 
 from tooluse._sync import run_sync
 from tooluse.advisors import ChatClientResponse
-from tooluse.advisors._tool_calling import HISTORY_CONTEXT_KEY
+from tooluse.advisors._tool_calling import ANSWER_CONTEXT_KEY, HISTORY_CONTEXT_KEY
 from tooluse.calling import PendingToolCall
 from tooluse.client._entity import (
     EntityValidationError,
@@ -256,7 +256,13 @@ class StreamResponse:
     @property
     def conversation_history(self) -> tuple[Message, ...]:
         """As :attr:`CallResponse.conversation_history`, once the stream ended."""
-        return _history(self._prepared, self._context, self.chat_response(), self._state)
+        response = self.chat_response()
+        # The merged chunks hold the text of every round, which the history already has up
+        # to the last one: the answer is the response that ended the tool loop.
+        answer = self._context.get(ANSWER_CONTEXT_KEY)
+        if isinstance(answer, ChatResponse):
+            response = answer
+        return _history(self._prepared, self._context, response, self._state)
 
     @property
     def state(self) -> RunState | None:
