@@ -219,6 +219,22 @@ async def test_limits_apply_to_resumed_calls() -> None:
     assert send.calls == []
 
 
+async def test_an_approved_call_keeps_the_limit_slot_it_had_when_the_round_paused() -> None:
+    # limit 1: the first call is held within the limit, the second is refused for the limit;
+    # approving the first must run it (the refusal of the second is not counted before it)
+    delete = echo("delete", requires_approval=True)
+    manager = ToolCallingManager(per_tool_limits={"delete": 1}, on_limit_exceeded="return_error")
+    paused, first = await pause(
+        manager, [delete], ("delete", '{"p": "a"}'), ("delete", '{"p": "b"}')
+    )
+    assert [call.id for call in first.pending_tool_calls] == ["c0"]
+    resumed = await manager.aresume_tool_calls(paused, {"c0": Approve()})
+    responses = resumed.conversation_history[-1].responses
+    assert [(r.id, r.is_error) for r in responses] == [("c0", False), ("c1", True)]
+    assert responses[0].data == 'delete{"p": "a"}'
+    assert [arguments for arguments, _ in delete.calls] == ['{"p": "a"}']
+
+
 async def test_return_direct_rule_spans_the_resumed_round(caplog: pytest.LogCaptureFixture) -> None:
     direct = echo("direct", return_direct=True)
     held_direct = echo("held_direct", return_direct=True, requires_approval=True)

@@ -13,6 +13,7 @@ from tooluse import (
     ToolCallingManager,
     ToolExecutionException,
     ToolResponse,
+    tool_callbacks,
 )
 
 
@@ -76,6 +77,30 @@ async def test_rethrow_types_propagate_unwrapped_with_subclass_match() -> None:
     assert raised_cause.value is cause  # the wrapper is removed
     # other exceptions still go to the model
     assert (await run_one(manager, ValueError("bad"))).data == "bad"
+
+
+async def test_invalid_arguments_reach_the_model_even_when_value_errors_are_rethrown() -> None:
+    # pydantic's ValidationError is a ValueError: it is the cause of the argument error, but
+    # the model's bad arguments are the model's to fix, not the tool's ValueError to rethrow
+    def divide(a: int, b: int) -> float:
+        if b == 0:
+            raise ValueError("b must not be 0")
+        return a / b
+
+    processor = DefaultToolExecutionExceptionProcessor(rethrow=[ValueError])
+    manager = ToolCallingManager(exception_processor=processor)
+    prompt = prompt_with(tool_callbacks(divide))
+    for arguments in ('{"a": 1, "b": "two"}', '{"a": 1', "[1, 2]"):
+        result = await manager.aexecute_tool_calls(
+            prompt, tool_calls_response(("divide", arguments))
+        )
+        (response,) = result.conversation_history[-1].responses
+        assert response.is_error
+        assert response.data.startswith("Invalid arguments for tool 'divide'")
+    with pytest.raises(ValueError, match="b must not be 0"):  # the tool's own ValueError
+        await manager.aexecute_tool_calls(
+            prompt, tool_calls_response(("divide", '{"a": 1, "b": 0}'))
+        )
 
 
 async def test_always_throw_propagates_the_exception_as_the_tool_raised_it() -> None:

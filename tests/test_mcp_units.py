@@ -27,6 +27,7 @@ from mcp.types import (
 
 from tooluse import Approve, ChatClient, ToolContext, ToolExecutionException, tool
 from tooluse.cli import main
+from tooluse.errors import ToolArgumentsError
 from tooluse.mcp import (
     MCP_META_KEY,
     HttpServer,
@@ -287,8 +288,13 @@ async def test_served_tools_end_to_end_in_process(mode: str) -> None:
             await by_name(provider, "explode").acall("{}")
         with pytest.raises(ToolExecutionException, match=r"did not finish within 0\.2 seconds"):
             await by_name(provider, "dawdle").acall("")
+        # The server validates the arguments and reports the error as its result.
         with pytest.raises(ToolExecutionException, match="Invalid arguments for tool 'greet'"):
             await by_name(provider, "greet").acall('{"name": ["not", "text"]}')
+        # Arguments that are not a JSON object never leave: the model's to fix, even for a
+        # processor that rethrows ValueError (pydantic's ValidationError is one).
+        with pytest.raises(ToolArgumentsError, match="Invalid arguments for tool 'greet'"):
+            await by_name(provider, "greet").acall('["not", "an object"]')
         assert await by_name(provider, "snapshot").acall("{}") == convert_result(
             Image(b"\x89PNG unit", "image/png")
         )

@@ -485,6 +485,36 @@ async def test_stream_without_ids_gets_unique_ids_and_keeps_broken_json_raw(
     assert merged.generations[0].finish_reason == "length"
 
 
+async def test_a_streamed_refusal_is_in_the_metadata_as_in_a_plain_response(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    refused = openai_completion(None)
+    refused["choices"][0]["message"]["refusal"] = "I can't help with that."
+    server.expect(
+        Reply.json(refused),
+        openai_sse(
+            [
+                openai_chunk({"role": "assistant", "content": None, "refusal": ""}),
+                openai_chunk({"refusal": "I can't "}),
+                openai_chunk({"refusal": "help with that."}),
+                openai_chunk({}, finish_reason="stop"),
+                openai_chunk(None, usage=openai_usage(9, 4)),
+            ]
+        ),
+        # A server that never sends a finish_reason: the refusal comes with the stream's end.
+        openai_sse([openai_chunk({"refusal": "No."})]),
+    )
+    model = make_model()
+    plain = await model.acall(ask())
+    streamed = merge_chunks(await collect(model, ask()))
+    unfinished = merge_chunks(await collect(model, ask()))
+
+    assert plain.generations[0].metadata["refusal"] == "I can't help with that."
+    assert streamed.generations[0].metadata == plain.generations[0].metadata
+    assert streamed.generations[0].message.text is None and streamed.usage is not None
+    assert unfinished.generations[0].metadata == {"refusal": "No."}
+
+
 async def test_stream_usage_can_be_switched_off_for_servers_that_reject_it(
     server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
 ) -> None:

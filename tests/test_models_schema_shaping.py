@@ -425,3 +425,17 @@ def test_a_generated_tool_schema_is_anthropic_strict_and_round_trips() -> None:
     # unit and nights are left out (their defaults apply); the others accept null themselves.
     expected = {"city": "Paris", "days": None, "address": None, "filters": None}
     assert json.loads(drop_injected_nulls(json.dumps(sent), schema)) == expected
+
+
+def test_a_null_an_enum_admits_is_a_real_null_and_is_kept() -> None:
+    def sort(order: Literal["asc", "desc", None] = "asc", limit: int = 10) -> str:
+        """Sort; order None keeps the stored order."""
+        return str(order)
+
+    schema = generate_for_function_input(sort)
+    assert schema["properties"]["order"]["enum"] == ["asc", "desc", None]
+    for shaped in (openai_strict_schema(schema), anthropic_strict_schema(schema)):
+        assert shaped["properties"]["order"]["enum"] == ["asc", "desc", None]  # not re-wrapped
+    arguments = json.dumps({"order": None, "limit": None})
+    # order=None is a value the tool accepts (not its default "asc"); limit's null is injected.
+    assert json.loads(drop_injected_nulls(arguments, schema)) == {"order": None}

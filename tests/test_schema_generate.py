@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import enum
+import json
+import math
 from typing import Annotated, Any, Literal, Optional
 
 import pytest
@@ -162,6 +164,30 @@ def test_unserialisable_default_is_omitted() -> None:
     def f(marker: Any = sentinel) -> None: ...
 
     assert generate_for_function_input(f)["properties"]["marker"] == {}
+
+
+class SearchArea(BaseModel):
+    radius_km: float = math.inf
+    floor: Annotated[float, Field(ge=-math.inf)] = 0.0
+
+
+def test_infinite_defaults_and_bounds_are_left_out_so_the_schema_is_json() -> None:
+    # json.dumps would write `Infinity`, which is not JSON: httpx (so the OpenAI SDK) refuses
+    # to encode such a request, and every request offering the tool fails
+    def f(
+        area: SearchArea, limit: float = math.inf, weights: tuple[float, ...] = (math.nan,)
+    ) -> None: ...
+
+    schema = generate_for_function_input(f)
+    json.dumps(schema, allow_nan=False)
+    json.dumps(generate_for_type(SearchArea), allow_nan=False)
+    props = schema["properties"]
+    assert props["limit"] == {"type": "number"}
+    assert props["weights"] == {"type": "array", "items": {"type": "number"}}
+    assert props["area"]["properties"] == {
+        "radius_km": {"type": "number"},
+        "floor": {"type": "number", "default": 0.0},
+    }
 
 
 def test_top_level_format_dropped_nested_format_kept() -> None:

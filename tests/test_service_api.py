@@ -10,9 +10,9 @@ import pytest
 
 from _service_helpers import fake_llm, names, parse_sse, respond, service
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
-from tooluse.messages import Prompt
+from tooluse.messages import Prompt, UserMessage
 from tooluse.service import ServiceConfig
-from tooluse.testing import FunctionModel, ResponseLike
+from tooluse.testing import FunctionModel, ResponseLike, tool_call
 
 
 async def test_tool_question_streams_the_trace_then_the_answer(tmp_path: Path) -> None:
@@ -241,3 +241,42 @@ async def test_an_api_key_guards_the_api_but_not_the_page(tmp_path: Path) -> Non
 def test_a_blank_or_spaced_api_key_is_refused(tmp_path: Path, key: str) -> None:
     with pytest.raises(ValueError, match="api_key must be a non-blank token"):
         ServiceConfig(db=tmp_path / "s.db", api_key=key)
+
+
+async def test_a_blank_conversation_id_is_refused_before_the_stream(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        for blank in (" ", "\t\n"):
+            response = await client.post(
+                "/api/chat", json={"message": "Hi", "conversation_id": blank}
+            )
+            assert response.status_code == 422
+            assert "conversation_id" in response.json()["detail"]
+
+
+async def test_a_lone_surrogate_from_a_model_reaches_the_client(tmp_path: Path) -> None:
+    # An SDK decodes a model's broken "\ud83d" escape to a lone surrogate, which UTF-8
+    # cannot encode: it travels as a JSON escape instead of ending the run.
+    def model(prompt: Prompt) -> ResponseLike:
+        if prompt.options.tool_callbacks:
+            last = prompt.messages[-1]
+            if isinstance(last, UserMessage) and "cancel" in last.text:
+                return tool_call("cancel_order", {"order_id": "A1\ud800"}, id="c1")
+            return ""
+        return "smile \ud83d, and 中文"
+
+    async with service(tmp_path / "s.db", model=FunctionModel(model)) as client:
+        answer = parse_sse((await client.post("/api/chat", json={"message": "Hi"})).text)
+        paused = parse_sse(
+            (
+                await client.post(
+                    "/api/chat", json={"message": "Please cancel A1", "conversation_id": "c1"}
+                )
+            ).text
+        )
+        listed = await client.get("/api/approvals", params={"conversation_id": "c1"})
+    assert names(answer) == ["route", "delta", "done"]
+    assert answer[-1][1]["answer"] == "smile \ud83d, and 中文"
+    assert names(paused) == ["tool_call", "approval_required"]
+    assert json.loads(paused[0][1]["arguments"]) == {"order_id": "A1\ud800"}
+    assert listed.status_code == 200
+    assert listed.json()[0]["pending_tool_calls"][0]["arguments"] == paused[0][1]["arguments"]

@@ -163,3 +163,28 @@ async def test_the_openai_endpoint_takes_the_service_key_as_the_sdk_sends_it(
         async with sdk("guess") as client:
             with pytest.raises(openai.AuthenticationError):
                 await client.chat.completions.create(model="m", messages=messages)
+
+
+async def test_stream_null_means_not_streamed_as_in_openais_api(tmp_path: Path) -> None:
+    async with openai_client(tmp_path / "s.db", fake_llm()) as client:
+        completion = await client.chat.completions.create(
+            model="tooluse-qa",
+            messages=[{"role": "user", "content": "weather in Paris?"}],
+            extra_body={"stream": None},
+        )
+    assert completion.choices[0].message.content == "From live data."
+
+
+async def test_an_answer_with_a_lone_surrogate_is_sent_escaped(tmp_path: Path) -> None:
+    def model(prompt: Prompt) -> ResponseLike:
+        return "" if prompt.options.tool_callbacks else "smile \ud83d"
+
+    async with openai_client(tmp_path / "s.db", FunctionModel(model)) as client:
+        completion = await client.chat.completions.create(
+            model="tooluse-qa", messages=[{"role": "user", "content": "Hi"}]
+        )
+        stream = await client.chat.completions.create(
+            model="tooluse-qa", messages=[{"role": "user", "content": "Hi"}], stream=True
+        )
+        streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert completion.choices[0].message.content == "smile \ud83d" == streamed

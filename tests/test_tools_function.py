@@ -12,7 +12,7 @@ import warnings
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
 from tooluse import (
@@ -136,6 +136,41 @@ def test_extra_fields_are_rejected_with_the_parameter_list() -> None:
     assert (
         "- 'nigths': not a parameter of this tool (parameters: city, nights, address, tags, "
         "breakfast)" in message
+    )
+
+
+def test_extra_fields_of_nested_pydantic_models_are_rejected_as_the_schema_says() -> None:
+    # a model ignores unknown fields by default: a misspelt "quantity" would silently be 1
+    def place(order: Order) -> str:
+        return f"{order.quantity} x {order.item}"
+
+    def place_one(order: Order) -> str:
+        return place(order)
+
+    nested = FunctionToolCallback(place)
+    assert nested.definition.input_schema["properties"]["order"]["additionalProperties"] is False
+    message = error_of(nested, '{"order": {"item": "tea", "quantiy": 5}}')
+    assert "- 'order.quantiy': unexpected field" in message
+    whole = FunctionToolCallback(place_one, input_type=Order)
+    assert whole.definition.input_schema["additionalProperties"] is False
+    message = error_of(whole, '{"item": "tea", "quantiy": 5}')
+    assert "- 'quantiy': not a parameter of this tool (parameters: item, quantity)" in message
+    assert nested.call('{"order": {"item": "tea", "quantity": 5}}') == '"5 x tea"'
+
+
+class OpenItem(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+
+def test_a_model_that_allows_extra_fields_keeps_them() -> None:
+    def keep(item: OpenItem) -> dict[str, Any]:
+        return item.model_dump()
+
+    callback = FunctionToolCallback(keep)
+    assert callback.definition.input_schema["properties"]["item"]["additionalProperties"] is True
+    assert callback.call('{"item": {"name": "a", "colour": "red"}}') == (
+        '{"name":"a","colour":"red"}'
     )
 
 
@@ -469,6 +504,20 @@ def test_partial_and_callable_objects() -> None:
     assert adder.call('{"a": 1, "b": 2}') == "3"
     with pytest.raises(ValueError, match="pass name="):
         FunctionToolCallback(Adder())
+
+
+def test_arguments_bound_by_a_partial_are_hidden_from_the_model() -> None:
+    def delete_files(path: str, user_id: int, context: ToolContext | None = None) -> str:
+        return f"{user_id}:{path}:{dict(context or {})}"
+
+    bound = functools.partial(delete_files, user_id=42, context=ToolContext({"fixed": 1}))
+    callback = FunctionToolCallback(bound)
+    schema = callback.definition.input_schema
+    assert list(schema["properties"]) == ["path"]
+    assert schema["required"] == ["path"]
+    assert callback.call('{"path": "/a"}', ToolContext({"other": 2})) == "\"42:/a:{'fixed': 1}\""
+    with pytest.raises(ToolExecutionException, match="'user_id': not a parameter"):
+        callback.call('{"path": "/a", "user_id": 7}')
 
 
 def test_not_callable() -> None:

@@ -32,6 +32,15 @@ class ToolExecutionException(Exception):
         return self.definition.name if self.definition is not None else None
 
 
+class ToolArgumentsError(ToolExecutionException):
+    """The model's arguments for a tool are not valid JSON, not an object, or do not validate.
+
+    Always an error for the model to correct: exception processors look past the cause of a
+    ``ToolExecutionException`` (``rethrow``), but this one's cause is the validation error,
+    which must not decide (``pydantic.ValidationError`` is a ``ValueError``).
+    """
+
+
 class ToolSourceError(Exception):
     """A tool source failed in a way the model cannot fix: a remote tool server (e.g. an MCP
     server) could not be reached, died, broke its protocol or did not answer in time.

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import ClassVar, Protocol, runtime_checkable
 
 from tooluse.calling._result import ToolExecutionResult
-from tooluse.errors import ToolExecutionException, ToolSourceError
+from tooluse.errors import ToolArgumentsError, ToolExecutionException, ToolSourceError
 from tooluse.messages import AssistantMessage, Generation, ToolResponse, ToolResponseMessage
 
 __all__ = [
@@ -31,7 +31,8 @@ class DefaultToolExecutionExceptionProcessor:
     1. ``MemoryError`` and ``ToolSourceError`` (a tool server that died or broke its
        protocol; also as the cause of a ``ToolExecutionException``) propagate.
     2. The exception, or the cause of a ``ToolExecutionException``, is an instance of a type in
-       ``rethrow``: that exception propagates, unwrapped.
+       ``rethrow``: that exception propagates, unwrapped. Invalid arguments from the model
+       (``ToolArgumentsError``) are not unwrapped: their cause is the validation error.
     3. ``always_throw``: the exception propagates as the tool raised it.
     4. Otherwise the model gets the exception's message, or
        ``Exception occurred in tool: <name> (<ClassName>)`` when the message is empty.
@@ -50,7 +51,11 @@ class DefaultToolExecutionExceptionProcessor:
             raise TypeError(f"rethrow takes exception classes, got {not_types!r}")
 
     def process(self, exc: Exception, tool_name: str) -> str:
-        cause = exc.__cause__ if isinstance(exc, ToolExecutionException) else None
+        # bad arguments from the model are not a wrapper: they always go to the model
+        wrapper = isinstance(exc, ToolExecutionException) and not isinstance(
+            exc, ToolArgumentsError
+        )
+        cause = exc.__cause__ if wrapper else None
         original = cause if cause is not None else exc
         if isinstance(original, MemoryError | ToolSourceError) or not isinstance(
             original, Exception

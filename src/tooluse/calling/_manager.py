@@ -206,7 +206,8 @@ class ToolCallingManager:
             calls,
             prompt.options,
             context,
-            self._limits.tally(messages),
+            # the round's own responses are counted in call order by _plan, as when it paused
+            self._limits.tally(messages[:assistant_index]),
             answered=answered,
             decisions=decisions,
         )
@@ -243,6 +244,7 @@ class ToolCallingManager:
             earlier = answered.get(call.id)
             if earlier is not None:
                 responses[index] = earlier
+                tally.count(call.name)  # counted in its place, as in the round that paused
                 continue
             if plan.breach is not None:
                 continue  # the round stops at a breach; later calls never run

@@ -9,7 +9,7 @@ from mcp.types import Tool
 from pydantic import TypeAdapter, ValidationError
 
 from tooluse._sync import run_sync
-from tooluse.errors import ToolExecutionException
+from tooluse.errors import ToolArgumentsError, ToolExecutionException
 from tooluse.mcp._connection import McpConnection
 from tooluse.mcp._convert import error_text, result_text
 from tooluse.schema import ensure_valid_input_schema
@@ -100,7 +100,7 @@ class McpToolCallback:
             message = describe_validation_error(
                 self._definition.name, exc, self._definition.input_schema
             )
-            raise ToolExecutionException(message, definition=self._definition, cause=exc) from exc
+            raise ToolArgumentsError(message, definition=self._definition, cause=exc) from exc
         result = await self._connection.call_tool(
             self.tool.name, parsed, self._context_to_meta(context)
         )

@@ -319,12 +319,13 @@ class _PendingCall:
 
 
 class _ChoiceState:
-    __slots__ = ("by_index", "calls", "last")
+    __slots__ = ("by_index", "calls", "last", "refusal")
 
     def __init__(self) -> None:
         self.calls: list[_PendingCall] = []
         self.by_index: dict[int, _PendingCall] = {}
         self.last: _PendingCall | None = None
+        self.refusal: list[str] = []  # refusal deltas, reported whole when the choice ends
 
     def add(self, delta: ChoiceDeltaToolCall) -> None:
         call_id = delta.id or ""
@@ -374,12 +375,14 @@ class _StreamState:
                 state = self._choices[index] = _ChoiceState()
             for fragment in (delta.tool_calls or ()) if delta is not None else ():
                 state.add(fragment)
+            if delta is not None and delta.refusal:
+                state.refusal.append(delta.refusal)
             text = delta.content if delta is not None else None
             reasoning = _reasoning(delta.model_extra) if delta is not None else ()
             calls: tuple[ToolCall, ...] = ()
             metadata: dict[str, Any] = {}
             if choice.finish_reason is not None:
-                calls = self._flush(index)
+                calls, metadata = self._flush(index)
                 metadata["finish_reason"] = choice.finish_reason
             if text or reasoning or calls or metadata:
                 generations[index] = Generation(
@@ -396,24 +399,29 @@ class _StreamState:
         )
 
     def finish(self) -> ChatResponse | None:
-        """Calls of choices that never sent a ``finish_reason`` (some servers omit it)."""
+        """Calls (and refusals) of choices that never sent a ``finish_reason`` (some servers
+        omit it)."""
         generations = {}
         for index in list(self._choices):
-            calls = self._flush(index)
-            if calls:
-                generations[index] = Generation(message=AssistantMessage(tool_calls=calls))
+            calls, metadata = self._flush(index)
+            if calls or metadata:
+                generations[index] = Generation(
+                    message=AssistantMessage(tool_calls=calls), metadata=metadata
+                )
         if not generations:
             return None
         return ChatResponse(generations=_positional(generations), metadata=dict(self._metadata))
 
-    def _flush(self, index: int) -> tuple[ToolCall, ...]:
+    def _flush(self, index: int) -> tuple[tuple[ToolCall, ...], dict[str, Any]]:
+        """The choice's calls, and its metadata so far (``refusal``, as in a plain response)."""
         state = self._choices.pop(index, None)
         if state is None:
-            return ()
-        return tuple(
+            return (), {}
+        calls = tuple(
             self._request.tool_call(call.call_id, call.name, "".join(call.arguments))
             for call in state.calls
         )
+        return calls, ({"refusal": "".join(state.refusal)} if state.refusal else {})
 
 
 def _positional(generations: Mapping[int, Generation]) -> tuple[Generation, ...]:

@@ -19,6 +19,7 @@ The rules (SPEC section 2, following Spring AI's ``JsonSchemaGenerator``):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,6 +33,15 @@ from tooluse.tools._signature import ToolSignature, read_signature
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 _ROOT_ORDER = ("$schema", "type", "properties", "required", "additionalProperties")
 _NODE_FIRST = ("type", "description")
+# keywords whose value is data that may hold an infinite number; an infinite bound is no bound
+_NUMERIC_DATA = (
+    "default",
+    "examples",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+)
 
 
 def generate_for_function_input(function: Callable[..., Any]) -> Schema:
@@ -99,9 +109,22 @@ _NO_JSON = object()
 
 def _json_default(value: Any) -> Any:
     try:
-        return to_jsonable_python(value)
+        jsonable = to_jsonable_python(value)
     except PydanticSerializationError:
         return _NO_JSON  # e.g. a sentinel object: the schema just omits the default
+    return jsonable if _is_strict_json(jsonable) else _NO_JSON
+
+
+def _is_strict_json(value: Any) -> bool:
+    """Whether ``value`` has no NaN or infinity: JSON has no such numbers, and clients that
+    send the schema (httpx, so the OpenAI SDK) refuse to encode them."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list | tuple):
+        return all(_is_strict_json(item) for item in value)
+    if isinstance(value, dict):
+        return all(_is_strict_json(item) for item in value.values())
+    return True
 
 
 def _finalize(node: Any) -> Any:
@@ -110,6 +133,9 @@ def _finalize(node: Any) -> Any:
     result = map_subschemas(node, _finalize)
     if isinstance(result.get("title"), str):
         del result["title"]
+    for key in _NUMERIC_DATA:
+        if key in result and not _is_strict_json(result[key]):
+            del result[key]  # pydantic writes `= math.inf` or `le=math.inf` as is
     if "properties" in result and "additionalProperties" not in result:
         result["additionalProperties"] = False
     # "type" and "description" first: that is what a model (or a person) reads first.

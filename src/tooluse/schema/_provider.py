@@ -289,6 +289,8 @@ def _admits_null(schema: Any, root: Mapping[str, Any] | None) -> bool:
         return any(_admits_null(v, root) for v in variants)
     if "allOf" in schema:
         return all(_admits_null(v, root) for v in schema["allOf"])
+    if "enum" in schema:  # with no type: Literal["a", None] is {"enum": ["a", null]}
+        return kind is None and None in schema["enum"]
     return (
         kind is None
         and "enum" not in schema

@@ -21,7 +21,7 @@ from tooluse.service._approvals import ApprovalConflict, StoredApproval, Unknown
 from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._openai_api import openai_router
 from tooluse.service._service import QaService, ServiceConfig
-from tooluse.service._sse import qa_event_stream, sse_response
+from tooluse.service._sse import JsonTextResponse, qa_event_stream, sse_response
 
 __all__ = ["ApprovalRequest", "ChatRequest", "DecisionRequest", "create_app"]
 
@@ -122,7 +122,11 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         finally:
             await asyncio.to_thread(service.close)
 
-    app = FastAPI(title="tooluse QA service", lifespan=lifespan)
+    # JSON that survives a lone surrogate in a model's or a tool's text (a pending call's
+    # arguments shown by GET /api/approvals, ...).
+    app = FastAPI(
+        title="tooluse QA service", lifespan=lifespan, default_response_class=JsonTextResponse
+    )
     app.state.service = service
     keepalive = service.config.keepalive_seconds
     page = _page(service)
@@ -146,7 +150,10 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         conversation_id = request.conversation_id or uuid.uuid4().hex
         if not request.message.strip():
             raise HTTPException(422, "The message is blank")
-        events = service.pipeline.stream(request.message, conversation_id=conversation_id)
+        try:  # the pipeline checks its arguments here, before the stream starts
+            events = service.pipeline.stream(request.message, conversation_id=conversation_id)
+        except ValueError as exc:  # e.g. a blank conversation_id
+            raise HTTPException(422, str(exc)) from exc
         return sse_response(
             qa_event_stream(service, events, conversation_id), keepalive_seconds=keepalive
         )

@@ -18,7 +18,7 @@ from fastapi.sse import format_sse_event
 from tooluse.messages import AssistantMessage, Message, Usage, UserMessage
 from tooluse.qa import ApprovalRequiredEvent, DeltaEvent, DoneEvent, QaEvent, QaPause
 from tooluse.service._service import QaService
-from tooluse.service._sse import sse, sse_response
+from tooluse.service._sse import JsonTextResponse, sse, sse_response
 
 __all__ = ["OPENAI_MODEL_ID", "BadRequest", "OpenAIChatRequest", "conversation", "openai_router"]
 
@@ -40,7 +40,7 @@ class OpenAIChatRequest(pydantic.BaseModel):
 
     model: str = OPENAI_MODEL_ID
     messages: list[OpenAIMessage] = pydantic.Field(min_length=1)
-    stream: bool = False
+    stream: bool | None = False  # null is false, as in OpenAI's API
     stream_options: dict[str, Any] | None = None
 
 
@@ -132,7 +132,7 @@ def openai_router(service: QaService) -> APIRouter:
             chunks = _chunks(service, events, completion_id, created, include_usage)
             return sse_response(chunks, service.config.keepalive_seconds)
         answer, usage = await _answer(service, events)
-        return JSONResponse(
+        return JsonTextResponse(
             {
                 "id": completion_id,
                 "object": "chat.completion",

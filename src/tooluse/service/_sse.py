@@ -10,12 +10,19 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi.sse import format_sse_event
-from starlette.responses import StreamingResponse
+from starlette.responses import JSONResponse, StreamingResponse
 
 from tooluse.qa import ApprovalRequiredEvent, DoneEvent, QaEvent
 from tooluse.service._service import QaService
 
-__all__ = ["KEEPALIVE_COMMENT", "qa_event_stream", "sse", "sse_response"]
+__all__ = [
+    "KEEPALIVE_COMMENT",
+    "JsonTextResponse",
+    "json_text",
+    "qa_event_stream",
+    "sse",
+    "sse_response",
+]
 
 logger = logging.getLogger("tooluse.service")
 
@@ -72,7 +79,36 @@ async def _with_keepalive(events: AsyncIterator[bytes], interval: float) -> Asyn
 
 def sse(event: str | None, data: Any) -> bytes:
     """One event: ``event: <name>`` and ``data: <JSON>`` (no name: a plain message)."""
-    return format_sse_event(event=event, data_str=json.dumps(data, ensure_ascii=False))
+    return format_sse_event(event=event, data_str=json_text(data))
+
+
+def json_text(data: Any) -> str:
+    """``data`` as JSON text that encodes to UTF-8: non-ASCII characters as they are, unless
+    the data holds a lone surrogate (a model's broken ``"\\ud83d"`` escape, decoded; a tool
+    reading undecodable bytes), which only a ``\\u`` escape can carry."""
+    text = json.dumps(data, ensure_ascii=False)
+    if not text.isascii() and _has_surrogate(text):
+        return json.dumps(data)
+    return text
+
+
+class JsonTextResponse(JSONResponse):
+    """``JSONResponse`` that sends a lone surrogate as a ``\\u`` escape (``JSONResponse``
+    fails to encode it, and so does FastAPI's own serializer)."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 async def qa_event_stream(

@@ -7,13 +7,14 @@ message tells the model what to fix.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any, NotRequired, Optional, Required
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from tooluse.errors import ToolExecutionException
+from tooluse.errors import ToolArgumentsError
 from tooluse.tools._argument_errors import describe_missing_fields, describe_validation_error
 from tooluse.tools._context import ToolContext
 from tooluse.tools._definition import ToolDefinition
@@ -25,6 +26,8 @@ EMPTY_CONTEXT = ToolContext()
 # 12345): models get these wrong often and the intent is unambiguous.
 _LENIENT = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 _make_typed_dict: Any = TypedDict  # called with a computed field mapping
+# newer pydantic versions can forbid extra fields at validation time, in nested models too
+_RUNTIME_EXTRA = "extra" in inspect.signature(TypeAdapter.validate_json).parameters
 
 
 def normalise_arguments(arguments: str | None) -> str:
@@ -83,6 +86,7 @@ class SignatureArguments:
             self._adapter: TypeAdapter[dict[str, Any]] = TypeAdapter(arguments_type)
         except Exception as exc:  # pydantic schema errors name the offending type
             raise ValueError(f"Tool '{tool_name}': cannot validate its parameters: {exc}") from exc
+        self._options = _forbid_extra(self._adapter)
         self._fill_with_none = tuple(fill_with_none)
         self._null_means_default = tuple(null_means_default)
         self._binder = _Binder(signature)
@@ -91,7 +95,7 @@ class SignatureArguments:
         self, arguments: str, context: ToolContext | None, definition: ToolDefinition
     ) -> CallArguments:
         try:
-            values = self._adapter.validate_json(normalise_arguments(arguments))
+            values = self._adapter.validate_json(normalise_arguments(arguments), **self._options)
         except ValidationError as exc:
             raise _invalid(definition, exc) from exc
         for name in self._null_means_default:
@@ -122,6 +126,7 @@ class SingleInputArguments:
                 f"exactly one input parameter (plus an optional ToolContext); it takes: {names}"
             )
         self._adapter: TypeAdapter[Any] = TypeAdapter(input_type)
+        self._options = _forbid_extra(self._adapter)
         self._required = required
         self._input_name = signature.parameters[0].name
         self._binder = _Binder(signature)
@@ -130,22 +135,42 @@ class SingleInputArguments:
         self, arguments: str, context: ToolContext | None, definition: ToolDefinition
     ) -> CallArguments:
         try:
-            value = self._adapter.validate_json(normalise_arguments(arguments))
+            value = self._adapter.validate_json(normalise_arguments(arguments), **self._options)
         except ValidationError as exc:
             raise _invalid(definition, exc) from exc
         if self._required:
             missing = [name for name in self._required if name not in value]
             if missing:
-                raise ToolExecutionException(
+                raise ToolArgumentsError(
                     describe_missing_fields(definition.name, missing, definition.input_schema),
                     definition=definition,
                 )
         return self._binder.bind({self._input_name: value}, context)
 
 
-def _invalid(definition: ToolDefinition, error: ValidationError) -> ToolExecutionException:
+def _forbid_extra(adapter: TypeAdapter[Any]) -> dict[str, Any]:
+    """``validate_json`` options that reject unknown fields of nested pydantic models as the
+    schema says (``additionalProperties: false``; a model ignores them by default, so a
+    misspelt optional field would silently become its default). Not when a model in the type
+    allows extra fields (its schema says so), nor on a pydantic that cannot."""
+    if not _RUNTIME_EXTRA or _allows_extra(adapter.core_schema):
+        return {}
+    return {"extra": "forbid"}
+
+
+def _allows_extra(core_schema: Any) -> bool:
+    if isinstance(core_schema, Mapping):
+        if "allow" in (core_schema.get("extra_behavior"), core_schema.get("extra_fields_behavior")):
+            return True
+        return any(_allows_extra(value) for value in core_schema.values())
+    if isinstance(core_schema, list | tuple):
+        return any(_allows_extra(value) for value in core_schema)
+    return False
+
+
+def _invalid(definition: ToolDefinition, error: ValidationError) -> ToolArgumentsError:
     message = describe_validation_error(definition.name, error, definition.input_schema)
-    return ToolExecutionException(message, definition=definition, cause=error)
+    return ToolArgumentsError(message, definition=definition, cause=error)
 
 
 def required_names(schema: Mapping[str, Any]) -> tuple[str, ...]:

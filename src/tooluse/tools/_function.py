@@ -33,7 +33,8 @@ _SIGNATURE_TOOLS: PerFunctionCache[tuple[dict[str, Any], SignatureArguments]] = 
 
 class FunctionToolCallback:
     """A tool backed by a Python function (sync or async), a bound method, a
-    ``functools.partial`` or a callable object.
+    ``functools.partial`` (the arguments it binds are neither shown to the model nor
+    overridable by it) or a callable object.
 
     The input can be described three ways:
 

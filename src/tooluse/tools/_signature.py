@@ -66,6 +66,7 @@ def read_signature(function: Callable[..., Any], *, tool_name: str) -> ToolSigna
         raise ValueError(f"Tool '{tool_name}': cannot read the signature: {exc}") from exc
     hints = _type_hints(function, tool_name)
     docstring = parse_docstring(function)
+    bound = _partial_keywords(function)
 
     parameters: list[ToolParameter] = []
     context_parameter: str | None = None
@@ -76,6 +77,8 @@ def read_signature(function: Callable[..., Any], *, tool_name: str) -> ToolSigna
                 f"Tool '{tool_name}': parameter '{param.name}' is *args or **kwargs; tools "
                 "need named parameters (or pass input_type= / input_schema=)"
             )
+        if param.name in bound:
+            continue  # fixed by a functools.partial: not the model's to see or to override
         if param.kind is inspect.Parameter.POSITIONAL_ONLY:
             positional_only.append(param.name)
         annotation = hints.get(param.name, Any)
@@ -113,6 +116,17 @@ def is_async_callable(function: Callable[..., Any]) -> bool:
         or inspect.iscoroutinefunction(inspect.unwrap(function))
         or inspect.iscoroutinefunction(type(function).__call__)
     )
+
+
+def _partial_keywords(function: Callable[..., Any]) -> frozenset[str]:
+    """The parameter names bound by keyword in ``functools.partial`` layers (the signature of a
+    partial still lists them, as keyword-only parameters with the bound value as default)."""
+    names: set[str] = set()
+    target: Any = function
+    while isinstance(target, functools.partial):
+        names.update(target.keywords)
+        target = target.func
+    return frozenset(names)
 
 
 def _type_hints(function: Callable[..., Any], tool_name: str) -> dict[str, Any]:
