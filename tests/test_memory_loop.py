@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from _loop_tools import RecordingTool
-from tooluse import Approve, RunState
+from tooluse import Approve, RunState, ToolCallingManager
 from tooluse.advisors import ToolCallingAdvisor
 from tooluse.client import ChatClient
 from tooluse.memory import (
@@ -18,6 +18,8 @@ from tooluse.memory import (
 )
 from tooluse.messages import (
     AssistantMessage,
+    ChatResponse,
+    Generation,
     Message,
     ToolCall,
     ToolResponse,
@@ -156,3 +158,93 @@ def test_a_run_paused_for_approval_is_remembered_once_when_resumed(inside: bool)
     assert memory.get("c") == (
         weather_turn() if inside else [weather_turn()[0], weather_turn()[-1]]
     )
+
+
+def dangling_calls(messages: list[Message]) -> list[str]:
+    """Ids of tool calls that no later tool response answers."""
+    answered = {
+        response.id
+        for message in messages
+        if isinstance(message, ToolResponseMessage)
+        for response in message.responses
+    }
+    return [
+        call.id
+        for message in messages
+        if isinstance(message, AssistantMessage)
+        for call in message.tool_calls
+        if call.id not in answered
+    ]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_turn_ended_by_a_return_direct_tool_is_stored_whole_inside_the_loop(
+    streamed: bool,
+) -> None:
+    # No model call follows a return-direct round: memory used to keep the call without its
+    # result, and the next turn told the model the call had been interrupted.
+    memory = MessageWindowChatMemory()
+    tool = RecordingTool("weather", lambda arguments, context: "sunny", return_direct=True)
+    model = ScriptedModel([tool_call("weather", {"city": "Paris"}, id="w1"), "Glad to help."])
+    client = ChatClient(
+        model, tools=[tool], advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=True)]
+    )
+    request = client.prompt("Weather in Paris?").context({CONVERSATION_ID: "c"})
+    if streamed:
+        stream = request.stream()
+        assert "".join([piece async for piece in stream.content()]) == "sunny"
+    else:
+        assert (await request.acall()).content() == "sunny"
+    stored = memory.get("c")
+    assert stored == [*weather_turn()[:3], AssistantMessage(text="sunny")]
+    await client.prompt("Thanks!").context({CONVERSATION_ID: "c"}).acall()
+    assert list(model.requests[1].messages) == [*stored, UserMessage(text="Thanks!")]
+
+
+def test_a_turn_ended_by_a_call_limit_keeps_no_call_without_a_result_inside_the_loop() -> None:
+    memory = MessageWindowChatMemory()
+    model = ScriptedModel(
+        [
+            ChatResponse(
+                generations=(
+                    Generation(
+                        message=AssistantMessage(
+                            tool_calls=(
+                                ToolCall(id="a", name="weather", arguments="{}"),
+                                ToolCall(id="b", name="weather", arguments="{}"),
+                            )
+                        )
+                    ),
+                )
+            )
+        ]
+    )
+    client = ChatClient(
+        model,
+        tools=[weather_tool()],
+        advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=True)],
+        tool_calling_advisor=ToolCallingAdvisor(
+            tool_calling_manager=ToolCallingManager(per_tool_limits={"weather": 1})
+        ),
+    )
+    response = client.prompt("Twice?").context({CONVERSATION_ID: "c"}).call()
+    assert response.chat_response().generations[0].finish_reason == "toolCallLimitExceeded"
+    stored = memory.get("c")
+    assert dangling_calls(stored) == []
+    assert stored[-1] == response.chat_response().generations[0].message
+
+
+def test_a_resumed_run_that_ends_on_a_return_direct_tool_is_stored_whole_inside_the_loop() -> None:
+    memory = MessageWindowChatMemory()
+    tool = RecordingTool(
+        "weather", lambda arguments, context: "sunny", requires_approval=True, return_direct=True
+    )
+    client = ChatClient(
+        script(), tools=[tool], advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=True)]
+    )
+    paused = client.prompt("Weather in Paris?").context({CONVERSATION_ID: "c"}).call()
+    assert paused.state is not None
+    assert memory.get("c") == weather_turn()[:2]
+    resumed = client.resume(RunState.from_json(paused.state.to_json()), {"w1": Approve()})
+    assert resumed.content() == "sunny"
+    assert memory.get("c") == [*weather_turn()[:3], AssistantMessage(text="sunny")]

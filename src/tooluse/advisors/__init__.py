@@ -23,6 +23,7 @@ from tooluse.advisors._tool_calling import (
     LoopPause,
     LoopResume,
     ToolCallingAdvisor,
+    ToolLoopListener,
     has_tool_calls,
 )
 
@@ -47,5 +48,6 @@ __all__ = [
     "StreamAdvisor",
     "ToolAdvisor",
     "ToolCallingAdvisor",
+    "ToolLoopListener",
     "has_tool_calls",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import ClassVar, Final
+from typing import ClassVar, Final, Protocol, runtime_checkable
 
 from tooluse import _tracing
 from tooluse.advisors._api import (
@@ -33,6 +33,7 @@ from tooluse.calling import (
     ToolExecutionResult,
 )
 from tooluse.messages import (
+    AssistantMessage,
     ChatOptions,
     ChatResponse,
     Generation,
@@ -54,6 +55,7 @@ __all__ = [
     "LoopPause",
     "LoopResume",
     "ToolCallingAdvisor",
+    "ToolLoopListener",
     "has_tool_calls",
 ]
 
@@ -99,10 +101,31 @@ class LoopResume:
     usage: Usage | None
 
 
+@runtime_checkable
+class ToolLoopListener(Protocol):
+    """An advisor inside the tool loop that wants the end of a turn no model call carried:
+    when the loop ends on tool results (a return-direct tool, a call-limit breach), with no
+    model call after them, :meth:`tool_loop_ended` gets the messages that came after the
+    last model message (the tool results, then the final answer). A memory inside the loop
+    stores them, so it never keeps a tool call without its result."""
+
+    async def tool_loop_ended(
+        self, request: ChatClientRequest, messages: Sequence[Message]
+    ) -> None: ...
+
+
 class _Loop:
     """The mutable state of one request's loop."""
 
-    __slots__ = ("history", "instructions", "options", "request", "rounds", "usage")
+    __slots__ = (
+        "ended_on_tools",
+        "history",
+        "instructions",
+        "options",
+        "request",
+        "rounds",
+        "usage",
+    )
 
     def __init__(self, request: ChatClientRequest) -> None:
         self.request = request  # the current iteration's request, as the hooks left it
@@ -111,6 +134,7 @@ class _Loop:
         self.history: Sequence[Message] = request.prompt.messages  # the turn, for the manager
         self.usage: Usage | None = None
         self.rounds = 0
+        self.ended_on_tools = False  # the final answer came from tools, not from the model
 
     def add_usage(self, usage: Usage | None) -> None:
         if usage is None or usage.is_empty():
@@ -233,6 +257,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
                     break
                 final = await self._execute_round(loop, response, chat_response)
             final = self._finish(loop, final, span)
+            await self._tell_inner_advisors(loop, final, chain)
             context = last.context if last is not None else loop.request.context
             return await self.do_finalize_loop(ChatClientResponse(final, context), chain)
 
@@ -289,6 +314,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
                     return
                 final = await self._execute_round(loop, response, merged)
             final = self._finish(loop, final, span)
+            await self._tell_inner_advisors(loop, final, chain)
             if final.generations and final.generations[0].finish_reason == APPROVAL_REQUIRED:
                 final = _without_streamed(final)  # its text and reasoning were streamed
             yield ChatClientResponse(final, loop.request.context)
@@ -319,6 +345,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             )
         except ToolCallLimitExceeded as exc:
             loop.history = exc.partial_result.conversation_history
+            loop.ended_on_tools = True
             return ChatResponse(generations=(exc.build_generation(),))
         return await self._after_round(loop, result, None, None)
 
@@ -332,6 +359,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             )
         except ToolCallLimitExceeded as exc:
             loop.history = exc.partial_result.conversation_history
+            loop.ended_on_tools = True
             return chat_response.model_copy(update={"generations": (exc.build_generation(),)})
         return await self._after_round(loop, result, response, chat_response)
 
@@ -348,6 +376,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
                 raise ValueError("A resumed round cannot hold calls for approval again")
             return self._pause(loop, result, chat_response)
         if result.return_direct:
+            loop.ended_on_tools = True
             generations = tuple(result.build_generations())
             if chat_response is None:
                 return ChatResponse(generations=generations)
@@ -372,6 +401,27 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             },
         )
         return chat_response.model_copy(update={"generations": (paused,)})
+
+    async def _tell_inner_advisors(
+        self, loop: _Loop, final: ChatResponse, chain: AdvisorChain
+    ) -> None:
+        """A loop that ended on tool results: the advisors inside it saw the model message
+        that asked for the tools, not what came after it (:class:`ToolLoopListener`)."""
+        if not loop.ended_on_tools:
+            return
+        advisors = chain.advisors
+        position = next(i for i, advisor in enumerate(advisors) if advisor is self)
+        listeners = [a for a in advisors[position + 1 :] if isinstance(a, ToolLoopListener)]
+        if not listeners:
+            return
+        history = list(loop.history)
+        last_model = max(
+            (i for i, message in enumerate(history) if isinstance(message, AssistantMessage)),
+            default=-1,
+        )
+        messages = (*history[last_model + 1 :], *(g.message for g in final.generations))
+        for listener in listeners:
+            await listener.tool_loop_ended(loop.request, messages)
 
     def _finish(self, loop: _Loop, final: ChatResponse, span: _tracing.SpanHandle) -> ChatResponse:
         """Stamp the summed usage, leave the history in the context, fill in the span."""

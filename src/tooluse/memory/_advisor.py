@@ -47,7 +47,10 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
 
     With ``inside_tool_loop=True`` (default order ``HIGHEST_PRECEDENCE + 400``) it runs once
     per round and stores tool traffic too: the round's last user message or tool result, then
-    the model's message.
+    the model's message. A turn that ends on tool results with no model call after them (a
+    return-direct tool, a call-limit breach) has those results and the final answer stored
+    when the loop ends (:class:`~tooluse.advisors.ToolLoopListener`), so memory never keeps a
+    tool call without its result.
 
     ``read_only=True`` replays memory but never writes it (e.g. a routing stage that must
     resolve "that ship" from the history while only the answering stage records the turn).
@@ -134,6 +137,13 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
         new = replies if incoming is None else [incoming, *replies]
         if new:
             await self._memory.aadd(conversation_id, new)
+
+    async def tool_loop_ended(
+        self, request: ChatClientRequest, messages: Sequence[Message]
+    ) -> None:
+        """The tool results and final answer of a turn that ended on tools (inside the loop)."""
+        if self._inside_tool_loop and not self._read_only and messages:
+            await self._memory.aadd(_conversation_id(request), list(messages))
 
     def _last_incoming(self, messages: Sequence[Message]) -> Message | None:
         kinds = (UserMessage, ToolResponseMessage) if self._inside_tool_loop else (UserMessage,)
