@@ -4,6 +4,7 @@ the model sends parallel calls, one of them with broken JSON arguments."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -257,3 +258,47 @@ async def test_anthropic_stream_loop(
     assert stream.chat_response().usage == Usage(
         prompt_tokens=80, completion_tokens=13, total_tokens=93
     )
+
+
+# -- both ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("mode", ["call", "acall", "stream"])
+async def test_a_lone_surrogate_is_sent_as_a_replacement_character(
+    server: ProviderServer, models: dict[str, Callable[..., Any]], provider: str, mode: str
+) -> None:
+    # UTF-8 cannot carry a lone surrogate (a client's broken "\ud83d" escape, a file name read
+    # with surrogateescape): the SDK failed to encode the request with a UnicodeEncodeError.
+    if provider == "openai":
+        reply = (
+            openai_sse([openai_chunk({"content": "ok"}, finish_reason="stop")])
+            if mode == "stream"
+            else Reply.json(openai_completion("ok"))
+        )
+    else:
+        reply = (
+            anthropic_sse(
+                [
+                    anthropic_message_start({"input_tokens": 3, "output_tokens": 0}),
+                    anthropic_block_start(0, text_block("")),
+                    anthropic_text_delta(0, "ok"),
+                    anthropic_block_stop(0),
+                    anthropic_message_delta("end_turn", 1),
+                ]
+            )
+            if mode == "stream"
+            else Reply.json(anthropic_message(text_block("ok")))
+        )
+    server.expect(reply)
+    prompt = client_for(models[provider]()).prompt("smile \ud83d please")
+    if mode == "call":
+        answer = (await asyncio.to_thread(prompt.call)).content()
+    elif mode == "acall":
+        answer = (await prompt.acall()).content()
+    else:
+        answer = "".join([piece async for piece in prompt.stream().content()])
+    assert answer == "ok"
+    content = server.requests[-1].body["messages"][-1]["content"]
+    text = content if isinstance(content, str) else content[0]["text"]
+    assert text == "smile \ufffd please"

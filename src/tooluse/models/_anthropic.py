@@ -125,7 +125,7 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         """Blocking form of :meth:`acall` (uses the SDK's blocking client, no event loop)."""
         params, calls = self._request(prompt)
         try:
-            message = self._blocking_client().messages.create(**params)
+            message = self._send(self._blocking_client().messages.create, params)
         except _FAILURES as exc:
             raise from_sdk_error(self.provider, exc, anthropic) from exc
         return _response(message, calls)
@@ -133,7 +133,7 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
     async def acall(self, prompt: Prompt) -> ChatResponse:
         params, calls = self._request(prompt)
         try:
-            message = await self._client.messages.create(**params)
+            message = await self._asend(self._client.messages.create, params)
         except _FAILURES as exc:
             raise from_sdk_error(self.provider, exc, anthropic) from exc
         return _response(message, calls)
@@ -143,8 +143,9 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         ``input_json_delta`` arguments) when its content block stops, carrying the block id."""
         params, calls = self._request(prompt)
         state = _StreamState(calls)
+        create = self._client.messages.create
         try:
-            events = await self._client.messages.create(**params, stream=True)
+            events = await self._asend(lambda **sent: create(**sent, stream=True), params)
             async with events:
                 async for event in events:
                     response = state.add(event)

@@ -132,7 +132,7 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         """Blocking form of :meth:`acall` (uses the SDK's blocking client, no event loop)."""
         request = self._request(prompt)
         try:
-            completion = self._blocking_client().chat.completions.create(**request.params)
+            completion = self._send(self._blocking_client().chat.completions.create, request.params)
         except _FAILURES as exc:
             raise from_sdk_error(self.provider, exc, openai) from exc
         return self._response(completion, request)
@@ -140,7 +140,7 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
     async def acall(self, prompt: Prompt) -> ChatResponse:
         request = self._request(prompt)
         try:
-            completion = await self._client.chat.completions.create(**request.params)
+            completion = await self._asend(self._client.chat.completions.create, request.params)
         except _FAILURES as exc:
             raise from_sdk_error(self.provider, exc, openai) from exc
         return self._response(completion, request)
@@ -149,12 +149,13 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         """Text arrives as it is generated; each tool call arrives whole (real name, complete
         arguments) when its choice finishes, carrying the call's id."""
         request = self._request(prompt)
-        params = dict(request.params, stream=True)
+        params = dict(request.params)
         if self.stream_usage:
             params["stream_options"] = {"include_usage": True}
         state = _StreamState(request)
+        create = self._client.chat.completions.create
         try:
-            chunks = await self._client.chat.completions.create(**params)
+            chunks = await self._asend(lambda **sent: create(**sent, stream=True), params)
             async with chunks:
                 async for chunk in chunks:
                     response = state.add(chunk)

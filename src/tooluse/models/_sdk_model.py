@@ -8,7 +8,8 @@ It imports no SDK: each provider passes its client classes, so the SDK loads onl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from tooluse._fork import PerProcess
@@ -17,7 +18,7 @@ from tooluse.models._names import ToolNameAliases
 from tooluse.models._options import merge_options
 from tooluse.tools import ToolDefinition
 
-__all__ = ["SdkChatModel"]
+__all__ = ["SdkChatModel", "encodable"]
 
 
 class _AsyncClient(Protocol):
@@ -33,6 +34,7 @@ class _SyncClient(Protocol):
 
 AsyncClientT = TypeVar("AsyncClientT", bound=_AsyncClient)
 SyncClientT = TypeVar("SyncClientT", bound=_SyncClient)
+ResultT = TypeVar("ResultT")
 
 
 class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
@@ -132,6 +134,24 @@ class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
 
     # -- request ----------------------------------------------------------------------------
 
+    @staticmethod
+    def _send(create: Callable[..., ResultT], params: dict[str, Any]) -> ResultT:
+        """``create(**params)``; a request the SDK cannot encode is sent again with its lone
+        surrogates replaced (:func:`encodable`). The SDK encodes the body before sending
+        anything, and the check costs nothing when the request encodes."""
+        try:
+            return create(**params)
+        except UnicodeEncodeError:
+            return create(**encodable(params))
+
+    @staticmethod
+    async def _asend(create: Callable[..., Awaitable[ResultT]], params: dict[str, Any]) -> ResultT:
+        """:meth:`_send` for the async client."""
+        try:
+            return await create(**params)
+        except UnicodeEncodeError:
+            return await create(**encodable(params))
+
     def _options_and_tools(
         self, prompt: Prompt
     ) -> tuple[ChatOptions, list[ToolDefinition], ToolNameAliases]:
@@ -143,3 +163,25 @@ class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
             raise ValueError(f"tool_choice={options.tool_choice!r} needs tools in the request")
         aliases = ToolNameAliases.for_request(definitions, prompt.messages)
         return options, definitions, aliases
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(value: Any) -> Any:
+    """The request's parameters with each lone surrogate in their text replaced by U+FFFD.
+    UTF-8 cannot carry one, and the SDKs then fail to encode the whole request
+    (``UnicodeEncodeError``); they come from a client's broken ``\\ud83d`` escape decoded by
+    a JSON parser, or a file name or file read with ``surrogateescape``. Text without one is
+    returned as it is (an ASCII check first, then a search)."""
+    if isinstance(value, str):
+        if value.isascii() or not _LONE_SURROGATE.search(value):
+            return value
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {encodable(key): encodable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [encodable(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(encodable(item) for item in value)
+    return value
