@@ -193,6 +193,36 @@ def test_bad_configuration_gets_a_specific_error(
         from_config(spec, env=env)
 
 
+@pytest.mark.parametrize(
+    ("spec", "key_env", "url_env", "official"),
+    [
+        ("openai:gpt-4o-mini", "OPENAI_API_KEY", "OPENAI_BASE_URL", "https://api.openai.com/v1/"),
+        (
+            "anthropic:claude-haiku-4-5",
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "https://api.anthropic.com",
+        ),
+    ],
+)
+def test_a_given_environment_replaces_the_process_one_for_the_base_url_too(
+    monkeypatch: pytest.MonkeyPatch,
+    made: list[ChatModel],
+    spec: str,
+    key_env: str,
+    url_env: str,
+    official: str,
+) -> None:
+    # The SDKs read their *_BASE_URL from os.environ when given no URL.
+    monkeypatch.setenv(url_env, "http://process-environment.invalid/v1")
+    model = build(made, spec, env={key_env: "sk"})
+    assert isinstance(model, OpenAIChatModel | AnthropicChatModel)
+    assert model.base_url == official
+    model = build(made, spec, env={key_env: "sk", url_env: "https://gateway.example/v1"})
+    assert isinstance(model, OpenAIChatModel | AnthropicChatModel)
+    assert model.base_url.rstrip("/") == "https://gateway.example/v1"
+
+
 def test_the_process_environment_is_the_default(
     monkeypatch: pytest.MonkeyPatch, made: list[ChatModel]
 ) -> None:

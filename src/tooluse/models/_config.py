@@ -1,8 +1,8 @@
 """``from_config``: a chat model from a ``"<provider>:<model>"`` string and the environment.
 
 - ``openai:gpt-4o-mini``: ``OPENAI_BASE_URL`` or OpenAI's API; key ``OPENAI_API_KEY``.
-- ``anthropic:claude-sonnet-4-5``: key ``ANTHROPIC_API_KEY`` (the SDK reads
-  ``ANTHROPIC_BASE_URL``).
+- ``anthropic:claude-sonnet-4-5``: ``ANTHROPIC_BASE_URL`` or Anthropic's API; key
+  ``ANTHROPIC_API_KEY``.
 - ``deepseek:deepseek-chat``: ``https://api.deepseek.com``; key ``DEEPSEEK_API_KEY``.
 - ``qwen:qwen-plus``: DashScope compatible mode; key ``DASHSCOPE_API_KEY``.
 - ``ollama:qwen2.5``: ``http://localhost:11434/v1``; no key.
@@ -41,14 +41,23 @@ class _Provider:
 
 
 _PROVIDERS: dict[str, _Provider] = {
+    # The official URLs are given, not left to the SDKs: they would read their *_BASE_URL
+    # from os.environ even when from_config was handed another environment.
     "openai": _Provider(
         "openai",
         "OPENAI_API_KEY",
         key_required=True,
+        base_url="https://api.openai.com/v1",
         base_url_env="OPENAI_BASE_URL",
         max_tokens_field="max_completion_tokens",
     ),
-    "anthropic": _Provider("anthropic", "ANTHROPIC_API_KEY", key_required=True),
+    "anthropic": _Provider(
+        "anthropic",
+        "ANTHROPIC_API_KEY",
+        key_required=True,
+        base_url="https://api.anthropic.com",
+        base_url_env="ANTHROPIC_BASE_URL",
+    ),
     "deepseek": _Provider(
         "openai", "DEEPSEEK_API_KEY", key_required=True, base_url="https://api.deepseek.com"
     ),
