@@ -95,6 +95,11 @@ async def test_bad_requests_get_openai_errors(tmp_path: Path) -> None:
                     }
                 ],
             )
+        text_without_text: Any = [{"type": "text"}]
+        with pytest.raises(openai.BadRequestError, match=r"content\[0\]: a text part needs"):
+            await client.chat.completions.create(
+                model="tooluse-qa", messages=[{"role": "user", "content": text_without_text}]
+            )
 
 
 async def test_a_failure_mid_stream_raises_in_the_sdk(tmp_path: Path) -> None:

@@ -55,11 +55,15 @@ def _text(message: OpenAIMessage, position: int) -> str:
     if isinstance(content, str):
         return content
     texts = []
-    for part in content:
-        if part.get("type") != "text" or not isinstance(part.get("text"), str):
+    for index, part in enumerate(content):
+        if part.get("type") != "text":
             raise BadRequest(
                 f"messages[{position}]: only text content is supported, got a "
                 f"{part.get('type')!r} part"
+            )
+        if not isinstance(part.get("text"), str):
+            raise BadRequest(
+                f"messages[{position}].content[{index}]: a text part needs 'text', a string"
             )
         texts.append(part["text"])
     return "".join(texts)
