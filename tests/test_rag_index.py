@@ -80,3 +80,23 @@ def test_search_matches_a_reference(
     for document in found:
         assert document.score is not None
         assert abs(scores[document.id] - document.score) < 1e-6
+
+
+@settings(max_examples=100, deadline=None)
+@given(levels=st.lists(st.integers(0, 2), min_size=1, max_size=60), top_k=st.integers(1, 60))
+def test_equal_scores_rank_in_stored_order_with_or_without_a_filter(
+    levels: list[int], top_k: int
+) -> None:
+    # Three distinct scores only, so most results tie with others: the order among equals
+    # must not depend on top_k or on whether a filter is given.
+    vectors = {0: [1.0, 0.0], 1: [0.6, 0.8], 2: [0.0, 1.0]}
+    index = VectorIndex(2)
+    index.upsert(
+        [Document(id=f"d{n:02d}", text="x") for n in range(len(levels))],
+        np.asarray([vectors[level] for level in levels], np.float32),
+    )
+    query = np.asarray([1.0, 0.0], np.float32)
+    expected = [f"d{n:02d}" for n in sorted(range(len(levels)), key=lambda n: levels[n])]
+    assert [d.id for d in index.search(query, top_k, 0.0, None)] == expected[:top_k]
+    everything = index.search(query, top_k, 0.0, lambda metadata: True)
+    assert [d.id for d in everything] == expected[:top_k]

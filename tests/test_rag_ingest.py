@@ -90,6 +90,20 @@ def test_prune_and_force(knowledge: Path) -> None:
     assert ingest_directory(knowledge, store, force=True).updated == ("zh/积分.txt",)
 
 
+def test_files_without_text_do_not_count_as_added_on_every_run(knowledge: Path) -> None:
+    (knowledge / "blank.txt").write_text("  \n", encoding="utf-8")
+    (knowledge / "headings.md").write_text("# Only a heading\n", encoding="utf-8")
+    store = InMemoryVectorStore(HashingEmbeddingModel())
+    assert ingest_directory(knowledge, store).added == ("faq.md", "zh/积分.txt")
+    assert not ingest_directory(knowledge, store).changed
+    (knowledge / "zh" / "积分.txt").write_text("", encoding="utf-8")  # emptied: chunks go once
+    assert ingest_directory(knowledge, store).updated == ("zh/积分.txt",)
+    assert store.find({"source": "zh/积分.txt"}) == []
+    report = ingest_directory(knowledge, store)
+    assert not report.changed
+    assert report.unchanged == ("blank.txt", "faq.md", "headings.md", "zh/积分.txt")
+
+
 def test_a_missing_directory_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(NotADirectoryError, match="not a directory"):
         ingest_directory(tmp_path / "nope", InMemoryVectorStore(HashingEmbeddingModel()))

@@ -51,6 +51,34 @@ def test_markdown_sections_follow_the_heading_path_and_skip_code_fences() -> Non
     ]
 
 
+def test_markdown_headings_keep_a_trailing_hash_and_long_fences_hold_short_ones() -> None:
+    markdown = "\n".join(
+        [
+            "# C#",
+            "About C sharp.",
+            "## F# ##",
+            "About F sharp.",
+            "````markdown",
+            "```python",
+            "# a comment in the example",
+            "```",
+            "````",
+            "~~~",
+            "```bash",
+            "# still inside the tilde fence",
+            "~~~",
+        ]
+    )
+    assert markdown_sections(markdown) == [
+        ("C#", "About C sharp."),
+        (
+            "C# > F#",
+            "About F sharp.\n````markdown\n```python\n# a comment in the example\n```\n````"
+            "\n~~~\n```bash\n# still inside the tilde fence\n~~~",
+        ),
+    ]
+
+
 def test_readers(tmp_path: Path) -> None:
     (tmp_path / "faq.md").write_text("# FAQ\n## 积分\n积分两年有效。\n", encoding="utf-8")
     (tmp_path / "note.txt").write_text("  plain note \n", encoding="utf-8")
@@ -145,3 +173,27 @@ def test_chunks_fit_and_lose_no_word(text: str, size: int, overlap_share: float)
     # text appears in the chunks in order (a word longer than a chunk is cut, not lost).
     remaining = iter("".join("".join(chunks).split()))
     assert all(character in remaining for character in "".join(text.split()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_texts, size=st.integers(3, 40))
+# Found by hypothesis: a sentence longer than a chunk was cut into groups of words that were
+# stripped and then packed together again, gluing "积分" and "beta" into "积分beta".
+@example(text="alphaalphaalphaalphabeta积分 beta", size=3)
+@example(text="First one. Then more words here.", size=5)
+def test_cutting_a_long_sentence_never_glues_words_together(text: str, size: int) -> None:
+    chunks = TextSplitter(chunk_size=size, chunk_overlap=0).split_text(text)
+    words = text.split()
+    for chunk in chunks:
+        for word in chunk.split():  # a whole word, or a piece of one cut because it is long
+            assert any(word in original for original in words), (word, chunks)
+    assert "".join("".join(chunks).split()) == "".join(words)  # no overlap: nothing repeated
+
+
+def test_text_without_sentence_ends_still_overlaps() -> None:
+    words = [f"w{n:02d}" for n in range(60)]
+    chunks = TextSplitter(chunk_size=20, chunk_overlap=5).split_text(" ".join(words))
+    assert len(chunks) > 2
+    for previous, following in itertools.pairwise(chunks):
+        assert estimate_tokens(following) <= 20
+        assert following.split()[0] in previous.split()[1:]  # starts inside the previous one

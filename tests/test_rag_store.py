@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from _forking import in_child
 from _rag_helpers import HashingEmbeddingModel
 from tooluse.rag import Document, InMemoryVectorStore, SqliteVectorStore, VectorStore
 
@@ -164,6 +165,20 @@ def test_sqlite_store_sees_writes_from_another_process(tmp_path: Path) -> None:
         assert ids(store.find()) == ["kite"]
 
 
+def test_a_forked_child_sees_what_was_written_before_the_fork(tmp_path: Path) -> None:
+    # A pre-fork server: the parent loaded the store, another connection (the ingest CLI)
+    # wrote, then a worker was forked. The worker's connection is new, and its data_version
+    # numbers say nothing about the parent's: it must load the file, not trust the copy.
+    path = tmp_path / "kb.db"
+    model = HashingEmbeddingModel()
+    with SqliteVectorStore(path, model) as store, SqliteVectorStore(path, model) as other:
+        store.add(FRUIT[:1])
+        assert len(store) == 1
+        other.add(FRUIT[1:2])
+        assert in_child(lambda: sorted(ids(store.find()))) == ["apple", "pear"]
+        assert sorted(ids(store.find())) == ["apple", "pear"]
+
+
 def test_sqlite_collections_are_separate(tmp_path: Path) -> None:
     path = tmp_path / "kb.db"
     model = HashingEmbeddingModel()
@@ -192,6 +207,19 @@ def test_sqlite_rejects_metadata_it_cannot_store(tmp_path: Path) -> None:
         pytest.raises(ValueError, match="Document 'x': metadata must be JSON-serialisable"),
     ):
         store.add([Document(id="x", text="a", metadata={"when": object()})])
+
+
+def test_sqlite_store_answers_the_same_before_and_after_a_reload(tmp_path: Path) -> None:
+    # JSON has no tuples: the file gives a list back, so the writer must index a list too.
+    path = tmp_path / "kb.db"
+    model = HashingEmbeddingModel()
+    tagged = Document(id="a", text="apple pie", metadata={"tags": ("faq", "en")})
+    with SqliteVectorStore(path, model) as store:
+        store.add([tagged])
+        before = store.find({"tags": ["faq", "en"]})
+    with SqliteVectorStore(path, model) as reopened:
+        after = reopened.find({"tags": ["faq", "en"]})
+    assert before == after == [Document(id="a", text="apple pie", metadata={"tags": ["faq", "en"]})]
 
 
 def test_sqlite_file_records_the_schema_version(tmp_path: Path) -> None:

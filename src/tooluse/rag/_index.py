@@ -103,9 +103,12 @@ class VectorIndex:
         candidates = np.flatnonzero(scores >= threshold)
         if predicate is None:
             if len(candidates) > top_k:
-                best = np.argpartition(-scores[candidates], top_k - 1)[:top_k]
-                candidates = candidates[best]
-            ranked = candidates[np.argsort(-scores[candidates], kind="stable")]
+                # Keep every candidate as good as the k-th best (argpartition would pick some
+                # of the tied ones at random), so equal scores rank in stored order, as in
+                # the filtered search and whatever top_k is.
+                kth = -np.partition(-scores[candidates], top_k - 1)[top_k - 1]
+                candidates = candidates[scores[candidates] >= kth]
+            ranked = candidates[np.argsort(-scores[candidates], kind="stable")][:top_k]
         else:
             # Best first, checking the filter only until top_k documents pass: a filter that
             # matches a fair share of the documents is evaluated a handful of times, not n.

@@ -57,7 +57,8 @@ def ingest_directory(
     and a changed file's old chunks are deleted before its new ones are added. ``prune``
     also deletes the chunks of every ingested source not found in ``directory``, so give
     each directory a store (collection) of its own when pruning; ``force`` re-ingests
-    everything.
+    everything. A file without text stores nothing and counts as unchanged (once its old
+    chunks, if any, are deleted).
     ``on_file(source)`` is called after each file (for a progress bar).
     """
     root = Path(directory)
@@ -79,7 +80,11 @@ def ingest_directory(
             unchanged.append(source)
         else:
             chunks = _chunks(path, source, fingerprint, splitter)
-            if previous is not None:
+            if not chunks and previous is None:
+                # No text: nothing to store and nothing stored. The store cannot record the
+                # file, so counting it as added would repeat on every run.
+                unchanged.append(source)
+            elif previous is not None:
                 store.delete(filter={"source": source})
                 updated.append(source)
             else:

@@ -10,8 +10,11 @@ from tooluse.rag._document import Document
 
 __all__ = ["MarkdownReader", "TextReader", "markdown_sections"]
 
-_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)[ \t#]*$")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+# The closing run of ``#`` is one only after a space (CommonMark): ``# C#`` is "C#".
+_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+# A fence is three or more backticks or tildes; it is closed by a run of the same character
+# at least as long, with nothing after it (CommonMark).
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 
 
 class _FileReader:
@@ -80,8 +83,11 @@ def markdown_sections(markdown: str) -> list[tuple[str, str]]:
     for line in markdown.splitlines():
         fence_match = _FENCE.match(line)
         if fence_match:
-            marker = fence_match.group(1)
-            fence = marker if fence is None else (None if marker == fence else fence)
+            marker, rest = fence_match.groups()
+            if fence is None:
+                fence = marker
+            elif marker[0] == fence[0] and len(marker) >= len(fence) and not rest.strip():
+                fence = None
         heading = _ATX_HEADING.match(line) if fence is None and not fence_match else None
         if heading:
             flush()

@@ -99,7 +99,10 @@ class TextSplitter:
             if self._length(sentence.strip()) <= size:
                 pieces.append(sentence)
             else:
-                pieces.extend(self._merge(self._units(sentence, size), size, overlap=False))
+                # The units themselves, whitespace kept: packed into chunks by the caller's
+                # merge, which carries the overlap (merging them here and stripping the
+                # groups glued the words on either side of a cut together).
+                pieces.extend(self._units(sentence, size))
         return pieces
 
     def _units(self, sentence: str, size: int) -> list[str]:
@@ -112,7 +115,7 @@ class TextSplitter:
                 units.extend(unit)
         return units
 
-    def _merge(self, pieces: list[str], size: int, *, overlap: bool = True) -> list[str]:
+    def _merge(self, pieces: list[str], size: int) -> list[str]:
         """Greedily pack pieces into chunks of at most ``size``, starting each new chunk with
         the previous chunk's last pieces up to the overlap."""
         chunks: list[str] = []
@@ -120,7 +123,7 @@ class TextSplitter:
         for piece in pieces:
             if current and self._length("".join([*current, piece]).strip()) > size:
                 chunks.append("".join(current).strip())
-                current = self._tail(current, piece, size) if overlap else []
+                current = self._tail(current, piece, size)
             current.append(piece)
         if current and "".join(current).strip():
             chunks.append("".join(current).strip())

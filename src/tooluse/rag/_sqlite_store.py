@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from tooluse._fork import current_process
 from tooluse._sqlite import SqliteStore, Synchronous, write_transaction
 from tooluse.embedding import EmbeddingModel
 from tooluse.rag._document import Document
@@ -66,7 +67,9 @@ class SqliteVectorStore(SqliteStore, IndexedVectorStore):
         self._model = resolve_embedding_model(embedding_model)
         self._collection = collection
         self._index = VectorIndex(self._model.dimensions)
-        self._data_version: int | None = None
+        # (process, data_version) of the last load: each process has its own connection, and
+        # data_version numbers of two connections cannot be compared.
+        self._data_version: tuple[int, int] | None = None
         super().__init__(
             path,
             component="vector_store",
@@ -96,6 +99,9 @@ class SqliteVectorStore(SqliteStore, IndexedVectorStore):
             (self._collection, d.id, d.text, _metadata_json(d), v.astype("<f4").tobytes())
             for d, v in zip(documents, vectors, strict=True)
         ]
+        # Indexed as stored (a tuple comes back from the file as a list): what this store
+        # finds must not change when it reloads the file.
+        stored = [Document(id=row[1], text=row[2], metadata=json.loads(row[3])) for row in rows]
         with self._lock:
             with self._writing():
                 self._connection.executemany(
@@ -103,7 +109,7 @@ class SqliteVectorStore(SqliteStore, IndexedVectorStore):
                     "(collection, id, text, metadata, embedding) VALUES (?, ?, ?, ?, ?)",
                     rows,
                 )
-            self._index.upsert([d.with_score(None) for d in documents], vectors)
+            self._index.upsert(stored, vectors)
 
     def delete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
         doomed = set(check_ids(ids))
@@ -159,7 +165,8 @@ class SqliteVectorStore(SqliteStore, IndexedVectorStore):
 
     def _refresh(self) -> None:
         """Reload the index if another connection changed the file since the last look."""
-        version = self._connection.execute("PRAGMA data_version").fetchone()[0]
+        number = self._connection.execute("PRAGMA data_version").fetchone()[0]
+        version = (current_process(), number)
         if version == self._data_version:
             return
         rows = self._connection.execute(
