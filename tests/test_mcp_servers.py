@@ -320,6 +320,54 @@ async def test_a_provider_can_refuse_to_reconnect() -> None:
             await tools["echo"].acall('{"text": "anyone?"}')
 
 
+async def crashed(provider: McpToolProvider) -> None:
+    """Kill the provider's server mid-call and wait until its session has ended."""
+    with pytest.raises(McpServerError, match="closed the connection"):
+        await tools_of(provider)["crash"].acall("{}")
+    await eventually(lambda: provider.connections[0].state == "failed", "the session ends")
+
+
+async def test_calls_during_a_reconnect_wait_for_it() -> None:
+    async with McpToolProvider(sdk_server("busy", "legacy"), reconnect_interval=0.1) as provider:
+        echo = tools_of(provider)["echo"]
+        await crashed(provider)
+        await asyncio.sleep(0.2)
+        first = asyncio.ensure_future(echo.acall('{"text": "first"}'))  # starts the reconnect
+        await eventually(lambda: provider.connections[0].state == "connecting", "reconnecting")
+        # Not "not connected (connecting); connect the provider first".
+        assert await echo.acall('{"text": "second"}') == "second"
+        assert await first == "first"
+
+
+async def test_a_reconnect_cut_short_is_tried_again() -> None:
+    async with McpToolProvider(sdk_server("cut", "legacy"), reconnect_interval=0.1) as provider:
+        echo = tools_of(provider)["echo"]
+        await crashed(provider)
+        await asyncio.sleep(0.2)
+        # The call that reconnects is cancelled meanwhile (a tool timeout, a cancelled request).
+        first = asyncio.ensure_future(echo.acall('{"text": "first"}'))
+        await eventually(lambda: provider.connections[0].state == "connecting", "reconnecting")
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert provider.connections[0].state == "failed"  # not closed for good
+        await asyncio.sleep(0.2)
+        assert await echo.acall('{"text": "again"}') == "again"
+
+
+async def test_a_closed_provider_does_not_restart_a_server_that_died() -> None:
+    provider = McpToolProvider(sdk_server("gone", "legacy"), reconnect_interval=0.1)
+    async with provider:
+        echo = tools_of(provider)["echo"]
+        await crashed(provider)
+    assert provider.connections[0].state == "closed"
+    await asyncio.sleep(0.2)
+    # A callback kept from before must not start a server process nobody would stop.
+    with pytest.raises(McpServerError, match=r"'gone' is not connected \(closed\)"):
+        await echo.acall('{"text": "anyone?"}')
+    assert provider.connections[0].state == "closed"
+
+
 async def test_an_http_server_that_went_away_is_reconnected_when_it_is_back() -> None:
     port = free_port()
     process = await http_server(port)

@@ -506,3 +506,64 @@ async def test_tool_metadata_can_hold_destructive_tools_for_approval() -> None:
         resumed = await client.aresume(paused.state, decisions)
         assert resumed.content() == "Deleted."
         assert deleted == ["/tmp/x"]
+
+
+async def test_prefixed_names_that_collide_are_an_error_naming_both_tools() -> None:
+    # "github" + "enterprise_search" and "github_enterprise" + "search" both give
+    # github_enterprise_search: the model would see two tools of one name.
+    first, second = MCPServer("github"), MCPServer("github_enterprise")
+
+    @first.tool()
+    def enterprise_search(query: str) -> str:
+        return "github.com"
+
+    @second.tool()
+    def search(query: str) -> str:
+        return "enterprise server"
+
+    provider = McpToolProvider(InProcessServer(first), InProcessServer(second), naming="prefix")
+    with pytest.raises(ValueError, match="'enterprise_search' of github, 'search' of github_ent"):
+        await provider.aconnect()
+    assert [c.state for c in provider.connections] == ["closed", "closed"]
+
+
+@tool
+def read_page(url: str) -> str:
+    """Reads a page; the read times out."""
+    raise TimeoutError("The read operation timed out")
+
+
+@tool(timeout=30)
+def read_page_bounded(url: str) -> str:
+    """Reads a page, with a tool timeout; the read times out at once."""
+    raise TimeoutError("The read operation timed out")
+
+
+async def test_a_served_tool_s_own_timeout_error_is_an_error_result_like_any_failure() -> None:
+    # Only the tool's `timeout=` is "did not finish"; a TimeoutError the tool raises (urllib's
+    # read timeout, asyncio.wait_for) is a failure the model reads, as with local tools.
+    async with McpToolProvider(InProcessServer(mcp_server(read_page, read_page_bounded))) as mcp:
+        for name in ("read_page", "read_page_bounded"):
+            with pytest.raises(ToolExecutionException, match=r"^The read operation timed out$"):
+                await by_name(mcp, name).acall('{"url": "https://example.com"}')
+
+
+async def test_a_call_from_another_thread_that_takes_too_long_is_an_mcp_server_error() -> None:
+    provider = McpToolProvider(InProcessServer(numbers_server("slow")), call_timeout=0.3)
+    async with provider:
+        nap = by_name(provider, "nap")
+
+        def call_from_a_thread() -> list[BaseException]:
+            raised: list[BaseException] = []
+            for _ in range(4):
+                try:
+                    nap.call('{"seconds": 2}')
+                except Exception as exc:
+                    raised.append(exc)
+            return raised
+
+        raised = await asyncio.to_thread(call_from_a_thread)
+    assert len(raised) == 4
+    for exc in raised:  # not a bare TimeoutError from the hand-over between loops
+        assert isinstance(exc, McpServerError), repr(exc)
+        assert "'slow' did not answer tools/call 'nap' within 0.3 seconds" in str(exc)

@@ -192,7 +192,7 @@ def test_results_that_are_not_names_or_not_attached_are_ignored() -> None:
     advisor = ToolSearchToolCallingAdvisor(tool_index=index)
     ask(client_for(model, advisor))
     assert offered(model) == [["toolSearchTool"], ["toolSearchTool"]]
-    found = advisor._found_names(
+    found = advisor._found_rounds(
         [
             ToolResponseMessage(
                 responses=(
@@ -204,7 +204,7 @@ def test_results_that_are_not_names_or_not_attached_are_ignored() -> None:
             )
         ]
     )
-    assert found == ["send_email", "ghost"]  # "ghost" is dropped later: not attached
+    assert found == [["send_email", "ghost"]]  # "ghost" is dropped later: not attached
 
 
 def _response(data: str) -> object:
@@ -436,3 +436,35 @@ def test_a_category_filter_without_categories_says_so() -> None:
     index.index_tools("s", [ToolReference("get_weather", None, "weather")])
     with pytest.raises(ValueError, match=r"no tool has a category.*search without category_filter"):
         index.search(ToolSearchRequest("s", "weather", category_filter="weather"))
+
+
+def test_found_tools_stay_offered_when_the_loop_sends_only_the_last_results() -> None:
+    # Memory inside the loop with conversation_history=False (docs/memory-and-rag.md): each
+    # model call's messages hold only the last round's results, yet a tool found two rounds
+    # ago is still offered, as with the full history.
+    from tooluse.memory import MessageChatMemoryAdvisor, MessageWindowChatMemory
+
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"query": "weather"}, id="s1"),
+            tool_call("get_weather", {"city": "Paris"}, id="w1"),
+            tool_call("get_weather", {"city": "Rome"}, id="w2"),
+            "Sunny in both.",
+        ]
+    )
+    advisor = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), conversation_history=False)
+    client = ChatClient(
+        model,
+        tools=TOOLS,
+        tool_calling_advisor=advisor,
+        advisors=[MessageChatMemoryAdvisor(MessageWindowChatMemory(), inside_tool_loop=True)],
+    )
+    assert ask(client) == "Sunny in both."
+    assert offered(model) == [
+        ["toolSearchTool"],
+        ["toolSearchTool", "get_weather"],
+        ["toolSearchTool", "get_weather"],
+        ["toolSearchTool", "get_weather"],
+    ]
+    last = [m for m in model.requests[-1].messages if isinstance(m, ToolResponseMessage)][-1]
+    assert last.responses[0].data == '"sunny in Rome"'  # it ran, not "unknown tool"

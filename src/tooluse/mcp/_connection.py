@@ -67,6 +67,7 @@ CLIENT_INFO: Final = Implementation(name="tooluse", version="0.1.0")
 _MAX_LIST_PAGES = 100  # a paginator that never ends cannot hang a listing
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: SSE streams stay open
 _RELISTEN_DELAY = 1.0  # seconds between attempts to reopen a dropped listen stream
+_OWNER_GRACE = 5.0  # seconds a call from another thread waits beyond the owner's own bounds
 
 State = Literal["new", "connecting", "connected", "closing", "closed", "failed"]
 
@@ -108,6 +109,7 @@ class McpConnection:
         self._on_tools_changed = on_tools_changed
         self._tools: tuple[Tool, ...] = ()
         self._state: State = "new"
+        self._closed = False  # aclose() was called: never reconnect after it
         self._client: Client | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._process: int | None = None  # the process whose loop owns the session
@@ -175,6 +177,7 @@ class McpConnection:
     async def aclose(self) -> None:
         """End the session and wait until the transport is closed. Idempotent. In a forked
         child it only marks its copy closed: the session is its parent's."""
+        self._closed = True
         if self._owner is None or self._loop is None or self._in_other_process():
             self._state = "closed"
             return
@@ -182,6 +185,7 @@ class McpConnection:
             self._state = "closing"
         self._signal(self._stop)
         await self._await_finished()
+        self._state = "closed"  # a failed session too: nothing reconnects it after closing
 
     def _in_other_process(self) -> bool:
         return self._process is not None and current_process() != self._process
@@ -251,7 +255,7 @@ class McpConnection:
 
     async def refresh(self) -> tuple[Tool, ...]:
         """List the server's tools now (also done by itself on a list-changed notice)."""
-        return await self._on_owner_loop(self._refresh)
+        return await self._on_owner_loop(self._refresh, "tools/list")
 
     async def _refresh(self) -> tuple[Tool, ...]:
         await self._relist(await self._require_client())
@@ -363,7 +367,9 @@ class McpConnection:
         """Call the server's tool ``name`` (its own name, not the model's). Protocol errors,
         a closed or dead session and a missed ``call_timeout`` raise ``McpServerError``;
         an ``isError`` result is returned like any other result."""
-        return await self._on_owner_loop(lambda: self._call_tool(name, arguments, meta))
+        return await self._on_owner_loop(
+            lambda: self._call_tool(name, arguments, meta), f"tools/call '{name}'", name
+        )
 
     async def _call_tool(
         self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None
@@ -380,8 +386,8 @@ class McpConnection:
             raise self._failed(exc, f"tools/call '{name}'", tool_name=name) from exc
 
     async def _require_client(self) -> Client:
-        if self._failure is not None:
-            await self._reconnect()
+        if not self._closed and (self._failure is not None or self._reconnecting.locked()):
+            await self._reconnect()  # or wait for the one under way, then use its session
         client = self._client
         if client is None or self._state != "connected":
             raise McpServerError(
@@ -395,7 +401,7 @@ class McpConnection:
         """A new session in place of the dead one, or ``McpServerError`` saying why not."""
         async with self._reconnecting:
             failure = self._failure
-            if failure is None:  # another call reconnected while this one waited
+            if failure is None or self._closed:  # another call reconnected meanwhile, or closed
                 return
             now = time.monotonic()
             interval = self._reconnect_interval
@@ -418,6 +424,12 @@ class McpConnection:
                 raise McpServerError(
                     f"{exc} (reconnecting after: {failure})", server_name=self.name, code=exc.code
                 ) from exc
+            except BaseException:
+                # Cancelled mid-attempt (a tool timeout, a cancelled request): the session is
+                # still the dead one, so a later call tries again instead of finding it closed.
+                if not self._closed:
+                    self._failure, self._state = failure, "failed"
+                raise
             finally:  # the interval runs from the end of an attempt (a start can be slow)
                 self._last_reconnect = time.monotonic()
             logger.info("MCP server '%s' reconnected after: %s", self.name, failure)
@@ -434,7 +446,9 @@ class McpConnection:
         """For a failed session no call reaches (an optional server that never came up): a
         reconnect on the owner's loop, when one is due; its tools show on a later listing."""
         owner, interval, last = self._loop, self._reconnect_interval, self._last_reconnect
-        if self._state != "failed" or interval is None or owner is None or owner.is_closed():
+        if self._closed or self._state != "failed" or interval is None:
+            return
+        if owner is None or owner.is_closed():
             return
         if self._reconnecting.locked() or (last is not None and time.monotonic() - last < interval):
             return
@@ -456,7 +470,12 @@ class McpConnection:
         except Exception:
             logger.exception("Reconnecting MCP server '%s' failed unexpectedly", self.name)
 
-    async def _on_owner_loop(self, make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    async def _on_owner_loop(
+        self,
+        make: Callable[[], Coroutine[Any, Any, T]],
+        operation: str,
+        tool_name: str | None = None,
+    ) -> T:
         owner = self._loop
         if self._in_other_process():
             # A forked child has a copy of the session but not the thread that runs its loop,
@@ -468,7 +487,8 @@ class McpConnection:
                 "over its own connections: make and connect an McpToolProvider in this process",
                 server_name=self.name,
             )
-        alive = self._state in ("connected", "failed")  # a failed session reconnects there
+        # a failed session reconnects there; calls during a reconnect wait for it there
+        alive = self._state in ("connecting", "connected", "failed")
         if owner is None or not alive or asyncio.get_running_loop() is owner:
             return await make()  # not connected: make() raises the error that says so
         if owner.is_closed() or not owner.is_running():
@@ -479,8 +499,24 @@ class McpConnection:
                 server_name=self.name,
             )
         future = asyncio.run_coroutine_threadsafe(make(), owner)
-        async with asyncio.timeout(self._call_timeout):
-            return await asyncio.wrap_future(future)
+        # The owner bounds the work itself (connect_timeout, call_timeout) and reports a miss as
+        # McpServerError; this bound only keeps a caller from waiting on a stuck owner loop.
+        bound = self._call_timeout
+        if bound is not None:
+            bound += (self._connect_timeout or 0.0) + _OWNER_GRACE
+        deadline = asyncio.timeout(bound)
+        try:
+            async with deadline:
+                return await asyncio.wrap_future(future)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise McpServerError(
+                f"MCP server '{self.name}' did not answer {operation} within {bound:g} seconds "
+                "(its event loop did not get to it)",
+                server_name=self.name,
+                tool_name=tool_name,
+            ) from None
 
     # -- failures -------------------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ Strategies:
   counting up across the provider. Unlike Spring AI, a name once given is remembered per
   (server, tool), so a re-listing never swaps names between tools, and a name is never
   handed to a different tool later.
-- ``"prefix"``: always ``<server>_<tool>``.
+- ``"prefix"``: always ``<server>_<tool>``; two tools given one name that way (server ``a``
+  with ``b_c``, server ``a_b`` with ``c``) are an error.
 - ``"none"``: the server's names as they are; two tools with one name are an error.
 - a function ``(server_name, tool) -> str``; duplicates are an error.
 
@@ -51,8 +52,9 @@ class ToolNamer:
 
     @property
     def unique(self) -> bool:
-        """Whether the strategy itself guarantees unique names."""
-        return self.strategy in ("alt", "prefix")
+        """Whether the strategy itself guarantees unique names. ``"prefix"`` does not: server
+        ``a`` with tool ``b_c`` and server ``a_b`` with tool ``c`` are both ``a_b_c``."""
+        return self.strategy == "alt"
 
     def name(self, server_name: str, tool: Tool) -> str:
         key = (server_name, tool.name)

@@ -201,8 +201,7 @@ class McpToolProvider:
 
     def tool_callbacks(self) -> Sequence[McpToolCallback]:
         """The servers' tools, as last listed. Raises ``RuntimeError`` before connecting, and
-        ``ValueError`` when two tools have one name (only possible with ``naming="none"`` or a
-        naming function)."""
+        ``ValueError`` when two tools have one name (not possible with ``naming="alt"``)."""
         if not self._connected:
             raise RuntimeError(
                 "McpToolProvider is not connected; use `async with provider:`, "
@@ -296,5 +295,5 @@ def _check_unique(callbacks: Sequence[McpToolCallback]) -> None:
         details = "; ".join(f"'{name}': {', '.join(t)}" for name, t in duplicates.items())
         raise ValueError(
             f"Multiple MCP tools with the same name ({', '.join(duplicates)}): {details}. "
-            "Use naming='alt' or naming='prefix', or filter the tools"
+            "Use naming='alt' (or a naming function that keeps them apart), or filter the tools"
         )

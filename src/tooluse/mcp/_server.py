@@ -186,14 +186,15 @@ async def _run(
 ) -> CallToolResult:
     name = callback.definition.name
     timeout = callback.metadata.timeout
+    deadline = asyncio.timeout(timeout)
     try:
-        async with asyncio.timeout(timeout):
+        async with deadline:
             text = await callback.acall(arguments, context)
-    except TimeoutError:
-        if timeout is None:
-            raise
-        return _error(f"Tool '{name}' did not finish within {timeout:g} seconds.")
     except Exception as exc:
+        # Only our deadline is "did not finish"; a TimeoutError the tool raised itself (a read
+        # that timed out) goes to the processor like any other failure, as in the manager.
+        if isinstance(exc, TimeoutError) and deadline.expired():
+            return _error(f"Tool '{name}' did not finish within {timeout:g} seconds.")
         try:
             return _error(processor.process(exc, name))
         except Exception as raised:  # the processor says the caller must hear of it

@@ -11,7 +11,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from tooluse._fork import ProcessLock
-from tooluse.advisors import AdvisorChain, ChatClientRequest, ToolCallingAdvisor
+from tooluse.advisors import (
+    AdvisorChain,
+    ChatClientRequest,
+    ChatClientResponse,
+    ToolCallingAdvisor,
+)
+from tooluse.calling import ToolExecutionResult
 from tooluse.memory import CONVERSATION_ID
 from tooluse.messages import Message, SystemMessage, ToolResponseMessage, UserMessage
 from tooluse.search._eviction import EvictionStrategy, LruEvictionStrategy
@@ -39,6 +45,7 @@ DEFAULT_SYSTEM_MESSAGE_SUFFIX: Final = (
 _CALLBACKS_KEY: Final = "tooluse.tool_search.callbacks"
 _SESSION_KEY: Final = "tooluse.tool_search.session_id"
 _PRESELECTED_KEY: Final = "tooluse.tool_search.preselected"
+_ROUNDS_KEY: Final = "tooluse.tool_search.rounds"
 
 
 def tool_fingerprint(references: Sequence[ToolReference]) -> str:
@@ -195,6 +202,12 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         request.context[_CALLBACKS_KEY] = callbacks
         request.context[_SESSION_KEY] = session_id
         request.context[_PRESELECTED_KEY] = preselected
+        # The search rounds so far: those in the prompt (earlier turns a memory advisor
+        # replayed), then, after each executed round, those in the loop's whole history
+        # (do_get_next_instructions). Not re-read from each call's messages: they hold only
+        # the last round's results when the loop sends no full history
+        # (conversation_history=False).
+        request.context[_ROUNDS_KEY] = self._found_rounds(request.prompt.messages)
         messages = _with_suffix(request.prompt.messages, self.system_message_suffix)
         return request.replace(prompt=request.prompt.replace(messages=messages))
 
@@ -203,8 +216,9 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
     ) -> ChatClientRequest:
         callbacks: Mapping[str, ToolCallback] = request.context[_CALLBACKS_KEY]
         session_id: str = request.context[_SESSION_KEY]
+        rounds: list[list[str]] = request.context[_ROUNDS_KEY]
         discovered = list(request.context[_PRESELECTED_KEY])
-        discovered += self._found_names(request.prompt.messages)
+        discovered += [name for names in self._counted(rounds) for name in names]
         exposed = [self.search_tool.callback]
         exposed += [callbacks[name] for name in self._kept(discovered) if name in callbacks]
         options = request.prompt.options
@@ -212,11 +226,26 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         options = options.replace(tool_callbacks=exposed, tool_context=context)
         return request.replace(prompt=request.prompt.replace(options=options))
 
+    async def do_get_next_instructions(
+        self,
+        request: ChatClientRequest,
+        response: ChatClientResponse | None,
+        result: ToolExecutionResult,
+    ) -> Sequence[Message]:
+        # The turn so far (also after a resumed round), whatever the model is sent next.
+        request.context[_ROUNDS_KEY] = self._found_rounds(result.conversation_history)
+        return await super().do_get_next_instructions(request, response, result)
+
     # -- which tools are exposed ------------------------------------------------------------
 
-    def _found_names(self, messages: Sequence[Message]) -> list[str]:
-        """Names from the ``toolSearchTool`` results, per round, oldest first (only the last
-        round's without accumulation)."""
+    def _counted(self, rounds: list[list[str]]) -> list[list[str]]:
+        """The search rounds whose tools are offered: all, or only the last without
+        accumulation."""
+        return rounds if self.accumulate else rounds[-1:]
+
+    @staticmethod
+    def _found_rounds(messages: Sequence[Message]) -> list[list[str]]:
+        """The names of each message's ``toolSearchTool`` results, oldest first."""
         rounds: list[list[str]] = []
         for message in messages:
             if not isinstance(message, ToolResponseMessage):
@@ -228,9 +257,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             ]
             if results:
                 rounds.append([name for r in results for name in _names(r.data, r.is_error)])
-        if not self.accumulate:
-            rounds = rounds[-1:]
-        return [name for names in rounds for name in names]
+        return rounds
 
     def _kept(self, discovered: Sequence[str]) -> list[str]:
         """Discovered names in first-discovery order, keeping the ``max_exposed_tools`` most
