@@ -7,11 +7,12 @@ import datetime
 import enum
 import json
 import math
+import warnings
 from typing import Annotated, Any, Literal, Optional
 
 import pytest
 from jsonschema import Draft202012Validator
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, AliasPath, BaseModel, Field
 from typing_extensions import TypedDict
 
 from tooluse import ToolContext, ToolParam
@@ -264,6 +265,83 @@ def test_explicit_field_constraints_survive() -> None:
         "maximum": 10,
         "minimum": 1,
     }
+
+
+def test_a_field_alias_names_the_property_as_validation_expects() -> None:
+    # validation takes the alias (as on a pydantic model), so the schema must say it
+    def f(
+        city: Annotated[str, Field(alias="town", description="where")],
+        when: Annotated[str, Field(validation_alias="day")],
+        note: Annotated[str, Field(serialization_alias="remark")] = "",
+    ) -> None: ...
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pydantic warns when it is handed alias= outside a field
+        schema = generate_for_function_input(f)
+    assert schema["properties"] == {
+        "town": {"type": "string", "description": "where"},
+        "day": {"type": "string"},
+        "note": {"type": "string", "default": ""},  # serialization_alias: output only
+    }
+    assert schema["required"] == ["town", "day"]
+
+
+def test_alias_choices_show_the_first_plain_name_and_alias_paths_are_rejected() -> None:
+    def choices(
+        q: Annotated[str, Field(validation_alias=AliasChoices(AliasPath("a", 0), "query", "q"))],
+    ) -> None: ...
+
+    def path(q: Annotated[str, Field(validation_alias=AliasPath("a", 0))]) -> None: ...
+
+    assert list(generate_for_function_input(choices)["properties"]) == ["query"]
+    with pytest.raises(ValueError, match=r"parameter 'q': validation_alias=AliasPath.*plain alias"):
+        generate_for_function_input(path)
+
+
+def test_a_field_default_makes_the_parameter_optional() -> None:
+    # as on a pydantic model (and as validation does): Field(default=...) is a default
+    def f(
+        count: Annotated[int, Field(default=5, ge=1)],
+        tags: Annotated[list[str], Field(default_factory=list)],
+    ) -> None: ...
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        schema = generate_for_function_input(f)
+    assert schema["properties"] == {
+        "count": {"type": "integer", "minimum": 1, "default": 5},
+        "tags": {"type": "array", "items": {"type": "string"}},  # a factory: no one value
+    }
+    assert schema["required"] == []
+
+
+def test_contradictory_defaults_are_rejected() -> None:
+    # pydantic would quietly prefer one; which one the model is told must be the one it gets
+    def two_values(count: Annotated[int, Field(default=5)] = 3) -> None: ...
+
+    def value_and_factory(
+        tags: Annotated[tuple[int, ...], Field(default_factory=tuple)] = (),
+    ) -> None: ...
+
+    def required_with_default(
+        count: Annotated[int, Field(default=5), ToolParam(required=True)],
+    ) -> None: ...
+
+    with pytest.raises(ValueError, match="parameter 'count': has two defaults, 3 in the signature"):
+        generate_for_function_input(two_values)
+    with pytest.raises(ValueError, match="parameter 'tags': has two defaults"):
+        generate_for_function_input(value_and_factory)
+    with pytest.raises(
+        ValueError, match=r"ToolParam\(required=True\) but its pydantic Field gives"
+    ):
+        generate_for_function_input(required_with_default)
+
+
+def test_two_parameters_sent_under_one_name_are_rejected() -> None:
+    def f(a: Annotated[int, Field(alias="b")], b: int) -> None: ...
+
+    with pytest.raises(ValueError, match="parameters 'a' and 'b' are both sent as 'b'"):
+        generate_for_function_input(f)
 
 
 def test_defs_of_parameters_are_hoisted_and_shared() -> None:

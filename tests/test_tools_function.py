@@ -7,12 +7,13 @@ import asyncio
 import contextvars
 import dataclasses
 import functools
+import json
 import threading
 import warnings
 from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
 from tooluse import (
@@ -22,6 +23,7 @@ from tooluse import (
     ToolExecutionException,
     ToolParam,
 )
+from tooluse.testing import generate_arguments
 
 
 class Address(BaseModel):
@@ -220,6 +222,57 @@ def test_field_constraints_are_enforced() -> None:
     callback = FunctionToolCallback(f)
     assert callback.call('{"count": 10}') == "10"
     assert "Input should be less than or equal to 10" in error_of(callback, '{"count": 11}')
+
+
+def test_a_field_alias_is_the_argument_name_in_schema_and_validation() -> None:
+    def f(city: Annotated[str, Field(alias="town")], nights: int = 1) -> str:
+        return f"{city}/{nights}"
+
+    callback = FunctionToolCallback(f)
+    assert list(callback.definition.input_schema["properties"]) == ["town", "nights"]
+    # the call the schema describes succeeds ...
+    assert callback.call(json.dumps(generate_arguments(callback.definition.input_schema)))
+    assert callback.call('{"town": "Oslo"}') == '"Oslo/1"'
+    # ... and the parameter's own name is not an argument, as the schema says
+    message = error_of(callback, '{"city": "Oslo"}')
+    assert "- 'town': required but missing (expected string)" in message
+    assert "- 'city': not a parameter of this tool (parameters: town, nights)" in message
+
+
+def test_alias_choices_accept_each_choice() -> None:
+    def f(q: Annotated[str, Field(validation_alias=AliasChoices("query", "q"))]) -> str:
+        return q
+
+    callback = FunctionToolCallback(f)
+    assert callback.definition.input_schema["required"] == ["query"]
+    assert callback.call('{"query": "a"}') == callback.call('{"q": "a"}') == '"a"'
+
+
+def test_an_aliased_parameter_with_a_default_takes_null_as_its_default() -> None:
+    def f(
+        a: Annotated[int, Field(alias="b")], /, city: Annotated[str, Field(alias="town")] = "Rome"
+    ) -> str:
+        return f"{a}{city}"
+
+    callback = FunctionToolCallback(f)
+    assert callback.call('{"b": 1}') == callback.call('{"b": 1, "town": null}') == '"1Rome"'
+    assert callback.call('{"b": 1, "town": "Oslo"}') == '"1Oslo"'
+
+
+def test_a_field_default_is_used_for_a_missing_or_null_argument() -> None:
+    def f(
+        count: Annotated[int, Field(default=5, ge=1)],
+        tags: Annotated[list[str], Field(default_factory=list)],
+    ) -> str:
+        tags.append("seen")  # a fresh list each call
+        return f"{count}{tags}"
+
+    callback = FunctionToolCallback(f)
+    assert callback.definition.input_schema["required"] == []
+    assert callback.call("{}") == callback.call("{}") == "\"5['seen']\""
+    assert callback.call('{"count": null, "tags": null}') == "\"5['seen']\""
+    assert callback.call('{"count": 2, "tags": ["a"]}') == "\"2['a', 'seen']\""
+    assert "greater than or equal to 1" in error_of(callback, '{"count": 0}')
 
 
 def test_positional_only_parameters() -> None:

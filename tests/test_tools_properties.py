@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from tooluse import FunctionToolCallback, ToolContext, ToolExecutionException
+from tooluse.tools import convert_result
 
 
 class Size(enum.Enum):
@@ -157,3 +158,19 @@ def test_valid_arguments_always_succeed(
         }
     )
     assert TOOLS[0].call(arguments) == '"ok"'
+
+
+# one surrogate between other characters: lone (JSON reads an escaped pair as one character)
+with_a_lone_surrogate = st.tuples(
+    st.text(max_size=4),
+    st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),
+    st.text(max_size=4),
+).map("".join)
+
+
+@given(value=st.dictionaries(st.text(max_size=8) | with_a_lone_surrogate, json_values, max_size=4))
+def test_a_dict_result_is_json_that_loads_back_whatever_its_keys(value: dict[str, Any]) -> None:
+    # file names from os.listdir may hold lone surrogates; the result must not be lost
+    text = convert_result({"listing": value})
+    text.encode("utf-8")
+    assert json.loads(text) == {"listing": value}

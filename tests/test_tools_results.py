@@ -92,6 +92,30 @@ def test_lone_surrogates_in_values_are_escaped_not_fatal() -> None:
     assert json.loads(convert_result("x\udfff")) == "x\udfff"
 
 
+def test_lone_surrogates_in_keys_are_escaped_not_fatal() -> None:
+    # os.listdir gives such names for bytes that are not UTF-8: {name: size} must survive
+    name = b"report-\xff.txt".decode("utf-8", "surrogateescape")
+    value = {name: 3, "nested": [{name: b"\x00"}], "point": Point(1, 2), 7: "seven"}
+    text = convert_result(value)
+    text.encode("utf-8")
+    assert json.loads(text) == {
+        name: 3,
+        "nested": [{name: "AA=="}],
+        "point": {"x": 1, "y": 2},
+        "7": "seven",
+    }
+
+
+@dataclasses.dataclass
+class Listing:
+    sizes: dict[str, int]
+
+
+def test_lone_surrogates_in_keys_inside_dataclasses_survive() -> None:
+    listing = Listing({"x\udcff": 1})
+    assert json.loads(convert_result(listing)) == {"sizes": {"x\udcff": 1}}
+
+
 def test_unknown_objects_become_their_str() -> None:
     class Opaque:
         def __str__(self) -> str:

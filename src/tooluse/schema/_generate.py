@@ -4,9 +4,10 @@ The rules (SPEC section 2, following Spring AI's ``JsonSchemaGenerator``):
 
 - root keys in the order ``$schema, type, properties, required, additionalProperties`` (then
   ``$defs`` when there are any);
-- one property per parameter in declaration order; the ``ToolContext`` parameter is skipped;
-- required unless the parameter has a default, is ``Optional``/``| None`` or says
-  ``ToolParam(required=False)``;
+- one property per parameter in declaration order, named as the model sends it (the alias of
+  its pydantic ``Field``, else its name); the ``ToolContext`` parameter is skipped;
+- required unless the parameter has a default (its own or its ``Field``'s), is
+  ``Optional``/``| None`` or says ``ToolParam(required=False)``;
 - a parameter's description comes from ``ToolParam(description=...)`` else its docstring entry;
   its default (when JSON-serialisable) is shown as ``default``;
 - a parameter's top-level ``format`` is dropped (some providers reject OpenAPI formats), nested
@@ -28,7 +29,8 @@ from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from tooluse.schema._defs import DEFS_PREFIX, hoist_defs
 from tooluse.schema._keywords import Schema, map_subschemas
-from tooluse.tools._signature import ToolSignature, read_signature
+from tooluse.tools._fields import without_argument_attributes
+from tooluse.tools._signature import EMPTY, ToolSignature, read_signature
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 _ROOT_ORDER = ("$schema", "type", "properties", "required", "additionalProperties")
@@ -74,15 +76,18 @@ def schema_for_signature(signature: ToolSignature, *, tool_name: str) -> Schema:
     required: list[str] = []
     for param in signature.parameters:
         where = f"Tool '{tool_name}', parameter '{param.name}'"
-        prop = hoist_defs(defs, type_schema(param.annotation, where=where))
+        annotation = without_argument_attributes(param.annotation)  # shown below instead
+        prop = hoist_defs(defs, type_schema(annotation, where=where))
         prop.pop("format", None)
         if param.description:
             prop["description"] = param.description
         if param.required:
-            required.append(param.name)
-        elif param.has_default and (default := _json_default(param.default)) is not _NO_JSON:
+            required.append(param.argument_name)
+        elif (
+            param.default is not EMPTY and (default := _json_default(param.default)) is not _NO_JSON
+        ):
             prop["default"] = default
-        properties[param.name] = prop
+        properties[param.argument_name] = prop
     root: Schema = {
         "$schema": DRAFT_2020_12,
         "type": "object",

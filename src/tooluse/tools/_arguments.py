@@ -9,16 +9,22 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import Any, NotRequired, Optional, Required
+from typing import Annotated, Any, NotRequired, Required
 
-from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic import (
+    ConfigDict,
+    TypeAdapter,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+)
 from typing_extensions import TypedDict
 
 from tooluse.errors import ToolArgumentsError
 from tooluse.tools._argument_errors import describe_missing_fields, describe_validation_error
 from tooluse.tools._context import ToolContext
 from tooluse.tools._definition import ToolDefinition
-from tooluse.tools._signature import ToolSignature, accepts_none
+from tooluse.tools._signature import EMPTY, ToolParameter, ToolSignature, accepts_none
 
 CallArguments = tuple[list[Any], dict[str, Any]]
 EMPTY_CONTEXT = ToolContext()
@@ -28,6 +34,14 @@ _LENIENT = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 _make_typed_dict: Any = TypedDict  # called with a computed field mapping
 # newer pydantic versions can forbid extra fields at validation time, in nested models too
 _RUNTIME_EXTRA = "extra" in inspect.signature(TypeAdapter.validate_json).parameters
+_NULL = object()  # an optional argument sent as null: "use the default"
+
+
+def _null_to_marker(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    return _NULL if value is None else handler(value)
+
+
+_NULL_MEANS_DEFAULT = WrapValidator(_null_to_marker)
 
 
 def normalise_arguments(arguments: str | None) -> str:
@@ -48,7 +62,7 @@ class _Binder:
     def __init__(self, signature: ToolSignature) -> None:
         self._context_name = signature.context_parameter
         self._positional = signature.positional_only
-        self._defaults = {p.name: p.default for p in signature.parameters if p.has_default}
+        self._defaults = {p.name: p.default for p in signature.parameters if p.default is not EMPTY}
 
     def bind(self, values: dict[str, Any], context: ToolContext | None) -> CallArguments:
         if self._context_name is not None:
@@ -68,17 +82,20 @@ class SignatureArguments:
     def __init__(self, signature: ToolSignature, *, tool_name: str) -> None:
         fields: dict[str, Any] = {}
         fill_with_none: list[str] = []
-        null_means_default: list[str] = []
+        null_means_default: list[ToolParameter] = []
         for param in signature.parameters:
+            # The declared annotation: a pydantic Field in it names (alias) and defaults the
+            # field as it does on a model, as the schema says.
             annotation = param.annotation
             if not param.required:
                 if not param.has_default:
                     fill_with_none.append(param.name)
                 elif not accepts_none(annotation):
                     # An optional parameter sent as null (OpenAI strict mode makes optional
-                    # fields nullable) means "use the default".
-                    null_means_default.append(param.name)
-                    annotation = Optional[annotation]  # noqa: UP045 (annotation is a runtime value)
+                    # fields nullable) means "use the default". Marked by an outer validator,
+                    # not by Optional[...]: a Field inside a union member would be ignored.
+                    null_means_default.append(param)
+                    annotation = Annotated[annotation, _NULL_MEANS_DEFAULT]
             fields[param.name] = Required[annotation] if param.required else NotRequired[annotation]
         arguments_type = _make_typed_dict(f"{tool_name}_arguments", fields)
         arguments_type.__pydantic_config__ = _LENIENT
@@ -98,9 +115,9 @@ class SignatureArguments:
             values = self._adapter.validate_json(normalise_arguments(arguments), **self._options)
         except ValidationError as exc:
             raise _invalid(definition, exc) from exc
-        for name in self._null_means_default:
-            if name in values and values[name] is None:
-                del values[name]
+        for param in self._null_means_default:
+            if values.get(param.name) is _NULL:
+                _use_default(values, param)
         for name in self._fill_with_none:
             values.setdefault(name, None)
         return self._binder.bind(values, context)
@@ -146,6 +163,14 @@ class SingleInputArguments:
                     definition=definition,
                 )
         return self._binder.bind({self._input_name: value}, context)
+
+
+def _use_default(values: dict[str, Any], param: ToolParameter) -> None:
+    if param.has_field_default and param.field is not None:
+        # the function has no default of its own: validation's (a fresh one, as pydantic's)
+        values[param.name] = param.field.get_default(call_default_factory=True)
+    else:
+        del values[param.name]  # the function's own default applies
 
 
 def _forbid_extra(adapter: TypeAdapter[Any]) -> dict[str, Any]:

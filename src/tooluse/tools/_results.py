@@ -19,13 +19,21 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
+from pydantic_core import (
+    PydanticSerializationError,
+    SchemaSerializer,
+    core_schema,
+    to_json,
+    to_jsonable_python,
+)
 
 ResultConverter = Callable[[Any], str]
 """A function from a tool's return value to the text the model reads."""
 
 DONE = json.dumps("Done")
 _JSON_START = frozenset('{["-0123456789tfnNI')
+# pydantic's Python-mode dump: models and dataclasses become dicts, text stays Python text
+_TO_PYTHON = SchemaSerializer(core_schema.any_schema())
 
 
 class Image:
@@ -68,10 +76,9 @@ def convert_result(value: Any, *, returns_none: bool = False) -> str:
     try:
         return to_json(value, bytes_mode="base64", fallback=_unknown_to_json).decode()
     except PydanticSerializationError:
-        # A lone surrogate (text decoded from a "\ud800" escape) is not UTF-8: the standard
-        # library writes it escaped.
-        plain = to_jsonable_python(value, bytes_mode="base64", fallback=_unknown_to_json)
-        return json.dumps(plain, separators=(",", ":"))
+        # A lone surrogate (text decoded from a "\ud800" escape, a file name from os.listdir
+        # that is not UTF-8) is not UTF-8: the standard library writes it escaped.
+        return json.dumps(_with_surrogates(value), separators=(",", ":"))
 
 
 def is_json(text: str) -> bool:
@@ -85,6 +92,29 @@ def is_json(text: str) -> bool:
     except (ValueError, RecursionError):  # RecursionError: text nested deeper than json allows
         return False
     return True
+
+
+def _with_surrogates(value: Any) -> Any:
+    """``value`` as JSON data, lone surrogates kept as Python text. pydantic encodes every
+    dict key as UTF-8 (a surrogate in a key fails even in ``to_jsonable_python``), so dicts
+    and sequences are walked here and only keys that are not text and leaves go to pydantic."""
+    return _plain_json(_TO_PYTHON.to_python(value, mode="python"))
+
+
+def _plain_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {_json_key(key): _plain_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain_json(item) for item in value]
+    return to_jsonable_python(value, bytes_mode="base64", fallback=_unknown_to_json)
+
+
+def _json_key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    # pydantic's text for the key, as in the normal path ("1", "1,2", "2026-01-02")
+    jsonable: dict[str, Any] = to_jsonable_python({key: None}, fallback=_unknown_to_json)
+    return next(iter(jsonable))
 
 
 def _unknown_to_json(value: Any) -> Any:

@@ -11,8 +11,11 @@ import typing
 from collections.abc import Callable
 from typing import Annotated, Any, Union
 
+from pydantic.fields import FieldInfo
+
 from tooluse.tools._context import ToolContext
 from tooluse.tools._docstrings import parse_docstring
+from tooluse.tools._fields import ArgumentField, read_argument_field
 from tooluse.tools._param import find_tool_param
 
 EMPTY = inspect.Parameter.empty
@@ -23,6 +26,9 @@ class ToolParameter:
     """One parameter the model fills in.
 
     ``annotation`` is the declared type (``Any`` when missing), ``Annotated`` metadata kept.
+    ``argument_name`` is what the model sends it as: the parameter's name, or the alias of its
+    pydantic ``Field``. ``default`` is the function's default, else the ``Field``'s
+    (``EMPTY``: none); ``field`` is that ``Field`` when it names or defaults the argument.
     ``required`` follows SPEC: required unless it has a default, is ``Optional``/``| None``,
     or is marked ``ToolParam(required=False)``; ``ToolParam(required=True)`` forces it.
     """
@@ -32,10 +38,18 @@ class ToolParameter:
     default: Any
     required: bool
     description: str | None
+    argument_name: str
+    field: FieldInfo | None = None
 
     @property
     def has_default(self) -> bool:
-        return self.default is not EMPTY
+        return self.default is not EMPTY or self.has_field_default
+
+    @property
+    def has_field_default(self) -> bool:
+        """Whether the default comes from the ``Field`` (a value or a factory): validation
+        fills it in, the function has none of its own."""
+        return self.field is not None and not self.field.is_required()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,15 +103,21 @@ def read_signature(function: Callable[..., Any], *, tool_name: str) -> ToolSigna
         description = (tool_param.description if tool_param else None) or (
             docstring.parameters.get(param.name)
         )
+        where = f"Tool '{tool_name}', parameter '{param.name}'"
+        argument = read_argument_field(annotation, parameter=param.name, where=where)
+        default = _default(param, argument, where)
         parameters.append(
             ToolParameter(
                 name=param.name,
                 annotation=annotation,
-                default=param.default,
-                required=_is_required(annotation, param, tool_param),
+                default=default,
+                required=_is_required(annotation, param, tool_param, argument, where),
                 description=description,
+                argument_name=argument.argument_name if argument else param.name,
+                field=argument.field if argument else None,
             )
         )
+    _check_argument_names(parameters, tool_name)
     return ToolSignature(
         parameters=tuple(parameters),
         context_parameter=context_parameter,
@@ -176,7 +196,47 @@ def accepts_none(annotation: Any) -> bool:
     return any(m is type(None) for m in _union_members(annotation))
 
 
-def _is_required(annotation: Any, param: inspect.Parameter, tool_param: Any) -> bool:
+def _default(param: inspect.Parameter, argument: ArgumentField | None, where: str) -> Any:
+    """The function's default, else the ``Field``'s value (``EMPTY`` for a factory: it makes a
+    new value per call)."""
+    if argument is None or not argument.has_default:
+        return param.default
+    if param.default is not EMPTY:
+        # pydantic would quietly prefer one of them; a tool's schema and call must agree on it
+        raise ValueError(
+            f"{where}: has two defaults, {param.default!r} in the signature and one in its "
+            "pydantic Field; keep one"
+        )
+    return argument.field.default if argument.field.default_factory is None else EMPTY
+
+
+def _is_required(
+    annotation: Any,
+    param: inspect.Parameter,
+    tool_param: Any,
+    argument: ArgumentField | None,
+    where: str,
+) -> bool:
+    has_field_default = argument is not None and argument.has_default
     if tool_param is not None and tool_param.required is not None:
+        if tool_param.required and has_field_default:
+            # validation would fill in the Field's default while the schema says required
+            raise ValueError(
+                f"{where}: ToolParam(required=True) but its pydantic Field gives a default; "
+                "drop one"
+            )
         return bool(tool_param.required)
-    return param.default is EMPTY and not accepts_none(annotation)
+    return param.default is EMPTY and not has_field_default and not accepts_none(annotation)
+
+
+def _check_argument_names(parameters: list[ToolParameter], tool_name: str) -> None:
+    """Two parameters sent under one name (an alias that is another's name) cannot both be
+    filled in."""
+    seen: dict[str, str] = {}
+    for param in parameters:
+        other = seen.setdefault(param.argument_name, param.name)
+        if other != param.name:
+            raise ValueError(
+                f"Tool '{tool_name}': parameters '{other}' and '{param.name}' are both sent as "
+                f"'{param.argument_name}'; give them different aliases"
+            )
