@@ -71,18 +71,26 @@ async def http_server(port: int) -> asyncio.subprocess.Process:
         sys.executable, "-m", "tooluse.cli", "mcp", "serve", TOOLUSE_TOOLS,
         "--http", str(port), "--name", "weather-http",
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.returncode is not None:
-            raise RuntimeError(f"the HTTP server exited ({process.returncode})")
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        return process
-    raise RuntimeError("the HTTP server did not start listening")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if process.returncode is not None:
+                raise RuntimeError(f"the HTTP server exited ({process.returncode})")
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            return process
+        raise RuntimeError("the HTTP server did not start listening")
+    except BaseException:
+        # Not up yet when the module's tests ended (a short -k run cancels the start): the
+        # process must not outlive the tests.
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        raise
 
 
 class Servers:

@@ -137,3 +137,17 @@ def test_cli_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "not a directory" in capsys.readouterr().err
     assert run_cli(str(tmp_path), "--chunk-size", "10", "--chunk-overlap", "10") == 2
     assert "chunk_overlap must be" in capsys.readouterr().err
+
+
+def test_cli_reports_unreadable_input_without_a_traceback(
+    knowledge: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    database = str(tmp_path / "kb.db")
+    assert run_cli(str(knowledge), "--db", str(tmp_path / "missing" / "kb.db"), "--quiet") == 2
+    assert "unable to open database file" in capsys.readouterr().err
+    assert run_cli(str(knowledge), "--db", database, "--collection", " ", "--quiet") == 2
+    assert "collection must be a non-blank string" in capsys.readouterr().err
+    (knowledge / "latin1.txt").write_bytes("café".encode("latin-1"))
+    assert run_cli(str(knowledge), "--db", database, "--quiet") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tooluse ingest: ") and "latin1.txt is not utf-8 text" in err

@@ -141,3 +141,21 @@ def test_cli_bench_search_writes_the_run_and_prints_metrics(
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [line["id"] for line in lines] == ["q1", "q2", "q3", "q4"]
     assert lines[0]["ranked"][0] == "get_weather"
+
+
+def test_cli_bench_search_reports_a_bad_dataset(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def bench(path: Path) -> int:
+        out = str(tmp_path / "run.jsonl")
+        return main(["bench", "search", "--dataset", str(path), "--index", "regex", "--out", out])
+
+    assert bench(tmp_path / "missing") == 2
+    assert "has no tools.jsonl" in capsys.readouterr().err
+    (dataset / "queries.jsonl").write_text("")  # no queries: no metrics to print
+    assert bench(dataset) == 2
+    assert "at least one tool and one query" in capsys.readouterr().err
+    (dataset / "queries.jsonl").write_text("not json\n")
+    assert bench(dataset) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tooluse bench search: ") and "queries.jsonl:1: not JSON" in err

@@ -161,6 +161,24 @@ async def test_bad_requests_are_refused(tmp_path: Path) -> None:
         assert (await client.get("/api/approvals/missing")).status_code == 404
 
 
+async def test_a_lone_surrogate_in_a_bad_request_is_a_422_not_a_500(tmp_path: Path) -> None:
+    # pydantic refuses "\ud800" in a str and echoes the input in its error; FastAPI's own
+    # handler cannot encode that echo as UTF-8 and answered 500.
+    bodies = [
+        ("/api/chat", '{"message": "a\\ud800b"}'),
+        ("/api/chat", '{"message": "hi", "\\ud800": 1}'),
+        ("/api/chat", '{"message": "hi", "conversation_id": "\\udfff"}'),
+        ("/api/approvals/x", '{"decisions": {}, "\\ud800": 1}'),
+    ]
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        for url, body in bodies:
+            response = await client.post(
+                url, content=body, headers={"Content-Type": "application/json"}
+            )
+            assert response.status_code == 422, (url, body)
+            assert response.json()["detail"][0]["type"] in ("string_unicode", "extra_forbidden")
+
+
 async def test_tools_are_listed(tmp_path: Path) -> None:
     async with service(tmp_path / "s.db", model=fake_llm()) as client:
         tools = (await client.get("/api/tools")).json()

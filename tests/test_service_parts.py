@@ -206,6 +206,41 @@ def test_options_build_the_configuration(monkeypatch: pytest.MonkeyPatch, tmp_pa
         config_from_arguments(_arguments("--tools", "json:missing"))
 
 
+@pytest.mark.parametrize("command", ["serve", "chat"])
+def test_startup_failures_are_reported_without_a_traceback(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tooluse.cli import main
+
+    question = ["hi"] if command == "chat" else []
+    not_a_database = tmp_path / "notes.db"
+    not_a_database.write_text("not SQLite", encoding="utf-8")
+    cases = [
+        (["--db", str(tmp_path / "missing" / "x.db")], "unable to open database file"),
+        (["--db", str(not_a_database)], "file is not a database"),
+        (["--tools", "os:sep"], "Cannot make tools from a str"),
+        (["--tools", "os:path"], "No @tool methods found"),
+    ]
+    for options, message in cases:
+        assert main([command, *options, *question]) == 2, options
+        err = capsys.readouterr().err
+        assert err.startswith(f"tooluse {command}: ") and message in err, err
+        assert "Traceback" not in err
+
+
+def test_serve_refuses_a_port_out_of_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tooluse.cli import main
+
+    db = str(tmp_path / "s.db")
+    for port in ("65536", "-1", "http"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["serve", "--port", port, "--db", db, "--no-sample-knowledge"])
+        assert exit_.value.code == 2
+        assert "argument --port" in capsys.readouterr().err
+
+
 def test_chat_answers_a_question_and_asks_for_approvals(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -61,19 +62,26 @@ def run(args: argparse.Namespace) -> int:
         return 2
     patterns = tuple(args.patterns or DEFAULT_PATTERNS)
     total = len(source_files(directory, patterns))
-    with (
-        SqliteVectorStore(args.db, collection=args.collection) as store,
-        tqdm(total=total, unit="file", disable=args.quiet, file=sys.stderr) as bar,
-    ):
-        report = ingest_directory(
-            directory,
-            store,
-            splitter=splitter,
-            patterns=patterns,
-            prune=args.prune,
-            force=args.force,
-            on_file=lambda source: bar.update(1),
-        )
+    try:
+        with (
+            SqliteVectorStore(args.db, collection=args.collection) as store,
+            tqdm(total=total, unit="file", disable=args.quiet, file=sys.stderr) as bar,
+        ):
+            report = ingest_directory(
+                directory,
+                store,
+                splitter=splitter,
+                patterns=patterns,
+                prune=args.prune,
+                force=args.force,
+                on_file=lambda source: bar.update(1),
+            )
+    except sqlite3.Error as exc:
+        print(f"tooluse ingest: --db {args.db}: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:  # a file that is not UTF-8, a blank --collection, ...
+        print(f"tooluse ingest: {exc}", file=sys.stderr)
+        return 2
     print(
         f"{len(report.added)} added, {len(report.updated)} updated, "
         f"{len(report.unchanged)} unchanged, {len(report.removed)} removed; "

@@ -110,6 +110,8 @@ def load_dataset(directory: str | Path) -> Dataset:
             raise ValueError(f"{where}: gold tools not in tools.jsonl: {unknown}")
         extra = {k: v for k, v in row.items() if k not in ("id", "query", "gold")}
         queries.append(BenchQuery(row["id"], row["query"], tuple(gold), extra))
+    if not tools or not queries:
+        raise ValueError(f"{path}: a dataset needs at least one tool and one query")
     return Dataset(path, tools, tuple(queries))
 
 
@@ -241,7 +243,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    dataset = load_dataset(args.dataset)
+    try:
+        dataset = load_dataset(args.dataset)
+    except (ValueError, OSError) as exc:  # not a dataset, a line that is not JSON, ...
+        print(f"tooluse bench search: {exc}", file=sys.stderr)
+        return 2
     index = make_index(args.index)
     result = run_index(index, dataset.tools, dataset.queries)
     out = Path(args.out or f"run-{args.index}.jsonl")

@@ -13,7 +13,9 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import pydantic
-from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from tooluse.calling import Approve, Decision, Deny
@@ -128,6 +130,13 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         title="tooluse QA service", lifespan=lifespan, default_response_class=JsonTextResponse
     )
     app.state.service = service
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JsonTextResponse:
+        # FastAPI's own handler echoes the input with JSONResponse, which fails (500) on a
+        # lone surrogate in the body ("\ud800", which pydantic refuses in a str).
+        return JsonTextResponse({"detail": jsonable_encoder(exc.errors())}, status_code=422)
+
     keepalive = service.config.keepalive_seconds
     page = _page(service)
 

@@ -6,10 +6,21 @@ import argparse
 import importlib
 import logging
 import os
+import sqlite3
+from collections.abc import Callable
+from typing import TypeVar
 
 from tooluse.service._service import DEFAULT_DATABASE, ServiceConfig
 
-__all__ = ["OptionError", "add_service_arguments", "config_from_arguments", "configure_logging"]
+__all__ = [
+    "OptionError",
+    "add_service_arguments",
+    "config_from_arguments",
+    "configure_logging",
+    "open_service",
+]
+
+T = TypeVar("T")
 
 
 class OptionError(ValueError):
@@ -87,6 +98,19 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
     return ServiceConfig(
         db=args.db, model=model, model_label=args.model, sample_knowledge=args.sample_knowledge
     )
+
+
+def open_service(args: argparse.Namespace, build: Callable[[ServiceConfig], T]) -> T:
+    """``build(config)`` for the options' configuration, with ``OptionError`` for what the
+    options ask for and the service cannot open: tools that are not tools, a ``--db`` that
+    SQLite cannot open (a missing directory, not a database, ...)."""
+    config = config_from_arguments(args)
+    try:
+        return build(config)
+    except sqlite3.Error as exc:
+        raise OptionError(f"--db {args.db}: {exc}") from exc
+    except (ValueError, TypeError) as exc:  # tool_callbacks refusing a --tools source, ...
+        raise OptionError(str(exc)) from exc
 
 
 def configure_logging(level: str) -> None:

@@ -22,8 +22,8 @@ from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._options import (
     OptionError,
     add_service_arguments,
-    config_from_arguments,
     configure_logging,
+    open_service,
 )
 from tooluse.service._service import QaService
 
@@ -122,7 +122,7 @@ async def _chat(service: QaService, args: argparse.Namespace, ask: Callable[[str
 def run(args: argparse.Namespace, ask: Callable[[str], str] = _ask) -> int:
     configure_logging(args.log_level)
     try:
-        service = QaService(config_from_arguments(args))
+        service = open_service(args, QaService)
     except OptionError as exc:
         print(f"tooluse chat: {exc}", file=sys.stderr)
         return 2

@@ -10,8 +10,8 @@ import sys
 from tooluse.service._options import (
     OptionError,
     add_service_arguments,
-    config_from_arguments,
     configure_logging,
+    open_service,
 )
 
 __all__ = ["add_arguments", "run"]
@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "model is set."
     )
     parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    parser.add_argument("--port", type=_port, default=8000, help="port (default: 8000)")
     parser.add_argument(
         "--api-key",
         default=os.environ.get("TOOLUSE_API_KEY"),
@@ -36,6 +36,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_service_arguments(parser)
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, got {port}")
+    return port
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -43,9 +53,11 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level)
     try:
-        config = dataclasses.replace(config_from_arguments(args), api_key=args.api_key or None)
-        app = create_app(config)
-    except (OptionError, ValueError) as exc:
+        app = open_service(
+            args,
+            lambda config: create_app(dataclasses.replace(config, api_key=args.api_key or None)),
+        )
+    except OptionError as exc:
         print(f"tooluse serve: {exc}", file=sys.stderr)
         return 2
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
