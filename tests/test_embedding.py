@@ -148,6 +148,66 @@ def test_cached_model_rejects_bad_input_with_specific_errors() -> None:
         broken.embed_documents(["x"])
 
 
+def test_cache_keys_of_different_model_ids_never_collide() -> None:
+    # The parts are joined with NUL bytes: a NUL in a model id could make two keys equal.
+    with pytest.raises(ValueError, match="NUL"):
+        embedding_key("m\x00query", "document", "x")
+    assert embedding_key("m", "query", "document\x00x") != embedding_key("m", "document", "x")
+    with pytest.raises(ValueError, match="NUL"):
+        CachedEmbeddingModel(CountingModel(), InMemoryEmbeddingCache(), model_id="m\x00query")
+
+
+def test_in_memory_cache_keeps_its_own_copies() -> None:
+    import gc
+    import weakref
+
+    made: list[weakref.ref[Vectors]] = []
+
+    class Batches(CountingModel):
+        def embed_documents(self, texts: Sequence[str]) -> Vectors:
+            matrix = super().embed_documents(texts)
+            made.append(weakref.ref(matrix))
+            return matrix
+
+    model = CachedEmbeddingModel(Batches(), InMemoryEmbeddingCache(max_entries=1))
+    model.embed_documents([f"text {i}" for i in range(1000)])
+    gc.collect()
+    # one cached row must not keep the 1,000-row batch it came from in memory
+    assert made[0]() is None
+    query = model.embed_query("q")
+    query *= 0  # the caller's array is not the cached one
+    assert np.linalg.norm(model.embed_query("q")) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="read-only"):
+        model.embed_query("q")[0] = 5.0  # nor can a cached one be changed in place
+
+
+def test_cached_vectors_of_another_size_are_embedded_again() -> None:
+    class Smaller(CountingModel):
+        dimensions = 4
+
+        def _vector(self, text: str) -> Vectors:
+            return super()._vector(text)[:4] / np.linalg.norm(super()._vector(text)[:4])
+
+    cache = InMemoryEmbeddingCache()
+    queries = InMemoryEmbeddingCache()
+    old = CachedEmbeddingModel(CountingModel(), cache, model_id="mine", query_cache=queries)
+    old.embed_documents(["a", "b"])
+    old.embed_query("q")
+    inner = Smaller()
+    new = CachedEmbeddingModel(inner, cache, model_id="mine", query_cache=queries)
+    assert new.embed_documents(["a"]).shape == (1, 4)
+    assert new.embed_documents(["a", "c"]).shape == (2, 4)
+    assert new.embed_query("q").shape == (4,)
+    assert inner.documents == ["a", "c"] and inner.queries == ["q"]
+
+    class WrongQuery(CountingModel):
+        def embed_query(self, text: str) -> Vectors:
+            return np.zeros((1, 8), dtype=np.float32)
+
+    with pytest.raises(ValueError, match=r"embed_query returned shape \(1, 8\), expected \(8,\)"):
+        CachedEmbeddingModel(WrongQuery(), InMemoryEmbeddingCache()).embed_query("q")
+
+
 def test_default_cache_path_follows_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

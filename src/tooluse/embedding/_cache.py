@@ -33,7 +33,14 @@ Kind = Literal["query", "document"]
 
 
 def embedding_key(model_id: str, kind: Kind, text: str) -> str:
-    """The cache key of one text: hex SHA-256 over model id, kind and text."""
+    """The cache key of one text: hex SHA-256 over model id, kind and text.
+
+    The parts are joined with NUL bytes, so a model id must hold none: ``("m\\0query",
+    "document", "x")`` would otherwise hash as ``("m", "query", "document\\0x")``."""
+    if "\x00" in model_id:
+        raise ValueError(f"model_id must not contain a NUL character, got {model_id!r}")
+    if kind not in ("query", "document"):
+        raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
     digest = hashlib.sha256()
     for part in (model_id, kind, text):
         digest.update(part.encode("utf-8", "surrogatepass"))
@@ -84,8 +91,14 @@ class InMemoryEmbeddingCache:
         return found
 
     def put_many(self, items: Mapping[str, Vectors]) -> None:
+        # A copy of its own: a row of a caller's batch would keep the whole batch in memory
+        # (max_entries would bound nothing), and a caller changing its array in place would
+        # change the cached vector. Read-only, like the vectors SQLite returns.
+        owned = {key: np.array(vector, dtype=np.float32) for key, vector in items.items()}
+        for vector in owned.values():
+            vector.flags.writeable = False
         with self._lock:
-            for key, vector in items.items():
+            for key, vector in owned.items():
                 self._entries[key] = vector
                 self._entries.move_to_end(key)
             while len(self._entries) > self._max_entries:
@@ -196,6 +209,7 @@ class CachedEmbeddingModel:
                 f"{type(model).__name__} has no model_id attribute; pass model_id= to name "
                 "its weights in the cache keys"
             )
+        embedding_key(resolved_id, "query", "")  # refuses a model id that keys cannot hold
         self._model = model
         self._cache = cache
         self._query_cache = (
@@ -221,7 +235,7 @@ class CachedEmbeddingModel:
         if isinstance(texts, str):
             raise TypeError("embed_documents takes a sequence of texts, not one string")
         keys = [embedding_key(self._model_id, "document", text) for text in texts]
-        found = self._cache.get_many(keys)
+        found = self._usable(self._cache.get_many(keys))
         todo: dict[str, str] = {}  # key -> text, de-duplicated, in first-seen order
         for key, text in zip(keys, texts, strict=True):
             if key not in found:
@@ -238,13 +252,24 @@ class CachedEmbeddingModel:
 
     def embed_query(self, text: str) -> Vectors:
         key = embedding_key(self._model_id, "query", text)
-        hit = self._query_cache.get_many([key]).get(key)
+        hit = self._usable(self._query_cache.get_many([key])).get(key)
         if hit is not None:
             return hit
         vector = self._model.embed_query(text)
+        if vector.shape != (self.dimensions,):
+            raise ValueError(
+                f"{type(self._model).__name__}.embed_query returned shape {vector.shape}, "
+                f"expected {(self.dimensions,)}"
+            )
         self._query_cache.put_many({key: vector})
         self.embedded_texts += 1
         return vector
+
+    def _usable(self, hits: dict[str, Vectors]) -> dict[str, Vectors]:
+        """The hits of this model's size; another size (a cache written under the same
+        ``model_id`` by a model of other dimensions) is a miss, embedded again."""
+        shape = (self.dimensions,)
+        return {key: vector for key, vector in hits.items() if vector.shape == shape}
 
     def _checked(self, vectors: Vectors, count: int) -> Vectors:
         if vectors.shape != (count, self.dimensions):
