@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
-__all__ = ["PerProcess", "ProcessLock", "ThreadPool", "current_process", "run_into"]
+__all__ = ["ForkGate", "PerProcess", "ProcessLock", "ThreadPool", "current_process", "run_into"]
 
 _T = TypeVar("_T")
 
@@ -81,6 +81,62 @@ class ProcessLock:
 
     def __exit__(self, *exc_info: object) -> None:
         self._locks.get().release()
+
+
+class ForkGate:
+    """Sections of code that ``os.fork()`` waits out, for ``with gate:`` blocks.
+
+    A library that keeps a global mutex (SQLite's allocator, for one) can be inside it on
+    another thread at the fork; the child inherits the mutex locked and hangs on its first
+    call. Calls into such a library made inside the gate never overlap a fork: the fork waits
+    until no thread is inside, and threads arriving meanwhile wait until it is done. A thread
+    already inside enters again freely (the fork waits for its outer section anyway), and a
+    fork from inside a section does not wait for itself. Make one per library, at module
+    level: it registers fork hooks that cannot be removed."""
+
+    def __init__(self) -> None:
+        self._reset()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(
+                before=self._close, after_in_parent=self._open, after_in_child=self._reset
+            )
+
+    def _reset(self) -> None:
+        # In a child, only the forking thread lives on: its own depth is the whole count.
+        depth = getattr(getattr(self, "_local", None), "depth", 0)
+        self._condition = threading.Condition(threading.Lock())
+        self._local = threading.local()
+        self._local.depth = depth
+        self._inside = depth
+        self._forks = 0  # forks waiting or under way (two threads may fork at once)
+
+    def __enter__(self) -> None:
+        depth = getattr(self._local, "depth", 0)
+        with self._condition:
+            if depth == 0:
+                while self._forks:
+                    self._condition.wait()
+            self._inside += 1
+        self._local.depth = depth + 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._local.depth -= 1
+        with self._condition:
+            self._inside -= 1
+            if self._inside == 0:
+                self._condition.notify_all()
+
+    def _close(self) -> None:
+        own = getattr(self._local, "depth", 0)
+        with self._condition:
+            self._forks += 1
+            while self._inside > own:
+                self._condition.wait()
+
+    def _open(self) -> None:
+        with self._condition:
+            self._forks -= 1
+            self._condition.notify_all()
 
 
 class ThreadPool(Executor):

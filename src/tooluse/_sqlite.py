@@ -14,10 +14,10 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Literal, Self
 
-from tooluse._fork import PerProcess, ProcessLock
+from tooluse._fork import ForkGate, PerProcess, ProcessLock
 
 __all__ = [
     "SCHEMA_TABLE",
@@ -25,6 +25,7 @@ __all__ = [
     "Synchronous",
     "connect",
     "ensure_schema",
+    "sqlite_gate",
     "write_transaction",
 ]
 
@@ -34,6 +35,11 @@ SCHEMA_TABLE = "tooluse_schema_version"
 
 
 Synchronous = Literal["NORMAL", "FULL"]
+
+# Every SQLite call of the stores runs inside this gate: a fork taken while another thread was
+# inside SQLite could leave its global mutexes locked in the child, which then hangs on its
+# first SQLite call.
+sqlite_gate = ForkGate()
 
 
 def connect(
@@ -126,14 +132,36 @@ def ensure_schema(
             )
 
 
+class _StoreLock:
+    """A store's own lock (per process), then :data:`sqlite_gate`."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = ProcessLock()
+
+    def __enter__(self) -> None:
+        self._lock.__enter__()
+        try:
+            sqlite_gate.__enter__()
+        except BaseException:
+            self._lock.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        sqlite_gate.__exit__()
+        self._lock.__exit__()
+
+
 class SqliteStore:
     """A store in one SQLite file: one connection, opened as :func:`connect` does with
-    ``component``'s tables ensured, used by one thread at a time (``_lock``); closing the
-    store (or leaving its ``with`` block) closes the connection.
+    ``component``'s tables ensured, used by one thread at a time and only inside ``_lock``;
+    closing the store (or leaving its ``with`` block) closes the connection.
 
     The connection and the lock are per process: a forked child (a pre-fork server) opens
     its own connection on first use, as SQLite requires, and never waits on a lock that
-    another thread of the parent held at the fork."""
+    another thread of the parent held at the fork. ``_lock`` also holds forks off while the
+    connection is in use (:data:`sqlite_gate`)."""
 
     def __init__(
         self,
@@ -146,23 +174,24 @@ class SqliteStore:
         synchronous: Synchronous,
     ) -> None:
         self._path = os.fspath(path)
-        self._lock = ProcessLock()
+        self._lock: AbstractContextManager[None] = _StoreLock()
         self._connections = PerProcess(
             functools.partial(connect, path, busy_timeout=busy_timeout, synchronous=synchronous),
             shared=self._path == ":memory:",  # no file: the child has its own copy
         )
-        connection = self._connection  # opened now: a bad path fails here
-        try:
-            ensure_schema(
-                connection,
-                component=component,
-                version=version,
-                statements=statements,
-                location=self._path,
-            )
-        except BaseException:
-            connection.close()
-            raise
+        with self._lock:
+            connection = self._connection  # opened now: a bad path fails here
+            try:
+                ensure_schema(
+                    connection,
+                    component=component,
+                    version=version,
+                    statements=statements,
+                    location=self._path,
+                )
+            except BaseException:
+                connection.close()
+                raise
 
     @property
     def path(self) -> str:

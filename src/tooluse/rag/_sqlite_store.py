@@ -78,11 +78,12 @@ class SqliteVectorStore(SqliteStore, IndexedVectorStore):
             busy_timeout=busy_timeout,
             synchronous=synchronous,
         )
-        try:
-            self._register_collection()
-        except BaseException:
-            self._connection.close()
-            raise
+        with self._lock:
+            try:
+                self._register_collection()
+            except BaseException:
+                self._connection.close()
+                raise
 
     @property
     def collection(self) -> str:

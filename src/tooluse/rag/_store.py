@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 import asyncio
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -89,7 +90,7 @@ class IndexedVectorStore(abc.ABC):
 
     _model: EmbeddingModel
     _index: VectorIndex
-    _lock: ProcessLock
+    _lock: AbstractContextManager[None]
 
     @property
     def embedding_model(self) -> EmbeddingModel:
