@@ -75,6 +75,11 @@ class Reply:
         )
 
     @classmethod
+    def dropped(cls) -> Reply:
+        """The status line and headers, then the connection closes before any body."""
+        return cls(events=(SSEEvent(""),), drop_after=0)
+
+    @classmethod
     def sse(
         cls,
         events: Iterable[SSEEvent],
@@ -90,6 +95,9 @@ class Reply:
             stall_after=stall_after,
             delay=delay,
         )
+
+
+Responder = Callable[[RecordedRequest], Reply]
 
 
 def openai_sse(chunks: Iterable[Mapping[str, Any]], **options: Any) -> Reply:
@@ -114,7 +122,7 @@ class ProviderServer:
     """Start once with :meth:`start`; call :meth:`reset` between tests."""
 
     def __init__(self) -> None:
-        self._replies: deque[Reply] = deque()
+        self._replies: deque[Reply | Responder] = deque()
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -151,8 +159,9 @@ class ProviderServer:
             self._replies.clear()
             self.requests = []
 
-    def expect(self, *replies: Reply) -> None:
-        """Queue replies; each request takes the next one in order."""
+    def expect(self, *replies: Reply | Responder) -> None:
+        """Queue replies; each request takes the next one in order (a responder makes its
+        reply from the request)."""
         with self._lock:
             self._replies.extend(replies)
 
@@ -172,17 +181,18 @@ class ProviderServer:
             if not message.get("more_body"):
                 break
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        recorded = RecordedRequest(
+            method=scope["method"],
+            path=scope["path"],
+            headers=headers,
+            body=json.loads(raw) if raw else None,
+            received_at=time.monotonic(),
+        )
         with self._lock:
-            self.requests.append(
-                RecordedRequest(
-                    method=scope["method"],
-                    path=scope["path"],
-                    headers=headers,
-                    body=json.loads(raw) if raw else None,
-                    received_at=time.monotonic(),
-                )
-            )
+            self.requests.append(recorded)
             reply = self._replies.popleft() if self._replies else None
+        if callable(reply):
+            reply = reply(recorded)
         if reply is None:
             reply = Reply.json(
                 {"error": {"message": "provider_server: no scripted reply", "type": "test"}},

@@ -2,19 +2,46 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tooluse._fork import PerProcess
+from tooluse._provider_errors import from_sdk_error, sdk_failures
 from tooluse.embedding._protocol import Vectors
 
 if TYPE_CHECKING:
     import openai
 
 __all__ = ["OpenAIEmbeddingModel"]
+
+# OpenAI's limits on one request: inputs, and tokens summed over them.
+_MAX_INPUTS = 2048
+_MAX_REQUEST_TOKENS = 300_000
+
+
+def _most_tokens(text: str) -> int:
+    """An upper bound of the tokens in ``text``: its UTF-8 bytes. OpenAI's tokenizers are
+    byte-level BPE, every token at least one byte (characters would undercount: one CJK
+    character or emoji can be 2-3 tokens). English reads about 4 bytes a token, so long
+    texts go in more requests than needed, never too many tokens in one. (tiktoken would
+    count exactly, but downloads its encodings at run time.)"""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+@contextlib.contextmanager
+def _provider_errors() -> Iterator[None]:
+    """The SDK's errors, after its retries, as :class:`~tooluse.models.ProviderError`."""
+    import openai
+
+    try:
+        yield
+    except sdk_failures(openai.OpenAIError) as exc:
+        raise from_sdk_error("openai", exc, openai) from exc
 
 
 class OpenAIEmbeddingModel:
@@ -25,7 +52,14 @@ class OpenAIEmbeddingModel:
     ``text-embedding-3-*`` support it, most others reject it). ``query_prefix`` and
     ``document_prefix`` serve asymmetric models (``"query: "`` / ``"passage: "`` for E5).
     Vectors are L2-normalised here, because not every server normalises them. Retries and
-    timeouts are the SDK's (``max_retries``, ``timeout``).
+    timeouts are the SDK's (``max_retries``, ``timeout``); what fails after them is a
+    :class:`~tooluse.models.ProviderError`.
+
+    Documents go in requests of at most ``batch_size`` texts (OpenAI takes up to 2,048) and
+    ``max_batch_tokens`` tokens, estimated from above as UTF-8 bytes (OpenAI takes up to
+    300,000; ``None``: no cap, for servers without one); a text over the cap goes alone, and
+    the endpoint's own limit applies. An empty text (after its prefix) is refused before any
+    request: endpoints answer an empty input with an error.
     """
 
     def __init__(
@@ -39,6 +73,7 @@ class OpenAIEmbeddingModel:
         query_prefix: str = "",
         document_prefix: str = "",
         batch_size: int = 256,
+        max_batch_tokens: int | None = _MAX_REQUEST_TOKENS,
         timeout: float = 60.0,
         max_retries: int = 3,
         client: openai.OpenAI | None = None,
@@ -48,14 +83,20 @@ class OpenAIEmbeddingModel:
             raise ValueError("model must name the embedding model, got a blank string")
         if dimensions < 1:
             raise ValueError(f"dimensions must be at least 1, got {dimensions}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if not 1 <= batch_size <= _MAX_INPUTS:
+            raise ValueError(
+                f"batch_size must be between 1 and {_MAX_INPUTS} (the most inputs OpenAI's "
+                f"embeddings API takes in one request), got {batch_size}"
+            )
+        if max_batch_tokens is not None and max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens must be at least 1 or None, got {max_batch_tokens}")
         self._model = model
         self._dimensions = dimensions
         self._send_dimensions = send_dimensions
         self._query_prefix = query_prefix
         self._document_prefix = document_prefix
         self._batch_size = batch_size
+        self._max_batch_tokens = max_batch_tokens
         self._client_settings: dict[str, Any] = {
             "base_url": base_url or os.environ.get("OPENAI_BASE_URL"),
             "api_key": api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
@@ -127,39 +168,60 @@ class OpenAIEmbeddingModel:
         normalised: Vectors = matrix / norms
         return normalised
 
-    def _batches(self, texts: Sequence[str], prefix: str) -> list[list[str]]:
+    def _batches(self, texts: Sequence[str]) -> list[list[str]]:
+        """The texts as sent (prefixed), in requests within ``batch_size`` and
+        ``max_batch_tokens``; checked whole before any request."""
         if isinstance(texts, str):
             raise TypeError("embed_documents takes a sequence of texts, not one string")
-        prefixed = [prefix + text for text in texts]
-        return [
-            prefixed[start : start + self._batch_size]
-            for start in range(0, len(prefixed), self._batch_size)
-        ]
+        inputs = [self._document_prefix + text for text in texts]
+        if "" in inputs:
+            raise ValueError(
+                f"texts[{inputs.index('')}] is empty; embedding endpoints refuse an empty input"
+            )
+        cap = self._max_batch_tokens if self._max_batch_tokens is not None else math.inf
+        batches: list[list[str]] = []
+        tokens = 0
+        for text in inputs:
+            size = _most_tokens(text)
+            if not batches or len(batches[-1]) == self._batch_size or tokens + size > cap:
+                batches.append([])
+                tokens = 0
+            batches[-1].append(text)
+            tokens += size
+        return batches
 
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        parts = [
-            self._vectors(self._sync_client().embeddings.create(**self._request(batch)), len(batch))
-            for batch in self._batches(texts, self._document_prefix)
-        ]
+    def _query(self, text: str) -> list[str]:
+        if not isinstance(text, str):
+            raise TypeError(f"embed_query takes one text, got {type(text).__name__}")
+        if not self._query_prefix + text:
+            raise ValueError(
+                "embed_query got an empty text; embedding endpoints refuse an empty input"
+            )
+        return [self._query_prefix + text]
+
+    def _embed(self, batch: list[str]) -> Vectors:
+        with _provider_errors():
+            response = self._sync_client().embeddings.create(**self._request(batch))
+        return self._vectors(response, len(batch))
+
+    async def _aembed(self, batch: list[str]) -> Vectors:
+        with _provider_errors():
+            response = await self._aclient().embeddings.create(**self._request(batch))
+        return self._vectors(response, len(batch))
+
+    def _stacked(self, parts: list[Vectors]) -> Vectors:
         return np.concatenate(parts) if parts else np.empty((0, self._dimensions), np.float32)
 
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return self._stacked([self._embed(batch) for batch in self._batches(texts)])
+
     def embed_query(self, text: str) -> Vectors:
-        response = self._sync_client().embeddings.create(
-            **self._request([self._query_prefix + text])
-        )
-        vector: Vectors = self._vectors(response, 1)[0]
+        vector: Vectors = self._embed(self._query(text))[0]
         return vector
 
     async def aembed_documents(self, texts: Sequence[str]) -> Vectors:
-        parts = []
-        for batch in self._batches(texts, self._document_prefix):
-            response = await self._aclient().embeddings.create(**self._request(batch))
-            parts.append(self._vectors(response, len(batch)))
-        return np.concatenate(parts) if parts else np.empty((0, self._dimensions), np.float32)
+        return self._stacked([await self._aembed(batch) for batch in self._batches(texts)])
 
     async def aembed_query(self, text: str) -> Vectors:
-        response = await self._aclient().embeddings.create(
-            **self._request([self._query_prefix + text])
-        )
-        vector: Vectors = self._vectors(response, 1)[0]
+        vector: Vectors = (await self._aembed(self._query(text)))[0]
         return vector

@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from tooluse._provider_errors import ProviderError, ProviderTimeoutError
 from tooluse.models._base import ChatModel
-from tooluse.models._errors import ProviderError, ProviderTimeoutError
 from tooluse.models._names import ToolNameAliases, provider_safe_name
 
 if TYPE_CHECKING:

@@ -32,6 +32,7 @@ from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
+from tooluse._provider_errors import ProviderError, from_sdk_error, sdk_failures
 from tooluse.messages import (
     AssistantMessage,
     ChatOptions,
@@ -47,7 +48,6 @@ from tooluse.messages import (
     UserMessage,
 )
 from tooluse.models._calls import IncomingCalls
-from tooluse.models._errors import ProviderError, from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
 from tooluse.models._sdk_model import SdkChatModel

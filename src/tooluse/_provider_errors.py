@@ -3,6 +3,9 @@
 The SDKs retry 429/5xx/timeouts themselves (bounded, exponential backoff with jitter, honouring
 ``Retry-After``); what reaches the caller after that is a :class:`ProviderError` carrying the
 provider's own message, the HTTP status and the SDK exception as ``__cause__``.
+
+Private plumbing shared by the chat models (``tooluse.models``, which exports the error classes)
+and the embedding models (``tooluse.embedding``, a layer to its left that must not import it).
 """
 
 from __future__ import annotations
