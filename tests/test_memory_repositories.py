@@ -163,6 +163,36 @@ def test_blank_ids_are_rejected(repository: ChatMemoryRepository) -> None:
         repository.save_all(" ", [user("x")])
 
 
+ODD_IDS = ["x" * 10_000, "用户-42 😀", "'; DROP TABLE chat_memory_message; --", "%", "_", "a\\b"]
+
+
+def test_odd_conversation_ids_are_kept_apart(repository: ChatMemoryRepository) -> None:
+    for number, conversation_id in enumerate(ODD_IDS):
+        repository.save_all(conversation_id, [user(f"message {number}")])
+    for number, conversation_id in enumerate(ODD_IDS):
+        assert repository.find_by_conversation_id(conversation_id) == [user(f"message {number}")]
+    assert sorted(repository.find_conversation_ids()) == sorted(ODD_IDS)
+
+
+@pytest.mark.parametrize(
+    ("bad_id", "problem"),
+    [("a\x00b", "NUL character at position 1"), ("user-\ud800", "lone surrogate at position 5")],
+)
+def test_ids_no_repository_can_store_are_refused_by_all_with_a_clear_error(
+    repository: ChatMemoryRepository, bad_id: str, problem: str
+) -> None:
+    # SQLite raised a UnicodeEncodeError for a lone surrogate and PostgreSQL a DataError for a
+    # NUL, while the in-memory repository took both: an id must work in every repository.
+    for operation in (
+        lambda: repository.save_all(bad_id, [user("x")]),
+        lambda: repository.find_by_conversation_id(bad_id),
+        lambda: repository.update(bad_id, lambda stored: stored),
+        lambda: repository.delete_by_conversation_id(bad_id),
+    ):
+        with pytest.raises(ValueError, match=f"conversation id .* {problem}"):
+            operation()
+
+
 def test_sqlite_file_is_in_wal_mode_with_a_schema_version(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     SqliteChatMemoryRepository(path).close()
