@@ -193,6 +193,26 @@ def test_ids_no_repository_can_store_are_refused_by_all_with_a_clear_error(
             operation()
 
 
+def test_message_text_with_nul_and_lone_surrogates_round_trips(
+    repository: ChatMemoryRepository,
+) -> None:
+    # PostgreSQL's jsonb refuses \u0000 and unpaired surrogate escapes: a tool result holding
+    # a NUL, or a model's "\ud800", made every later write of the conversation fail.
+    conversation: list[Message] = [
+        UserMessage(text="q\x00 \ud800 😀", metadata={"k\x00": "v\udfff"}),
+        AssistantMessage(
+            text="a\x00",
+            tool_calls=(ToolCall(id="1\x00", name="t", arguments='{"a": "\\u0000 \udfff"}'),),
+        ),
+        ToolResponseMessage(responses=(ToolResponse(id="1\x00", name="t", data="bin\x00\x01"),)),
+        answer("fine \\u0000 literal"),
+    ]
+    repository.save_all("c", conversation)
+    assert repository.find_by_conversation_id("c") == conversation
+    repository.update("c", lambda stored: [*stored, user("next\x00")])
+    assert repository.find_by_conversation_id("c") == [*conversation, user("next\x00")]
+
+
 def test_sqlite_file_is_in_wal_mode_with_a_schema_version(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     SqliteChatMemoryRepository(path).close()
@@ -331,3 +351,13 @@ def test_sqlite_stores_a_conversation_holding_lone_surrogates(tmp_path: Path) ->
     repository.save_all("c", conversation)
     assert repository.find_by_conversation_id("c") == conversation
     repository.close()
+
+
+def test_postgres_keeps_ordinary_messages_as_json_objects(empty_postgres: str) -> None:
+    with PostgresChatMemoryRepository(empty_postgres) as repository:
+        repository.save_all("c", [user("plain 😀"), user("with \x00")])
+    with psycopg.connect(empty_postgres, autocommit=True) as connection:
+        kinds = connection.execute(
+            "SELECT jsonb_typeof(message) FROM chat_memory_message ORDER BY position"
+        ).fetchall()
+    assert kinds == [("object",), ("string",)]  # only the one jsonb cannot hold is wrapped
