@@ -154,6 +154,11 @@ class QaPipeline:
             self._conversation_router = router(MessageChatMemoryAdvisor(memory, read_only=True))
             self._conversation_answer = answer(MessageChatMemoryAdvisor(memory))
 
+    @property
+    def memory(self) -> ChatMemory | None:
+        """The conversations' memory (``None``: runs take their history with the question)."""
+        return self._memory
+
     # -- runs --------------------------------------------------------------------------------
 
     def stream(
