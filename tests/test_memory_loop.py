@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from _loop_tools import RecordingTool
+from _memory_helpers import tool_pairing_problems
 from tooluse import Approve, RunState, ToolCallingManager
 from tooluse.advisors import ToolCallingAdvisor
 from tooluse.client import ChatClient
@@ -248,3 +252,77 @@ def test_a_resumed_run_that_ends_on_a_return_direct_tool_is_stored_whole_inside_
     resumed = client.resume(RunState.from_json(paused.state.to_json()), {"w1": Approve()})
     assert resumed.content() == "sunny"
     assert memory.get("c") == [*weather_turn()[:3], AssistantMessage(text="sunny")]
+
+
+# Property: whole conversations through the client. Questions and answers repeat their texts
+# across turns (what the advisor's overlap detection could mistake for history already in
+# the prompt); call ids are unique, as providers make them.
+
+TURNS = st.lists(
+    st.tuples(
+        st.sampled_from(["again?", "hi"]),
+        st.lists(st.integers(1, 3), max_size=3),  # tool rounds and the calls in each
+        st.sampled_from(["ok", "hi"]),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(turns=TURNS, inside=st.booleans(), loop_history=st.booleans(), streamed=st.booleans())
+def test_memory_holds_each_turn_once_and_every_request_is_well_formed(
+    turns: list[tuple[str, list[int], str]], inside: bool, loop_history: bool, streamed: bool
+) -> None:
+    if not inside and not loop_history:
+        return  # outside the loop memory cannot stand in for the loop's history
+    script: list[object] = []
+    expected: list[Message] = []
+    for question, rounds, answer in turns:
+        expected.append(UserMessage(text=question))
+        for width in rounds:
+            number = len(script)
+            ids = [f"c{number}-{n}" for n in range(width)]
+            script.append([tool_call("weather", {}, id=i) for i in ids])
+            if inside:
+                expected.append(
+                    AssistantMessage(
+                        tool_calls=tuple(
+                            ToolCall(id=i, name="weather", arguments="{}") for i in ids
+                        )
+                    )
+                )
+                expected.append(
+                    ToolResponseMessage(
+                        responses=tuple(
+                            ToolResponse(id=i, name="weather", data="sunny") for i in ids
+                        )
+                    )
+                )
+        script.append(answer)
+        expected.append(AssistantMessage(text=answer))
+    memory = MessageWindowChatMemory(max_messages=1000)
+    model = ScriptedModel(script)  # type: ignore[arg-type]
+    client = ChatClient(
+        model,
+        tools=[weather_tool()],
+        advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=inside)],
+        tool_calling_advisor=ToolCallingAdvisor(conversation_history=loop_history),
+    )
+
+    async def converse() -> None:
+        for question, _, answer in turns:
+            request = client.prompt(question).context({CONVERSATION_ID: "c"})
+            if streamed:
+                text = "".join([piece async for piece in request.stream().content()])
+            else:
+                text = (await request.acall()).content()
+            assert text == answer
+
+    asyncio.run(converse())
+    assert memory.get("c") == expected
+    for sent in model.requests:
+        messages = list(sent.messages)
+        assert tool_pairing_problems(messages) == []
+        ids = [c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+        assert len(ids) == len(set(ids))

@@ -163,6 +163,56 @@ def test_blank_ids_are_rejected(repository: ChatMemoryRepository) -> None:
         repository.save_all(" ", [user("x")])
 
 
+ODD_IDS = ["x" * 10_000, "用户-42 😀", "'; DROP TABLE chat_memory_message; --", "%", "_", "a\\b"]
+
+
+def test_odd_conversation_ids_are_kept_apart(repository: ChatMemoryRepository) -> None:
+    for number, conversation_id in enumerate(ODD_IDS):
+        repository.save_all(conversation_id, [user(f"message {number}")])
+    for number, conversation_id in enumerate(ODD_IDS):
+        assert repository.find_by_conversation_id(conversation_id) == [user(f"message {number}")]
+    assert sorted(repository.find_conversation_ids()) == sorted(ODD_IDS)
+
+
+@pytest.mark.parametrize(
+    ("bad_id", "problem"),
+    [("a\x00b", "NUL character at position 1"), ("user-\ud800", "lone surrogate at position 5")],
+)
+def test_ids_no_repository_can_store_are_refused_by_all_with_a_clear_error(
+    repository: ChatMemoryRepository, bad_id: str, problem: str
+) -> None:
+    # SQLite raised a UnicodeEncodeError for a lone surrogate and PostgreSQL a DataError for a
+    # NUL, while the in-memory repository took both: an id must work in every repository.
+    for operation in (
+        lambda: repository.save_all(bad_id, [user("x")]),
+        lambda: repository.find_by_conversation_id(bad_id),
+        lambda: repository.update(bad_id, lambda stored: stored),
+        lambda: repository.delete_by_conversation_id(bad_id),
+    ):
+        with pytest.raises(ValueError, match=f"conversation id .* {problem}"):
+            operation()
+
+
+def test_message_text_with_nul_and_lone_surrogates_round_trips(
+    repository: ChatMemoryRepository,
+) -> None:
+    # PostgreSQL's jsonb refuses \u0000 and unpaired surrogate escapes: a tool result holding
+    # a NUL, or a model's "\ud800", made every later write of the conversation fail.
+    conversation: list[Message] = [
+        UserMessage(text="q\x00 \ud800 😀", metadata={"k\x00": "v\udfff"}),
+        AssistantMessage(
+            text="a\x00",
+            tool_calls=(ToolCall(id="1\x00", name="t", arguments='{"a": "\\u0000 \udfff"}'),),
+        ),
+        ToolResponseMessage(responses=(ToolResponse(id="1\x00", name="t", data="bin\x00\x01"),)),
+        answer("fine \\u0000 literal"),
+    ]
+    repository.save_all("c", conversation)
+    assert repository.find_by_conversation_id("c") == conversation
+    repository.update("c", lambda stored: [*stored, user("next\x00")])
+    assert repository.find_by_conversation_id("c") == [*conversation, user("next\x00")]
+
+
 def test_sqlite_file_is_in_wal_mode_with_a_schema_version(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     SqliteChatMemoryRepository(path).close()
@@ -301,3 +351,13 @@ def test_sqlite_stores_a_conversation_holding_lone_surrogates(tmp_path: Path) ->
     repository.save_all("c", conversation)
     assert repository.find_by_conversation_id("c") == conversation
     repository.close()
+
+
+def test_postgres_keeps_ordinary_messages_as_json_objects(empty_postgres: str) -> None:
+    with PostgresChatMemoryRepository(empty_postgres) as repository:
+        repository.save_all("c", [user("plain 😀"), user("with \x00")])
+    with psycopg.connect(empty_postgres, autocommit=True) as connection:
+        kinds = connection.execute(
+            "SELECT jsonb_typeof(message) FROM chat_memory_message ORDER BY position"
+        ).fetchall()
+    assert kinds == [("object",), ("string",)]  # only the one jsonb cannot hold is wrapped

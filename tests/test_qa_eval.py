@@ -14,7 +14,7 @@ from tooluse.memory import MessageWindowChatMemory
 from tooluse.messages import Prompt, ToolResponseMessage
 from tooluse.qa import QaPipeline, QuestionFamily, TrajectoryStep, evaluate
 from tooluse.service.eval_cli import load_families
-from tooluse.testing import FunctionModel, ResponseLike, tool_call
+from tooluse.testing import FunctionModel, ResponseLike, ScriptedModel, tool_call
 
 
 @tool
@@ -84,6 +84,16 @@ async def test_a_failing_run_is_reported_not_raised() -> None:
     assert report.passed == 0
     with pytest.raises(ValueError, match="runs must be a positive int"):
         await evaluate(pipeline, [], runs=0)
+
+
+async def test_a_pipeline_without_memory_is_refused_before_any_run() -> None:
+    # Each run asks in a conversation; without memory every run used to fail alike, reported
+    # as 0/N with the same error in each run instead of once, as the error it is.
+    model = ScriptedModel(["", "answer"])
+    pipeline = QaPipeline(model, retriever=CountingRetriever())
+    with pytest.raises(ValueError, match="evaluate needs a QaPipeline with memory="):
+        await evaluate(pipeline, [QuestionFamily("any", ("hi",))], runs=2)
+    assert model.requests == []
 
 
 @pytest.mark.parametrize(

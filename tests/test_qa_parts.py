@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from _loop_tools import RecordingTool
 from _qa_helpers import CountingRetriever
 from tooluse import ToolContext, tool, tool_callbacks
 from tooluse.qa import (
@@ -19,10 +20,14 @@ from tooluse.qa import (
     LedgerToolCallback,
     LedgerToolCallbackProvider,
     QaPause,
+    QaPipeline,
+    ToolResultEvent,
     TwoSourceAugmenter,
+    format_records,
     ledger_tool_callbacks,
 )
 from tooluse.rag import Document, Query
+from tooluse.testing import ScriptedModel, tool_call
 
 
 @tool
@@ -136,6 +141,29 @@ async def test_ledger_callback_records_successes_only() -> None:
     )
     # Without a ledger it only runs the tool.
     assert wrapped_weather.call('{"city": "Oslo"}') == result
+
+
+async def test_ledger_callback_records_what_the_model_is_sent() -> None:
+    # The executor sends a callback's None as "" and refuses a result that is not a str; the
+    # ledger recorded both as they were, and the answer stage then failed in format_records
+    # ("sequence item 0: expected str instance, NoneType found").
+    silent = LedgerToolCallback(RecordingTool("ping", lambda arguments, context: None))  # type: ignore[arg-type, return-value]
+    odd = LedgerToolCallback(RecordingTool("count", lambda arguments, context: 3))  # type: ignore[arg-type, return-value]
+    ledger = FetchLedger()
+    context = ToolContext({LEDGER_KEY: ledger})
+    assert await silent.acall("{}", context) is None
+    assert silent.call("{}", context) is None
+    await odd.acall("{}", context)
+    assert ledger.records == (FetchRecord("ping", "{}", ""), FetchRecord("ping", "{}", ""))
+    assert format_records(ledger.records) == "\n\n"
+
+
+async def test_a_tool_returning_none_is_answered_from_its_empty_result() -> None:
+    model = ScriptedModel([tool_call("ping", {}, id="p"), "", "Pinged."])
+    tools = [RecordingTool("ping", lambda arguments, context: None)]  # type: ignore[arg-type, return-value]
+    result = await QaPipeline(model, retriever=CountingRetriever(), tools=tools).acall("Ping?")
+    assert (result.answer, result.route) == ("Pinged.", "tools")
+    assert result.tool_results == (ToolResultEvent("p", "ping", "", False),)
 
 
 def test_ledger_callback_keeps_definition_and_metadata() -> None:

@@ -295,6 +295,11 @@ def test_bad_input_is_refused_before_any_model_call() -> None:
     with_memory = QaPipeline(model, retriever=CountingRetriever(), memory=MessageWindowChatMemory())
     with pytest.raises(ValueError, match="conversation_id"):
         with_memory.stream("Hi", conversation_id=" ")
+    # An id no repository can store is refused here too, not by the router stage's memory
+    # read in the middle of the stream (SQLite raised a UnicodeEncodeError there).
+    for bad_id in ("u\x00", "u\ud800"):
+        with pytest.raises(ValueError, match="conversation id must be text every repository"):
+            with_memory.stream("Hi", conversation_id=bad_id)
     assert model.requests == []
 
 

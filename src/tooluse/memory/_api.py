@@ -19,14 +19,33 @@ CONVERSATION_ID = "chat_memory_conversation_id"
 
 
 def validate_conversation_id(conversation_id: object) -> str:
-    """Return ``conversation_id`` if it is a non-blank string, else raise a specific error."""
+    """Return ``conversation_id`` if it is a non-blank string that every repository can
+    store, else raise a specific error.
+
+    A NUL character (PostgreSQL text cannot hold one) and a lone surrogate (not encodable
+    as UTF-8, so SQLite and PostgreSQL cannot bind it) are refused here, for every
+    repository alike, rather than failing deep inside one of them.
+    """
     if not isinstance(conversation_id, str):
         raise TypeError(
             f"conversation id must be a str, got {type(conversation_id).__name__}: "
-            f"{conversation_id!r}"
+            f"{conversation_id!r:.100}"
         )
     if not conversation_id.strip():
         raise ValueError("conversation id must not be blank")
+    problem = None
+    if "\x00" in conversation_id:
+        problem = f"a NUL character at position {conversation_id.index(chr(0))}"
+    else:
+        try:
+            conversation_id.encode()
+        except UnicodeEncodeError as error:
+            problem = f"a lone surrogate at position {error.start}"
+    if problem is not None:
+        raise ValueError(
+            f"conversation id must be text every repository can store; it holds {problem}: "
+            f"{conversation_id!r:.100}"
+        )
     return conversation_id
 
 

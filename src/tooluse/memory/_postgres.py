@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+import json
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tooluse._fork import PerProcess, ProcessLock
 from tooluse.memory._api import validate_conversation_id
 from tooluse.memory._rows import MESSAGE, MessageRow, message_rows
-from tooluse.messages import Message
+from tooluse.messages import Message, message_from_json
 
 if TYPE_CHECKING:
     import psycopg
@@ -18,6 +20,10 @@ __all__ = ["PostgresChatMemoryRepository"]
 
 SCHEMA_VERSION = 1
 _SCHEMA_LOCK = 7_436_871_502  # advisory lock id serialising schema creation across hosts
+# What jsonb refuses in a string: the escape of NUL and surrogate escapes (a lone surrogate is
+# written as one; a pair of an emoji only by the standard library's writer, and wrapping it
+# too is harmless).
+_JSONB_UNSAFE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
 
 class PostgresChatMemoryRepository:
@@ -151,7 +157,7 @@ class PostgresChatMemoryRepository:
             "SELECT message FROM chat_memory_message WHERE conversation_id = %s ORDER BY position",
             (conversation_id,),
         ).fetchall()
-        return [MESSAGE.validate_python(row[0]) for row in rows]
+        return [_message(row[0]) for row in rows]
 
     def _replace(self, conversation_id: str, rows: list[MessageRow]) -> None:
         self._connection.execute(
@@ -161,5 +167,18 @@ class PostgresChatMemoryRepository:
             cursor.executemany(
                 "INSERT INTO chat_memory_message (conversation_id, position, role, message) "
                 "VALUES (%s, %s, %s, %s::jsonb)",
-                rows,
+                [(*row[:3], _jsonb(row[3])) for row in rows],
             )
+
+
+def _message(stored: object) -> Message:
+    """The message a row's jsonb holds: an object, or the JSON text :func:`_jsonb` wrapped."""
+    return message_from_json(stored) if isinstance(stored, str) else MESSAGE.validate_python(stored)
+
+
+def _jsonb(message_json: str) -> str:
+    """``message_json`` as jsonb takes it. jsonb cannot hold a NUL or a lone surrogate (a
+    tool result read from a binary file, a model's ``"\\ud800"``), so such a message is
+    stored as a JSON string holding its JSON text, read back by :func:`message_from_json`
+    (a message itself is always an object)."""
+    return json.dumps(message_json) if _JSONB_UNSAFE.search(message_json) else message_json

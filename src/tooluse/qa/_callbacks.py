@@ -51,7 +51,7 @@ class LedgerToolCallback:
         position = ledger.reserve() if ledger is not None else 0
         result = self._delegate.call(arguments, context)
         if ledger is not None:
-            ledger.add(self.definition.name, arguments, result, position=position)
+            _record(ledger, self.definition.name, arguments, result, position)
         return result
 
     async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
@@ -59,11 +59,20 @@ class LedgerToolCallback:
         position = ledger.reserve() if ledger is not None else 0
         result = await self._delegate.acall(arguments, context)
         if ledger is not None:
-            ledger.add(self.definition.name, arguments, result, position=position)
+            _record(ledger, self.definition.name, arguments, result, position)
         return result
 
     def __repr__(self) -> str:
         return f"LedgerToolCallback({self._delegate!r})"
+
+
+def _record(ledger: FetchLedger, tool: str, arguments: str, result: object, position: int) -> None:
+    """Record what the model is sent: ``None`` is sent as ``""`` (as the executor does), and
+    a result that is not text is not sent at all (the executor refuses it)."""
+    if result is None:
+        result = ""
+    if isinstance(result, str):
+        ledger.add(tool, arguments, result, position=position)
 
 
 class LedgerToolCallbackProvider:

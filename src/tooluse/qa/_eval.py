@@ -146,6 +146,12 @@ async def evaluate(
     """
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise ValueError(f"runs must be a positive int, got {runs!r}")
+    if pipeline.memory is None:
+        # Every run would fail alike; a configuration error is not a result of the model.
+        raise ValueError(
+            "evaluate needs a QaPipeline with memory= (each run asks in a conversation of "
+            "its own, or of its family with same_conversation=True)"
+        )
     reports = []
     for family in families:
         shared = f"eval-{uuid.uuid4().hex}"

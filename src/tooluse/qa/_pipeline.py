@@ -25,6 +25,7 @@ from tooluse.advisors import ToolCallingAdvisor
 from tooluse.calling import Approve, Decision, Deny
 from tooluse.client import CallResponse, ChatClient, RunState
 from tooluse.memory import CONVERSATION_ID, ChatMemory, MessageChatMemoryAdvisor
+from tooluse.memory._api import validate_conversation_id
 from tooluse.messages import ChatOptions, Message, Usage
 from tooluse.models import ChatModel
 from tooluse.qa._augmenter import TwoSourceAugmenter
@@ -153,6 +154,11 @@ class QaPipeline:
             self._conversation_router = router(MessageChatMemoryAdvisor(memory, read_only=True))
             self._conversation_answer = answer(MessageChatMemoryAdvisor(memory))
 
+    @property
+    def memory(self) -> ChatMemory | None:
+        """The conversations' memory (``None``: runs take their history with the question)."""
+        return self._memory
+
     # -- runs --------------------------------------------------------------------------------
 
     def stream(
@@ -244,6 +250,7 @@ class QaPipeline:
             raise ValueError(
                 f"conversation_id must be a non-blank string or None, got {conversation_id!r:.100}"
             )
+        validate_conversation_id(conversation_id)  # e.g. a NUL no repository can store
         if self._memory is None:
             raise ValueError(
                 "This QaPipeline has no memory: pass memory= to use conversation ids, or give "
