@@ -170,6 +170,22 @@ def test_context_and_options_reach_the_advisors_and_the_model() -> None:
         client.prompt("x").advisors(object())  # type: ignore[arg-type]
 
 
+def test_options_given_in_several_calls_add_up() -> None:
+    # a second options(ChatOptions(...)) wiped the first one's settings with its unset
+    # (None) fields, and a second extra= replaced the first instead of merging
+    model = ScriptedModel(["a", "b"])
+    client = ChatClient(model, options=ChatOptions(temperature=0.1, extra={"seed": 1}))
+    client.prompt("x").options(ChatOptions(temperature=0.5, extra={"a": 1})).options(
+        ChatOptions(max_tokens=5), extra={"b": 2}
+    ).call()
+    options = model.requests[0].options
+    assert (options.temperature, options.max_tokens) == (0.5, 5)
+    assert dict(options.extra) == {"seed": 1, "a": 1, "b": 2}
+    client.prompt("x").options(top_p=0.9).options(ChatOptions(), top_p=None).call()
+    assert model.requests[1].options.top_p == 0.9  # None sets nothing
+    assert model.requests[1].options.temperature == 0.1
+
+
 class Tracking(ToolCallingAdvisor):
     def __init__(self) -> None:
         super().__init__()

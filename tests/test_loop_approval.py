@@ -4,6 +4,7 @@ for call and stream (SPEC section 5)."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from tooluse import (
 from tooluse.advisors import (
     RESUME_CONTEXT_KEY,
     AdvisorChain,
+    BaseAdvisor,
     ChatClientRequest,
     ChatClientResponse,
     ToolAdvisor,
@@ -386,3 +388,63 @@ def test_any_text_in_a_run_state_survives_json_stored_as_utf8(
     )
     stored = state.to_json().encode("utf-8")  # e.g. a database column or a file
     assert RunState.from_json(stored) == state
+
+
+class ContextCopier(BaseAdvisor):
+    """An advisor inside the loop that passes on a copy of the request context with an
+    entry of its own (as RetrievalAugmentationAdvisor does)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="copier", order=0)
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientResponse:
+        return await chain.next_call(request.replace(context={**request.context, "seen": True}))
+
+    async def advise_stream(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        copied = request.replace(context={**request.context, "seen": True})
+        async for item in chain.next_stream(copied):
+            yield item
+
+
+async def collect(response: Any) -> None:
+    async for _ in response:
+        pass
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_pause_is_not_lost_behind_an_inner_advisor_that_copies_the_context(
+    streamed: bool,
+) -> None:
+    delete, search = tools()
+    client = ChatClient(paused_model(), tools=[delete, search], advisors=[ContextCopier()])
+    if streamed:
+        paused: Any = client.prompt("clean /tmp").stream()
+        await collect(paused)
+    else:
+        paused = await client.prompt("clean /tmp").acall()
+    assert [p.id for p in paused.pending_tool_calls] == ["del-1"]
+    assert paused.context["seen"] is True  # what the inner advisor added still comes out
+    if not streamed:
+        with pytest.raises(ApprovalRequired):
+            paused.content()
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_the_history_is_not_lost_behind_an_inner_advisor_that_copies_the_context(
+    streamed: bool,
+) -> None:
+    search = RecordingTool("search", lambda a, c: "3 files")
+    model = ScriptedModel([tool_call("search", {"q": "tmp"}, id="s"), "Three."])
+    client = ChatClient(model, tools=[search], advisors=[ContextCopier()])
+    if streamed:
+        done: Any = client.prompt("how many?").stream()
+        await collect(done)
+    else:
+        done = await client.prompt("how many?").acall()
+    roles = [message.role for message in done.conversation_history]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    assert done.conversation_history[-1].text == "Three."

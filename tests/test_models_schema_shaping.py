@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tooluse.schema import (
     StrictSchemaError,
@@ -414,6 +414,35 @@ def test_anthropic_strict_refuses_recursive_schemas() -> None:
     assert_strict(openai_strict_schema(schema))  # OpenAI accepts recursion
     with pytest.raises(StrictSchemaError, match="recursive schema has no Anthropic strict"):
         anthropic_strict_schema(schema)
+
+
+class Folder(BaseModel):
+    name: str
+    parent: Folder = Field(None, description="the folder this one is in")  # type: ignore[assignment]
+
+
+def move(folder: Folder) -> str:
+    return folder.name
+
+
+def test_a_recursive_ref_with_a_description_is_shaped_not_inlined_forever() -> None:
+    # {"$ref": "#/$defs/Folder", "description": ...} inside Folder itself: inlining the
+    # target to drop the sibling met the same $ref again, without end (RecursionError,
+    # which failed every request offering the tool with strict_tools=True)
+    schema = generate_for_function_input(move)
+    strict = openai_strict_schema(schema)
+    assert_strict(strict)
+    parent = strict["$defs"]["Folder"]["properties"]["parent"]
+    assert parent == {
+        "anyOf": [{"$ref": "#/$defs/Folder"}, {"type": "null"}],
+        "description": "the folder this one is in",
+    }
+    assert strict["properties"]["folder"] == {"$ref": "#/$defs/Folder"}
+    sent = {"folder": {"name": "a", "parent": {"name": "root", "parent": None}}}
+    jsonschema.Draft202012Validator(strict).validate(sent)
+    assert json.loads(drop_injected_nulls(json.dumps(sent), schema)) == {
+        "folder": {"name": "a", "parent": {"name": "root"}}
+    }
 
 
 def test_a_generated_tool_schema_is_anthropic_strict_and_round_trips() -> None:

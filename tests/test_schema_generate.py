@@ -167,6 +167,20 @@ def test_unserialisable_default_is_omitted() -> None:
     assert generate_for_function_input(f)["properties"]["marker"] == {}
 
 
+def test_a_default_json_cannot_hold_is_omitted_not_a_crash() -> None:
+    # bytes that are not UTF-8 raised UnicodeDecodeError, a circular list ValueError, when
+    # the tool was built (pydantic omits such a default of a model field with a warning)
+    loop: list[Any] = []
+    loop.append(loop)
+
+    def f(raw: bytes = b"\xff\xfe", nested: list[Any] = loop, text: bytes = b"ok") -> None: ...
+
+    props = generate_for_function_input(f)["properties"]
+    assert props["raw"] == {"type": "string"}
+    assert props["nested"] == {"type": "array", "items": {}}
+    assert props["text"] == {"type": "string", "default": "ok"}
+
+
 class SearchArea(BaseModel):
     radius_km: float = math.inf
     floor: Annotated[float, Field(ge=-math.inf)] = 0.0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import ClassVar, Final, Protocol, runtime_checkable
+from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
 from tooluse import _tracing
 from tooluse.advisors._api import (
@@ -123,18 +123,34 @@ class _Loop:
         "instructions",
         "options",
         "request",
+        "response_context",
         "rounds",
         "usage",
     )
 
     def __init__(self, request: ChatClientRequest) -> None:
         self.request = request  # the current iteration's request, as the hooks left it
+        # The context the last model call came back with: an advisor inside the loop may have
+        # passed on a copy of the request's, and the caller reads the response's.
+        self.response_context: dict[str, Any] | None = None
         self.options: ChatOptions = request.prompt.options
         self.instructions: Sequence[Message] = request.prompt.messages  # sent to the model
         self.history: Sequence[Message] = request.prompt.messages  # the turn, for the manager
         self.usage: Usage | None = None
         self.rounds = 0
         self.ended_on_tools = False  # the final answer came from tools, not from the model
+
+    def put(self, key: str, value: object) -> None:
+        """An entry for the caller: in the request context and in the one the response
+        carries out (when an inner advisor made it a different dict)."""
+        self.request.context[key] = value
+        if self.response_context is not None and self.response_context is not self.request.context:
+            self.response_context[key] = value
+
+    @property
+    def context(self) -> dict[str, Any]:
+        """The context of the response the loop hands out."""
+        return self.request.context if self.response_context is None else self.response_context
 
     def add_usage(self, usage: Usage | None) -> None:
         if usage is None or usage.is_empty():
@@ -241,12 +257,11 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             inner = chain.copy(self)
             loop = _Loop(await self.do_initialize_loop(request, chain))
             final = await self._resume(loop)
-            last: ChatClientResponse | None = None
             while final is None:
                 await self._before_round(loop, chain)
                 response = await inner.next_call(loop.request)
                 response = await self.do_after_call(response, chain)
-                last = response
+                loop.response_context = response.context
                 chat_response = response.chat_response
                 loop.rounds += 1
                 if chat_response is None:
@@ -258,8 +273,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
                 final = await self._execute_round(loop, response, chat_response)
             final = self._finish(loop, final, span)
             await self._tell_inner_advisors(loop, final, chain)
-            context = last.context if last is not None else loop.request.context
-            return await self.do_finalize_loop(ChatClientResponse(final, context), chain)
+            return await self.do_finalize_loop(ChatClientResponse(final, loop.context), chain)
 
     # -- stream --------------------------------------------------------------------------
 
@@ -294,6 +308,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
                             emitted_usage = emitted.usage
                         yield item if emitted is chunk else item.replace(chat_response=emitted)
                 merged = aggregator.response()
+                loop.response_context = context  # the dict the caller holds from the chunks
                 response = await self.do_after_call(ChatClientResponse(merged, context), chain)
                 merged = response.chat_response or merged
                 loop.rounds += 1
@@ -317,7 +332,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             await self._tell_inner_advisors(loop, final, chain)
             if final.generations and final.generations[0].finish_reason == APPROVAL_REQUIRED:
                 final = _without_streamed(final)  # its text and reasoning were streamed
-            yield ChatClientResponse(final, loop.request.context)
+            yield ChatClientResponse(final, loop.context)
 
     # -- the steps both paths share ------------------------------------------------------
 
@@ -388,8 +403,13 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
         self, loop: _Loop, result: ToolExecutionResult, chat_response: ChatResponse
     ) -> ChatResponse:
         pending = result.pending_tool_calls
-        loop.request.context[PAUSE_CONTEXT_KEY] = LoopPause(
-            history=tuple(result.conversation_history), pending_tool_calls=pending, usage=loop.usage
+        loop.put(
+            PAUSE_CONTEXT_KEY,
+            LoopPause(
+                history=tuple(result.conversation_history),
+                pending_tool_calls=pending,
+                usage=loop.usage,
+            ),
         )
         generation = next(g for g in chat_response.generations if g.message.tool_calls)
         paused = Generation(
@@ -425,7 +445,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
 
     def _finish(self, loop: _Loop, final: ChatResponse, span: _tracing.SpanHandle) -> ChatResponse:
         """Stamp the summed usage, leave the history in the context, fill in the span."""
-        loop.request.context[HISTORY_CONTEXT_KEY] = tuple(loop.history)
+        loop.put(HISTORY_CONTEXT_KEY, tuple(loop.history))
         usage = loop.usage
         span.set_attribute("tooluse.tool_loop.rounds", loop.rounds)
         if final.generations:
@@ -436,7 +456,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             span.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens)
             if final.usage != usage:
                 final = final.model_copy(update={"usage": usage})
-        loop.request.context[ANSWER_CONTEXT_KEY] = final
+        loop.put(ANSWER_CONTEXT_KEY, final)
         return final
 
 

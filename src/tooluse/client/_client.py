@@ -380,19 +380,25 @@ class ChatClientRequestSpec:
         self, options: ChatOptions | None = None, **parameters: Any
     ) -> ChatClientRequestSpec:
         """Model parameters for this request, as a ``ChatOptions`` and/or keywords
-        (``.options(temperature=0.2)``); the ones set override the client's."""
+        (``.options(temperature=0.2)``); the ones set override the client's and those of
+        earlier ``options()`` calls (``extra`` is merged key by key)."""
+        given: dict[str, Any] = {}
         if options is not None:
-            given = _model_options(options, "options()")
-            self._parameters.update(
-                {
-                    f.name: getattr(given, f.name)
-                    for f in dataclasses.fields(ChatOptions)
-                    if f.name not in ("tool_callbacks", "tool_context")
-                }
-            )
+            checked = _model_options(options, "options()")
+            given = {
+                f.name: getattr(checked, f.name)
+                for f in dataclasses.fields(ChatOptions)
+                if f.name not in ("tool_callbacks", "tool_context")
+            }
         if parameters:
             _model_options(ChatOptions(**parameters), "options()")
-            self._parameters.update(parameters)
+            given.update(parameters)
+        for name, value in given.items():
+            if value is None:
+                continue  # not set: an earlier call's value (or the client's) stays
+            if name == "extra":
+                value = {**self._parameters.get("extra", {}), **value}
+            self._parameters[name] = value
         return self
 
     def response_format(self, target: Any) -> ChatClientRequestSpec:

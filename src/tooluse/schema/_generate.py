@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import PydanticUserError, TypeAdapter
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic_core import to_jsonable_python
 
 from tooluse.schema._defs import DEFS_PREFIX, hoist_defs
 from tooluse.schema._keywords import Schema, map_subschemas
@@ -115,8 +115,10 @@ _NO_JSON = object()
 def _json_default(value: Any) -> Any:
     try:
         jsonable = to_jsonable_python(value)
-    except PydanticSerializationError:
-        return _NO_JSON  # e.g. a sentinel object: the schema just omits the default
+    except ValueError:
+        # PydanticSerializationError (a sentinel object), UnicodeDecodeError (bytes that are
+        # not UTF-8), a circular list: the schema just omits the default, as pydantic does
+        return _NO_JSON
     return jsonable if _is_strict_json(jsonable) else _NO_JSON
 
 

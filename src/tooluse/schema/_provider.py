@@ -165,6 +165,7 @@ class _Shaper:
     def __init__(self, root: Mapping[str, Any], dialect: _Dialect) -> None:
         self._root = root
         self._dialect = dialect
+        self._inlining: list[str] = []  # the $refs being inlined, outermost first
 
     def node(self, node: Any, path: str) -> dict[str, Any]:
         if not isinstance(node, Mapping):
@@ -188,7 +189,8 @@ class _Shaper:
                 shaped[key] = value
             elif key in ("$defs", "definitions"):
                 shaped[key] = {
-                    name: self.node(sub, f"{path}/{key}/{name}") for name, sub in value.items()
+                    name: self._definition(f"{path}/{key}/{name}", sub)
+                    for name, sub in value.items()
                 }
             elif key == "items":
                 if not isinstance(value, Mapping):
@@ -251,11 +253,30 @@ class _Shaper:
         shaped["required"] = list(properties)
         shaped["additionalProperties"] = False
 
+    def _definition(self, path: str, sub: Any) -> dict[str, Any]:
+        # A definition is not inlined into itself: it stays referenced from within.
+        self._inlining.append(path)
+        try:
+            return self.node(sub, path)
+        finally:
+            self._inlining.pop()
+
     def _inline_ref(self, shaped: dict[str, Any], path: str) -> dict[str, Any]:
         # Strict mode forbids keywords next to $ref (e.g. a description): inline the target.
-        target = _resolve(self._root, shaped["$ref"], path)
-        inlined = self.node(target, f"{path}/$ref")
-        inlined.update({k: v for k, v in shaped.items() if k != "$ref"})
+        ref = shaped["$ref"]
+        siblings = {k: v for k, v in shaped.items() if k != "$ref"}
+        if ref in self._inlining:
+            # The target holds this very $ref with siblings again (a recursive model whose
+            # field has a description): inlining would never end. A one-variant anyOf keeps
+            # the reference and takes the siblings.
+            return {"anyOf": [{"$ref": ref}], **siblings}
+        target = _resolve(self._root, ref, path)
+        self._inlining.append(ref)
+        try:
+            inlined = self.node(target, f"{path}/$ref")
+        finally:
+            self._inlining.pop()
+        inlined.update(siblings)
         return inlined
 
 
