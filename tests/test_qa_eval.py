@@ -12,7 +12,7 @@ from _rag_helpers import HashingEmbeddingModel
 from tooluse import cli, tool
 from tooluse.memory import MessageWindowChatMemory
 from tooluse.messages import Prompt, ToolResponseMessage
-from tooluse.qa import QaPipeline, QuestionFamily, TrajectoryStep, evaluate
+from tooluse.qa import QaPipeline, QuestionFamily, TrajectoryStep, aevaluate, evaluate
 from tooluse.service.eval_cli import load_families
 from tooluse.testing import FunctionModel, ResponseLike, ScriptedModel, tool_call
 
@@ -54,7 +54,7 @@ async def test_evaluate_counts_the_runs_that_called_the_expected_tools() -> None
         QuestionFamily("status", ("Where is A1?",), ("order_status",)),
         QuestionFamily("cancel", ("cancel A1",), ("cancel_order",)),
     ]
-    status, cancel = await evaluate(pipeline, families, runs=4)
+    status, cancel = await aevaluate(pipeline, families, runs=4)
     assert (status.passed, len(status.runs), status.rate) == (2, 4, 0.5)
     assert [run.passed for run in status.runs] == [True, False, True, False]
     assert status.runs[0].trajectory == (
@@ -68,7 +68,7 @@ async def test_evaluate_counts_the_runs_that_called_the_expected_tools() -> None
     assert set(asked) == {2}  # a new conversation per run: system + question only
 
     asked.clear()
-    await evaluate(pipeline, families[:1], runs=3, same_conversation=True)
+    await aevaluate(pipeline, families[:1], runs=3, same_conversation=True)
     assert asked == [2, 4, 6]  # each run sees the earlier ones in the history
 
 
@@ -79,11 +79,29 @@ async def test_a_failing_run_is_reported_not_raised() -> None:
     pipeline = QaPipeline(
         FunctionModel(fail), retriever=CountingRetriever(), memory=MessageWindowChatMemory()
     )
-    (report,) = await evaluate(pipeline, [QuestionFamily("any", ("hi",))], runs=1)
+    (report,) = await aevaluate(pipeline, [QuestionFamily("any", ("hi",))], runs=1)
     assert report.runs[0].error == "ConnectionError: provider unreachable"
     assert report.passed == 0
     with pytest.raises(ValueError, match="runs must be a positive int"):
-        await evaluate(pipeline, [], runs=0)
+        await aevaluate(pipeline, [], runs=0)
+
+
+def test_evaluate_runs_without_an_event_loop() -> None:
+    pipeline = QaPipeline(
+        ScriptedModel(["", "answer"]),
+        retriever=CountingRetriever(),
+        memory=MessageWindowChatMemory(),
+    )
+    (report,) = evaluate(pipeline, [QuestionFamily("any", ("hi",))], runs=1)
+    assert report.family.name == "any" and len(report.runs) == 1 and report.runs[0].error is None
+
+
+async def test_evaluate_inside_an_event_loop_points_to_aevaluate() -> None:
+    pipeline = QaPipeline(
+        ScriptedModel([]), retriever=CountingRetriever(), memory=MessageWindowChatMemory()
+    )
+    with pytest.raises(RuntimeError, match=r"use `await aevaluate\(...\)`"):
+        evaluate(pipeline, [QuestionFamily("any", ("hi",))])
 
 
 async def test_a_pipeline_without_memory_is_refused_before_any_run() -> None:
@@ -92,7 +110,7 @@ async def test_a_pipeline_without_memory_is_refused_before_any_run() -> None:
     model = ScriptedModel(["", "answer"])
     pipeline = QaPipeline(model, retriever=CountingRetriever())
     with pytest.raises(ValueError, match="evaluate needs a QaPipeline with memory="):
-        await evaluate(pipeline, [QuestionFamily("any", ("hi",))], runs=2)
+        await aevaluate(pipeline, [QuestionFamily("any", ("hi",))], runs=2)
     assert model.requests == []
 
 

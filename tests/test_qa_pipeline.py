@@ -226,6 +226,18 @@ async def test_a_denied_call_fetches_nothing_and_the_answer_uses_the_knowledge_b
     assert len(retriever.queries) == 1
 
 
+def test_the_sync_forms_pause_and_resume_without_an_event_loop() -> None:
+    model = ScriptedModel(
+        [tool_call("cancel_order", {"order_id": "A1"}, id="x"), "", "Not cancelled."]
+    )
+    pipeline = QaPipeline(model, retriever=CountingRetriever(KNOWLEDGE), tools=[cancel_order])
+    paused = pipeline.call("Cancel A1")
+    assert paused.pause is not None
+    result = pipeline.resume(paused.pause, {"x": Deny("The user said no.")})
+    assert result.route == "knowledge"
+    assert result.answer == "Not cancelled."
+
+
 async def test_resume_needs_one_decision_per_pending_call() -> None:
     model = ScriptedModel([tool_call("cancel_order", {"order_id": "A1"}, id="x")])
     pipeline = QaPipeline(model, retriever=CountingRetriever(), tools=[cancel_order])

@@ -1192,3 +1192,28 @@ def test_clause_scores_add_each_tools_best_scaled_sentence_score(
 def test_hybrid_rejects_an_unknown_fusion() -> None:
     with pytest.raises(ValueError, match="fusion must be 'scores' or 'ranks', got 'max'"):
         HybridToolIndex(BagOfWordsModel(), fusion="max")  # type: ignore[arg-type]
+
+
+def test_a_tool_callback_becomes_the_reference_the_advisor_indexes() -> None:
+    from tooluse import FunctionToolCallback
+
+    def lookup_flight(flight_number: str, *, day: str = "today") -> str:
+        """Tells where a plane is.
+
+        Args:
+            flight_number: the airline code and number, e.g. AF123
+            day: the departure date
+        """
+        return "over Lyon"
+
+    callback = FunctionToolCallback(lookup_flight)
+    reference = ToolReference.from_callback(callback, category="travel")
+    assert reference.tool_name == "lookup_flight"
+    assert reference.summary == callback.definition.description
+    assert reference.parameters == callback.definition.input_schema
+    assert reference.category == "travel"
+    index = BM25ToolIndex()
+    index.index_tools("s", [reference, *WEATHER_TOOLS])
+    # Found by a parameter's description alone, as when the advisor indexed it.
+    found = index.search(ToolSearchRequest("s", "airline code", category_filter="travel"))
+    assert found.tool_names == ["lookup_flight"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from collections.abc import AsyncIterator, Iterator
 
 import jsonschema
@@ -321,6 +322,35 @@ async def test_test_model_call_tools_and_final_text_are_configurable() -> None:
     assert TestModel().call(prompt("go")).text == "success (no tool calls)"
     with pytest.raises(ValueError, match='takes "all" or a collection'):
         TestModel(call_tools="some")
+
+
+def test_test_model_warns_when_none_of_its_call_tools_was_offered() -> None:
+    weather = RecordingTool("weather")
+    with pytest.warns(UserWarning, match=r"call_tools=\['wether'\].*offered: \['weather'\]"):
+        answer = TestModel(call_tools=["wether"]).call(prompt("go", weather))
+    assert answer.text == "success (no tool calls)"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TestModel(call_tools=["wether"]).call(prompt("go"))  # no tools offered: nothing to miss
+        model = TestModel(call_tools=["weather", "clock"])
+        first = model.call(prompt("go", weather))
+        follow_up = Prompt(
+            [
+                UserMessage(text="go"),
+                first.generations[0].message,
+                ToolResponseMessage(
+                    responses=(
+                        ToolResponse(
+                            id=first.generations[0].message.tool_calls[0].id,
+                            name="weather",
+                            data="sun",
+                        ),
+                    )
+                ),
+            ],
+            prompt("go", weather).options,
+        )
+        assert model.call(follow_up).text == '{"weather": "sun"}'  # a named tool was called
 
 
 # -- assertions ------------------------------------------------------------------------------

@@ -19,7 +19,13 @@ from tooluse.calling import (
     ToolCallLimitExceeded,
     ToolExecutionResult,
 )
-from tooluse.client import ChatClient, RunState
+from tooluse.client import (
+    ApprovalRequired,
+    ChatClient,
+    EntityValidationError,
+    RunState,
+    ToolCallsNotExecuted,
+)
 from tooluse.errors import ToolExecutionException
 from tooluse.memory import MessageChatMemoryAdvisor
 from tooluse.messages import (
@@ -53,6 +59,7 @@ from tooluse.tools import (
 __all__ = [
     "HIGHEST_PRECEDENCE",
     "LOWEST_PRECEDENCE",
+    "ApprovalRequired",
     "Approve",
     "AssistantMessage",
     "CallAdvisor",
@@ -63,6 +70,7 @@ __all__ = [
     "ChatResponse",
     "DefaultToolExecutionExceptionProcessor",
     "Deny",
+    "EntityValidationError",
     "FunctionToolCallback",
     "Generation",
     "LoggingAdvisor",
@@ -81,6 +89,7 @@ __all__ = [
     "ToolCallbackProvider",
     "ToolCallingAdvisor",
     "ToolCallingManager",
+    "ToolCallsNotExecuted",
     "ToolContext",
     "ToolDefinition",
     "ToolExecutionException",

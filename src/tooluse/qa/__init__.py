@@ -8,8 +8,8 @@
   the information block before the rules.
 - :class:`LedgerToolCallback` / :func:`ledger_tool_callbacks` record each tool result.
 - :class:`QaPause` is a run waiting for approval, storable as JSON.
-- :func:`evaluate` asks :class:`QuestionFamily` questions N times and reports how often the
-  expected tools were called (``tooluse eval``).
+- :func:`evaluate` (:func:`aevaluate`) asks :class:`QuestionFamily` questions N times and
+  reports how often the expected tools were called (``tooluse eval``).
 """
 
 from tooluse.qa._augmenter import (
@@ -25,7 +25,14 @@ from tooluse.qa._callbacks import (
     LedgerToolCallbackProvider,
     ledger_tool_callbacks,
 )
-from tooluse.qa._eval import EvalRun, FamilyReport, QuestionFamily, TrajectoryStep, evaluate
+from tooluse.qa._eval import (
+    EvalRun,
+    FamilyReport,
+    QuestionFamily,
+    TrajectoryStep,
+    aevaluate,
+    evaluate,
+)
 from tooluse.qa._events import (
     ApprovalRequiredEvent,
     DeltaEvent,
@@ -69,6 +76,7 @@ __all__ = [
     "ToolResultEvent",
     "TrajectoryStep",
     "TwoSourceAugmenter",
+    "aevaluate",
     "evaluate",
     "format_documents",
     "format_records",

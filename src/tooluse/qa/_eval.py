@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tooluse._sync import run_sync
 from tooluse.qa._events import (
     ApprovalRequiredEvent,
     DoneEvent,
@@ -18,7 +19,7 @@ from tooluse.qa._events import (
 )
 from tooluse.qa._pipeline import QaPipeline
 
-__all__ = ["EvalRun", "FamilyReport", "QuestionFamily", "TrajectoryStep", "evaluate"]
+__all__ = ["EvalRun", "FamilyReport", "QuestionFamily", "TrajectoryStep", "aevaluate", "evaluate"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -130,7 +131,22 @@ async def _run_once(
     return EvalRun(family.name, question, attempt, trajectory, route, paused, error, passed)
 
 
-async def evaluate(
+def evaluate(
+    pipeline: QaPipeline,
+    families: Sequence[QuestionFamily],
+    *,
+    runs: int = 3,
+    same_conversation: bool = False,
+) -> list[FamilyReport]:
+    """Sync form of :func:`aevaluate` (not from inside a running event loop)."""
+    return run_sync(
+        aevaluate(pipeline, families, runs=runs, same_conversation=same_conversation),
+        sync_name="evaluate()",
+        async_name="aevaluate(...)",
+    )
+
+
+async def aevaluate(
     pipeline: QaPipeline,
     families: Sequence[QuestionFamily],
     *,

@@ -241,6 +241,14 @@ class QaPipeline:
         """:meth:`resume_stream` run to its end."""
         return await _collect(self.resume_stream(pause, decisions))
 
+    def resume(self, pause: QaPause, decisions: Mapping[str, Decision]) -> QaResult:
+        """Sync form of :meth:`aresume` (not from inside a running event loop)."""
+        return run_sync(
+            self.aresume(pause, decisions),
+            sync_name="QaPipeline.resume()",
+            async_name="await pipeline.aresume(...)",
+        )
+
     # -- the two stages ----------------------------------------------------------------------
 
     def _check_conversation(self, conversation_id: str | None) -> None:

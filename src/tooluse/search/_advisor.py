@@ -183,14 +183,8 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             callbacks.setdefault(callback.definition.name, callback)  # first of a name wins
         callbacks.pop(TOOL_SEARCH_TOOL_NAME, None)
         references = [
-            ToolReference(
-                name,
-                None,
-                callback.definition.description,
-                callback.definition.input_schema,
-                self.tool_category(callback),
-            )
-            for name, callback in callbacks.items()
+            ToolReference.from_callback(callback, self.tool_category(callback))
+            for callback in callbacks.values()
         ]
         await asyncio.to_thread(self._prepare_session, session_id, references)
         preselected: list[str] = []

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from tooluse.tools import ToolCallback
 
 __all__ = ["ToolIndex", "ToolReference", "ToolSearchRequest", "ToolSearchResponse"]
 
@@ -35,6 +38,13 @@ class ToolReference:
                 f"parameters must be a JSON Schema mapping or None, "
                 f"got {type(self.parameters).__name__}"
             )
+
+    @classmethod
+    def from_callback(cls, callback: ToolCallback, category: str | None = None) -> ToolReference:
+        """The reference an index needs for ``callback``: its name, description and input
+        schema (what the search advisor indexes), under ``category``."""
+        definition = callback.definition
+        return cls(definition.name, None, definition.description, definition.input_schema, category)
 
     def scored(self, relevance_score: float) -> ToolReference:
         return dataclasses.replace(self, relevance_score=relevance_score)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tooluse.memory import MessageWindowChatMemory
-from tooluse.qa import FamilyReport, QaPipeline, QuestionFamily, evaluate
+from tooluse.qa import FamilyReport, QaPipeline, QuestionFamily, aevaluate
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OfflineModel
 from tooluse.service._options import (
@@ -91,7 +91,7 @@ async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) ->
     )
     knowledge.start()
     try:
-        reports = await evaluate(
+        reports = await aevaluate(
             pipeline, families, runs=args.runs, same_conversation=args.same_conversation
         )
     finally:

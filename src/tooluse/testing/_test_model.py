@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,7 +42,9 @@ class TestModel(RespondingModel):
     tool called in the turn to its result (``"success (no tool calls)"`` when none was).
 
     ``call_tools`` limits which tools it calls: ``"all"`` (default), or a collection of names
-    (offered tools not named are left alone; names never offered are never called).
+    (offered tools not named are left alone; names never offered are never called). A turn
+    that ends with tools offered but none of the named ones offered or called gives a
+    ``UserWarning`` naming both: a misspelt name would otherwise test nothing.
     Requests are recorded in :attr:`requests`, responses in :attr:`responses`.
     """
 
@@ -100,9 +103,23 @@ class TestModel(RespondingModel):
                     arguments=self._arguments_for(definition),
                 )
             )
+        if not calls:
+            self._warn_if_none_named(prompt, called)
         response = chat_response(tool_calls=calls) if calls else chat_response(self._answer(turn))
         self.responses.append(response)
         return response
+
+    def _warn_if_none_named(self, prompt: Prompt, called: set[str]) -> None:
+        if not self.call_tools or called & self.call_tools:  # None: "all"; empty: none asked
+            return
+        offered = sorted(c.definition.name for c in prompt.options.tool_callbacks)
+        if offered:
+            warnings.warn(
+                f"TestModel(call_tools={sorted(self.call_tools)}) called no tool this turn: "
+                f"none of those names was offered (offered: {offered})",
+                UserWarning,
+                stacklevel=2,
+            )
 
     def _answer(self, turn: tuple[Message, ...]) -> str:
         if self.final_text is not None:
