@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Sequence
 
 import pytest
@@ -468,3 +469,46 @@ def test_found_tools_stay_offered_when_the_loop_sends_only_the_last_results() ->
     ]
     last = [m for m in model.requests[-1].messages if isinstance(m, ToolResponseMessage)][-1]
     assert last.responses[0].data == '"sunny in Rome"'  # it ran, not "unknown tool"
+
+
+class _PausingIndex(CountingIndex):
+    """Pauses inside ``index_tools`` for one session until told to go on."""
+
+    def __init__(self, inner: ToolIndex, session: str) -> None:
+        super().__init__(inner)
+        self.session = session
+        self.inside = threading.Event()
+        self.go_on = threading.Event()
+
+    def index_tools(self, session_id: str, references: Sequence[ToolReference]) -> None:
+        super().index_tools(session_id, references)
+        if session_id == self.session and not self.go_on.is_set():
+            self.inside.set()
+            assert self.go_on.wait(10)
+
+
+@pytest.mark.parametrize("evict", ["strategy", "evict_session"])
+def test_a_session_evicted_while_it_is_indexed_is_indexed_again(evict: str) -> None:
+    # An eviction between indexing and recording the fingerprint left the fingerprint of a
+    # cleared index: every later request skipped indexing and every search found nothing.
+    index = _PausingIndex(RegexToolIndex(), "c1")
+    advisor = ToolSearchToolCallingAdvisor(
+        tool_index=index, eviction_strategy=LruEvictionStrategy(1)
+    )
+    first = threading.Thread(target=ask, args=(client_for(ScriptedModel(["a"]), advisor),))
+    first.start()
+    assert index.inside.wait(10)
+    evicting = threading.Thread(
+        target=ask if evict == "strategy" else advisor.evict_session,
+        args=(client_for(ScriptedModel(["b"]), advisor), "q", "c2")
+        if evict == "strategy"
+        else ("c1",),
+    )
+    evicting.start()
+    evicting.join(0.2)  # the eviction waits for the indexing (or, before the fix, clears)
+    index.go_on.set()
+    first.join(10)
+    evicting.join(10)
+    model = ScriptedModel([tool_call("toolSearchTool", {"query": "weather"}, id="s1"), "done"])
+    ask(client_for(model, advisor))
+    assert offered(model) == [["toolSearchTool"], ["toolSearchTool", "get_weather"]]

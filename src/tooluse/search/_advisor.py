@@ -4,10 +4,11 @@ and the tools its searches found (Spring AI's advisor of the same name, referenc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from tooluse._fork import ProcessLock
@@ -133,18 +134,38 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         self.preselect = preselect
         self.tool_category = tool_category
         self._fingerprints: dict[str, str] = {}
-        self._session_locks: dict[str, ProcessLock] = {}
+        self._session_locks: dict[str, _SessionLock] = {}
         self._lock = ProcessLock()
 
     # -- sessions --------------------------------------------------------------------------
 
     def evict_session(self, session_id: str) -> None:
-        """Forget a session's index now."""
-        with self._lock:
-            self._fingerprints.pop(session_id, None)
-            self._session_locks.pop(session_id, None)
-        self.tool_index.clear_index(session_id)
+        """Forget a session's index now (after an indexing of it under way)."""
+        with self._session_locked(session_id):
+            with self._lock:
+                self._fingerprints.pop(session_id, None)
+            self.tool_index.clear_index(session_id)
         self.eviction_strategy.on_removed(session_id)
+
+    @contextlib.contextmanager
+    def _session_locked(self, session_id: str) -> Iterator[None]:
+        """Hold the session's lock: indexing and evicting a session never interleave (an
+        eviction between indexing and recording the fingerprint would leave the fingerprint
+        of a cleared index, so the session would never be indexed again). A lock lives while
+        a thread holds or waits for it."""
+        with self._lock:
+            entry = self._session_locks.get(session_id)
+            if entry is None:
+                entry = self._session_locks[session_id] = _SessionLock()
+            entry.users += 1
+        try:
+            with entry.lock:
+                yield
+        finally:
+            with self._lock:
+                entry.users -= 1
+                if entry.users == 0:
+                    del self._session_locks[session_id]
 
     def _session_id(self, context: Mapping[str, Any]) -> str:
         value = context.get(self.session_id_key)
@@ -161,11 +182,10 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         for evicted in self.eviction_strategy.on_access(session_id):
             self.evict_session(evicted)
         fingerprint = tool_fingerprint(references)
-        with self._lock:
-            session_lock = self._session_locks.setdefault(session_id, ProcessLock())
-        with session_lock:
-            if self._fingerprints.get(session_id) == fingerprint:
-                return
+        with self._session_locked(session_id):
+            with self._lock:
+                if self._fingerprints.get(session_id) == fingerprint:
+                    return
             self.tool_index.clear_index(session_id)
             if references:
                 self.tool_index.index_tools(session_id, references)
@@ -268,6 +288,14 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             return first_order
         recent = set(sorted(last_seen, key=last_seen.__getitem__)[-self.max_exposed_tools :])
         return [name for name in first_order if name in recent]
+
+
+class _SessionLock:
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = ProcessLock()
+        self.users = 0  # threads holding or waiting for the lock
 
 
 def _names(data: str, is_error: bool) -> list[str]:
