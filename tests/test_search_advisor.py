@@ -512,3 +512,27 @@ def test_a_session_evicted_while_it_is_indexed_is_indexed_again(evict: str) -> N
     model = ScriptedModel([tool_call("toolSearchTool", {"query": "weather"}, id="s1"), "done"])
     ask(client_for(model, advisor))
     assert offered(model) == [["toolSearchTool"], ["toolSearchTool", "get_weather"]]
+
+
+def test_a_failed_reindex_does_not_leave_the_old_catalogue_unindexed() -> None:
+    # The index was cleared, indexing the new catalogue failed, and the old fingerprint stayed:
+    # the next request with the old catalogue matched it and searched an empty index.
+    class FailingOnce(CountingIndex):
+        fail = False
+
+        def index_tools(self, session_id: str, references: Sequence[ToolReference]) -> None:
+            if self.fail:
+                self.fail = False
+                raise ConnectionError("vector store down")
+            super().index_tools(session_id, references)
+
+    index = FailingOnce(RegexToolIndex())
+    advisor = ToolSearchToolCallingAdvisor(tool_index=index)
+    ask(client_for(ScriptedModel(["a"]), advisor))
+    index.fail = True
+    with pytest.raises(ConnectionError):
+        client = client_for(ScriptedModel(["b"]), advisor)
+        client.prompt().user("q").tools(send_email).context({CONVERSATION_ID: "c1"}).call()
+    model = ScriptedModel([tool_call("toolSearchTool", {"query": "weather"}, id="s1"), "done"])
+    ask(client_for(model, advisor))
+    assert offered(model) == [["toolSearchTool"], ["toolSearchTool", "get_weather"]]

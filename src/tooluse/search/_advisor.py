@@ -186,6 +186,8 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             with self._lock:
                 if self._fingerprints.get(session_id) == fingerprint:
                     return
+                # Forgotten first: if clearing or indexing fails, the next request indexes.
+                self._fingerprints.pop(session_id, None)
             self.tool_index.clear_index(session_id)
             if references:
                 self.tool_index.index_tools(session_id, references)
