@@ -536,3 +536,37 @@ def test_a_failed_reindex_does_not_leave_the_old_catalogue_unindexed() -> None:
     model = ScriptedModel([tool_call("toolSearchTool", {"query": "weather"}, id="s1"), "done"])
     ask(client_for(model, advisor))
     assert offered(model) == [["toolSearchTool"], ["toolSearchTool", "get_weather"]]
+
+
+@pytest.mark.parametrize("value", [2.5, 5.0, True, "5"])
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (lambda v: ToolSearchTool(RegexToolIndex(), max_results=v), "max_results"),
+        (
+            lambda v: ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), max_results=v),
+            "max_results",
+        ),
+        (
+            lambda v: ToolSearchToolCallingAdvisor(
+                tool_index=RegexToolIndex(), max_exposed_tools=v
+            ),
+            "max_exposed_tools",
+        ),
+        (
+            lambda v: ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), preselect=v),
+            "preselect",
+        ),
+        (lambda v: RegexToolIndex(default_max_results=v), "default_max_results"),
+        (lambda v: HybridToolIndex(BagOfWordsModel(), candidates=v), "candidates"),
+    ],
+)
+def test_counts_that_are_not_integers_are_refused_when_configured(
+    make: object, name: str, value: object
+) -> None:
+    # They were accepted, then failed on every request: an advisor with max_results=5.0 (read
+    # from a config file) made every toolSearchTool call an error the model could not fix
+    # ("max_results must be a positive integer, got 5.0"); max_exposed_tools=2.5 and
+    # default_max_results=2.5 raised TypeError on each request or search.
+    with pytest.raises(ValueError, match=f"{name} must be an integer"):
+        make(value)  # type: ignore[operator]

@@ -23,7 +23,7 @@ from tooluse.memory import CONVERSATION_ID
 from tooluse.messages import Message, SystemMessage, ToolResponseMessage, UserMessage
 from tooluse.search._eviction import EvictionStrategy, LruEvictionStrategy
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
-from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest
+from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest, check_count
 from tooluse.tools import ToolCallback, ToolContext
 
 __all__ = [
@@ -116,10 +116,8 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             raise ValueError("system_message_suffix must not be blank")
         if not session_id_key.strip():
             raise ValueError("session_id_key must not be blank")
-        if max_exposed_tools is not None and max_exposed_tools < 1:
-            raise ValueError(f"max_exposed_tools must be at least 1, got {max_exposed_tools}")
-        if preselect < 0:
-            raise ValueError(f"preselect must be >= 0, got {preselect}")
+        check_count("max_exposed_tools", max_exposed_tools, optional=True)
+        check_count("preselect", preselect, minimum=0)
         if tool_index is None:
             from tooluse.search._hybrid import HybridToolIndex
 

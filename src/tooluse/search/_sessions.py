@@ -19,7 +19,12 @@ import numpy as np
 import numpy.typing as npt
 
 from tooluse._fork import ProcessLock
-from tooluse.search._types import ToolReference, ToolSearchRequest, ToolSearchResponse
+from tooluse.search._types import (
+    ToolReference,
+    ToolSearchRequest,
+    ToolSearchResponse,
+    check_count,
+)
 
 __all__ = ["DEFAULT_MAX_RESULTS", "SessionToolIndex", "top_positions"]
 
@@ -55,8 +60,7 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
     """
 
     def __init__(self, *, default_max_results: int = DEFAULT_MAX_RESULTS) -> None:
-        if default_max_results < 1:
-            raise ValueError(f"default_max_results must be at least 1, got {default_max_results}")
+        check_count("default_max_results", default_max_results)
         self._default_max_results = default_max_results
         self._sessions: dict[str, _Session] = {}
         self._lock = ProcessLock()
