@@ -1192,3 +1192,23 @@ def test_clause_scores_add_each_tools_best_scaled_sentence_score(
 def test_hybrid_rejects_an_unknown_fusion() -> None:
     with pytest.raises(ValueError, match="fusion must be 'scores' or 'ranks', got 'max'"):
         HybridToolIndex(BagOfWordsModel(), fusion="max")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("index", all_indexes(), ids=lambda i: type(i).__name__)
+def test_category_filter_ignores_spaces_around_a_tools_category(
+    index: SessionToolIndex[object],
+) -> None:
+    # The filter was stripped, the tools' categories were not: a tool whose category came with
+    # spaces (" mail ", from a user's tool_category) could never be selected, and the error
+    # listed the category the model had just asked for. A blank category is no category.
+    index.index_tools(
+        "s",
+        [
+            ToolReference("send_mail", None, "send a message", category=" Mail "),
+            ToolReference("send_sms", None, "send a message", category=""),
+        ],
+    )
+    assert search(index, "send message", category_filter="mail") == ["send_mail"]
+    assert search(index, "send message", category_filter=" MAIL") == ["send_mail"]
+    with pytest.raises(ValueError, match=r"the categories are \['Mail'\]"):
+        search(index, "send message", category_filter="sms")

@@ -198,13 +198,17 @@ def _category_positions(
     if category is None or not category.strip():
         return None
     wanted = category.strip().casefold()
+    categories = [
+        reference.category.strip() if reference.category is not None else ""
+        for reference in references
+    ]  # spaces around a tool's category do not count either; blank is none
     allowed = {
         position
-        for position, reference in enumerate(references)
-        if reference.category is not None and reference.category.casefold() == wanted
+        for position, named in enumerate(categories)
+        if named and named.casefold() == wanted
     }
     if not allowed:
-        known = sorted({r.category for r in references if r.category is not None})
+        known = sorted({named for named in categories if named})
         if not known:
             raise ValueError(
                 f"no tool has a category, so there is none named {category!r}; "
