@@ -570,3 +570,38 @@ def test_counts_that_are_not_integers_are_refused_when_configured(
     # default_max_results=2.5 raised TypeError on each request or search.
     with pytest.raises(ValueError, match=f"{name} must be an integer"):
         make(value)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("conversation_history", [True, False])
+def test_tools_found_in_earlier_turns_replayed_by_memory_inside_the_loop_stay_offered(
+    conversation_history: bool,
+) -> None:
+    # Memory inside the loop replays the earlier turns' tool traffic to the model, but after
+    # this advisor chose the tools: the model saw its earlier search find get_weather, called
+    # it again, and got "unknown tool" (docs: found tools include "earlier turns a memory
+    # advisor replays").
+    from tooluse.memory import MessageChatMemoryAdvisor, MessageWindowChatMemory
+
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"query": "weather"}, id="s1"),
+            tool_call("get_weather", {"city": "Paris"}, id="w1"),
+            "Sunny in Paris.",
+            tool_call("get_weather", {"city": "Rome"}, id="w2"),
+            "Sunny in Rome.",
+        ]
+    )
+    advisor = ToolSearchToolCallingAdvisor(
+        tool_index=RegexToolIndex(), conversation_history=conversation_history
+    )
+    memory = MessageChatMemoryAdvisor(MessageWindowChatMemory(), inside_tool_loop=True)
+    client = ChatClient(model, tools=TOOLS, tool_calling_advisor=advisor, advisors=[memory])
+    assert ask(client) == "Sunny in Paris."
+    assert ask(client, "and in Rome?") == "Sunny in Rome."
+    assert offered(model)[3:] == [["toolSearchTool", "get_weather"]] * 2
+    last = [m for m in model.requests[-1].messages if isinstance(m, ToolResponseMessage)][-1]
+    assert last.responses[0].data == '"sunny in Rome"'
+    # Another conversation's memory is not this one's.
+    other = ScriptedModel(["x"])
+    ask(ChatClient(other, tools=TOOLS, tool_calling_advisor=advisor, advisors=[memory]), "q", "c2")
+    assert offered(other) == [["toolSearchTool"]]

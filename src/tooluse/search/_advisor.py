@@ -19,7 +19,9 @@ from tooluse.advisors import (
     ToolCallingAdvisor,
 )
 from tooluse.calling import ToolExecutionResult
-from tooluse.memory import CONVERSATION_ID
+from tooluse.memory import CONVERSATION_ID, MessageChatMemoryAdvisor
+from tooluse.memory._advisor import merge_history
+from tooluse.memory._api import validate_conversation_id
 from tooluse.messages import Message, SystemMessage, ToolResponseMessage, UserMessage
 from tooluse.search._eviction import EvictionStrategy, LruEvictionStrategy
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
@@ -47,6 +49,7 @@ _CALLBACKS_KEY: Final = "tooluse.tool_search.callbacks"
 _SESSION_KEY: Final = "tooluse.tool_search.session_id"
 _PRESELECTED_KEY: Final = "tooluse.tool_search.preselected"
 _ROUNDS_KEY: Final = "tooluse.tool_search.rounds"
+_REPLAYED_KEY: Final = "tooluse.tool_search.replayed_rounds"
 
 
 def tool_fingerprint(references: Sequence[ToolReference]) -> str:
@@ -228,6 +231,11 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         # the last round's results when the loop sends no full history
         # (conversation_history=False).
         request.context[_ROUNDS_KEY] = self._found_rounds(request.prompt.messages)
+        # Earlier turns that a memory advisor inside the loop adds to each model call, after
+        # this hook chose the tools: the model sees those searches too.
+        request.context[_REPLAYED_KEY] = self._found_rounds(
+            await _replayed_by_inner_memory(self, request, chain)
+        )
         messages = _with_suffix(request.prompt.messages, self.system_message_suffix)
         return request.replace(prompt=request.prompt.replace(messages=messages))
 
@@ -236,7 +244,10 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
     ) -> ChatClientRequest:
         callbacks: Mapping[str, ToolCallback] = request.context[_CALLBACKS_KEY]
         session_id: str = request.context[_SESSION_KEY]
-        rounds: list[list[str]] = request.context[_ROUNDS_KEY]
+        rounds: list[list[str]] = [
+            *request.context.get(_REPLAYED_KEY, ()),
+            *request.context[_ROUNDS_KEY],
+        ]
         discovered = list(request.context[_PRESELECTED_KEY])
         discovered += [name for names in self._counted(rounds) for name in names]
         exposed = [self.search_tool.callback]
@@ -311,6 +322,26 @@ def _names(data: str, is_error: bool) -> list[str]:
         logger.debug("Ignoring a %s result that is not a list of names", TOOL_SEARCH_TOOL_NAME)
         return []
     return parsed
+
+
+async def _replayed_by_inner_memory(
+    advisor: ToolSearchToolCallingAdvisor, request: ChatClientRequest, chain: AdvisorChain
+) -> list[Message]:
+    """The remembered messages that the memory advisors after ``advisor`` in the chain (inside
+    the tool loop) put before the prompt's: what they replay of earlier turns."""
+    conversation_id = request.context.get(CONVERSATION_ID)
+    advisors = chain.advisors
+    position = next((i for i, a in enumerate(advisors) if a is advisor), None)
+    if conversation_id is None or position is None:
+        return []
+    prompt = [m for m in request.prompt.messages if not isinstance(m, SystemMessage)]
+    replayed: list[Message] = []
+    for inner in advisors[position + 1 :]:
+        if isinstance(inner, MessageChatMemoryAdvisor):
+            remembered = await inner.memory.aget(validate_conversation_id(conversation_id))
+            merged = merge_history(remembered, prompt)
+            replayed += merged[: len(merged) - len(prompt)]
+    return replayed
 
 
 def _last_user_text(messages: Sequence[Message]) -> str:
