@@ -605,3 +605,54 @@ def test_tools_found_in_earlier_turns_replayed_by_memory_inside_the_loop_stay_of
     other = ScriptedModel(["x"])
     ask(ChatClient(other, tools=TOOLS, tool_calling_advisor=advisor, advisors=[memory]), "q", "c2")
     assert offered(other) == [["toolSearchTool"]]
+
+
+def test_a_search_returning_more_than_the_cap_keeps_its_best_matches() -> None:
+    # Recency was a name's position in the flattened results, so inside one search result
+    # (best first) the worst matches counted as the most recent: with 3 found and a cap of 2,
+    # the best match was dropped and the two worst offered.
+    index = RegexToolIndex()
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"query": "flight email weather"}, id="s1"),
+            tool_call("toolSearchTool", {"query": "weather"}, id="s2"),
+            "done",
+        ]
+    )
+    advisor = ToolSearchToolCallingAdvisor(tool_index=index, max_exposed_tools=2)
+    ask(client_for(model, advisor))
+    found = json.loads(
+        next(m for m in model.requests[1].messages if isinstance(m, ToolResponseMessage))
+        .responses[0]
+        .data
+    )
+    assert found == ["book_flight", "send_email", "get_weather"]  # best first
+    assert offered(model) == [
+        ["toolSearchTool"],
+        ["toolSearchTool", "book_flight", "send_email"],  # the best two, not the worst two
+        ["toolSearchTool", "book_flight", "get_weather"],  # found again: the most recent
+    ]
+
+
+def test_names_not_attached_take_no_place_under_the_cap_and_parallel_searches_interleave() -> None:
+    advisor = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), max_exposed_tools=2)
+    callbacks = [FunctionToolCallback(function) for function in TOOLS]
+    attached = {callback.definition.name: callback for callback in callbacks}
+    # A stale or hallucinated name ("ghost") used to fill a place, so fewer tools were offered.
+    assert advisor._kept([["get_weather", "send_email", "ghost"]], attached) == [
+        "get_weather",
+        "send_email",
+    ]
+    # Two searches in one round: each one's best match counts before the other's second.
+    rounds = advisor._found_rounds(
+        [
+            ToolResponseMessage(
+                responses=(
+                    _response('["get_weather", "book_flight"]'),
+                    _response('["send_email", "book_flight"]'),
+                )
+            )
+        ]
+    )
+    assert rounds == [["get_weather", "send_email", "book_flight", "book_flight"]]
+    assert advisor._kept(rounds, attached) == ["get_weather", "send_email"]

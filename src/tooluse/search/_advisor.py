@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import itertools
 import json
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -248,10 +249,9 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             *request.context.get(_REPLAYED_KEY, ()),
             *request.context[_ROUNDS_KEY],
         ]
-        discovered = list(request.context[_PRESELECTED_KEY])
-        discovered += [name for names in self._counted(rounds) for name in names]
+        discovered = [request.context[_PRESELECTED_KEY], *self._counted(rounds)]
         exposed = [self.search_tool.callback]
-        exposed += [callbacks[name] for name in self._kept(discovered) if name in callbacks]
+        exposed += [callbacks[name] for name in self._kept(discovered, callbacks)]
         options = request.prompt.options
         context = ToolContext(options.tool_context).merged({SESSION_ID_CONTEXT_KEY: session_id})
         options = options.replace(tool_callbacks=exposed, tool_context=context)
@@ -287,17 +287,29 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
                 if response.name.lower() == TOOL_SEARCH_TOOL_NAME.lower()
             ]
             if results:
-                rounds.append([name for r in results for name in _names(r.data, r.is_error)])
+                # Parallel searches of one round, best first together: A1, B1, A2, B2, ...
+                found = itertools.zip_longest(*(_names(r.data, r.is_error) for r in results))
+                rounds.append([name for names in found for name in names if name is not None])
         return rounds
 
-    def _kept(self, discovered: Sequence[str]) -> list[str]:
-        """Discovered names in first-discovery order, keeping the ``max_exposed_tools`` most
-        recently discovered (a tool found again counts as recent)."""
-        last_seen = {name: position for position, name in enumerate(discovered)}
-        first_order = list(dict.fromkeys(discovered))
+    def _kept(
+        self, rounds: Sequence[Sequence[str]], attached: Mapping[str, ToolCallback]
+    ) -> list[str]:
+        """The attached names found in ``rounds`` (oldest first, each best first), in
+        first-discovery order, keeping the ``max_exposed_tools`` most recently found: those of
+        later rounds first (a tool found again counts as recent), then, inside a round, the
+        better ranked. Names not attached take no place."""
+        first_order: dict[str, None] = {}
+        recency: dict[str, tuple[int, int]] = {}
+        for round_number, names in enumerate(rounds):
+            for rank, name in enumerate(names):
+                if name not in attached:
+                    continue
+                first_order.setdefault(name)
+                recency[name] = max(recency.get(name, (round_number, -rank)), (round_number, -rank))
         if self.max_exposed_tools is None or len(first_order) <= self.max_exposed_tools:
-            return first_order
-        recent = set(sorted(last_seen, key=last_seen.__getitem__)[-self.max_exposed_tools :])
+            return list(first_order)
+        recent = set(sorted(recency, key=recency.__getitem__)[-self.max_exposed_tools :])
         return [name for name in first_order if name in recent]
 
 
