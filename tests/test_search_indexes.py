@@ -1301,3 +1301,19 @@ def test_every_index_returns_only_its_sessions_tools_best_first_within_the_limit
         index.index_tools("mine", other)  # another catalogue: nothing of the first comes back
         found_now = index.search(ToolSearchRequest("mine", query, max_results)).tool_names
         assert set(found_now) <= {reference.tool_name for reference in other}
+
+
+@pytest.mark.parametrize(
+    ("name", "query"),
+    [("ΟΔΟΣ", "σ"), ("ϑερμοκρασία", "θερμοκρασία"), ("ſtation", "station"), ("Station", "ſt")],
+)
+def test_regex_matches_case_insensitively_as_the_regular_expression_does(
+    name: str, query: str
+) -> None:
+    # The fast matching lower-cased both sides, but (?i) also equates σ and ς (a final sigma:
+    # "ΟΔΟΣ".lower() is "οδος"), θ and ϑ, s and ſ...: those tools were not found.
+    tools = [ToolReference(name, None, "x")]
+    assert _reference_regex_scores(tools, query)  # the definition finds it
+    index = RegexToolIndex()
+    index.index_tools("s", tools)
+    assert search(index, query) == [name]
