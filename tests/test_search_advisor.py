@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Sequence
 
 import pytest
@@ -468,3 +469,190 @@ def test_found_tools_stay_offered_when_the_loop_sends_only_the_last_results() ->
     ]
     last = [m for m in model.requests[-1].messages if isinstance(m, ToolResponseMessage)][-1]
     assert last.responses[0].data == '"sunny in Rome"'  # it ran, not "unknown tool"
+
+
+class _PausingIndex(CountingIndex):
+    """Pauses inside ``index_tools`` for one session until told to go on."""
+
+    def __init__(self, inner: ToolIndex, session: str) -> None:
+        super().__init__(inner)
+        self.session = session
+        self.inside = threading.Event()
+        self.go_on = threading.Event()
+
+    def index_tools(self, session_id: str, references: Sequence[ToolReference]) -> None:
+        super().index_tools(session_id, references)
+        if session_id == self.session and not self.go_on.is_set():
+            self.inside.set()
+            assert self.go_on.wait(10)
+
+
+@pytest.mark.parametrize("evict", ["strategy", "evict_session"])
+def test_a_session_evicted_while_it_is_indexed_is_indexed_again(evict: str) -> None:
+    # An eviction between indexing and recording the fingerprint left the fingerprint of a
+    # cleared index: every later request skipped indexing and every search found nothing.
+    index = _PausingIndex(RegexToolIndex(), "c1")
+    advisor = ToolSearchToolCallingAdvisor(
+        tool_index=index, eviction_strategy=LruEvictionStrategy(1)
+    )
+    first = threading.Thread(target=ask, args=(client_for(ScriptedModel(["a"]), advisor),))
+    first.start()
+    assert index.inside.wait(10)
+    evicting = threading.Thread(
+        target=ask if evict == "strategy" else advisor.evict_session,
+        args=(client_for(ScriptedModel(["b"]), advisor), "q", "c2")
+        if evict == "strategy"
+        else ("c1",),
+    )
+    evicting.start()
+    evicting.join(0.2)  # the eviction waits for the indexing (or, before the fix, clears)
+    index.go_on.set()
+    first.join(10)
+    evicting.join(10)
+    model = ScriptedModel([tool_call("toolSearchTool", {"query": "weather"}, id="s1"), "done"])
+    ask(client_for(model, advisor))
+    assert offered(model) == [["toolSearchTool"], ["toolSearchTool", "get_weather"]]
+
+
+def test_a_failed_reindex_does_not_leave_the_old_catalogue_unindexed() -> None:
+    # The index was cleared, indexing the new catalogue failed, and the old fingerprint stayed:
+    # the next request with the old catalogue matched it and searched an empty index.
+    class FailingOnce(CountingIndex):
+        fail = False
+
+        def index_tools(self, session_id: str, references: Sequence[ToolReference]) -> None:
+            if self.fail:
+                self.fail = False
+                raise ConnectionError("vector store down")
+            super().index_tools(session_id, references)
+
+    index = FailingOnce(RegexToolIndex())
+    advisor = ToolSearchToolCallingAdvisor(tool_index=index)
+    ask(client_for(ScriptedModel(["a"]), advisor))
+    index.fail = True
+    with pytest.raises(ConnectionError):
+        client = client_for(ScriptedModel(["b"]), advisor)
+        client.prompt().user("q").tools(send_email).context({CONVERSATION_ID: "c1"}).call()
+    model = ScriptedModel([tool_call("toolSearchTool", {"query": "weather"}, id="s1"), "done"])
+    ask(client_for(model, advisor))
+    assert offered(model) == [["toolSearchTool"], ["toolSearchTool", "get_weather"]]
+
+
+@pytest.mark.parametrize("value", [2.5, 5.0, True, "5"])
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [
+        (lambda v: ToolSearchTool(RegexToolIndex(), max_results=v), "max_results"),
+        (
+            lambda v: ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), max_results=v),
+            "max_results",
+        ),
+        (
+            lambda v: ToolSearchToolCallingAdvisor(
+                tool_index=RegexToolIndex(), max_exposed_tools=v
+            ),
+            "max_exposed_tools",
+        ),
+        (
+            lambda v: ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), preselect=v),
+            "preselect",
+        ),
+        (lambda v: RegexToolIndex(default_max_results=v), "default_max_results"),
+        (lambda v: HybridToolIndex(BagOfWordsModel(), candidates=v), "candidates"),
+    ],
+)
+def test_counts_that_are_not_integers_are_refused_when_configured(
+    make: object, name: str, value: object
+) -> None:
+    # They were accepted, then failed on every request: an advisor with max_results=5.0 (read
+    # from a config file) made every toolSearchTool call an error the model could not fix
+    # ("max_results must be a positive integer, got 5.0"); max_exposed_tools=2.5 and
+    # default_max_results=2.5 raised TypeError on each request or search.
+    with pytest.raises(ValueError, match=f"{name} must be an integer"):
+        make(value)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("conversation_history", [True, False])
+def test_tools_found_in_earlier_turns_replayed_by_memory_inside_the_loop_stay_offered(
+    conversation_history: bool,
+) -> None:
+    # Memory inside the loop replays the earlier turns' tool traffic to the model, but after
+    # this advisor chose the tools: the model saw its earlier search find get_weather, called
+    # it again, and got "unknown tool" (docs: found tools include "earlier turns a memory
+    # advisor replays").
+    from tooluse.memory import MessageChatMemoryAdvisor, MessageWindowChatMemory
+
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"query": "weather"}, id="s1"),
+            tool_call("get_weather", {"city": "Paris"}, id="w1"),
+            "Sunny in Paris.",
+            tool_call("get_weather", {"city": "Rome"}, id="w2"),
+            "Sunny in Rome.",
+        ]
+    )
+    advisor = ToolSearchToolCallingAdvisor(
+        tool_index=RegexToolIndex(), conversation_history=conversation_history
+    )
+    memory = MessageChatMemoryAdvisor(MessageWindowChatMemory(), inside_tool_loop=True)
+    client = ChatClient(model, tools=TOOLS, tool_calling_advisor=advisor, advisors=[memory])
+    assert ask(client) == "Sunny in Paris."
+    assert ask(client, "and in Rome?") == "Sunny in Rome."
+    assert offered(model)[3:] == [["toolSearchTool", "get_weather"]] * 2
+    last = [m for m in model.requests[-1].messages if isinstance(m, ToolResponseMessage)][-1]
+    assert last.responses[0].data == '"sunny in Rome"'
+    # Another conversation's memory is not this one's.
+    other = ScriptedModel(["x"])
+    ask(ChatClient(other, tools=TOOLS, tool_calling_advisor=advisor, advisors=[memory]), "q", "c2")
+    assert offered(other) == [["toolSearchTool"]]
+
+
+def test_a_search_returning_more_than_the_cap_keeps_its_best_matches() -> None:
+    # Recency was a name's position in the flattened results, so inside one search result
+    # (best first) the worst matches counted as the most recent: with 3 found and a cap of 2,
+    # the best match was dropped and the two worst offered.
+    index = RegexToolIndex()
+    model = ScriptedModel(
+        [
+            tool_call("toolSearchTool", {"query": "flight email weather"}, id="s1"),
+            tool_call("toolSearchTool", {"query": "weather"}, id="s2"),
+            "done",
+        ]
+    )
+    advisor = ToolSearchToolCallingAdvisor(tool_index=index, max_exposed_tools=2)
+    ask(client_for(model, advisor))
+    found = json.loads(
+        next(m for m in model.requests[1].messages if isinstance(m, ToolResponseMessage))
+        .responses[0]
+        .data
+    )
+    assert found == ["book_flight", "send_email", "get_weather"]  # best first
+    assert offered(model) == [
+        ["toolSearchTool"],
+        ["toolSearchTool", "book_flight", "send_email"],  # the best two, not the worst two
+        ["toolSearchTool", "book_flight", "get_weather"],  # found again: the most recent
+    ]
+
+
+def test_names_not_attached_take_no_place_under_the_cap_and_parallel_searches_interleave() -> None:
+    advisor = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), max_exposed_tools=2)
+    callbacks = [FunctionToolCallback(function) for function in TOOLS]
+    attached = {callback.definition.name: callback for callback in callbacks}
+    # A stale or hallucinated name ("ghost") used to fill a place, so fewer tools were offered.
+    assert advisor._kept([["get_weather", "send_email", "ghost"]], attached) == [
+        "get_weather",
+        "send_email",
+    ]
+    # Two searches in one round: each one's best match counts before the other's second.
+    rounds = advisor._found_rounds(
+        [
+            ToolResponseMessage(
+                responses=(
+                    _response('["get_weather", "book_flight"]'),
+                    _response('["send_email", "book_flight"]'),
+                )
+            )
+        ]
+    )
+    assert rounds == [["get_weather", "send_email", "book_flight", "book_flight"]]
+    assert advisor._kept(rounds, attached) == ["get_weather", "send_email"]

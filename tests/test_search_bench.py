@@ -159,3 +159,21 @@ def test_cli_bench_search_reports_a_bad_dataset(
     assert bench(dataset) == 2
     err = capsys.readouterr().err
     assert err.startswith("tooluse bench search: ") and "queries.jsonl:1: not JSON" in err
+
+
+def test_duplicate_query_ids_and_tool_names_are_refused(dataset: Path) -> None:
+    # A repeated query id was scored twice with the last query's ranking (rankings are keyed by
+    # id), and a repeated tool name silently kept the last definition: both skewed the metrics.
+    lines = (dataset / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    (dataset / "queries.jsonl").write_text("\n".join([*lines, lines[0]]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"queries\.jsonl:5: the id 'q1' is already on line 1"):
+        load_dataset(dataset)
+    (dataset / "queries.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tools = (dataset / "tools.jsonl").read_text(encoding="utf-8").splitlines()
+    (dataset / "tools.jsonl").write_text("\n".join([*tools, tools[1]]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"tools\.jsonl:16: the name 'sendEmail' is already on"):
+        load_dataset(dataset)
+    (dataset / "tools.jsonl").write_text("\n".join(tools) + "\n", encoding="utf-8")
+    (dataset / "queries.jsonl").write_text('{"id": "x", "query": "q", "gold": [["a"]]}\n')
+    with pytest.raises(ValueError, match=r"'gold' must be a non-empty list of tool names"):
+        load_dataset(dataset)

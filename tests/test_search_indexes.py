@@ -1217,3 +1217,128 @@ def test_a_tool_callback_becomes_the_reference_the_advisor_indexes() -> None:
     # Found by a parameter's description alone, as when the advisor indexed it.
     found = index.search(ToolSearchRequest("s", "airline code", category_filter="travel"))
     assert found.tool_names == ["lookup_flight"]
+
+
+@pytest.mark.parametrize("index", all_indexes(), ids=lambda i: type(i).__name__)
+def test_category_filter_ignores_spaces_around_a_tools_category(
+    index: SessionToolIndex[object],
+) -> None:
+    # The filter was stripped, the tools' categories were not: a tool whose category came with
+    # spaces (" mail ", from a user's tool_category) could never be selected, and the error
+    # listed the category the model had just asked for. A blank category is no category.
+    index.index_tools(
+        "s",
+        [
+            ToolReference("send_mail", None, "send a message", category=" Mail "),
+            ToolReference("send_sms", None, "send a message", category=""),
+        ],
+    )
+    assert search(index, "send message", category_filter="mail") == ["send_mail"]
+    assert search(index, "send message", category_filter=" MAIL") == ["send_mail"]
+    with pytest.raises(ValueError, match=r"the categories are \['Mail'\]"):
+        search(index, "send message", category_filter="sms")
+
+
+_PROPERTY_TEXT = st.lists(
+    st.sampled_from(
+        [
+            *"abcweathrmilsend _-.()|*?\n",
+            "天",
+            "气",
+            "查询",
+            "İ",
+            "ß",
+            "σ",
+            "get",
+            "Weather",
+            "mail",
+        ]
+    ),
+    max_size=12,
+).map("".join)
+_PROPERTY_REFERENCE = st.builds(
+    ToolReference,
+    _PROPERTY_TEXT.filter(str.strip),
+    st.none(),
+    _PROPERTY_TEXT,
+    st.sampled_from(
+        [
+            None,
+            {},
+            {"type": "object"},
+            {"properties": {"city": {"description": "the weather city"}}},
+            {"$ref": "#/$defs/X", "$defs": {"X": {"properties": {"q": {"type": "string"}}}}},
+            {"properties": []},
+            {"properties": {"x": "not a dict", "y": {"enum": ["mail", 3, None]}}},
+            {"items": {"properties": {"z": {}}}},
+        ]
+    ),
+    st.sampled_from([None, "a", "B", "b", " a ", ""]),
+)
+_PROPERTY_INDEXES = [
+    RegexToolIndex(cjk="bigram"),
+    BM25ToolIndex(),
+    VectorToolIndex(BagOfWordsModel()),
+    HybridToolIndex(BagOfWordsModel(), background_embedding=False),
+]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    catalogue=st.lists(_PROPERTY_REFERENCE, max_size=8),
+    other=st.lists(_PROPERTY_REFERENCE, max_size=4),
+    query=_PROPERTY_TEXT,
+    max_results=st.none() | st.integers(1, 12),
+    category=st.none() | st.sampled_from(["a", "B", "", " ", "zz"]),
+)
+def test_every_index_returns_only_its_sessions_tools_best_first_within_the_limits(
+    catalogue: list[ToolReference],
+    other: list[ToolReference],
+    query: str,
+    max_results: int | None,
+    category: str | None,
+) -> None:
+    indexed = {reference.tool_name: reference for reference in catalogue}  # a name re-indexed
+    wanted = category.strip().casefold() if category and category.strip() else None
+    for index in _PROPERTY_INDEXES:
+        index.clear_index("mine")
+        index.clear_index("other")
+        index.index_tools("mine", catalogue)
+        index.index_tools("other", other)
+        request = ToolSearchRequest("mine", query, max_results, category)
+        try:
+            response = index.search(request)
+        except ValueError:  # a category no tool has: explained to the model
+            assert wanted is not None
+            assert all((r.category or "").strip().casefold() != wanted for r in indexed.values())
+            continue
+        found = response.tool_references
+        names = [reference.tool_name for reference in found]
+        assert len(names) == len(set(names)) <= (max_results or 10)
+        scores = [reference.relevance_score for reference in found]
+        assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+        for reference in found:
+            assert reference == indexed[reference.tool_name].scored(reference.relevance_score)
+            if wanted is not None:
+                assert (reference.category or "").strip().casefold() == wanted
+        index.clear_index("mine")
+        assert index.search(ToolSearchRequest("mine", query, max_results)).tool_names == []
+        index.index_tools("mine", other)  # another catalogue: nothing of the first comes back
+        found_now = index.search(ToolSearchRequest("mine", query, max_results)).tool_names
+        assert set(found_now) <= {reference.tool_name for reference in other}
+
+
+@pytest.mark.parametrize(
+    ("name", "query"),
+    [("ΟΔΟΣ", "σ"), ("ϑερμοκρασία", "θερμοκρασία"), ("ſtation", "station"), ("Station", "ſt")],
+)
+def test_regex_matches_case_insensitively_as_the_regular_expression_does(
+    name: str, query: str
+) -> None:
+    # The fast matching lower-cased both sides, but (?i) also equates σ and ς (a final sigma:
+    # "ΟΔΟΣ".lower() is "οδος"), θ and ϑ, s and ſ...: those tools were not found.
+    tools = [ToolReference(name, None, "x")]
+    assert _reference_regex_scores(tools, query)  # the definition finds it
+    index = RegexToolIndex()
+    index.index_tools("s", tools)
+    assert search(index, query) == [name]

@@ -4,10 +4,12 @@ and the tools its searches found (Spring AI's advisor of the same name, referenc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import itertools
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from tooluse._fork import ProcessLock
@@ -18,11 +20,13 @@ from tooluse.advisors import (
     ToolCallingAdvisor,
 )
 from tooluse.calling import ToolExecutionResult
-from tooluse.memory import CONVERSATION_ID
+from tooluse.memory import CONVERSATION_ID, MessageChatMemoryAdvisor
+from tooluse.memory._advisor import merge_history
+from tooluse.memory._api import validate_conversation_id
 from tooluse.messages import Message, SystemMessage, ToolResponseMessage, UserMessage
 from tooluse.search._eviction import EvictionStrategy, LruEvictionStrategy
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
-from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest
+from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest, check_count
 from tooluse.tools import ToolCallback, ToolContext
 
 __all__ = [
@@ -46,6 +50,7 @@ _CALLBACKS_KEY: Final = "tooluse.tool_search.callbacks"
 _SESSION_KEY: Final = "tooluse.tool_search.session_id"
 _PRESELECTED_KEY: Final = "tooluse.tool_search.preselected"
 _ROUNDS_KEY: Final = "tooluse.tool_search.rounds"
+_REPLAYED_KEY: Final = "tooluse.tool_search.replayed_rounds"
 
 
 def tool_fingerprint(references: Sequence[ToolReference]) -> str:
@@ -115,10 +120,8 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             raise ValueError("system_message_suffix must not be blank")
         if not session_id_key.strip():
             raise ValueError("session_id_key must not be blank")
-        if max_exposed_tools is not None and max_exposed_tools < 1:
-            raise ValueError(f"max_exposed_tools must be at least 1, got {max_exposed_tools}")
-        if preselect < 0:
-            raise ValueError(f"preselect must be >= 0, got {preselect}")
+        check_count("max_exposed_tools", max_exposed_tools, optional=True)
+        check_count("preselect", preselect, minimum=0)
         if tool_index is None:
             from tooluse.search._hybrid import HybridToolIndex
 
@@ -133,18 +136,38 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         self.preselect = preselect
         self.tool_category = tool_category
         self._fingerprints: dict[str, str] = {}
-        self._session_locks: dict[str, ProcessLock] = {}
+        self._session_locks: dict[str, _SessionLock] = {}
         self._lock = ProcessLock()
 
     # -- sessions --------------------------------------------------------------------------
 
     def evict_session(self, session_id: str) -> None:
-        """Forget a session's index now."""
-        with self._lock:
-            self._fingerprints.pop(session_id, None)
-            self._session_locks.pop(session_id, None)
-        self.tool_index.clear_index(session_id)
+        """Forget a session's index now (after an indexing of it under way)."""
+        with self._session_locked(session_id):
+            with self._lock:
+                self._fingerprints.pop(session_id, None)
+            self.tool_index.clear_index(session_id)
         self.eviction_strategy.on_removed(session_id)
+
+    @contextlib.contextmanager
+    def _session_locked(self, session_id: str) -> Iterator[None]:
+        """Hold the session's lock: indexing and evicting a session never interleave (an
+        eviction between indexing and recording the fingerprint would leave the fingerprint
+        of a cleared index, so the session would never be indexed again). A lock lives while
+        a thread holds or waits for it."""
+        with self._lock:
+            entry = self._session_locks.get(session_id)
+            if entry is None:
+                entry = self._session_locks[session_id] = _SessionLock()
+            entry.users += 1
+        try:
+            with entry.lock:
+                yield
+        finally:
+            with self._lock:
+                entry.users -= 1
+                if entry.users == 0:
+                    del self._session_locks[session_id]
 
     def _session_id(self, context: Mapping[str, Any]) -> str:
         value = context.get(self.session_id_key)
@@ -161,11 +184,12 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         for evicted in self.eviction_strategy.on_access(session_id):
             self.evict_session(evicted)
         fingerprint = tool_fingerprint(references)
-        with self._lock:
-            session_lock = self._session_locks.setdefault(session_id, ProcessLock())
-        with session_lock:
-            if self._fingerprints.get(session_id) == fingerprint:
-                return
+        with self._session_locked(session_id):
+            with self._lock:
+                if self._fingerprints.get(session_id) == fingerprint:
+                    return
+                # Forgotten first: if clearing or indexing fails, the next request indexes.
+                self._fingerprints.pop(session_id, None)
             self.tool_index.clear_index(session_id)
             if references:
                 self.tool_index.index_tools(session_id, references)
@@ -202,6 +226,11 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         # the last round's results when the loop sends no full history
         # (conversation_history=False).
         request.context[_ROUNDS_KEY] = self._found_rounds(request.prompt.messages)
+        # Earlier turns that a memory advisor inside the loop adds to each model call, after
+        # this hook chose the tools: the model sees those searches too.
+        request.context[_REPLAYED_KEY] = self._found_rounds(
+            await _replayed_by_inner_memory(self, request, chain)
+        )
         messages = _with_suffix(request.prompt.messages, self.system_message_suffix)
         return request.replace(prompt=request.prompt.replace(messages=messages))
 
@@ -210,11 +239,13 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
     ) -> ChatClientRequest:
         callbacks: Mapping[str, ToolCallback] = request.context[_CALLBACKS_KEY]
         session_id: str = request.context[_SESSION_KEY]
-        rounds: list[list[str]] = request.context[_ROUNDS_KEY]
-        discovered = list(request.context[_PRESELECTED_KEY])
-        discovered += [name for names in self._counted(rounds) for name in names]
+        rounds: list[list[str]] = [
+            *request.context.get(_REPLAYED_KEY, ()),
+            *request.context[_ROUNDS_KEY],
+        ]
+        discovered = [request.context[_PRESELECTED_KEY], *self._counted(rounds)]
         exposed = [self.search_tool.callback]
-        exposed += [callbacks[name] for name in self._kept(discovered) if name in callbacks]
+        exposed += [callbacks[name] for name in self._kept(discovered, callbacks)]
         options = request.prompt.options
         context = ToolContext(options.tool_context).merged({SESSION_ID_CONTEXT_KEY: session_id})
         options = options.replace(tool_callbacks=exposed, tool_context=context)
@@ -250,18 +281,38 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
                 if response.name.lower() == TOOL_SEARCH_TOOL_NAME.lower()
             ]
             if results:
-                rounds.append([name for r in results for name in _names(r.data, r.is_error)])
+                # Parallel searches of one round, best first together: A1, B1, A2, B2, ...
+                found = itertools.zip_longest(*(_names(r.data, r.is_error) for r in results))
+                rounds.append([name for names in found for name in names if name is not None])
         return rounds
 
-    def _kept(self, discovered: Sequence[str]) -> list[str]:
-        """Discovered names in first-discovery order, keeping the ``max_exposed_tools`` most
-        recently discovered (a tool found again counts as recent)."""
-        last_seen = {name: position for position, name in enumerate(discovered)}
-        first_order = list(dict.fromkeys(discovered))
+    def _kept(
+        self, rounds: Sequence[Sequence[str]], attached: Mapping[str, ToolCallback]
+    ) -> list[str]:
+        """The attached names found in ``rounds`` (oldest first, each best first), in
+        first-discovery order, keeping the ``max_exposed_tools`` most recently found: those of
+        later rounds first (a tool found again counts as recent), then, inside a round, the
+        better ranked. Names not attached take no place."""
+        first_order: dict[str, None] = {}
+        recency: dict[str, tuple[int, int]] = {}
+        for round_number, names in enumerate(rounds):
+            for rank, name in enumerate(names):
+                if name not in attached:
+                    continue
+                first_order.setdefault(name)
+                recency[name] = max(recency.get(name, (round_number, -rank)), (round_number, -rank))
         if self.max_exposed_tools is None or len(first_order) <= self.max_exposed_tools:
-            return first_order
-        recent = set(sorted(last_seen, key=last_seen.__getitem__)[-self.max_exposed_tools :])
+            return list(first_order)
+        recent = set(sorted(recency, key=recency.__getitem__)[-self.max_exposed_tools :])
         return [name for name in first_order if name in recent]
+
+
+class _SessionLock:
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = ProcessLock()
+        self.users = 0  # threads holding or waiting for the lock
 
 
 def _names(data: str, is_error: bool) -> list[str]:
@@ -277,6 +328,26 @@ def _names(data: str, is_error: bool) -> list[str]:
         logger.debug("Ignoring a %s result that is not a list of names", TOOL_SEARCH_TOOL_NAME)
         return []
     return parsed
+
+
+async def _replayed_by_inner_memory(
+    advisor: ToolSearchToolCallingAdvisor, request: ChatClientRequest, chain: AdvisorChain
+) -> list[Message]:
+    """The remembered messages that the memory advisors after ``advisor`` in the chain (inside
+    the tool loop) put before the prompt's: what they replay of earlier turns."""
+    conversation_id = request.context.get(CONVERSATION_ID)
+    advisors = chain.advisors
+    position = next((i for i, a in enumerate(advisors) if a is advisor), None)
+    if conversation_id is None or position is None:
+        return []
+    prompt = [m for m in request.prompt.messages if not isinstance(m, SystemMessage)]
+    replayed: list[Message] = []
+    for inner in advisors[position + 1 :]:
+        if isinstance(inner, MessageChatMemoryAdvisor):
+            remembered = await inner.memory.aget(validate_conversation_id(conversation_id))
+            merged = merge_history(remembered, prompt)
+            replayed += merged[: len(merged) - len(prompt)]
+    return replayed
 
 
 def _last_user_text(messages: Sequence[Message]) -> str:

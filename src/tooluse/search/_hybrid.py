@@ -19,7 +19,7 @@ from tooluse.search._bm25 import BM25ToolIndex
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import clauses, last_line, without_quoted
 from tooluse.search._toolsets import Scores, Toolsets
-from tooluse.search._types import ToolReference
+from tooluse.search._types import ToolReference, check_count
 from tooluse.search._vector import VectorToolIndex
 
 __all__ = ["Fusion", "HybridToolIndex"]
@@ -185,8 +185,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             )
         if rrf_k < 0:
             raise ValueError(f"rrf_k must be >= 0, got {rrf_k}")
-        if candidates < 1:
-            raise ValueError(f"candidates must be at least 1, got {candidates}")
+        check_count("candidates", candidates)
         if query_tokens is not None and query_tokens < 1:
             raise ValueError(f"query_tokens must be at least 1 or None, got {query_tokens}")
         if last_line_words is not None and last_line_words < 1:

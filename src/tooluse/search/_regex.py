@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import re
 from collections.abc import Sequence
 
@@ -40,6 +41,29 @@ _METACHARACTERS = re.compile(r"([\\.*+?^${}\[\]|()])")
 # Text between separators: query tokens hold none, so each token match lies inside one chunk.
 _CHUNK = re.compile(f"[^{_SEPARATOR_CLASS}]+")
 _SORTED_PREFIX = 16
+
+
+def _case_classes() -> dict[int, str]:
+    """Characters that ``(?i)`` equates although their lower cases differ (σ and ς, θ and ϑ,
+    s and ſ, ...), each mapped to one of its class: applied after ``lower()`` to texts and
+    tokens alike, the fast matching equates them too. One character for one: offsets hold."""
+    try:  # what the re module itself uses (3.11+); private, so looked up with care
+        extra_cases: dict[int, tuple[int, ...]] = importlib.import_module(
+            "re._casefix"
+        )._EXTRA_CASES
+    except (ImportError, AttributeError):  # pragma: no cover - lower-casing alone
+        return {}
+    members: dict[int, set[int]] = {}
+    for character, others in extra_cases.items():
+        joined = {character, *others}
+        for member in list(joined):
+            joined |= members.get(member, set())
+        for member in joined:
+            members[member] = joined
+    return {c: chr(min(group)) for c, group in members.items() if c != min(group)}
+
+
+_FOLD = _case_classes()
 
 
 def _escape(token: str) -> str:
@@ -258,12 +282,13 @@ class _Field:
                 continue
             tools, lowered = groups[low.isascii()]
             tools.append(position)
-            lowered.append(low.replace("\n", " "))
+            lowered.append(low.replace("\n", " ").translate(_FOLD))
         self._blobs = [_Blob(*group) for group in groups.values() if group[0]]
 
     def matches(self, tokens: Sequence[str]) -> _Matches:
         """(tools, number of matches, offset of the first match), for the tools that match."""
-        parts = [blob.matches(tokens) for blob in self._blobs]
+        folded = [token.translate(_FOLD) for token in tokens]
+        parts = [blob.matches(folded) for blob in self._blobs]
         matched: list[tuple[int, int, int]] = []
         if self._irregular:
             pattern = _compiled(_alternation(list(tokens)))

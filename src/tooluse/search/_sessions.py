@@ -19,7 +19,12 @@ import numpy as np
 import numpy.typing as npt
 
 from tooluse._fork import ProcessLock
-from tooluse.search._types import ToolReference, ToolSearchRequest, ToolSearchResponse
+from tooluse.search._types import (
+    ToolReference,
+    ToolSearchRequest,
+    ToolSearchResponse,
+    check_count,
+)
 
 __all__ = ["DEFAULT_MAX_RESULTS", "SessionToolIndex", "top_positions"]
 
@@ -55,8 +60,7 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
     """
 
     def __init__(self, *, default_max_results: int = DEFAULT_MAX_RESULTS) -> None:
-        if default_max_results < 1:
-            raise ValueError(f"default_max_results must be at least 1, got {default_max_results}")
+        check_count("default_max_results", default_max_results)
         self._default_max_results = default_max_results
         self._sessions: dict[str, _Session] = {}
         self._lock = ProcessLock()
@@ -194,13 +198,17 @@ def _category_positions(
     if category is None or not category.strip():
         return None
     wanted = category.strip().casefold()
+    categories = [
+        reference.category.strip() if reference.category is not None else ""
+        for reference in references
+    ]  # spaces around a tool's category do not count either; blank is none
     allowed = {
         position
-        for position, reference in enumerate(references)
-        if reference.category is not None and reference.category.casefold() == wanted
+        for position, named in enumerate(categories)
+        if named and named.casefold() == wanted
     }
     if not allowed:
-        known = sorted({r.category for r in references if r.category is not None})
+        known = sorted({named for named in categories if named})
         if not known:
             raise ValueError(
                 f"no tool has a category, so there is none named {category!r}; "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Final
 
-from tooluse.search._types import ToolIndex, ToolSearchRequest
+from tooluse.search._types import ToolIndex, ToolSearchRequest, check_count
 from tooluse.tools import FunctionToolCallback, ToolCallback, ToolContext, ToolParam
 
 __all__ = ["SESSION_ID_CONTEXT_KEY", "TOOL_SEARCH_TOOL_NAME", "ToolSearchTool"]
@@ -35,8 +35,7 @@ class ToolSearchTool:
         max_results: int | None = None,
         description: str = DEFAULT_DESCRIPTION,
     ) -> None:
-        if max_results is not None and max_results < 1:
-            raise ValueError(f"max_results must be at least 1, got {max_results}")
+        check_count("max_results", max_results, optional=True)
         if not description.strip():
             raise ValueError("description must not be blank")
         self.tool_index = tool_index

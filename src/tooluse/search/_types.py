@@ -9,7 +9,20 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from tooluse.tools import ToolCallback
 
-__all__ = ["ToolIndex", "ToolReference", "ToolSearchRequest", "ToolSearchResponse"]
+__all__ = ["ToolIndex", "ToolReference", "ToolSearchRequest", "ToolSearchResponse", "check_count"]
+
+
+def check_count(name: str, value: object, *, minimum: int = 1, optional: bool = False) -> None:
+    """Refuse a setting that is not an integer of at least ``minimum`` (``None`` too when
+    ``optional``): ``2.5``, ``5.0``, ``True`` or ``"5"`` would otherwise fail later, on every
+    request."""
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(
+            f"{name} must be an integer of at least {minimum}{' or None' if optional else ''}, "
+            f"got {value!r}"
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

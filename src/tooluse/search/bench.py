@@ -95,15 +95,28 @@ def load_dataset(directory: str | Path) -> Dataset:
     for required in ("tools.jsonl", "queries.jsonl"):
         if not (path / required).is_file():
             raise FileNotFoundError(f"{path} has no {required}; expected a tool-search dataset")
-    tools = tuple(_tool(path / "tools.jsonl", n, row) for n, row in _jsonl(path / "tools.jsonl"))
-    names = {tool.tool_name for tool in tools}
+    tools = []
+    names: dict[str, int] = {}  # name -> its line
+    for number, row in _jsonl(path / "tools.jsonl"):
+        tool = _tool(path / "tools.jsonl", number, row)
+        if tool.tool_name in names:  # an index keeps one tool of a name: which is gold?
+            raise ValueError(
+                f"{path / 'tools.jsonl'}:{number}: the name {tool.tool_name!r} is already on "
+                f"line {names[tool.tool_name]}"
+            )
+        names[tool.tool_name] = number
+        tools.append(tool)
     queries = []
+    ids: dict[str, int] = {}  # id -> its line
     for number, row in _jsonl(path / "queries.jsonl"):
         where = f"{path / 'queries.jsonl'}:{number}"
         if not isinstance(row.get("id"), str) or not isinstance(row.get("query"), str):
             raise ValueError(f"{where}: 'id' and 'query' must be strings")
+        if row["id"] in ids:  # rankings are keyed by id: both would get the last one's
+            raise ValueError(f"{where}: the id {row['id']!r} is already on line {ids[row['id']]}")
+        ids[row["id"]] = number
         gold = row.get("gold")
-        if not isinstance(gold, list) or not gold:
+        if not isinstance(gold, list) or not gold or not all(isinstance(g, str) for g in gold):
             raise ValueError(f"{where}: 'gold' must be a non-empty list of tool names")
         unknown = [name for name in gold if name not in names]
         if unknown:
@@ -112,7 +125,7 @@ def load_dataset(directory: str | Path) -> Dataset:
         queries.append(BenchQuery(row["id"], row["query"], tuple(gold), extra))
     if not tools or not queries:
         raise ValueError(f"{path}: a dataset needs at least one tool and one query")
-    return Dataset(path, tools, tuple(queries))
+    return Dataset(path, tuple(tools), tuple(queries))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
