@@ -192,6 +192,7 @@ def _arguments(*argv: str) -> argparse.Namespace:
 
 def test_options_build_the_configuration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # --tools puts the working directory on it
     config = config_from_arguments(_arguments("--db", str(tmp_path / "x.db")))
     assert config.model is None and config.tools == SAMPLE_TOOLS
     mine = config_from_arguments(_arguments("--tools", "_qa_helpers:CountingMemory.add"))

@@ -11,13 +11,11 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
-import os
 import sys
-from pathlib import Path
 from typing import Any, Literal
+
+from tooluse._targets import TargetError, load_target
 
 __all__ = ["add_arguments", "run"]
 
@@ -77,8 +75,8 @@ def _serve(args: argparse.Namespace) -> int:
     from tooluse.mcp._server import serve_tools
 
     try:
-        tools = _load_target(args.target)
-    except (ValueError, ImportError, AttributeError, OSError) as exc:
+        tools = load_target(args.target)
+    except TargetError as exc:
         print(f"tooluse mcp serve: {exc}", file=sys.stderr)
         return 2
     transport: Literal["stdio", "http"] = "http" if args.http is not None else "stdio"
@@ -163,25 +161,3 @@ def _header(text: str) -> tuple[str, str]:
     if not colon or not name.strip():
         raise ValueError(f"a header must look like NAME:VALUE, got {text!r}")
     return name.strip(), value.strip()
-
-
-def _load_target(target: str) -> Any:
-    module_name, colon, attribute = target.rpartition(":")
-    if not colon or not module_name or not attribute:
-        raise ValueError(f"expected MODULE:ATTR (e.g. my_tools:tools), got {target!r}")
-    if module_name.endswith(".py"):
-        path = Path(module_name)
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
-        spec.loader.exec_module(module)
-    else:
-        if os.getcwd() not in sys.path:  # like `python -m`: modules in the working directory
-            sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(module_name)
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise AttributeError(f"module {module_name!r} has no attribute {attribute!r}") from None
