@@ -229,6 +229,27 @@ def test_startup_failures_are_reported_without_a_traceback(
         assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", ["serve", "chat", "eval"])
+def test_a_model_without_its_key_says_which_variable_to_set(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tooluse.cli import main
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    question = ["hi"] if command == "chat" else []
+    assert (
+        main([command, "--model", "openai:gpt-4o", "--db", str(tmp_path / "k.db"), *question]) == 2
+    )
+    err = capsys.readouterr().err
+    assert err == (
+        f"tooluse {command}: --model openai:gpt-4o needs an API key: set the environment "
+        "variable OPENAI_API_KEY (e.g. export OPENAI_API_KEY=...)\n"
+    )  # not from_config's "or pass api_key=", which the command line has no way to do
+
+
 def test_serve_refuses_a_port_out_of_range(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from tooluse.mcp._server import serve_tools
+    from tooluse.mcp._server import ApprovalToolsError, serve_tools
 
     try:
         tools = load_target(args.target)
@@ -96,7 +96,15 @@ def _serve(args: argparse.Namespace) -> int:
             path=args.path,
             allow_approval_tools=args.allow_approval_tools,
         )
-    except (ValueError, TypeError) as exc:  # no tools, duplicate names, approval tools
+    except ApprovalToolsError as exc:  # its message names serve_tools' allow_approval_tools=
+        print(
+            f"tooluse mcp serve: tools {', '.join(exc.tool_names)} in {args.target} require "
+            "human approval, which MCP clients cannot give; leave them out or add "
+            "--allow-approval-tools to serve them without approval",
+            file=sys.stderr,
+        )
+        return 2
+    except (ValueError, TypeError) as exc:  # no tools, duplicate names
         print(f"tooluse mcp serve: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

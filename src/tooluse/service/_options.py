@@ -71,9 +71,15 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
     model = None
     if args.model:
         from tooluse.models import from_config
+        from tooluse.models._config import MissingApiKeyError
 
         try:
             model = from_config(args.model)
+        except MissingApiKeyError as exc:  # its message names from_config's api_key=
+            raise OptionError(
+                f"--model {args.model} needs an API key: set the environment variable "
+                f"{exc.key_env} (e.g. export {exc.key_env}=...)"
+            ) from exc
         except ValueError as exc:
             raise OptionError(f"--model: {exc}") from exc
     if args.tools:
