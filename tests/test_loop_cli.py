@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Iterator
@@ -200,3 +201,81 @@ def test_a_module_whose_own_import_is_missing_names_it(
     err = capsys.readouterr().err
     assert "cannot import 'my_tools': No module named 'no_such_dependency_xyz'" in err
     assert "which it imports; install that" in err and "PYTHONPATH" not in err
+
+
+# -- help ----------------------------------------------------------------------------------------
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """``parser`` and the parsers of its subcommands, theirs too."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_every_help_shows_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLUSE_API_KEY", "s3cret-key")  # a default that must not be shown
+    parser = cli.build_parser([command.name for command in cli.COMMANDS])
+    checked = 0
+    for sub in _parsers(parser):
+        text = " ".join(sub.format_help().split())
+        assert "s3cret-key" not in text and "``" not in text, sub.prog
+        for action in sub._actions:
+            default = action.default
+            if (
+                default is None
+                or default is argparse.SUPPRESS
+                or isinstance(default, bool)  # flags
+                or default == []
+                or isinstance(action, argparse._SubParsersAction)
+            ):
+                continue
+            described = "default" in (action.help or "")  # e.g. "(default: $TOOLUSE_DB or ..."
+            assert described or f"(default: {default})" in text, (sub.prog, action.dest)
+            checked += 1
+    assert checked >= 20
+
+
+@pytest.mark.parametrize(
+    ("argv", "shown"),
+    [
+        (
+            ["bench", "search"],
+            ["--index {regex,bm25,vector,hybrid} the index to build (default: hybrid)"],
+        ),
+        (["eval"], ["--runs RUNS times each question is asked (default: 3)", "(default: warning)"]),
+        (["serve"], ["--log-level {debug,info,warning} log level (default: info)"]),
+        (["chat"], ["--log-level {debug,info,warning} log level (default: warning)"]),
+        (
+            ["ingest"],
+            [
+                '--collection COLLECTION collection in the file (default: "default")',
+                "--chunk-size CHUNK_SIZE estimated tokens (default: 256)",
+                "--chunk-overlap CHUNK_OVERLAP estimated tokens (default: 32)",
+            ],
+        ),
+        (["mcp", "serve"], ["--path PATH HTTP path (default: /mcp)"]),
+        (["demo"], ["(default: What is the weather, and what time is it?)"]),
+    ],
+)
+def test_help_examples(
+    argv: list[str], shown: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([*argv, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for expected in shown:
+        assert expected in text, text
+    assert "--help show this help message and exit" in text  # no "(default: ...)" on flags
+
+
+def test_bench_search_help_is_a_description_not_a_docstring(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "search", "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and "tooluse bench search``" not in out
+    assert "Build one tool-search index over a benchmark dataset" in out

@@ -35,9 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the tools are: a module name or a .py file, then the attribute",
     )
     serve.add_argument("--http", metavar="PORT", type=int, help="serve over streamable HTTP")
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
-    serve.add_argument("--path", default="/mcp", help="HTTP path (default /mcp)")
-    serve.add_argument("--name", default="tooluse", help="the server's name (default tooluse)")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP host")
+    serve.add_argument("--path", default="/mcp", help="HTTP path")
+    serve.add_argument("--name", default="tooluse", help="the server's name")
     serve.add_argument(
         "--allow-approval-tools",
         action="store_true",
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an HTTP header, repeatable (with --url)",
     )
     tools.add_argument("--json", action="store_true", help="names, descriptions and schemas")
-    tools.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (default 30)")
+    tools.add_argument("--timeout", type=float, default=30.0, help="seconds to wait")
     tools.add_argument("server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
     tools.set_defaults(mcp_run=_tools)
 

@@ -55,7 +55,9 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="do not ingest the sample documents into an empty knowledge base",
     )
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning"], help="log level"
+    )
 
 
 def _import_tools(reference: str) -> object:
