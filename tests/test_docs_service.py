@@ -1,5 +1,6 @@
 """docs/service.md's Python examples run as written, in order (with a fast stand-in for the
-bundled embedding model, which is not what they show)."""
+bundled embedding model, which is not what they show), and its lists of options are the
+commands' options."""
 
 import re
 from pathlib import Path
@@ -18,3 +19,30 @@ def test_the_examples_run_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     namespace: dict[str, object] = {"__name__": "service_doc"}
     for number, block in enumerate(blocks[:2], start=1):  # the third needs a running server
         exec(compile(block, f"{DOC.name} example {number}", "exec"), namespace)
+
+
+def _paragraph(text: str, start: str) -> str:
+    at = text.index(start)
+    return text[at : text.index("\n\n", at)]
+
+
+def _options(command: str) -> set[str]:
+    import argparse
+
+    from tooluse.cli import COMMANDS, _load
+
+    parser = argparse.ArgumentParser()
+    _load(next(c for c in COMMANDS if c.name == command)).add_arguments(parser)
+    return {name for action in parser._actions for name in action.option_strings} - {
+        "-h",
+        "--help",
+    }
+
+
+def test_the_options_said_to_be_shared_are_the_ones_the_commands_share() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    shared = re.findall(r"`(--[a-z-]+)", _paragraph(text, "Options shared with `tooluse chat`"))
+    serve_only = re.findall(r"`(--[a-z-]+)", _paragraph(text, "Options of `tooluse serve` only"))
+    serve, chat, evaluate = _options("serve"), _options("chat"), _options("eval")
+    assert set(shared) == serve & chat == serve & evaluate, shared
+    assert set(serve_only) == serve - chat == serve - evaluate, serve_only

@@ -433,6 +433,17 @@ def test_cli_argument_errors(
     assert message in capsys.readouterr().err
 
 
+def test_cli_names_its_flag_for_tools_needing_approval(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))  # loading puts the working directory on it
+    assert main(["mcp", "serve", "tooluse.service:SAMPLE_TOOLS"]) == 2  # cancel_order is held
+    err = capsys.readouterr().err
+    assert err.startswith("tooluse mcp serve: tools cancel_order in tooluse.service:SAMPLE_TOOLS")
+    assert "add --allow-approval-tools to serve them" in err
+    assert "allow_approval_tools=" not in err  # the keyword argument of the library message
+
+
 def test_cli_reports_a_stdio_server_that_fails(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mcp", "tools", "--", sys.executable, "-c", "pass"]) == 1
     assert "closed the connection during the handshake" in capsys.readouterr().err

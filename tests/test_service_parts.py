@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -192,6 +193,7 @@ def _arguments(*argv: str) -> argparse.Namespace:
 
 def test_options_build_the_configuration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # --tools puts the working directory on it
     config = config_from_arguments(_arguments("--db", str(tmp_path / "x.db")))
     assert config.model is None and config.tools == SAMPLE_TOOLS
     mine = config_from_arguments(_arguments("--tools", "_qa_helpers:CountingMemory.add"))
@@ -226,6 +228,78 @@ def test_startup_failures_are_reported_without_a_traceback(
         err = capsys.readouterr().err
         assert err.startswith(f"tooluse {command}: ") and message in err, err
         assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["serve", "chat", "eval"])
+def test_a_model_without_its_key_says_which_variable_to_set(
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tooluse.cli import main
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    question = ["hi"] if command == "chat" else []
+    assert (
+        main([command, "--model", "openai:gpt-4o", "--db", str(tmp_path / "k.db"), *question]) == 2
+    )
+    err = capsys.readouterr().err
+    assert err == (
+        f"tooluse {command}: --model openai:gpt-4o needs an API key: set the environment "
+        "variable OPENAI_API_KEY (e.g. export OPENAI_API_KEY=...)\n"
+    )  # not from_config's "or pass api_key=", which the command line has no way to do
+
+
+@pytest.mark.parametrize(
+    ("host", "api_key", "warned"),
+    [
+        ("0.0.0.0", None, True),
+        ("::", None, True),
+        ("192.168.1.20", "", True),  # an empty $TOOLUSE_API_KEY is no key
+        ("myhost.example", None, True),
+        ("0.0.0.0", "k1", False),
+        ("127.0.0.1", None, False),
+        ("127.0.0.2", None, False),
+        ("::1", None, False),
+        ("localhost", None, False),
+    ],
+)
+def test_serve_warns_when_it_opens_an_unkeyed_api_beyond_this_machine(
+    host: str,
+    api_key: str | None,
+    warned: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tooluse.cli import main
+
+    if api_key is None:
+        monkeypatch.delenv("TOOLUSE_API_KEY", raising=False)
+    else:
+        monkeypatch.setenv("TOOLUSE_API_KEY", api_key)
+    monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
+    bound: list[str] = []
+
+    def fake_uvicorn_run(app: Any, host: str, **options: object) -> None:
+        bound.append(host)
+        app.state.service.close()
+
+    monkeypatch.setattr("uvicorn.run", fake_uvicorn_run)
+    argv = ["serve", "--host", host, "--db", str(tmp_path / "s.db"), "--no-sample-knowledge"]
+    with caplog.at_level(logging.WARNING, logger="tooluse.service"):
+        assert main(argv) == 0
+    assert bound == [host]  # a warning, not a refusal: a proxy in front may authenticate
+    warnings = [r.getMessage() for r in caplog.records if "without an API key" in r.getMessage()]
+    if warned:
+        assert warnings == [
+            f"serving on {host} without an API key: /api/* and /v1/* answer anyone who can "
+            "reach this address (chat, tool calls, approvals). Set --api-key or "
+            "$TOOLUSE_API_KEY, unless a proxy in front authenticates the requests"
+        ]
+    else:
+        assert warnings == []
 
 
 def test_serve_refuses_a_port_out_of_range(

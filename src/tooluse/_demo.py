@@ -38,7 +38,12 @@ def current_time(utc_offset_hours: Annotated[int, ToolParam(description="e.g. 2"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("question", nargs="?", default="What is the weather, and what time is it?")
+    parser.add_argument(
+        "question",
+        nargs="?",
+        default="What is the weather, and what time is it?",
+        help="the question to ask",
+    )
     parser.add_argument("--stream", action="store_true", help="stream the answer")
 
 

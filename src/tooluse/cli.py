@@ -4,7 +4,8 @@ Each subcommand lives in its own module, imported only when that subcommand runs
 ``tooluse --help`` stays fast whatever the subcommands import). A module exposes
 ``add_arguments(parser: argparse.ArgumentParser) -> None`` and
 ``run(args: argparse.Namespace) -> int`` (the exit status). Registering one is one line in
-:data:`COMMANDS`.
+:data:`COMMANDS`. Every parser, nested subcommands' too, shows the options' defaults in its
+help (:class:`HelpFormatter`): a help text that describes its default itself is left as is.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import Any
 
-__all__ = ["COMMANDS", "Command", "build_parser", "main"]
+__all__ = ["COMMANDS", "ArgumentParser", "Command", "HelpFormatter", "build_parser", "main"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -37,6 +39,36 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Help that shows each option's default, "(default: X)", unless its help says it already
+    (a default from the environment, for one, is described, never shown: it may be a key).
+    Flags (``store_true``...) and options without a default show none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help
+        default = action.default
+        if (
+            not text
+            or "default" in text
+            or default is None
+            or default is argparse.SUPPRESS
+            or isinstance(default, bool)
+            or (isinstance(default, (list, tuple)) and not default)
+            or not (action.option_strings or action.nargs in (argparse.OPTIONAL, "*"))
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An ``argparse.ArgumentParser`` with :class:`HelpFormatter`; the parsers of
+    subcommands (and of their own subcommands) are of this class too."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def _load(command: Command) -> ModuleType:
     module = importlib.import_module(command.module)
     for attribute in ("add_arguments", "run"):
@@ -49,7 +81,7 @@ def _load(command: Command) -> ModuleType:
 
 def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in ``argv`` has its module imported."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="tooluse", description="LLM tool calling and tool search for Python."
     )
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -40,7 +40,14 @@ from tooluse.calling import (
 )
 from tooluse.tools import ToolCallback, ToolContext, tool_callbacks
 
-__all__ = ["MCP_META_KEY", "ServedToolContext", "aserve_tools", "mcp_server", "serve_tools"]
+__all__ = [
+    "MCP_META_KEY",
+    "ApprovalToolsError",
+    "ServedToolContext",
+    "aserve_tools",
+    "mcp_server",
+    "serve_tools",
+]
 
 MCP_META_KEY = "mcp_meta"
 """The tool-context key under which a served tool finds the ``_meta`` the client sent (less
@@ -53,6 +60,19 @@ ServedToolContext: TypeAlias = (
 context (its ``request`` is the HTTP request on streamable HTTP, e.g. for auth headers)."""
 
 _MEDIA_PREFIX = '{"mimeType": "'  # how tooluse.tools.Image results start
+
+
+class ApprovalToolsError(ValueError):
+    """Tools that need human approval, refused without ``allow_approval_tools``;
+    ``tool_names`` are theirs (commands word their own advice from them)."""
+
+    def __init__(self, tool_names: Sequence[str]) -> None:
+        super().__init__(
+            f"Tools {', '.join(tool_names)} require human approval, which MCP clients cannot "
+            "give; leave them out or pass allow_approval_tools=True to serve them without "
+            "approval"
+        )
+        self.tool_names = tuple(tool_names)
 
 
 def mcp_server(
@@ -76,10 +96,7 @@ def mcp_server(
         raise ValueError("mcp_server needs at least one tool")
     held = [c.definition.name for c in callbacks if c.metadata.requires_approval is not False]
     if held and not allow_approval_tools:
-        raise ValueError(
-            f"Tools {', '.join(held)} require human approval, which MCP clients cannot give; "
-            "leave them out or pass allow_approval_tools=True to serve them without approval"
-        )
+        raise ApprovalToolsError(held)
     by_name = {callback.definition.name: callback for callback in callbacks}
     listing = ListToolsResult(
         tools=[

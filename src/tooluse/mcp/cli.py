@@ -11,13 +11,11 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
-import os
 import sys
-from pathlib import Path
 from typing import Any, Literal
+
+from tooluse._targets import TargetError, load_target
 
 __all__ = ["add_arguments", "run"]
 
@@ -37,9 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the tools are: a module name or a .py file, then the attribute",
     )
     serve.add_argument("--http", metavar="PORT", type=int, help="serve over streamable HTTP")
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default 127.0.0.1)")
-    serve.add_argument("--path", default="/mcp", help="HTTP path (default /mcp)")
-    serve.add_argument("--name", default="tooluse", help="the server's name (default tooluse)")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP host")
+    serve.add_argument("--path", default="/mcp", help="HTTP path")
+    serve.add_argument("--name", default="tooluse", help="the server's name")
     serve.add_argument(
         "--allow-approval-tools",
         action="store_true",
@@ -63,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an HTTP header, repeatable (with --url)",
     )
     tools.add_argument("--json", action="store_true", help="names, descriptions and schemas")
-    tools.add_argument("--timeout", type=float, default=30.0, help="seconds to wait (default 30)")
+    tools.add_argument("--timeout", type=float, default=30.0, help="seconds to wait")
     tools.add_argument("server_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
     tools.set_defaults(mcp_run=_tools)
 
@@ -74,11 +72,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from tooluse.mcp._server import serve_tools
+    from tooluse.mcp._server import ApprovalToolsError, serve_tools
 
     try:
-        tools = _load_target(args.target)
-    except (ValueError, ImportError, AttributeError, OSError) as exc:
+        tools = load_target(args.target)
+    except TargetError as exc:
         print(f"tooluse mcp serve: {exc}", file=sys.stderr)
         return 2
     transport: Literal["stdio", "http"] = "http" if args.http is not None else "stdio"
@@ -98,7 +96,15 @@ def _serve(args: argparse.Namespace) -> int:
             path=args.path,
             allow_approval_tools=args.allow_approval_tools,
         )
-    except (ValueError, TypeError) as exc:  # no tools, duplicate names, approval tools
+    except ApprovalToolsError as exc:  # its message names serve_tools' allow_approval_tools=
+        print(
+            f"tooluse mcp serve: tools {', '.join(exc.tool_names)} in {args.target} require "
+            "human approval, which MCP clients cannot give; leave them out or add "
+            "--allow-approval-tools to serve them without approval",
+            file=sys.stderr,
+        )
+        return 2
+    except (ValueError, TypeError) as exc:  # no tools, duplicate names
         print(f"tooluse mcp serve: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -163,25 +169,3 @@ def _header(text: str) -> tuple[str, str]:
     if not colon or not name.strip():
         raise ValueError(f"a header must look like NAME:VALUE, got {text!r}")
     return name.strip(), value.strip()
-
-
-def _load_target(target: str) -> Any:
-    module_name, colon, attribute = target.rpartition(":")
-    if not colon or not module_name or not attribute:
-        raise ValueError(f"expected MODULE:ATTR (e.g. my_tools:tools), got {target!r}")
-    if module_name.endswith(".py"):
-        path = Path(module_name)
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {path}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
-        spec.loader.exec_module(module)
-    else:
-        if os.getcwd() not in sys.path:  # like `python -m`: modules in the working directory
-            sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(module_name)
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise AttributeError(f"module {module_name!r} has no attribute {attribute!r}") from None

@@ -23,7 +23,7 @@ from typing import Literal
 from tooluse.messages import ChatOptions
 from tooluse.models._base import ChatModel
 
-__all__ = ["MODEL_ENV", "from_config"]
+__all__ = ["MODEL_ENV", "MissingApiKeyError", "from_config"]
 
 MODEL_ENV = "TOOLUSE_MODEL"
 
@@ -84,6 +84,16 @@ _PROVIDERS: dict[str, _Provider] = {
 }
 
 
+class MissingApiKeyError(ValueError):
+    """``from_config`` found no API key for a provider that needs one: ``key_env`` is the
+    variable it reads (commands word their own advice from it)."""
+
+    def __init__(self, spec: str, key_env: str) -> None:
+        super().__init__(f"{spec!r} needs an API key: set {key_env} or pass api_key=")
+        self.spec = spec
+        self.key_env = key_env
+
+
 def from_config(
     spec: str | None = None,
     *,
@@ -133,7 +143,7 @@ def from_config(
     key = api_key or (environ.get(provider.key_env) if provider.key_env else None)
     key = key or provider.placeholder_key
     if not key and provider.key_required:
-        raise ValueError(f"{spec!r} needs an API key: set {provider.key_env} or pass api_key=")
+        raise MissingApiKeyError(spec, provider.key_env or "")
     # Imported here so configuring one provider never loads the other's SDK.
     if provider.api == "anthropic":
         from tooluse.models._anthropic import AnthropicChatModel

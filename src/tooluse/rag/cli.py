@@ -30,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("TOOLUSE_DB", DEFAULT_DATABASE),
         help=f"SQLite file (default: $TOOLUSE_DB or {DEFAULT_DATABASE})",
     )
-    parser.add_argument("--collection", default="default", help="collection in the file")
+    parser.add_argument(
+        "--collection", default="default", help='collection in the file (default: "default")'
+    )
     parser.add_argument(
         "--pattern",
         dest="patterns",

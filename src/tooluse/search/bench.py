@@ -238,19 +238,27 @@ def format_report(name: str, kind: str, metrics: Mapping[str, float], result: In
     )
 
 
+_SEARCH_DESCRIPTION = (
+    "Build one tool-search index over a benchmark dataset, rank every query, write a run file "
+    "that the dataset's evaluate.py scores, and print the metrics. The dataset directory holds "
+    "tools.jsonl (name, description, parameters, category, optional original_name) and "
+    "queries.jsonl (id, query, gold, optional lang and category), the format of "
+    "benchmarks/data/tool-search/."
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``tooluse bench search ...`` (``bench`` has one benchmark per subcommand)."""
     benchmarks = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     search = benchmarks.add_parser(
         "search",
         help="rank a tool-search dataset with one index, write a run file, print the metrics",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=_SEARCH_DESCRIPTION,
     )
     search.add_argument(
         "--dataset", required=True, help="directory with tools.jsonl and queries.jsonl"
     )
-    search.add_argument("--index", choices=INDEX_KINDS, default="hybrid")
+    search.add_argument("--index", choices=INDEX_KINDS, default="hybrid", help="the index to build")
     search.add_argument("--out", help="run file to write (default: run-<index>.jsonl)")
     search.add_argument("--json", action="store_true", help="print the metrics as JSON")
 

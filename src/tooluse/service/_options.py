@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sqlite3
 from collections.abc import Callable
 from typing import TypeVar
 
+from tooluse._targets import TargetError, load_target
 from tooluse.service._service import DEFAULT_DATABASE, ServiceConfig
 
 __all__ = [
@@ -44,8 +44,10 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         "--tools",
         action="append",
         metavar="MODULE:ATTRIBUTE",
-        help="your tools instead of the sample tools, e.g. myapp.tools:TOOLS (a function, an "
-        "object with @tool methods or a list of them); repeatable",
+        help="your tools instead of the sample tools: a module (found in the working "
+        "directory or on PYTHONPATH) or a .py file, then the attribute, e.g. my_tools:tools or "
+        "path/to/my_tools.py:tools (a function, an object with @tool methods or a list of "
+        "them); repeatable",
     )
     parser.add_argument(
         "--no-sample-knowledge",
@@ -53,26 +55,16 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_false",
         help="do not ingest the sample documents into an empty knowledge base",
     )
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    parser.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning"], help="log level"
+    )
 
 
 def _import_tools(reference: str) -> object:
-    module_name, sep, attribute = reference.partition(":")
-    if not sep or not module_name or not attribute:
-        raise OptionError(
-            f"--tools takes MODULE:ATTRIBUTE, e.g. myapp.tools:TOOLS, got {reference!r}"
-        )
     try:
-        found: object = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise OptionError(f"--tools {reference}: cannot import {module_name!r}: {exc}") from exc
-    for part in attribute.split("."):
-        if not hasattr(found, part):
-            raise OptionError(
-                f"--tools {reference}: {module_name!r} has no attribute {attribute!r}"
-            )
-        found = getattr(found, part)
-    return found
+        return load_target(reference)
+    except TargetError as exc:
+        raise OptionError(f"--tools {reference}: {exc}") from exc
 
 
 def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
@@ -81,9 +73,15 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
     model = None
     if args.model:
         from tooluse.models import from_config
+        from tooluse.models._config import MissingApiKeyError
 
         try:
             model = from_config(args.model)
+        except MissingApiKeyError as exc:  # its message names from_config's api_key=
+            raise OptionError(
+                f"--model {args.model} needs an API key: set the environment variable "
+                f"{exc.key_env} (e.g. export {exc.key_env}=...)"
+            ) from exc
         except ValueError as exc:
             raise OptionError(f"--model: {exc}") from exc
     if args.tools:

@@ -34,8 +34,8 @@ _PREVIEW = 300  # characters of a tool result shown
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Chat with the QA pipeline of `tooluse serve` in the terminal (same options, same "
-        "SQLite file). With a QUESTION, answer it and exit. Tool calls that need approval "
+        "Chat with the QA pipeline of `tooluse serve` in the terminal (its model, tools and "
+        "SQLite file options). With a QUESTION, answer it and exit. Tool calls that need approval "
         "are asked about here."
     )
     parser.add_argument("question", nargs="?", help="answer this question and exit")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
+import logging
 import os
 import sys
 
@@ -15,6 +17,8 @@ from tooluse.service._options import (
 )
 
 __all__ = ["add_arguments", "run"]
+
+logger = logging.getLogger("tooluse.service")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--api-key",
         default=os.environ.get("TOOLUSE_API_KEY"),
         help="require Authorization: Bearer <key> on /api and /v1 (default: $TOOLUSE_API_KEY; "
-        "none: open, which is fine on 127.0.0.1)",
+        "none: open, which is fine on 127.0.0.1, and warned about on other addresses)",
     )
     add_service_arguments(parser)
 
@@ -44,6 +48,15 @@ def _port(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0-65535, got {port}")
     return port
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to any address
+        return False
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,5 +73,13 @@ def run(args: argparse.Namespace) -> int:
     except OptionError as exc:
         print(f"tooluse serve: {exc}", file=sys.stderr)
         return 2
+    if not args.api_key and not _is_loopback(args.host):
+        # A warning, not an error: a reverse proxy in front may authenticate.
+        logger.warning(
+            "serving on %s without an API key: /api/* and /v1/* answer anyone who can reach "
+            "this address (chat, tool calls, approvals). Set --api-key or $TOOLUSE_API_KEY, "
+            "unless a proxy in front authenticates the requests",
+            args.host,
+        )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
