@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -226,6 +227,39 @@ def test_startup_failures_are_reported_without_a_traceback(
         err = capsys.readouterr().err
         assert err.startswith(f"tooluse {command}: ") and message in err, err
         assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["serve", "chat"])
+@pytest.mark.parametrize("component", ["chat_memory", "qa_approval", "vector_store"])
+def test_a_db_of_another_schema_version_is_reported_without_a_traceback(
+    command: str,
+    component: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import uvicorn
+
+    from tooluse.cli import main
+
+    def serving(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the server started")
+
+    monkeypatch.setattr(uvicorn, "run", serving)
+    database = tmp_path / "old.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute(
+            "CREATE TABLE tooluse_schema_version (component TEXT PRIMARY KEY, version INTEGER)"
+        )
+        connection.execute("INSERT INTO tooluse_schema_version VALUES (?, 99)", (component,))
+    connection.close()
+    question = ["hi"] if command == "chat" else []
+    # The vector store opens in the background: its version is checked before the start.
+    assert main([command, "--db", str(database), "--no-sample-knowledge", *question]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tooluse {command}: "), err
+    assert f"{component} schema version 99, but this version of tooluse reads version 1" in err
+    assert "Traceback" not in err
 
 
 def test_serve_refuses_a_port_out_of_range(
