@@ -433,6 +433,23 @@ def test_cli_argument_errors(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("port", ["65536", "99999", "-1", "http"])
+def test_cli_serve_refuses_a_port_out_of_range(
+    port: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tooluse.mcp import _server
+
+    def serving(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the server started")
+
+    monkeypatch.setattr(_server, "serve_tools", serving)
+    with pytest.raises(SystemExit) as exit_:
+        main(["mcp", "serve", "tests/mcp_servers/tooluse_tools.py:tools", "--http", port])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --http" in err and "Traceback" not in err
+
+
 def test_cli_reports_a_stdio_server_that_fails(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mcp", "tools", "--", sys.executable, "-c", "pass"]) == 1
     assert "closed the connection during the handshake" in capsys.readouterr().err

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-__all__ = ["COMMANDS", "Command", "build_parser", "main"]
+__all__ = ["COMMANDS", "Command", "build_parser", "main", "port_number"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -35,6 +35,17 @@ COMMANDS: tuple[Command, ...] = (
     Command("bench", "tooluse.search.bench", "benchmarks (bench search: a tool-search index)"),
     Command("mcp", "tooluse.mcp.cli", "MCP: serve tools as an MCP server, list a server's tools"),
 )
+
+
+def port_number(text: str) -> int:
+    """The ``type=`` of a port option: 0-65535, else a usage error (exit status 2)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, got {port}")
+    return port
 
 
 def _load(command: Command) -> ModuleType:
