@@ -494,6 +494,42 @@ async def test_closing_while_connecting_does_not_hang() -> None:
     assert provider.connections[0].state == "closed"
 
 
+class FilterBroke(Exception):
+    """A user's callback failing in its own way."""
+
+
+def _refuse_b(server: str, tool: Tool) -> bool:
+    if server == "b":
+        raise FilterBroke(f"no rule for {server}/{tool.name}")
+    return True
+
+
+def _no_metadata(server: str, tool: Tool) -> ToolMetadata:
+    raise FilterBroke("no metadata")
+
+
+def _no_name(server: str, tool: Tool) -> str:
+    raise FilterBroke("no name")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"tool_filter": _refuse_b}, {"tool_metadata": _no_metadata}, {"naming": _no_name}],
+    ids=["tool_filter", "tool_metadata", "naming"],
+)
+async def test_a_user_callback_failing_while_connecting_closes_every_server(
+    options: dict[str, Any],
+) -> None:
+    provider = McpToolProvider(
+        InProcessServer(numbers_server("a")), InProcessServer(numbers_server("b")), **options
+    )
+    with pytest.raises(FilterBroke):
+        await provider.aconnect()  # the user's exception, as it was raised
+    assert [c.state for c in provider.connections] == ["closed", "closed"]
+    with pytest.raises(RuntimeError, match="not connected"):
+        provider.tool_callbacks()
+
+
 async def test_tool_metadata_can_hold_destructive_tools_for_approval() -> None:
     server = MCPServer("files")
     deleted: list[str] = []
