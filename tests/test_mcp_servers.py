@@ -15,6 +15,7 @@ import json
 import socket
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -441,6 +442,39 @@ async def test_a_required_server_that_cannot_start_fails_the_provider() -> None:
     with pytest.raises(McpServerError, match="'broken'"):
         await provider.aconnect()
     assert [c.state for c in provider.connections] == ["closed", "closed"]
+
+
+def processes_running(marker: str) -> list[int]:
+    """The live processes with ``marker`` among their arguments (an exited one has none)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile
+            continue
+        if marker.encode() in arguments:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+async def test_a_tool_filter_that_raises_closes_the_servers_already_started() -> None:
+    marker = f"filter-leak-check-{uuid.uuid4().hex}"
+    first = StdioServer(sys.executable, [SDK_SERVER, marker], name="first")
+    second = StdioServer(sys.executable, [SDK_SERVER, marker], name="second", mode="legacy")
+
+    def tool_filter(server: str, tool: Tool) -> bool:
+        if server == "second":
+            raise LookupError(f"no rule for {tool.name}")
+        return True
+
+    provider = McpToolProvider(first, second, tool_filter=tool_filter)
+    with pytest.raises(LookupError, match="no rule for"):
+        await provider.aconnect()
+    assert [c.state for c in provider.connections] == ["closed", "closed"]
+    assert processes_running(marker) == []
 
 
 # -- tooluse tools served over stdio and streamable HTTP -----------------------------------------

@@ -444,6 +444,23 @@ def test_cli_names_its_flag_for_tools_needing_approval(
     assert "allow_approval_tools=" not in err  # the keyword argument of the library message
 
 
+@pytest.mark.parametrize("port", ["65536", "99999", "-1", "http"])
+def test_cli_serve_refuses_a_port_out_of_range(
+    port: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tooluse.mcp import _server
+
+    def serving(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the server started")
+
+    monkeypatch.setattr(_server, "serve_tools", serving)
+    with pytest.raises(SystemExit) as exit_:
+        main(["mcp", "serve", "tests/mcp_servers/tooluse_tools.py:tools", "--http", port])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --http" in err and "Traceback" not in err
+
+
 def test_cli_reports_a_stdio_server_that_fails(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mcp", "tools", "--", sys.executable, "-c", "pass"]) == 1
     assert "closed the connection during the handshake" in capsys.readouterr().err
@@ -486,6 +503,42 @@ async def test_closing_while_connecting_does_not_hang() -> None:
     await asyncio.wait_for(provider.aclose(), timeout=5)
     await asyncio.wait_for(connecting, timeout=5)
     assert provider.connections[0].state == "closed"
+
+
+class FilterBroke(Exception):
+    """A user's callback failing in its own way."""
+
+
+def _refuse_b(server: str, tool: Tool) -> bool:
+    if server == "b":
+        raise FilterBroke(f"no rule for {server}/{tool.name}")
+    return True
+
+
+def _no_metadata(server: str, tool: Tool) -> ToolMetadata:
+    raise FilterBroke("no metadata")
+
+
+def _no_name(server: str, tool: Tool) -> str:
+    raise FilterBroke("no name")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"tool_filter": _refuse_b}, {"tool_metadata": _no_metadata}, {"naming": _no_name}],
+    ids=["tool_filter", "tool_metadata", "naming"],
+)
+async def test_a_user_callback_failing_while_connecting_closes_every_server(
+    options: dict[str, Any],
+) -> None:
+    provider = McpToolProvider(
+        InProcessServer(numbers_server("a")), InProcessServer(numbers_server("b")), **options
+    )
+    with pytest.raises(FilterBroke):
+        await provider.aconnect()  # the user's exception, as it was raised
+    assert [c.state for c in provider.connections] == ["closed", "closed"]
+    with pytest.raises(RuntimeError, match="not connected"):
+        provider.tool_callbacks()
 
 
 async def test_tool_metadata_can_hold_destructive_tools_for_approval() -> None:

@@ -163,3 +163,33 @@ def test_tooluse_eval_on_the_samples_offline(
     assert capsys.readouterr().out.startswith("t: 2/2 (100%)")
     assert cli.main(["eval", str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().err
+
+
+async def test_the_trajectory_keeps_every_call_when_ids_are_reused() -> None:
+    rounds = iter(
+        [
+            tool_call("order_status", {"order_id": "A1"}, id="call_0"),
+            [
+                tool_call("order_status", {"order_id": "B2"}, id="call_0"),
+                tool_call("unknown_tool", {}, id="call_0"),
+            ],
+            "",
+        ]
+    )
+
+    def respond(prompt: Prompt) -> ResponseLike:
+        return next(rounds) if prompt.options.tool_callbacks else "answer"
+
+    pipeline = QaPipeline(
+        FunctionModel(respond),
+        retriever=CountingRetriever(),
+        tools=[order_status],
+        memory=MessageWindowChatMemory(),
+    )
+    family = QuestionFamily("status", ("Where are A1 and B2?",), ("order_status",))
+    [report] = await aevaluate(pipeline, [family], runs=1)
+    assert report.runs[0].trajectory == (
+        TrajectoryStep("order_status", '{"order_id": "A1"}', False),
+        TrajectoryStep("order_status", '{"order_id": "B2"}', False),
+        TrajectoryStep("unknown_tool", "{}", True),
+    )

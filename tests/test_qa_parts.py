@@ -12,6 +12,14 @@ from hypothesis import strategies as st
 from _loop_tools import RecordingTool
 from _qa_helpers import CountingRetriever
 from tooluse import ToolContext, tool, tool_callbacks
+from tooluse.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
 from tooluse.qa import (
     LEDGER_KEY,
     FetchGateRetriever,
@@ -26,8 +34,9 @@ from tooluse.qa import (
     format_records,
     ledger_tool_callbacks,
 )
+from tooluse.qa._trace import ToolTrace
 from tooluse.rag import Document, Query
-from tooluse.testing import ScriptedModel, tool_call
+from tooluse.testing import ScriptedModel, chat_response, tool_call
 
 
 @tool
@@ -258,3 +267,43 @@ def test_augmenter_templates_are_checked() -> None:
     )
     rendered = custom.augment(Query("q"), [Document(text="d", id="d")])
     assert rendered.text == "[1] d|brief|q"
+
+
+# -- tool trace --------------------------------------------------------------------------------
+
+
+def test_trace_matches_results_to_the_round_by_place_not_by_id() -> None:
+    events: list[object] = []
+    trace = ToolTrace(events.append)
+    calls = (
+        ToolCall(id="call_0", name="a", arguments="{}"),
+        ToolCall(id="call_0", name="b", arguments="{}"),
+    )
+    answers = ToolResponseMessage(
+        responses=(
+            ToolResponse(id="call_0", name="a", data="1"),
+            ToolResponse(id="call_0", name="b", data="2"),
+        )
+    )
+    trace.report_calls(chat_response(tool_calls=calls))
+    # A tool loop that sends the model only the system message and the last results.
+    trace.report_results([SystemMessage(text="rules"), answers])
+    # The history the run ends with: each result is reported once.
+    trace.report_results(
+        [
+            UserMessage(text="q"),
+            AssistantMessage(tool_calls=calls),
+            answers,
+            AssistantMessage(text="ok"),
+        ]
+    )
+    assert [(e.kind, e.name) for e in events] == [  # type: ignore[attr-defined]
+        ("tool_call", "a"),
+        ("tool_call", "b"),
+        ("tool_result", "a"),
+        ("tool_result", "b"),
+    ]
+    # A new round with the same id: the earlier round's results are not its results.
+    trace.report_calls(chat_response(tool_calls=(ToolCall(id="call_0", name="c", arguments="{}"),)))
+    trace.report_results([UserMessage(text="q"), AssistantMessage(tool_calls=calls), answers])
+    assert [(e.kind, e.name) for e in events][4:] == [("tool_call", "c")]  # type: ignore[attr-defined]

@@ -10,7 +10,13 @@ import pytest
 from _qa_helpers import CountingMemory, CountingRetriever
 from tooluse import Approve, Deny, tool
 from tooluse.memory import MessageWindowChatMemory
-from tooluse.messages import AssistantMessage, SystemMessage, ToolResponseMessage, UserMessage
+from tooluse.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
 from tooluse.qa import (
     LEDGER_KEY,
     ROUTER_SYSTEM,
@@ -345,3 +351,142 @@ async def test_concurrent_sync_tools_are_recorded_in_call_order() -> None:
     prompt = model.requests[-1].messages[-1].text
     assert prompt.index('"first"') < prompt.index('"second"')
     assert isinstance(model.requests[1].messages[-1], ToolResponseMessage)
+
+
+# -- the trace when providers reuse call ids ----------------------------------------------------
+
+
+def traced(events: list[object]) -> list[tuple[str, str, str]]:
+    """(kind, id, arguments or result) of the tool events, in order."""
+    out: list[tuple[str, str, str]] = []
+    for event in events:
+        if isinstance(event, ToolCallEvent):
+            out.append(("call", event.id, event.arguments))
+        elif isinstance(event, ToolResultEvent):
+            out.append(("result", event.id, event.result))
+    return out
+
+
+def shipped(order_id: str) -> str:
+    return json.dumps({"order_id": order_id, "status": "shipped"}, separators=(",", ":"))
+
+
+async def test_call_ids_reused_across_rounds_are_all_traced() -> None:
+    # Some OpenAI-compatible servers number calls per response: call_0 in every round.
+    model = ScriptedModel(
+        [
+            tool_call("order_status", {"order_id": "A1"}, id="call_0"),
+            tool_call("order_status", {"order_id": "B2"}, id="call_0"),
+            "",
+            "Both shipped.",
+        ]
+    )
+    pipeline = QaPipeline(model, retriever=CountingRetriever(), tools=[order_status])
+    events = await events_of(pipeline.stream("Where are A1 and B2?"))
+    assert traced(events) == [
+        ("call", "call_0", '{"order_id": "A1"}'),
+        ("result", "call_0", shipped("A1")),
+        ("call", "call_0", '{"order_id": "B2"}'),
+        ("result", "call_0", shipped("B2")),
+    ]
+    assert events[4] == RouteEvent("tools", 2)  # the ledger had both all along
+
+
+async def test_call_ids_repeated_within_a_round_are_all_traced() -> None:
+    model = ScriptedModel(
+        [
+            [
+                tool_call("order_status", {"order_id": "A1"}, id="call_0"),
+                tool_call("order_status", {"order_id": "B2"}, id="call_0"),
+            ],
+            "",
+            "Both shipped.",
+        ]
+    )
+    events = await events_of(
+        QaPipeline(model, retriever=CountingRetriever(), tools=[order_status]).stream("A1, B2?")
+    )
+    assert traced(events) == [
+        ("call", "call_0", '{"order_id": "A1"}'),
+        ("call", "call_0", '{"order_id": "B2"}'),
+        ("result", "call_0", shipped("A1")),
+        ("result", "call_0", shipped("B2")),
+    ]
+
+
+async def test_an_earlier_turns_calls_with_the_same_ids_are_not_traced() -> None:
+    earlier = tool_call("order_status", {"order_id": "OLD"}, id="call_0")
+    history = [
+        UserMessage(text="Where is order OLD?"),
+        AssistantMessage(tool_calls=(earlier,)),
+        ToolResponseMessage(
+            responses=(ToolResponse(id="call_0", name="order_status", data=shipped("OLD")),)
+        ),
+        AssistantMessage(text="OLD has shipped."),
+    ]
+    model = ScriptedModel(
+        [tool_call("order_status", {"order_id": "A1"}, id="call_0"), "", "A1 has shipped."]
+    )
+    events = await events_of(
+        QaPipeline(model, retriever=CountingRetriever(), tools=[order_status]).stream(
+            "And A1?", history=history
+        )
+    )
+    assert traced(events) == [
+        ("call", "call_0", '{"order_id": "A1"}'),
+        ("result", "call_0", shipped("A1")),
+    ]
+
+
+async def test_reused_call_ids_are_traced_across_an_approval_pause() -> None:
+    model = ScriptedModel(
+        [
+            tool_call("order_status", {"order_id": "A1"}, id="call_0"),
+            [
+                tool_call("order_status", {"order_id": "A1"}, id="call_0"),
+                tool_call("cancel_order", {"order_id": "A1"}, id="call_1"),
+            ],
+            "",
+            "A1 was cancelled.",
+        ]
+    )
+    pipeline = QaPipeline(model, retriever=CountingRetriever(), tools=[order_status, cancel_order])
+    events = await events_of(pipeline.stream("Cancel A1 if it shipped"))
+    assert traced(events) == [
+        ("call", "call_0", '{"order_id": "A1"}'),
+        ("result", "call_0", shipped("A1")),
+        ("call", "call_0", '{"order_id": "A1"}'),
+        ("call", "call_1", '{"order_id": "A1"}'),
+        ("result", "call_0", shipped("A1")),
+    ]
+    paused = events[-1]
+    assert isinstance(paused, ApprovalRequiredEvent)
+
+    resumed = await events_of(
+        pipeline.resume_stream(QaPause.from_json(paused.pause.to_json()), {"call_1": Approve()})
+    )
+    assert traced(resumed) == [("result", "call_1", '{"order_id":"A1","cancelled":true}')]
+    assert squeeze(kinds(resumed))[-3:] == ["route", "delta", "done"]
+
+
+async def test_reused_call_ids_are_traced_when_the_loop_ends_on_tools() -> None:
+    @tool(return_direct=True)
+    def final_status(order_id: str) -> str:
+        """The status, given to the user as is."""
+        return f"{order_id}: shipped"
+
+    model = ScriptedModel(
+        [
+            tool_call("order_status", {"order_id": "A1"}, id="call_0"),
+            tool_call("final_status", {"order_id": "A1"}, id="call_0"),
+            "A1: shipped.",
+        ]
+    )
+    pipeline = QaPipeline(model, retriever=CountingRetriever(), tools=[order_status, final_status])
+    events = await events_of(pipeline.stream("A1?"))
+    assert traced(events) == [
+        ("call", "call_0", '{"order_id": "A1"}'),
+        ("result", "call_0", shipped("A1")),
+        ("call", "call_0", '{"order_id": "A1"}'),
+        ("result", "call_0", '"A1: shipped"'),
+    ]

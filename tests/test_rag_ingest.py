@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,19 @@ def test_cli_reports_unreadable_input_without_a_traceback(
     assert run_cli(str(knowledge), "--db", database, "--quiet") == 2
     err = capsys.readouterr().err
     assert err.startswith("tooluse ingest: ") and "latin1.txt is not utf-8 text" in err
+
+
+def test_cli_reports_a_db_of_another_schema_version(
+    knowledge: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    database = tmp_path / "kb.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute(
+            "CREATE TABLE tooluse_schema_version (component TEXT PRIMARY KEY, version INTEGER)"
+        )
+        connection.execute("INSERT INTO tooluse_schema_version VALUES ('vector_store', 99)")
+    connection.close()
+    assert run_cli(str(knowledge), "--db", str(database), "--quiet") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tooluse ingest: ") and "Traceback" not in err
+    assert "vector_store schema version 99, but this version of tooluse reads version 1" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -197,3 +198,56 @@ def test_text_without_sentence_ends_still_overlaps() -> None:
     for previous, following in itertools.pairwise(chunks):
         assert estimate_tokens(following) <= 20
         assert following.split()[0] in previous.split()[1:]  # starts inside the previous one
+
+
+def test_a_title_longer_than_half_a_chunk_is_cut_and_chunks_still_fit() -> None:
+    title = " > ".join(f"Heading number {n}" for n in range(20))  # ~100 tokens
+    body = " ".join(f"word{n}" for n in range(100))
+    document = Document(id="d", text=body, metadata={"title": title})
+    chunks = TextSplitter(chunk_size=40, chunk_overlap=0).split([document])
+    assert chunks
+    for chunk in chunks:
+        assert estimate_tokens(chunk.text) <= 40
+        heading = chunk.text.split("\n", 1)[0]
+        assert heading.endswith("…") and title.startswith(heading[:-1].rstrip())
+        assert estimate_tokens(heading + "\n") <= 20  # at most half a chunk
+        assert chunk.metadata["title"] == title  # the metadata keeps it whole
+    assert " ".join(c.text.split("\n", 1)[1] for c in chunks).split() == body.split()
+
+
+def test_a_title_that_fits_half_a_chunk_is_kept_whole() -> None:
+    document = Document(id="d", text="alpha " * 40, metadata={"title": "FAQ > Returns"})
+    chunks = TextSplitter(chunk_size=20, chunk_overlap=0).split([document])
+    assert len(chunks) > 1
+    assert all(c.text.startswith("FAQ > Returns\nalpha") for c in chunks)
+    assert all(estimate_tokens(c.text) <= 20 for c in chunks)
+
+
+def test_a_chunk_too_small_for_any_title_has_none() -> None:
+    document = Document(id="d", text="积分两年有效", metadata={"title": "积分规则"})
+    chunks = TextSplitter(chunk_size=1, chunk_overlap=0).split([document])
+    assert [c.text for c in chunks] == list("积分两年有效")
+    one_word = Document(id="d", text="body", metadata={"title": "x" * 200})
+    [chunk] = TextSplitter(chunk_size=4, chunk_overlap=0).split([one_word])
+    assert chunk.text == "xxxxxx…\nbody"  # a word longer than the title's share is cut too
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    title=_texts,
+    text=_texts,
+    size=st.integers(1, 80),
+    overlap_share=st.floats(0, 0.5),
+    length=st.sampled_from([estimate_tokens, len]),
+)
+def test_chunks_with_their_title_fit(
+    title: str, text: str, size: int, overlap_share: float, length: Callable[[str], int]
+) -> None:
+    overlap = min(int(size * overlap_share), size - 1)
+    splitter = TextSplitter(chunk_size=size, chunk_overlap=overlap, length_function=length)
+    document = Document(id="d", text=text, metadata={"title": title})
+    chunks = splitter.split([document])
+    for chunk in chunks:
+        assert length(chunk.text) <= size, chunk.text
+    if title.strip() and length(f"{title}\n") <= size // 2 and chunks:
+        assert all(c.text.startswith(f"{title}\n") for c in chunks)

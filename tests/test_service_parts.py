@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -441,3 +442,36 @@ async def test_a_failing_run_raises_through_the_kept_alive_stream() -> None:
     stream = sse_response(events(), keepalive_seconds=10).body_iterator
     with pytest.raises(ConnectionError, match="model went away"):
         [chunk async for chunk in stream]
+
+
+@pytest.mark.parametrize("command", ["serve", "chat"])
+@pytest.mark.parametrize("component", ["chat_memory", "qa_approval", "vector_store"])
+def test_a_db_of_another_schema_version_is_reported_without_a_traceback(
+    command: str,
+    component: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import uvicorn
+
+    from tooluse.cli import main
+
+    def serving(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the server started")
+
+    monkeypatch.setattr(uvicorn, "run", serving)
+    database = tmp_path / "old.db"
+    with sqlite3.connect(database) as connection:
+        connection.execute(
+            "CREATE TABLE tooluse_schema_version (component TEXT PRIMARY KEY, version INTEGER)"
+        )
+        connection.execute("INSERT INTO tooluse_schema_version VALUES (?, 99)", (component,))
+    connection.close()
+    question = ["hi"] if command == "chat" else []
+    # The vector store opens in the background: its version is checked before the start.
+    assert main([command, "--db", str(database), "--no-sample-knowledge", *question]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tooluse {command}: "), err
+    assert f"{component} schema version 99, but this version of tooluse reads version 1" in err
+    assert "Traceback" not in err

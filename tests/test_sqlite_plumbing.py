@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tooluse._sqlite import connect
+from tooluse._sqlite import check_schema, connect, ensure_schema
 from tooluse.embedding import SqliteEmbeddingCache
+from tooluse.errors import SchemaVersionError
 
 
 def test_threads_racing_to_create_one_file_all_get_a_wal_connection(tmp_path: Path) -> None:
@@ -84,3 +85,40 @@ def test_bad_settings_are_refused_by_name(tmp_path: Path, name: str, value: obje
     settings: dict[str, object] = {"busy_timeout": 1.0, "synchronous": "NORMAL", name: value}
     with pytest.raises(ValueError, match=name):
         connect(tmp_path / "x.db", **settings)  # type: ignore[arg-type]
+
+
+def test_a_file_of_another_schema_version_raises_schema_version_error(tmp_path: Path) -> None:
+    path = tmp_path / "cache.db"
+    SqliteEmbeddingCache(path).close()
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE tooluse_schema_version SET version = 99")
+    connection.close()
+    with pytest.raises(SchemaVersionError) as raised:
+        SqliteEmbeddingCache(path)
+    error = raised.value
+    assert isinstance(error, RuntimeError)  # what it was before it had a class
+    assert (error.location, error.component, error.found, error.expected) == (
+        str(path),
+        "embedding_cache",
+        99,
+        1,
+    )
+    assert str(error) == (
+        f"{path} holds embedding_cache schema version 99, but this version of tooluse reads "
+        "version 1; use a matching tooluse or a new file"
+    )
+
+
+def test_check_schema_reads_without_creating(tmp_path: Path) -> None:
+    connection = connect(tmp_path / "x.db", busy_timeout=1, synchronous="NORMAL")
+    try:
+        assert not check_schema(connection, component="a", version=1, location="x.db")
+        ensure_schema(connection, component="a", version=1, statements=(), location="x.db")
+        assert check_schema(connection, component="a", version=1, location="x.db")
+        assert not check_schema(connection, component="b", version=1, location="x.db")
+        with pytest.raises(SchemaVersionError, match=r"x\.db holds a schema version 1"):
+            check_schema(connection, component="a", version=2, location="x.db")
+        tables = connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        assert [name for (name,) in tables] == ["tooluse_schema_version"]
+    finally:
+        connection.close()

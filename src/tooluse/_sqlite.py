@@ -18,11 +18,13 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Literal, Self
 
 from tooluse._fork import ForkGate, PerProcess, ProcessLock
+from tooluse.errors import SchemaVersionError
 
 __all__ = [
     "SCHEMA_TABLE",
     "SqliteStore",
     "Synchronous",
+    "check_schema",
     "connect",
     "ensure_schema",
     "sqlite_gate",
@@ -109,27 +111,40 @@ def ensure_schema(
     statements: Iterable[str],
     location: str,
 ) -> None:
-    """Create ``component``'s tables on first use; refuse a file of another schema version."""
+    """Create ``component``'s tables on first use; refuse a file of another schema version
+    (:class:`~tooluse.errors.SchemaVersionError`)."""
     with write_transaction(connection):
         connection.execute(
             f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} "
             "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
         )
-        row = connection.execute(
-            f"SELECT version FROM {SCHEMA_TABLE} WHERE component = ?", (component,)
-        ).fetchone()
-        if row is None:
+        if not check_schema(connection, component=component, version=version, location=location):
             for statement in statements:
                 connection.execute(statement)
             connection.execute(
                 f"INSERT INTO {SCHEMA_TABLE} (component, version) VALUES (?, ?)",
                 (component, version),
             )
-        elif row[0] != version:
-            raise RuntimeError(
-                f"{location} holds {component} schema version {row[0]}, but this version of "
-                f"tooluse reads version {version}; use a matching tooluse or a new file"
-            )
+
+
+def check_schema(
+    connection: sqlite3.Connection, *, component: str, version: int, location: str
+) -> bool:
+    """Whether the file holds ``component``'s tables (``False``: not created yet, nothing is
+    created here); :class:`~tooluse.errors.SchemaVersionError` when of another version."""
+    exists = connection.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (SCHEMA_TABLE,)
+    ).fetchone()
+    if exists is None:
+        return False
+    row = connection.execute(
+        f"SELECT version FROM {SCHEMA_TABLE} WHERE component = ?", (component,)
+    ).fetchone()
+    if row is None:
+        return False
+    if row[0] != version:
+        raise SchemaVersionError(location, component, row[0], version)
+    return True
 
 
 class _StoreLock:
@@ -196,6 +211,15 @@ class SqliteStore:
     @property
     def path(self) -> str:
         return self._path
+
+    def check_schema(self, *, component: str, version: int) -> None:
+        """Refuse the file now (:class:`~tooluse.errors.SchemaVersionError`) if it holds
+        another ``component`` at another schema version: for a store of the same file that
+        is opened later (e.g. in the background)."""
+        with self._lock:
+            check_schema(
+                self._connection, component=component, version=version, location=self._path
+            )
 
     @property
     def _connection(self) -> sqlite3.Connection:

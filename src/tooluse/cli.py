@@ -18,7 +18,15 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-__all__ = ["COMMANDS", "ArgumentParser", "Command", "HelpFormatter", "build_parser", "main"]
+__all__ = [
+    "COMMANDS",
+    "ArgumentParser",
+    "Command",
+    "HelpFormatter",
+    "build_parser",
+    "main",
+    "port_number",
+]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -67,6 +75,17 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+
+
+def port_number(text: str) -> int:
+    """The ``type=`` of a port option: 0-65535, else a usage error (exit status 2)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, got {port}")
+    return port
 
 
 def _load(command: Command) -> ModuleType:

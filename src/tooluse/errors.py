@@ -48,3 +48,27 @@ class ToolSourceError(Exception):
     The default exception processor lets it propagate to the caller instead of showing it to
     the model.
     """
+
+
+class SchemaVersionError(RuntimeError):
+    """A store's file or database holds ``component``'s tables at schema version ``found``,
+    and this version of tooluse reads version ``expected``: use a matching tooluse or a new
+    file (``instead``). A ``RuntimeError``, as it was before it had a class of its own."""
+
+    def __init__(
+        self,
+        location: str,
+        component: str,
+        found: object,
+        expected: int,
+        *,
+        instead: str = "a new file",
+    ) -> None:
+        super().__init__(
+            f"{location} holds {component} schema version {found}, but this version of "
+            f"tooluse reads version {expected}; use a matching tooluse or {instead}"
+        )
+        self.location = location
+        self.component = component
+        self.found = found
+        self.expected = expected

@@ -119,7 +119,9 @@ class McpToolProvider:
 
     async def aconnect(self) -> McpToolProvider:
         """Connect to every server at once and list their tools. If any server fails, the
-        others are closed again and ``McpServerError`` names each server that failed."""
+        others are closed again and ``McpServerError`` names each server that failed; if
+        building the tools fails (``tool_filter``, ``tool_metadata`` or ``naming`` raising,
+        tools of one name), every server is closed again and the exception propagates."""
         if self._connected:
             raise RuntimeError("This McpToolProvider is already connected")
         outcomes = await asyncio.gather(
@@ -155,7 +157,9 @@ class McpToolProvider:
         self._connected = True
         try:
             self._rebuild()  # names given in server order: the first server keeps plain names
-        except ValueError:  # duplicate names (naming="none" or a naming function)
+        except BaseException:
+            # Duplicate names (naming="none" or a naming function), or the user's tool_filter,
+            # tool_metadata or naming raising: close what was opened, stopping the servers.
             await self.aclose()
             raise
         return self

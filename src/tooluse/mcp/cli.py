@@ -16,6 +16,7 @@ import sys
 from typing import Any, Literal
 
 from tooluse._targets import TargetError, load_target
+from tooluse.cli import port_number
 
 __all__ = ["add_arguments", "run"]
 
@@ -34,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MODULE:ATTR",
         help="where the tools are: a module name or a .py file, then the attribute",
     )
-    serve.add_argument("--http", metavar="PORT", type=int, help="serve over streamable HTTP")
+    serve.add_argument(
+        "--http", metavar="PORT", type=port_number, help="serve over streamable HTTP"
+    )
     serve.add_argument("--host", default="127.0.0.1", help="HTTP host")
     serve.add_argument("--path", default="/mcp", help="HTTP path")
     serve.add_argument("--name", default="tooluse", help="the server's name")

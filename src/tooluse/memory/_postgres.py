@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tooluse._fork import PerProcess, ProcessLock
+from tooluse.errors import SchemaVersionError
 from tooluse.memory._api import validate_conversation_id
 from tooluse.memory._rows import MESSAGE, MessageRow, message_rows
 from tooluse.messages import Message, message_from_json
@@ -141,10 +142,12 @@ class PostgresChatMemoryRepository:
                     (SCHEMA_VERSION,),
                 )
             elif row[0] != SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"the database holds chat_memory schema version {row[0]}, but this version "
-                    f"of tooluse reads version {SCHEMA_VERSION}; use a matching tooluse or "
-                    "another database"
+                raise SchemaVersionError(
+                    "the database",
+                    "chat_memory",
+                    row[0],
+                    SCHEMA_VERSION,
+                    instead="another database",
                 )
 
     def _lock_conversation(self, conversation_id: str) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -105,17 +106,24 @@ def _passed(family: QuestionFamily, called: Sequence[str]) -> bool:
 async def _run_once(
     pipeline: QaPipeline, family: QuestionFamily, question: str, attempt: int, conversation: str
 ) -> EvalRun:
-    calls: dict[str, ToolCallEvent] = {}
-    errors: dict[str, bool] = {}
+    calls: list[ToolCallEvent] = []
+    errors: list[bool | None] = []
+    unanswered: dict[str, deque[int]] = {}  # per id: its calls without a result, in order
     route: Route | None = None
     paused = False
     error: str | None = None
     try:
         async for event in pipeline.stream(question, conversation_id=conversation):
             if isinstance(event, ToolCallEvent):
-                calls[event.id] = event
+                # Ids may repeat (call_0 in every round): a result answers the oldest call
+                # with its id still waiting, since results come in call order.
+                unanswered.setdefault(event.id, deque()).append(len(calls))
+                calls.append(event)
+                errors.append(None)
             elif isinstance(event, ToolResultEvent):
-                errors[event.id] = event.is_error
+                waiting = unanswered.get(event.id)
+                if waiting:
+                    errors[waiting.popleft()] = event.is_error
             elif isinstance(event, ApprovalRequiredEvent):
                 paused = True  # the model chose the tool; the run is not resumed
             elif isinstance(event, DoneEvent):
@@ -123,8 +131,8 @@ async def _run_once(
     except Exception as exc:  # one failed run is a result, not the end of the evaluation
         error = f"{type(exc).__name__}: {exc}"
     trajectory = tuple(
-        TrajectoryStep(call.name, call.arguments, errors.get(call_id))
-        for call_id, call in calls.items()
+        TrajectoryStep(call.name, call.arguments, is_error)
+        for call, is_error in zip(calls, errors, strict=True)
     )
     called = [step.name for step in trajectory]
     passed = error is None and _passed(family, called)

@@ -35,8 +35,10 @@ class TextSplitter:
     Latin punctuation), then between words or CJK characters, and inside a word only when the
     word alone is longer than a chunk. A document whose metadata has a
     ``title`` (Markdown sections) gets it as the first line of every chunk, so each chunk says
-    what it is about. Chunk ids are ``<document id>#<n>``; metadata is the
-    document's plus ``chunk_index``.
+    what it is about; the chunk, title line included, still fits ``chunk_size``: a title line
+    longer than half a chunk is cut to fit in half and ends with "…" (the metadata keeps the
+    whole title). Chunk ids are ``<document id>#<n>``; metadata is the document's plus
+    ``chunk_index``.
     """
 
     def __init__(
@@ -65,18 +67,57 @@ class TextSplitter:
     def split(self, documents: Sequence[Document]) -> list[Document]:
         chunks: list[Document] = []
         for document in documents:
-            title = document.metadata.get("title")
-            heading = f"{title}\n" if isinstance(title, str) and title else ""
-            budget = max(1, self._size - self._length(heading)) if heading else self._size
-            for index, text in enumerate(self._split_text(document.text, budget)):
+            heading = self._heading(document.metadata.get("title"))
+            for index, text in enumerate(self._split_under(heading, document.text)):
                 chunks.append(
                     Document(
                         id=f"{document.id}#{index}",
-                        text=heading + text,
+                        text=text,
                         metadata={**document.metadata, "chunk_index": index},
                     )
                 )
         return chunks
+
+    def _heading(self, title: object) -> str:
+        """The title line put at the top of each chunk: the title, or as much of it as fits
+        in half a chunk (cut after a word or CJK character, inside a word only when the
+        first is too long, and marked with "…"); ``""`` when not even that fits."""
+        if not isinstance(title, str) or not title.strip():
+            return ""
+        limit = self._size // 2
+        if self._length(f"{title}\n") <= limit:
+            return f"{title}\n"
+
+        def fits(kept: str) -> bool:
+            return self._length(f"{kept.rstrip()}…\n") <= limit
+
+        kept = ""
+        for unit in _UNIT.findall(title.strip()):
+            if fits(kept + unit):
+                kept += unit
+                continue
+            if not kept:  # the first word alone is too long: as much of it as fits
+                for character in unit:
+                    if not fits(kept + character):
+                        break
+                    kept += character
+            break
+        return f"{kept.rstrip()}…\n" if kept.strip() else ""
+
+    def _split_under(self, heading: str, text: str) -> list[str]:
+        """The chunks of ``text``, each starting with ``heading`` and at most ``chunk_size``
+        long with it. The text's budget is what the heading leaves, made smaller while the
+        length function counts a joined chunk longer than its parts (the default estimate
+        never does); without room for any text, the chunks have no heading."""
+        if not heading:
+            return self._split_text(text, self._size)
+        budget = self._size - self._length(heading)
+        while budget >= 1:
+            chunks = [heading + piece for piece in self._split_text(text, budget)]
+            if all(self._length(chunk) <= self._size for chunk in chunks):
+                return chunks
+            budget -= 1
+        return self._split_text(text, self._size)
 
     def split_text(self, text: str) -> list[str]:
         return self._split_text(text, self._size)

@@ -8,6 +8,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
+from tooluse.errors import SchemaVersionError
 from tooluse.rag._ingest import DEFAULT_PATTERNS, ingest_directory, source_files
 from tooluse.rag._splitter import TextSplitter
 from tooluse.rag._sqlite_store import SqliteVectorStore
@@ -80,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
             )
     except sqlite3.Error as exc:
         print(f"tooluse ingest: --db {args.db}: {exc}", file=sys.stderr)
+        return 2
+    except SchemaVersionError as exc:  # it names the file
+        print(f"tooluse ingest: {exc}", file=sys.stderr)
         return 2
     except (ValueError, OSError) as exc:  # a file that is not UTF-8, a blank --collection, ...
         print(f"tooluse ingest: {exc}", file=sys.stderr)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from tooluse._targets import TargetError, load_target
+from tooluse.errors import SchemaVersionError
 from tooluse.service._service import DEFAULT_DATABASE, ServiceConfig
 
 __all__ = [
@@ -101,12 +102,15 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
 def open_service(args: argparse.Namespace, build: Callable[[ServiceConfig], T]) -> T:
     """``build(config)`` for the options' configuration, with ``OptionError`` for what the
     options ask for and the service cannot open: tools that are not tools, a ``--db`` that
-    SQLite cannot open (a missing directory, not a database, ...)."""
+    SQLite cannot open (a missing directory, not a database, ...) or that holds tables of
+    another schema version."""
     config = config_from_arguments(args)
     try:
         return build(config)
     except sqlite3.Error as exc:
         raise OptionError(f"--db {args.db}: {exc}") from exc
+    except SchemaVersionError as exc:  # it names the file
+        raise OptionError(str(exc)) from exc
     except (ValueError, TypeError) as exc:  # tool_callbacks refusing a --tools source, ...
         raise OptionError(str(exc)) from exc
 

@@ -14,6 +14,7 @@ from tooluse.embedding import EmbeddingModel
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
 from tooluse.models import ChatModel
 from tooluse.qa import QaPipeline
+from tooluse.rag._sqlite_store import SCHEMA_VERSION as VECTOR_STORE_SCHEMA_VERSION
 from tooluse.service._approvals import ApprovalStore
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
@@ -78,10 +79,19 @@ class QaService:
         self.tools = tuple(config.tools)
         tool_callbacks(*self.tools)  # bad tool sources fail here, with their names
         self._repository = SqliteChatMemoryRepository(config.db)
+        try:
+            # The knowledge base opens its store in the background, where a file of another
+            # schema version would only be a failed load: refused now, as for the others.
+            self._repository.check_schema(
+                component="vector_store", version=VECTOR_STORE_SCHEMA_VERSION
+            )
+            self.approvals = ApprovalStore(config.db)
+        except BaseException:
+            self._repository.close()
+            raise
         self.memory = MessageWindowChatMemory(
             max_messages=config.memory_window, repository=self._repository
         )
-        self.approvals = ApprovalStore(config.db)
         self.knowledge = KnowledgeBase(
             config.db,
             embedding_model=config.embedding_model,

@@ -9,6 +9,7 @@ import logging
 import os
 import sys
 
+from tooluse.cli import port_number
 from tooluse.service._options import (
     OptionError,
     add_service_arguments,
@@ -30,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "model is set."
     )
     parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
-    parser.add_argument("--port", type=_port, default=8000, help="port (default: 8000)")
+    parser.add_argument("--port", type=port_number, default=8000, help="port (default: 8000)")
     parser.add_argument(
         "--api-key",
         default=os.environ.get("TOOLUSE_API_KEY"),
@@ -38,16 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "none: open, which is fine on 127.0.0.1, and warned about on other addresses)",
     )
     add_service_arguments(parser)
-
-
-def _port(text: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0-65535, got {port}")
-    return port
 
 
 def _is_loopback(host: str) -> bool:
