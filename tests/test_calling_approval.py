@@ -255,8 +255,15 @@ async def test_return_direct_rule_spans_the_resumed_round(caplog: pytest.LogCapt
 
     paused, _ = await pause(manager, tools, ("direct", ""), ("held_regular", ""))
     denied = await manager.aresume_tool_calls(paused, {"c1": Deny()})
-    assert denied.return_direct is True  # a denied call never ran
+    assert denied.return_direct is False  # the denial is for the model, not the user
     assert denied.conversation_history[-1].responses[1].data == "The user denied this tool call."
+
+    # A call refused before the pause (an unknown tool) keeps the resumed round from
+    # returning directly too.
+    paused, first = await pause(manager, tools, ("direct", ""), ("nope", ""), ("held_direct", ""))
+    assert first.return_direct is False
+    resumed = await manager.aresume_tool_calls(paused, {"c2": Approve()})
+    assert resumed.return_direct is False
 
 
 def test_decision_and_pending_value_errors() -> None:

@@ -403,11 +403,12 @@ async def test_return_direct_only_when_every_executed_call_is_return_direct(
     assert mixed.return_direct is False
     assert "mixed return-direct and regular tools (d, r)" in caplog.text
 
-    # an unknown call is not executed, so it does not spoil the AND
+    # an unknown call did not run, but its error is for the model: the round goes back to it
     with_unknown = await manager.aexecute_tool_calls(
         prompt_with([direct]), tool_calls_response(("d", ""), ("x", ""))
     )
-    assert with_unknown.return_direct is True
+    assert with_unknown.return_direct is False
+    assert with_unknown.conversation_history[-1].responses[1].data.startswith("Unknown tool 'x'")
     none_ran = await manager.aexecute_tool_calls(
         prompt_with([direct]), tool_calls_response(("x", ""))
     )

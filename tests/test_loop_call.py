@@ -85,6 +85,17 @@ async def test_a_round_mixing_return_direct_and_normal_tools_goes_back_to_the_mo
     assert len(model.requests) == 2
 
 
+async def test_a_return_direct_round_with_an_unknown_tool_goes_back_to_the_model() -> None:
+    # The error is for the model to correct, not an answer for the user.
+    direct = RecordingTool("direct", return_direct=True)
+    model = ScriptedModel([[tool_call("direct"), tool_call("drect")], "fixed it"])
+    response = await ChatClient(model, tools=[direct]).prompt("go").acall()
+    assert response.content() == "fixed it"
+    results = model.requests[1].messages[-1]
+    assert isinstance(results, ToolResponseMessage)
+    assert results.responses[1].is_error and "Did you mean 'direct'?" in results.responses[1].data
+
+
 async def test_a_limit_breach_ends_the_loop_with_the_limit_message() -> None:
     tool = RecordingTool("search")
     model = ScriptedModel([[tool_call("search"), tool_call("search")], "never asked"])

@@ -71,6 +71,9 @@ class _RoundPlan:
     jobs: list[_Job] = dataclasses.field(default_factory=list)
     held: list[PendingToolCall] = dataclasses.field(default_factory=list)
     breach: tuple[LimitBreach, ToolResponse] | None = None
+    # Some call was answered with an error without running (a denial, a limit, an unknown
+    # tool, arguments too long): the model must read it, so the round cannot return directly.
+    refused: bool = False
 
 
 class ToolCallingManager:
@@ -277,6 +280,10 @@ class ToolCallingManager:
                     continue
             # empty or null arguments become "{}": providers stream no-argument calls as ""
             plan.jobs.append(_Job(index, call, callback, normalise_arguments(arguments)))
+        plan.refused = any(
+            response is not None and call.id not in answered
+            for call, response in zip(calls, responses, strict=True)
+        )
         return plan
 
     def _tool_index(self, callbacks: tuple[ToolCallback, ...]) -> dict[str, ToolCallback]:
@@ -343,7 +350,7 @@ class ToolCallingManager:
         responses = plan.responses
         for job, response in zip(plan.jobs, await self._run_jobs(plan.jobs, context), strict=True):
             responses[job.index] = response
-        return_direct = _return_direct(plan.jobs, prior_return_direct)
+        return_direct = False if plan.refused else _return_direct(plan.jobs, prior_return_direct)
         answered = tuple(r for r in responses if r is not None)
         metadata: dict[str, Any] = {}
         if plan.held and return_direct is not None:
