@@ -40,6 +40,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("serve", "tooluse.service.cli", "run the QA service (chat page, SSE, OpenAI API)"),
     Command("chat", "tooluse.service.chat", "chat with the QA pipeline in the terminal"),
     Command("eval", "tooluse.service.eval_cli", "how often the QA router calls the right tools"),
+    Command("tools", "tooluse.service.tools_cli", "list the tools the model is offered"),
+    Command("search", "tooluse.service.search_cli", "what tool search finds for a query"),
     Command("demo", "tooluse._demo", "run an offline demo of the tool loop (TestModel + tools)"),
     Command("ingest", "tooluse.rag.cli", "load text and Markdown files into the knowledge base"),
     Command("bench", "tooluse.search.bench", "benchmarks (bench search: a tool-search index)"),

@@ -29,6 +29,8 @@ __all__ = [
     "IndexRun",
     "add_arguments",
     "load_dataset",
+    "load_tools",
+    "make_index",
     "run",
     "run_index",
     "score",
@@ -90,22 +92,31 @@ def _tool(path: Path, number: int, row: dict[str, Any]) -> ToolReference:
     )
 
 
+def load_tools(path: str | Path) -> tuple[ToolReference, ...]:
+    """The tools of a ``tools.jsonl`` file (one JSON object per line: name, description,
+    parameters, category, optional original_name)."""
+    path = Path(path)
+    tools = []
+    names: dict[str, int] = {}  # name -> its line
+    for number, row in _jsonl(path):
+        tool = _tool(path, number, row)
+        if tool.tool_name in names:  # an index keeps one tool of a name: which is gold?
+            raise ValueError(
+                f"{path}:{number}: the name {tool.tool_name!r} is already on line "
+                f"{names[tool.tool_name]}"
+            )
+        names[tool.tool_name] = number
+        tools.append(tool)
+    return tuple(tools)
+
+
 def load_dataset(directory: str | Path) -> Dataset:
     path = Path(directory)
     for required in ("tools.jsonl", "queries.jsonl"):
         if not (path / required).is_file():
             raise FileNotFoundError(f"{path} has no {required}; expected a tool-search dataset")
-    tools = []
-    names: dict[str, int] = {}  # name -> its line
-    for number, row in _jsonl(path / "tools.jsonl"):
-        tool = _tool(path / "tools.jsonl", number, row)
-        if tool.tool_name in names:  # an index keeps one tool of a name: which is gold?
-            raise ValueError(
-                f"{path / 'tools.jsonl'}:{number}: the name {tool.tool_name!r} is already on "
-                f"line {names[tool.tool_name]}"
-            )
-        names[tool.tool_name] = number
-        tools.append(tool)
+    tools = load_tools(path / "tools.jsonl")
+    names = {tool.tool_name for tool in tools}
     queries = []
     ids: dict[str, int] = {}  # id -> its line
     for number, row in _jsonl(path / "queries.jsonl"):
@@ -125,7 +136,7 @@ def load_dataset(directory: str | Path) -> Dataset:
         queries.append(BenchQuery(row["id"], row["query"], tuple(gold), extra))
     if not tools or not queries:
         raise ValueError(f"{path}: a dataset needs at least one tool and one query")
-    return Dataset(path, tuple(tools), tuple(queries))
+    return Dataset(path, tools, tuple(queries))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

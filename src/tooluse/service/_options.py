@@ -6,19 +6,23 @@ import argparse
 import logging
 import os
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from tooluse._targets import TargetError, load_target
 from tooluse.errors import SchemaVersionError
+from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._service import DEFAULT_DATABASE, ServiceConfig
+from tooluse.tools import ToolCallback, tool_callbacks
 
 __all__ = [
     "OptionError",
     "add_service_arguments",
+    "add_tools_argument",
     "config_from_arguments",
     "configure_logging",
     "open_service",
+    "tools_from_arguments",
 ]
 
 T = TypeVar("T")
@@ -41,15 +45,7 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         help="model spec such as openai:gpt-4o-mini or ollama:qwen2.5 (default: "
         "$TOOLUSE_MODEL; none: the offline TestModel)",
     )
-    parser.add_argument(
-        "--tools",
-        action="append",
-        metavar="MODULE:ATTRIBUTE",
-        help="your tools instead of the sample tools: a module (found in the working "
-        "directory or on PYTHONPATH) or a .py file, then the attribute, e.g. my_tools:tools or "
-        "path/to/my_tools.py:tools (a function, an object with @tool methods or a list of "
-        "them); repeatable",
-    )
+    add_tools_argument(parser)
     parser.add_argument(
         "--no-sample-knowledge",
         dest="sample_knowledge",
@@ -59,6 +55,27 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning"], help="log level"
     )
+
+
+def add_tools_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tools",
+        action="append",
+        metavar="MODULE:ATTRIBUTE",
+        help="your tools instead of the sample tools: a module (found in the working "
+        "directory or on PYTHONPATH) or a .py file, then the attribute, e.g. my_tools:tools or "
+        "path/to/my_tools.py:tools (a function, an object with @tool methods or a list of "
+        "them); repeatable",
+    )
+
+
+def tools_from_arguments(args: argparse.Namespace) -> list[ToolCallback]:
+    """The tools ``--tools`` names (the sample tools without it), as callbacks."""
+    sources: Sequence[object] = [_import_tools(reference) for reference in args.tools or ()]
+    try:
+        return tool_callbacks(*(sources or SAMPLE_TOOLS))
+    except (ValueError, TypeError) as exc:  # not tools, two tools of one name, ...
+        raise OptionError(f"--tools: {exc}") from exc
 
 
 def _import_tools(reference: str) -> object:

@@ -1,0 +1,67 @@
+"""``tooluse tools``: the tools ``tooluse serve`` and ``tooluse chat`` would offer the model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tooluse.service._options import OptionError, add_tools_argument, tools_from_arguments
+from tooluse.tools import ToolCallback
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "List the tools the model is offered: the sample tools, or those --tools names. One "
+        "line per tool: its name, its marks ([return direct], [approval], [sequential]) and "
+        "the first line of its description; --json prints the definitions the model sees."
+    )
+    add_tools_argument(parser)
+    parser.add_argument(
+        "--json", action="store_true", help="print each tool's definition and metadata as JSON"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        callbacks = tools_from_arguments(args)
+    except OptionError as exc:
+        print(f"tooluse tools: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([_described(c) for c in callbacks], ensure_ascii=False, indent=2))
+        return 0
+    for callback in callbacks:
+        definition = callback.definition
+        lines = definition.description.strip().splitlines()
+        marks = "".join(f"[{mark}] " for mark in _marks(callback))
+        print(f"{definition.name}\t{marks}{lines[0] if lines else ''}")
+    return 0
+
+
+def _marks(callback: ToolCallback) -> list[str]:
+    metadata = callback.metadata
+    marks = []
+    if metadata.return_direct:
+        marks.append("return direct")
+    if metadata.requires_approval:  # True, or a predicate deciding per call
+        marks.append("approval")
+    if metadata.sequential:
+        marks.append("sequential")
+    return marks
+
+
+def _described(callback: ToolCallback) -> dict[str, object]:
+    definition = callback.definition
+    approval = callback.metadata.requires_approval
+    return {
+        "name": definition.name,
+        "description": definition.description,
+        "input_schema": definition.input_schema,
+        "return_direct": callback.metadata.return_direct,
+        # a predicate decides per call: not a yes or no
+        "requires_approval": approval if isinstance(approval, bool) else "predicate",
+        "sequential": callback.metadata.sequential,
+    }
