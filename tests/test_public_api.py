@@ -228,3 +228,26 @@ def test_approval_signatures() -> None:
     assert parameters(Approve) == {"arguments": None}
     assert Deny("why").message == "why"
     assert callable(RunState.to_json) and callable(RunState.from_json)
+
+
+def test_the_spec_signatures_take_their_arguments_by_position() -> None:
+    # SPEC section 1 writes these as calls: code outside this repository may write them so.
+    call = tooluse.ToolCall("c1", "get_weather", '{"city": "Oslo"}')
+    assert call == tooluse.ToolCall(id="c1", name="get_weather", arguments='{"city": "Oslo"}')
+    response = tooluse.ToolResponse("c1", "get_weather", "sunny")
+    assert (response.id, response.name, response.data) == ("c1", "get_weather", "sunny")
+    assert tooluse.ToolResponseMessage([response]).responses == (response,)
+    assert tooluse.UserMessage("hi").text == "hi" and tooluse.SystemMessage("be brief").text
+    assert tooluse.AssistantMessage(None, (call,)).tool_calls == (call,)
+    usage = tooluse.Usage(10, 5, 15, 2, 1)
+    assert (usage.total_tokens, usage.cache_read_tokens, usage.cache_write_tokens) == (15, 2, 1)
+    generation = tooluse.Generation(tooluse.AssistantMessage("done"), {"finish_reason": "stop"})
+    assert generation.finish_reason == "stop"
+    reply = tooluse.ChatResponse([generation], usage, {"id": "r1"})
+    assert (reply.text, reply.usage, reply.metadata) == ("done", usage, {"id": "r1"})
+    assert tooluse.ToolDefinition("f", "does f", {"type": "object"}).name == "f"
+    assert tooluse.ToolMetadata(True).return_direct is True
+    with pytest.raises(TypeError, match=r"at most 3 positional arguments \(id, name, arguments\)"):
+        tooluse.ToolCall("c1", "f", "{}", "extra")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'id' both by position and by keyword"):
+        tooluse.ToolCall("c1", id="c2", name="f")  # type: ignore[misc]

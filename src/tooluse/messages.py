@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -41,6 +41,24 @@ __all__ = [
 
 class _Value(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+    # Fields a caller may also give by position, in the order of the public API (SPEC 1):
+    # ``ToolCall("c1", "get_weather", "{}")`` as well as ``ToolCall(id="c1", ...)``.
+    _positional: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, /, *args: Any, **data: Any) -> None:
+        if args:
+            names = self._positional
+            kind = type(self).__name__
+            if len(args) > len(names):
+                raise TypeError(
+                    f"{kind} takes at most {len(names)} positional arguments "
+                    f"({', '.join(names) or 'none: use keywords'}), got {len(args)}"
+                )
+            for name, value in zip(names, args, strict=False):
+                if name in data:
+                    raise TypeError(f"{kind} got {name!r} both by position and by keyword")
+                data[name] = value
+        super().__init__(**data)
 
 
 class ToolCall(_Value):
@@ -48,6 +66,12 @@ class ToolCall(_Value):
 
     ``arguments`` is the raw JSON text the model sent; empty means no arguments (``{}``).
     """
+
+    _positional = ("id", "name", "arguments")
+
+    if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
+
+        def __init__(self, id: str, name: str, arguments: str = ...) -> None: ...
 
     id: str
     name: str
@@ -57,6 +81,12 @@ class ToolCall(_Value):
 class ToolResponse(_Value):
     """The result of one tool call, sent back to the model under the call's ``id``."""
 
+    _positional = ("id", "name", "data")
+
+    if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
+
+        def __init__(self, id: str, name: str, data: str, *, is_error: bool = ...) -> None: ...
+
     id: str
     name: str
     data: str
@@ -64,12 +94,28 @@ class ToolResponse(_Value):
 
 
 class SystemMessage(_Value):
+    _positional = ("text",)
+
+    if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
+
+        def __init__(
+            self, text: str, *, metadata: Mapping[str, Any] = ..., role: Literal["system"] = ...
+        ) -> None: ...
+
     role: Literal["system"] = "system"
     text: str
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
 class UserMessage(_Value):
+    _positional = ("text",)
+
+    if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
+
+        def __init__(
+            self, text: str, *, metadata: Mapping[str, Any] = ..., role: Literal["user"] = ...
+        ) -> None: ...
+
     role: Literal["user"] = "user"
     text: str
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -90,6 +136,20 @@ class Reasoning(_Value):
 
 
 class AssistantMessage(_Value):
+    _positional = ("text", "tool_calls")
+
+    if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
+
+        def __init__(
+            self,
+            text: str | None = ...,
+            tool_calls: Sequence[ToolCall] = ...,
+            *,
+            reasoning: Sequence[Reasoning] = ...,
+            metadata: Mapping[str, Any] = ...,
+            role: Literal["assistant"] = ...,
+        ) -> None: ...
+
     role: Literal["assistant"] = "assistant"
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
@@ -105,6 +165,18 @@ class AssistantMessage(_Value):
 
 
 class ToolResponseMessage(_Value):
+    _positional = ("responses",)
+
+    if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
+
+        def __init__(
+            self,
+            responses: Sequence[ToolResponse],
+            *,
+            metadata: Mapping[str, Any] = ...,
+            role: Literal["tool"] = ...,
+        ) -> None: ...
+
     role: Literal["tool"] = "tool"
     responses: tuple[ToolResponse, ...]
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -166,6 +238,25 @@ class Usage(_Value):
     and "zero" are told apart.
     """
 
+    _positional = (
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+    )
+
+    if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
+
+        def __init__(
+            self,
+            prompt_tokens: int = ...,
+            completion_tokens: int = ...,
+            total_tokens: int = ...,
+            cache_read_tokens: int | None = ...,
+            cache_write_tokens: int | None = ...,
+        ) -> None: ...
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
@@ -194,6 +285,14 @@ def _add_optional(a: int | None, b: int | None) -> int | None:
 class Generation(_Value):
     """One candidate answer. ``metadata["finish_reason"]`` says why the model stopped."""
 
+    _positional = ("message", "metadata")
+
+    if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
+
+        def __init__(
+            self, message: AssistantMessage, metadata: Mapping[str, Any] = ...
+        ) -> None: ...
+
     message: AssistantMessage
     metadata: dict[str, Any] = Field(default_factory=dict)
 
@@ -204,6 +303,17 @@ class Generation(_Value):
 
 
 class ChatResponse(_Value):
+    _positional = ("generations", "usage", "metadata")
+
+    if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
+
+        def __init__(
+            self,
+            generations: Sequence[Generation] = ...,
+            usage: Usage | None = ...,
+            metadata: Mapping[str, Any] = ...,
+        ) -> None: ...
+
     generations: tuple[Generation, ...] = ()
     usage: Usage | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)

@@ -25,7 +25,7 @@ class ToolDefinition:
             raise ValueError("Tool name cannot be null or empty")
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ToolMetadata:
     """How the executor treats a tool.
 
@@ -37,6 +37,7 @@ class ToolMetadata:
     """
 
     return_direct: bool = False
+    _: dataclasses.KW_ONLY  # ToolMetadata(True) reads well; the other settings by name
     requires_approval: bool | Callable[[ToolCall, ToolContext], bool] = False
     sequential: bool = False
     timeout: float | None = None
