@@ -8,7 +8,9 @@ hot path).
    following ones (cached).
 2. Response translation: a completion with 3 tool calls; a streamed answer of 40 text chunks
    and 3 calls in fragments (per chunk, SDK objects already parsed).
-3. For scale: one full ``acall`` through the real SDK to the local wire-format server of the
+3. The lookup of the running event loop's async client, done once per ``acall`` / ``stream``
+   (the model keeps one client per loop).
+4. For scale: one full ``acall`` through the real SDK to the local wire-format server of the
    tests (``tests/provider_server.py``), whose median is mostly SDK and HTTP time.
 
 Adapter internals (``_request``, ``_response``, ``_StreamState``) are called directly so only
@@ -204,7 +206,16 @@ def main() -> None:
             await plain.acall(prompt)
         return (time.perf_counter() - start) / 20 * 1e6
 
+    async def client_lookup() -> float:
+        plain._client  # noqa: B018 - made for this loop, as by its first request
+        lookups = args.iterations * 100
+        start = time.process_time()
+        for _ in range(lookups):
+            plain._client  # noqa: B018
+        return (time.process_time() - start) / lookups * 1e6
+
     loop = asyncio.new_event_loop()
+    scenarios["async client lookup, per request"] = lambda: loop.run_until_complete(client_lookup())
     scenarios["full acall to the local server, 20 tools (wall)"] = lambda: loop.run_until_complete(
         round_trip()
     )

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import warnings
+from collections.abc import Iterator
+
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -25,3 +29,15 @@ def exporter(monkeypatch: pytest.MonkeyPatch) -> InMemorySpanExporter:
     provider.add_span_processor(SimpleSpanProcessor(memory))
     monkeypatch.setattr(_tracing, "_tracer", provider.get_tracer("tooluse"))
     return memory
+
+
+@pytest.fixture
+def no_resource_warnings() -> Iterator[None]:
+    """Fails the test if a socket, transport or event loop was left unclosed (garbage is
+    collected first, so what was dropped unclosed is found)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        yield
+        gc.collect()
+    unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert unclosed == []

@@ -254,7 +254,7 @@ def test_openai_model_batches_prefixes_and_normalises() -> None:
     model = OpenAIEmbeddingModel(
         "e5",
         dimensions=3,
-        client=client,
+        sync_client=client,
         batch_size=2,
         query_prefix="query: ",
         document_prefix="passage: ",
@@ -276,7 +276,7 @@ def test_openai_model_reports_a_wrong_vector_size() -> None:
         base_url="http://embed.test/v1",
         http_client=httpx.Client(transport=_embeddings_transport([], size=2)),
     )
-    model = OpenAIEmbeddingModel("m", dimensions=3, client=client)
+    model = OpenAIEmbeddingModel("m", dimensions=3, sync_client=client)
     with pytest.raises(ValueError, match="size 2, expected dimensions=3"):
         model.embed_query("q")
     with pytest.raises(ValueError, match="blank"):
@@ -292,7 +292,7 @@ async def test_openai_model_async_forms() -> None:
         base_url="http://embed.test/v1",
         http_client=httpx.AsyncClient(transport=_embeddings_transport(requests)),
     )
-    model = OpenAIEmbeddingModel("m", dimensions=3, async_client=client, send_dimensions=True)
+    model = OpenAIEmbeddingModel("m", dimensions=3, client=client, send_dimensions=True)
     assert (await model.aembed_documents(["a", "b"])).shape == (2, 3)
     assert (await model.aembed_query("a")).shape == (3,)
     assert all(r["dimensions"] == 3 for r in requests)

@@ -4,6 +4,7 @@ request limits (2,048 inputs, 300,000 tokens), empty inputs, and the SDK's error
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -14,6 +15,7 @@ import openai
 import pytest
 
 from provider_server import ProviderServer, RecordedRequest, Reply, shared_server
+from tooluse._sync import run_sync
 from tooluse.embedding import OpenAIEmbeddingModel, Vectors
 from tooluse.models import ProviderError
 from tooluse.search import ToolReference, ToolSearchRequest, VectorToolIndex
@@ -44,16 +46,16 @@ async def make_model(
     server: ProviderServer,
 ) -> AsyncIterator[Callable[..., OpenAIEmbeddingModel]]:
     """Models over clients of the local server (no retries), closed when the test ends."""
-    clients = openai.OpenAI(base_url=f"{server.url}/v1", api_key="k", max_retries=0)
-    async_clients = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="k", max_retries=0)
+    sync_clients = openai.OpenAI(base_url=f"{server.url}/v1", api_key="k", max_retries=0)
+    clients = openai.AsyncOpenAI(base_url=f"{server.url}/v1", api_key="k", max_retries=0)
 
     def make(**settings: Any) -> OpenAIEmbeddingModel:
-        settings = {"dimensions": 3, "client": clients, "async_client": async_clients, **settings}
+        settings = {"dimensions": 3, "client": clients, "sync_client": sync_clients, **settings}
         return OpenAIEmbeddingModel("text-embedding-3-small", **settings)
 
     yield make
-    clients.close()
-    await async_clients.close()
+    sync_clients.close()
+    await clients.close()
 
 
 @pytest.fixture(params=["sync", "async"])
@@ -216,3 +218,95 @@ async def test_errors_of_the_response_itself_stay_value_errors(
     server.expect(_embeddings)
     with pytest.raises(ValueError, match="size 3, expected dimensions=4"):
         await query(make_model(dimensions=4), "a", blocking)
+
+
+# -- event loops and clients -------------------------------------------------------------------
+
+
+def test_one_model_embeds_from_the_sync_api_and_one_asyncio_run_after_another(
+    server: ProviderServer, no_resource_warnings: None
+) -> None:
+    model = OpenAIEmbeddingModel(
+        "m", dimensions=3, base_url=f"{server.url}/v1", api_key="k", max_retries=0
+    )
+
+    async def embed() -> tuple[Vectors, Any]:
+        return await model.aembed_documents(["a", "bb"]), model._aclient()
+
+    async def query() -> Vectors:
+        return await model.aembed_query("abc")
+
+    server.expect(*[_embeddings] * 5)
+    try:
+        assert model.embed_documents(["a"]).shape == (1, 3)  # the blocking client
+        vectors, private = run_sync(embed(), sync_name="f", async_name="af")  # a private loop
+        first, first_client = asyncio.run(embed())
+        second, second_client = asyncio.run(embed())
+        assert asyncio.run(query()).shape == (3,)
+        np.testing.assert_allclose(first, second)
+        np.testing.assert_allclose(first, vectors)
+        assert len({id(private), id(first_client), id(second_client)}) == 3
+        assert first_client.is_closed() and second_client.is_closed()  # by their loops
+        assert not private.is_closed()
+    finally:
+        model.close()
+    assert private.is_closed()
+    assert len(server.requests) == 5
+
+
+async def test_aclose_closes_what_the_model_made_and_it_stays_usable(
+    server: ProviderServer, no_resource_warnings: None
+) -> None:
+    model = OpenAIEmbeddingModel(
+        "m", dimensions=3, base_url=f"{server.url}/v1", api_key="k", max_retries=0
+    )
+    server.expect(*[_embeddings] * 4)
+    await model.aembed_query("a")
+    await asyncio.to_thread(model.embed_query, "a")
+    made, blocking = model._aclient(), model._sync_client()
+    await model.aclose()
+    assert made.is_closed() and blocking.is_closed()
+    await model.aembed_query("a")  # new clients
+    await asyncio.to_thread(model.embed_query, "a")
+    assert model._aclient() is not made and model._sync_client() is not blocking
+    await model.aclose()
+    assert model._aclient() is not made  # made again on request; nothing is open
+    await model.aclose()
+
+
+async def test_injected_clients_are_left_open(
+    server: ProviderServer, make_model: Callable[..., OpenAIEmbeddingModel]
+) -> None:
+    model = make_model()
+    server.expect(*[_embeddings] * 2)
+    await model.aembed_query("a")
+    model.embed_query("a")
+    await model.aclose()
+    model.close()
+    assert not model._aclient().is_closed() and not model._sync_client().is_closed()
+
+
+def test_clients_of_the_wrong_kind_are_refused_with_the_parameter_to_use() -> None:
+    blocking = openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1")
+    asynchronous = openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(TypeError) as raised:
+        OpenAIEmbeddingModel("m", dimensions=3, client=blocking)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "OpenAIEmbeddingModel(client=...) takes an openai.AsyncOpenAI, got openai.OpenAI; "
+        "pass it as sync_client= instead"
+    )
+    with pytest.raises(TypeError) as raised:
+        OpenAIEmbeddingModel("m", dimensions=3, sync_client=asynchronous)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "OpenAIEmbeddingModel(sync_client=...) takes an openai.OpenAI, got openai.AsyncOpenAI; "
+        "pass it as client= instead"
+    )
+    model = OpenAIEmbeddingModel("m", dimensions=3, client=asynchronous, sync_client=blocking)
+    assert model.model_id.startswith("openai/http://127.0.0.1:9/v1//m/3")
+
+
+def test_the_blocking_forms_need_a_blocking_client_beside_an_injected_async_one() -> None:
+    asynchronous = openai.AsyncOpenAI(api_key="k", base_url="http://127.0.0.1:9/v1")
+    model = OpenAIEmbeddingModel("m", dimensions=3, client=asynchronous)
+    with pytest.raises(RuntimeError, match=r"pass sync_client=openai\.OpenAI\(\.\.\.\) as well"):
+        model.embed_query("a")

@@ -24,7 +24,7 @@ from provider_server import Reply, shared_server
 from search_fakes import BagOfWordsModel
 from tooluse import ChatClient
 from tooluse._fork import ForkGate, ProcessLock, ThreadPool
-from tooluse._sync import run_sync
+from tooluse._sync import run_sync, thread_loop
 from tooluse.embedding import SqliteEmbeddingCache, Vectors
 from tooluse.models import OpenAIChatModel
 from tooluse.search import HybridToolIndex, ToolReference, ToolSearchRequest
@@ -250,11 +250,21 @@ def test_a_chat_model_and_the_sync_api_work_in_a_child_with_their_own_clients() 
     # The parent has used both clients, its event loop and the loop's thread pool.
     assert model.call(ask()).text == "a"
     assert client.prompt("hi").call().content() == "b"
-    parent_clients = (id(model._client), id(model._blocking_client()))
+
+    def clients() -> tuple[int, int]:  # the async one: of this thread's sync-API loop
+        loop = thread_loop()
+        async_client = model._clients.made_for(loop) if loop is not None else None
+        assert async_client is not None
+        return id(async_client), id(model._blocking_client())
+
+    parent_clients = clients()
 
     def child() -> list[Any]:
         texts = [model.call(ask()).text, client.prompt("hi").call().content()]
-        return [*texts, (id(model._client), id(model._blocking_client())) != parent_clients]
+        return [
+            *texts,
+            [mine != parents for mine, parents in zip(clients(), parent_clients, strict=True)],
+        ]
 
-    assert in_child(child) == ["c", "d", True]
+    assert in_child(child) == ["c", "d", [True, True]]
     model.close()

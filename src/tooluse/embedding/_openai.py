@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import os
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tooluse._fork import PerProcess
+from tooluse._loop_clients import PerLoop, check_client
 from tooluse._provider_errors import from_sdk_error, sdk_failures
 from tooluse.embedding._protocol import Vectors
 
@@ -60,6 +62,13 @@ class OpenAIEmbeddingModel:
     300,000; ``None``: no cap, for servers without one); a text over the cap goes alone, and
     the endpoint's own limit applies. An empty text (after its prefix) is refused before any
     request: endpoints answer an empty input with an error.
+
+    ``client`` (an ``openai.AsyncOpenAI``) / ``sync_client`` (an ``openai.OpenAI``) inject
+    preconfigured SDK clients, as for :class:`~tooluse.models.OpenAIChatModel`; the embed
+    methods need the blocking one. An injected async client is used as it is on every event
+    loop, and its connections belong to the loop that opened them: use it from one loop only.
+    The async clients the model builds itself are one per event loop. ``close()`` /
+    ``await aclose()`` close the clients the model built.
     """
 
     def __init__(
@@ -76,8 +85,8 @@ class OpenAIEmbeddingModel:
         max_batch_tokens: int | None = _MAX_REQUEST_TOKENS,
         timeout: float = 60.0,
         max_retries: int = 3,
-        client: openai.OpenAI | None = None,
-        async_client: openai.AsyncOpenAI | None = None,
+        client: openai.AsyncOpenAI | None = None,
+        sync_client: openai.OpenAI | None = None,
     ) -> None:
         if not model.strip():
             raise ValueError("model must name the embedding model, got a blank string")
@@ -103,18 +112,41 @@ class OpenAIEmbeddingModel:
             "timeout": timeout,
             "max_retries": max_retries,
         }
+        if client is not None or sync_client is not None:
+            import openai
+
+            check_client(
+                "OpenAIEmbeddingModel",
+                "client",
+                client,
+                openai.AsyncOpenAI,
+                "openai.AsyncOpenAI",
+                other=openai.OpenAI,
+                other_parameter="sync_client",
+            )
+            check_client(
+                "OpenAIEmbeddingModel",
+                "sync_client",
+                sync_client,
+                openai.OpenAI,
+                "openai.OpenAI",
+                other=openai.AsyncOpenAI,
+                other_parameter="client",
+            )
         self._given_client = client
-        self._given_async_client = async_client
-        # The clients made here are per process: a forked child must not share its parent's
-        # HTTP connections.
-        self._clients = PerProcess(self._new_client)
-        self._async_clients = PerProcess(self._new_async_client)
+        self._given_sync_client = sync_client
+        # The clients made here: the async ones one per event loop (a client's connections
+        # belong to the loop that opened them), all per process (a forked child must not
+        # share its parent's connections).
+        self._clients: PerLoop[openai.AsyncOpenAI] = PerLoop(self._new_client)
+        self._sync_clients: PerProcess[openai.OpenAI] = PerProcess(self._new_sync_client)
 
     @property
     def model_id(self) -> str:
         """Identifies endpoint, model and shape, for caches keyed by model."""
-        if self._given_client is not None:
-            base_url = str(self._given_client.base_url)
+        given = self._given_sync_client or self._given_client
+        if given is not None:
+            base_url = str(given.base_url)
         else:
             base_url = self._client_settings["base_url"] or "https://api.openai.com/v1"
         return (
@@ -127,22 +159,56 @@ class OpenAIEmbeddingModel:
         return self._dimensions
 
     def _sync_client(self) -> openai.OpenAI:
-        return self._given_client if self._given_client is not None else self._clients.get()
+        if self._given_sync_client is not None:
+            return self._given_sync_client
+        if self._given_client is not None:
+            raise RuntimeError(
+                "OpenAIEmbeddingModel was given an async client only; pass "
+                "sync_client=openai.OpenAI(...) as well to use embed_documents() and "
+                "embed_query(), or use aembed_documents() and aembed_query()"
+            )
+        return self._sync_clients.get()
 
     def _aclient(self) -> openai.AsyncOpenAI:
-        if self._given_async_client is not None:
-            return self._given_async_client
-        return self._async_clients.get()
+        """The injected async client, else the running event loop's own."""
+        return self._given_client if self._given_client is not None else self._clients.get()
 
-    def _new_client(self) -> openai.OpenAI:
+    def _new_client(self) -> openai.AsyncOpenAI:
+        import openai
+
+        return openai.AsyncOpenAI(**self._client_settings)
+
+    def _new_sync_client(self) -> openai.OpenAI:
         import openai
 
         return openai.OpenAI(**self._client_settings)
 
-    def _new_async_client(self) -> openai.AsyncOpenAI:
-        import openai
+    # -- lifecycle --------------------------------------------------------------------------
 
-        return openai.AsyncOpenAI(**self._client_settings)
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the clients this model created (injected clients
+        are left to their owner): the running loop's async client and the blocking client
+        now, the async clients of other event loops on their own loops (when each runs next
+        or shuts down). The model stays usable: a later request makes new clients."""
+        await self._clients.aclose()
+        sync_client = self._take_sync_client()
+        if sync_client is not None:
+            await asyncio.to_thread(sync_client.close)
+
+    def close(self) -> None:
+        """:meth:`aclose` from synchronous code: the blocking client and the async client of
+        the loop the sync API runs on in this thread are closed now, the async clients of
+        other loops on their own loops."""
+        sync_client = self._take_sync_client()
+        if sync_client is not None:
+            sync_client.close()
+        self._clients.close()
+
+    def _take_sync_client(self) -> openai.OpenAI | None:
+        sync_client = self._sync_clients.made()
+        if sync_client is not None:
+            self._sync_clients = PerProcess(self._new_sync_client)
+        return sync_client
 
     def _request(self, texts: list[str]) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self._model, "input": texts}

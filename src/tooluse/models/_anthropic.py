@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import anthropic
+from anthropic._base_client import AsyncAPIClient, SyncAPIClient
 from anthropic.types import (
     InputJSONDelta,
     RawContentBlockDeltaEvent,
@@ -79,13 +80,21 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
     non-strict, with a warning. Anthropic compiles all strict tools of a request into one
     grammar and rejects it past a size limit, so keep it for small, fixed tool sets.
     ``temperature`` and ``top_p`` are sent in the request body when set (the installed SDK
-    has no named parameters for them). ``client`` / ``sync_client`` inject preconfigured SDK
-    clients (``call`` needs the blocking one; it is built from the settings when not injected).
+    has no named parameters for them). ``client`` (an ``anthropic.AsyncAnthropic``, or its
+    Bedrock / Vertex variants) / ``sync_client`` (an ``anthropic.Anthropic``, ...) inject
+    preconfigured SDK clients (``call`` needs the blocking one; it is built from the settings
+    when not injected). An injected async client is used as it is on every event loop, and its
+    connections belong to the loop that opened them: use it from one loop only. The async
+    clients the model builds itself are one per event loop.
     """
 
     provider = "anthropic"
     _new_async_client = anthropic.AsyncAnthropic
     _new_sync_client = anthropic.Anthropic
+    # The SDK's base classes: its Bedrock and Vertex clients do not subclass AsyncAnthropic.
+    _async_client_type = AsyncAPIClient
+    _sync_client_type = SyncAPIClient
+    _async_client_name = "anthropic.AsyncAnthropic"
     _sync_client_name = "anthropic.Anthropic"
 
     def __init__(

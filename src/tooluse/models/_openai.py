@@ -86,13 +86,21 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
     ``max_tokens_field`` names the request field for ``ChatOptions.max_tokens``: OpenAI's
     reasoning models require ``"max_completion_tokens"``, most compatible servers
     ``"max_tokens"``. ``stream_usage=False`` omits ``stream_options`` for servers that reject
-    it. ``client`` / ``sync_client`` inject preconfigured SDK clients (``call`` needs the
-    blocking one; it is built from the settings when not injected).
+    it. ``client`` (an ``openai.AsyncOpenAI``) / ``sync_client`` (an ``openai.OpenAI``)
+    inject preconfigured SDK clients (``call`` needs the blocking one; it is built from the
+    settings when not injected). An injected async client is used as it is on every event
+    loop, and its connections belong to the loop that opened them: use it from one loop only.
+    The async clients the model builds itself are one per event loop, so one model serves
+    ``ChatClient.call()``, ``asyncio.run(...)`` after ``asyncio.run(...)`` and a test suite
+    with a loop per test.
     """
 
     provider = "openai"
     _new_async_client = openai.AsyncOpenAI
     _new_sync_client = openai.OpenAI
+    _async_client_type = openai.AsyncOpenAI  # Azure's and Bedrock's clients subclass them
+    _sync_client_type = openai.OpenAI
+    _async_client_name = "openai.AsyncOpenAI"
     _sync_client_name = "openai.OpenAI"
 
     def __init__(

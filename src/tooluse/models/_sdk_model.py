@@ -1,6 +1,7 @@
-"""What the chat models over an official SDK share: settings checks, the async client and the
-blocking one built on demand for ``call``, which of them the model closes, and the first step
-of every request (options over the defaults, the offered tools, their provider-safe names).
+"""What the chat models over an official SDK share: settings and injected-client checks, the
+async clients (one per event loop) and the blocking one built on demand for ``call``, which of
+them the model closes, and the first step of every request (options over the defaults, the
+offered tools, their provider-safe names).
 
 It imports no SDK: each provider passes its client classes, so the SDK loads only with it.
 """
@@ -13,6 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from tooluse._fork import PerProcess
+from tooluse._loop_clients import PerLoop, check_client
 from tooluse.messages import ChatOptions, Prompt
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._options import merge_options
@@ -40,12 +42,18 @@ ResultT = TypeVar("ResultT")
 class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
     """Base of the SDK-backed chat models. Injected clients are closed by their owner; the
     blocking client is built from the same settings the first time ``call`` needs it. The
-    clients the model builds are per process (a forked child builds its own)."""
+    async clients the model builds are per event loop (:class:`~tooluse._loop_clients.PerLoop`)
+    and, like the blocking one, per process (a forked child builds its own)."""
 
     provider: ClassVar[str]
-    # How to build the SDK's clients, and how the error message names the blocking one.
+    # How to build the SDK's clients, which classes an injected one must be (the SDK's base
+    # classes: its Bedrock or Azure variants are not subclasses of the plain client), and how
+    # the error messages name them.
     _new_async_client: ClassVar[Callable[..., Any]]
     _new_sync_client: ClassVar[Callable[..., Any]]
+    _async_client_type: ClassVar[type]
+    _sync_client_type: ClassVar[type]
+    _async_client_name: ClassVar[str]
     _sync_client_name: ClassVar[str]
 
     def __init__(
@@ -67,6 +75,26 @@ class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+        owner = type(self).__name__
+        async_type, sync_type = self._async_client_type, self._sync_client_type
+        check_client(
+            owner,
+            "client",
+            client,
+            async_type,
+            self._async_client_name,
+            other=sync_type,
+            other_parameter="sync_client",
+        )
+        check_client(
+            owner,
+            "sync_client",
+            sync_client,
+            sync_type,
+            self._sync_client_name,
+            other=async_type,
+            other_parameter="client",
+        )
         self.model = model
         self.default_options = default_options
         self._extra_headers = dict(extra_headers or {})
@@ -80,24 +108,32 @@ class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
         self._injected_async_only = client is not None and sync_client is None
         self._given_client = client
         self._given_sync_client = sync_client
-        # The clients this model makes, one per process: a forked child must not share its
-        # parent's HTTP connections.
-        self._clients: PerProcess[AsyncClientT] = PerProcess(
-            lambda: type(self)._new_async_client(**self._settings)
-        )
-        self._sync_clients: PerProcess[SyncClientT] = PerProcess(
-            lambda: type(self)._new_sync_client(**self._settings)
-        )
+        # The clients this model makes: the async ones one per event loop (a client's
+        # connections belong to the loop that opened them), all per process (a forked child
+        # must not share its parent's connections).
+        first: AsyncClientT | None = None
         if client is None:
-            self._clients.get()  # built now: a bad setting fails here, not on the first call
+            first = self._new_client()  # built now: a bad setting fails here, not on first use
+        self._base_url = str((client or first).base_url)  # type: ignore[union-attr]
+        self._clients: PerLoop[AsyncClientT] = PerLoop(self._new_client, first=first)
+        self._sync_clients: PerProcess[SyncClientT] = PerProcess(self._new_sync)
+
+    def _new_client(self) -> AsyncClientT:
+        client: AsyncClientT = type(self)._new_async_client(**self._settings)
+        return client
+
+    def _new_sync(self) -> SyncClientT:
+        client: SyncClientT = type(self)._new_sync_client(**self._settings)
+        return client
 
     @property
     def _client(self) -> AsyncClientT:
+        """The async client for the running event loop: the injected one, else this loop's."""
         return self._given_client if self._given_client is not None else self._clients.get()
 
     @property
     def base_url(self) -> str:
-        return str(self._client.base_url)
+        return self._base_url
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -106,20 +142,28 @@ class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
 
     async def aclose(self) -> None:
         """Close the HTTP connections of the clients this model created (injected clients
-        are left to their owner)."""
-        client = self._clients.made()
-        if client is not None:
-            await client.close()
-        sync_client = self._sync_clients.made()
+        are left to their owner): the running loop's async client and the blocking client
+        now, the async clients of other event loops on their own loops (when each runs next
+        or shuts down). The model stays usable: a later request makes new clients."""
+        await self._clients.aclose()
+        sync_client = self._take_sync_client()
         if sync_client is not None:
             await asyncio.to_thread(sync_client.close)
 
     def close(self) -> None:
-        """Close the blocking client this model created (from async code, :meth:`aclose`
-        closes both)."""
-        sync_client = self._sync_clients.made()
+        """:meth:`aclose` from synchronous code: the blocking client and the async client of
+        the loop the sync API runs on in this thread (``ChatClient.call()``) are closed now,
+        the async clients of other loops on their own loops."""
+        sync_client = self._take_sync_client()
         if sync_client is not None:
             sync_client.close()
+        self._clients.close()
+
+    def _take_sync_client(self) -> SyncClientT | None:
+        sync_client = self._sync_clients.made()
+        if sync_client is not None:
+            self._sync_clients = PerProcess(self._new_sync)
+        return sync_client
 
     def _blocking_client(self) -> SyncClientT:
         if self._given_sync_client is not None:
