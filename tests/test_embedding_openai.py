@@ -310,3 +310,11 @@ def test_the_blocking_forms_need_a_blocking_client_beside_an_injected_async_one(
     model = OpenAIEmbeddingModel("m", dimensions=3, client=asynchronous)
     with pytest.raises(RuntimeError, match=r"pass sync_client=openai\.OpenAI\(\.\.\.\) as well"):
         model.embed_query("a")
+
+
+def test_the_async_forms_need_an_async_client_beside_an_injected_blocking_one() -> None:
+    # Not a client made from settings, which could point at another endpoint.
+    blocking = openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1")
+    model = OpenAIEmbeddingModel("m", dimensions=3, sync_client=blocking)
+    with pytest.raises(RuntimeError, match=r"pass client=openai\.AsyncOpenAI\(\.\.\.\) as well"):
+        asyncio.run(model.aembed_query("a"))

@@ -30,7 +30,7 @@ from provider_payloads import (
     text_block,
 )
 from provider_server import ProviderServer, Reply, anthropic_sse, openai_sse, shared_server
-from tooluse import ChatClient
+from tooluse import ChatClient, Prompt, UserMessage
 from tooluse._sync import run_sync
 from tooluse.models import AnthropicChatModel, OpenAIChatModel
 from tooluse.streaming import merge_chunks
@@ -317,6 +317,29 @@ def test_an_injected_anthropic_client_of_the_wrong_kind_is_refused() -> None:
     # The SDK's other async clients (Bedrock, Vertex) do not subclass AsyncAnthropic.
     vertex = anthropic.AsyncAnthropicVertex(region="us-east5", project_id="p", access_token="t")
     AnthropicChatModel("m", client=vertex)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("model_class", "blocking"),
+    [
+        (OpenAIChatModel, lambda: openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1")),
+        (
+            AnthropicChatModel,
+            lambda: anthropic.Anthropic(api_key="k", base_url="http://127.0.0.1:9"),
+        ),
+    ],
+)
+def test_a_blocking_client_alone_is_used_and_the_async_path_says_what_it_needs(
+    model_class: Any, blocking: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No key in the environment: a model given only its blocking client once failed at
+    # construction, making an async client from settings it does not need.
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(variable, raising=False)
+    model = model_class("m", sync_client=blocking())
+    assert model.base_url.startswith("http://127.0.0.1:9")
+    with pytest.raises(RuntimeError, match=r"given a blocking client only; pass client="):
+        asyncio.run(model.acall(Prompt([UserMessage(text="hi")])))
 
 
 async def test_an_injected_async_client_is_the_users_on_every_loop(server: ProviderServer) -> None:

@@ -171,7 +171,15 @@ class OpenAIEmbeddingModel:
 
     def _aclient(self) -> openai.AsyncOpenAI:
         """The injected async client, else the running event loop's own."""
-        return self._given_client if self._given_client is not None else self._clients.get()
+        if self._given_client is not None:
+            return self._given_client
+        if self._given_sync_client is not None:  # settings-made clients could point elsewhere
+            raise RuntimeError(
+                "OpenAIEmbeddingModel was given a blocking client only; pass "
+                "client=openai.AsyncOpenAI(...) as well to use aembed_documents() and "
+                "aembed_query(), or use embed_documents() and embed_query()"
+            )
+        return self._clients.get()
 
     def _new_client(self) -> openai.AsyncOpenAI:
         import openai

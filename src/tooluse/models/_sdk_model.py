@@ -106,15 +106,16 @@ class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
         if timeout is not None:
             self._settings["timeout"] = timeout
         self._injected_async_only = client is not None and sync_client is None
+        self._injected_sync_only = sync_client is not None and client is None
         self._given_client = client
         self._given_sync_client = sync_client
         # The clients this model makes: the async ones one per event loop (a client's
         # connections belong to the loop that opened them), all per process (a forked child
         # must not share its parent's connections).
         first: AsyncClientT | None = None
-        if client is None:
+        if client is None and sync_client is None:
             first = self._new_client()  # built now: a bad setting fails here, not on first use
-        self._base_url = str((client or first).base_url)  # type: ignore[union-attr]
+        self._base_url = str((client or sync_client or first).base_url)  # type: ignore[union-attr]
         self._clients: PerLoop[AsyncClientT] = PerLoop(self._new_client, first=first)
         self._sync_clients: PerProcess[SyncClientT] = PerProcess(self._new_sync)
 
@@ -129,7 +130,17 @@ class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
     @property
     def _client(self) -> AsyncClientT:
         """The async client for the running event loop: the injected one, else this loop's."""
-        return self._given_client if self._given_client is not None else self._clients.get()
+        if self._given_client is not None:
+            return self._given_client
+        if self._injected_sync_only:
+            # Settings-made clients could point elsewhere than the injected one (Azure, a
+            # proxy): refuse rather than send the request to another endpoint.
+            raise RuntimeError(
+                f"{type(self).__name__} was given a blocking client only; pass "
+                f"client={self._async_client_name}(...) as well to use acall() and stream() "
+                "(ChatClient runs them, for its call() too), or use the model's call()"
+            )
+        return self._clients.get()
 
     @property
     def base_url(self) -> str:
