@@ -193,3 +193,57 @@ async def test_an_answer_with_a_lone_surrogate_is_sent_escaped(tmp_path: Path) -
         )
         streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert completion.choices[0].message.content == "smile \ud83d" == streamed
+
+
+def _openai_error(response: httpx.Response, status: int) -> dict[str, Any]:
+    """The ``error`` object of an answer in OpenAI's error format, checked."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"message", "type", "param", "code"}, body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+async def test_invalid_bodies_get_400_in_openais_error_format(tmp_path: Path) -> None:
+    # OpenAI answers a body it cannot take with 400 {"error": {...}}, which the SDKs raise as
+    # BadRequestError; FastAPI's 422 {"detail": [...]} became UnprocessableEntityError.
+    app = create_app(config(tmp_path / "s.db", model=fake_llm()))
+    user: Any = {"role": "user", "content": "Hi"}
+    bodies: list[tuple[Any, str | None]] = [
+        ({"model": "m"}, "messages"),
+        ({"model": "m", "messages": []}, "messages"),
+        ({"model": "m", "messages": "Hi"}, "messages"),
+        ({"model": "m", "messages": [{"role": "robot", "content": "Hi"}]}, "messages[0].role"),
+        ({"model": "m", "messages": [{"content": "Hi"}]}, "messages[0].role"),
+        ({"model": "m", "messages": [user, {"role": "user", "content": 5}]}, "messages[1].content"),
+        ({"model": "m", "messages": [user], "stream": "maybe"}, "stream"),
+    ]
+    async with running(app) as http:
+        for body, param in bodies:
+            error = _openai_error(await http.post("/v1/chat/completions", json=body), 400)
+            assert (error["type"], error["param"]) == ("invalid_request_error", param), body
+        json_type = {"content-type": "application/json"}
+        not_json = await http.post("/v1/chat/completions", content=b"{x", headers=json_type)
+        assert _openai_error(not_json, 400)["type"] == "invalid_request_error"
+        # /api/chat keeps its documented 422.
+        assert (await http.post("/api/chat", json={})).status_code == 422
+    async with openai_client(tmp_path / "t.db", fake_llm()) as client:
+        robot: Any = [{"role": "robot", "content": "Hi"}]
+        with pytest.raises(openai.BadRequestError) as raised:
+            await client.chat.completions.create(model="m", messages=robot)
+    assert raised.value.param == "messages[0].role"
+
+
+async def test_other_errors_of_the_v1_routes_are_in_openais_format(tmp_path: Path) -> None:
+    app = create_app(config(tmp_path / "s.db", model=fake_llm(), api_key="s3cret"))
+    async with running(app) as http:
+        key = {"Authorization": "Bearer s3cret"}
+        no_key = await http.post("/v1/chat/completions", json={"messages": []})
+        assert _openai_error(no_key, 401)["code"] == "invalid_api_key"
+        assert no_key.headers["www-authenticate"] == "Bearer"
+        _openai_error(await http.get("/v1/nothing-here", headers=key), 404)
+        _openai_error(await http.get("/v1/chat/completions", headers=key), 405)
+        # The service's own API keeps FastAPI's format.
+        assert "detail" in (await http.get("/api/tools")).json()

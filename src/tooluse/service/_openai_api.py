@@ -7,20 +7,31 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
 
 import pydantic
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse, Response
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
 from fastapi.sse import format_sse_event
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tooluse.messages import AssistantMessage, Message, Usage, UserMessage
 from tooluse.qa import ApprovalRequiredEvent, DeltaEvent, DoneEvent, QaEvent, QaPause
 from tooluse.service._service import QaService
 from tooluse.service._sse import JsonTextResponse, sse, sse_response
 
-__all__ = ["OPENAI_MODEL_ID", "BadRequest", "OpenAIChatRequest", "conversation", "openai_router"]
+__all__ = [
+    "OPENAI_MODEL_ID",
+    "BadRequest",
+    "OpenAIChatRequest",
+    "conversation",
+    "is_openai_path",
+    "openai_error",
+    "openai_http_error",
+    "openai_router",
+    "openai_validation_error",
+]
 
 logger = logging.getLogger("tooluse.service")
 
@@ -88,11 +99,71 @@ def conversation(messages: list[OpenAIMessage]) -> tuple[str, list[Message]]:
     return question, history
 
 
-def _error(message: str, status: int = 400) -> JSONResponse:
-    body = {
-        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}
-    }
-    return JSONResponse(body, status_code=status)
+def openai_error(
+    message: str,
+    status: int = 400,
+    *,
+    type: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JsonTextResponse:
+    """An answer in OpenAI's error format, ``{"error": {"message", "type", "param", "code"}}``
+    (the SDKs read ``param``, ``code`` and ``type`` from it)."""
+    body = {"error": {"message": message, "type": type, "param": param, "code": code}}
+    return JsonTextResponse(body, status_code=status, headers=headers)
+
+
+def is_openai_path(request: Request) -> bool:
+    """Whether ``request`` is for the OpenAI-compatible routes (``/v1/...``)."""
+    path: str = request.scope["path"]
+    root: str = request.scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    return path == "/v1" or path.startswith("/v1/")
+
+
+def openai_validation_error(errors: Sequence[Any]) -> JsonTextResponse:
+    """A body the request model refused, as OpenAI reports one: 400, ``param`` naming the
+    field (``messages[0].role``)."""
+    first = errors[0] if errors else {}
+    param = _param(tuple(first.get("loc", ())))
+    # A union (content: a string or a list of parts) has an error per member: all are told.
+    same = [e.get("msg", "") for e in errors if _param(tuple(e.get("loc", ()))) == param]
+    detail = ", or ".join(dict.fromkeys(same)) or "invalid request body"
+    if first.get("type") == "json_invalid":
+        detail = f"the body is not valid JSON ({first.get('ctx', {}).get('error', detail)})"
+    elif first.get("type") == "missing":
+        detail = "missing required parameter" if param else "the request needs a JSON body"
+    return openai_error(f"{param}: {detail}" if param else detail, param=param)
+
+
+def _param(loc: tuple[Any, ...]) -> str | None:
+    # ("body", "messages", 0, "content", "str"): the field is messages[0].content; what comes
+    # after it names a member of a union type, not a field.
+    path = loc[1:] if loc[:1] == ("body",) else loc
+    if not path or not isinstance(path[0], str):
+        return None  # the body as a whole (not JSON, missing)
+    param = path[0]
+    if param == "messages" and len(path) > 1 and isinstance(path[1], int):
+        param += f"[{path[1]}]"
+        if len(path) > 2 and isinstance(path[2], str):
+            param += f".{path[2]}"
+    return param
+
+
+def openai_http_error(request: Request, exc: StarletteHTTPException) -> JsonTextResponse:
+    """An HTTP error of a ``/v1`` route (a wrong key, an unknown path) in OpenAI's format."""
+    message = str(exc.detail)
+    if exc.status_code in (404, 405):
+        message = f"{message}: {request.method} {request.url.path}"
+    return openai_error(
+        message,
+        exc.status_code,
+        type="invalid_request_error" if exc.status_code < 500 else "server_error",
+        code="invalid_api_key" if exc.status_code == 401 else None,
+        headers=exc.headers,
+    )
 
 
 def _usage(usage: Usage | None) -> dict[str, int]:
@@ -127,7 +198,7 @@ def openai_router(service: QaService) -> APIRouter:
         try:
             question, history = conversation(request.messages)
         except BadRequest as exc:
-            return _error(str(exc))
+            return openai_error(str(exc))
         events = service.pipeline.stream(question, history=history)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
