@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from _service_helpers import config, fake_llm, respond, running
+from _service_helpers import config, fake_llm, parse_sse, respond, running
 from tooluse.messages import Prompt, UserMessage
 from tooluse.service import create_app
 from tooluse.testing import FunctionModel, ResponseLike
@@ -247,3 +247,28 @@ async def test_other_errors_of_the_v1_routes_are_in_openais_format(tmp_path: Pat
         _openai_error(await http.get("/v1/chat/completions", headers=key), 405)
         # The service's own API keeps FastAPI's format.
         assert "detail" in (await http.get("/api/tools")).json()
+
+
+async def test_a_failed_completion_is_a_500_in_openais_error_format(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The run's exception escaped the endpoint: a bare "Internal Server Error" text (here,
+    # in-process, the exception itself), which the SDKs can only show as such.
+    def fail(prompt: object) -> str:
+        raise ConnectionError("provider unreachable")
+
+    app = create_app(config(tmp_path / "s.db", model=FunctionModel(fail)))
+    body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
+    async with running(app) as http:
+        error = _openai_error(await http.post("/v1/chat/completions", json=body), 500)
+        streamed = parse_sse(
+            (await http.post("/v1/chat/completions", json=body | {"stream": True})).text
+        )
+    assert error["type"] == "server_error" and "provider unreachable" in error["message"]
+    assert "chat completion" in caplog.text and "provider unreachable" in caplog.text
+    # Mid-stream, the same error object in a chunk of its own.
+    assert streamed[-1] == ("message", {"error": error})
+    async with openai_client(tmp_path / "t.db", FunctionModel(fail)) as client:
+        with pytest.raises(openai.InternalServerError, match="provider unreachable") as raised:
+            await client.chat.completions.create(model="m", messages=body["messages"])  # type: ignore[arg-type]
+    assert raised.value.type == "server_error"

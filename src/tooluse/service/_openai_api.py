@@ -176,6 +176,14 @@ def _usage(usage: Usage | None) -> dict[str, int]:
     }
 
 
+def _failure(exc: Exception) -> dict[str, str]:
+    """What a failed run is reported as: OpenAI's type for a failure on the server's side,
+    and the exception (its class: ``ConnectionError``, ``TimeoutError``, ...)."""
+    text = str(exc)
+    name = type(exc).__name__
+    return {"message": f"{name}: {text}" if text else name, "type": "server_error"}
+
+
 def _approval_text(approval_id: str, pause: QaPause) -> str:
     calls = ", ".join(f"{call.name}({call.arguments})" for call in pause.pending_tool_calls)
     return (
@@ -206,7 +214,12 @@ def openai_router(service: QaService) -> APIRouter:
             include_usage = bool((request.stream_options or {}).get("include_usage"))
             chunks = _chunks(service, events, completion_id, created, include_usage)
             return sse_response(chunks, service.config.keepalive_seconds)
-        answer, usage = await _answer(service, events)
+        try:
+            answer, usage = await _answer(service, events)
+        except Exception as exc:
+            logger.exception("chat completion %s failed", completion_id)
+            failure = _failure(exc)
+            return openai_error(failure["message"], 500, type=failure["type"])
         return JsonTextResponse(
             {
                 "id": completion_id,
@@ -270,7 +283,7 @@ async def _chunks(
     except Exception as exc:
         logger.exception("chat completion %s failed", completion_id)
         # OpenAI's SDKs raise an APIError for a chunk that carries "error".
-        yield sse(None, {"error": {"message": str(exc), "type": type(exc).__name__}})
+        yield sse(None, {"error": {**_failure(exc), "param": None, "code": None}})
         return
     yield chunk({}, "stop")
     if include_usage:
