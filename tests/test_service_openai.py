@@ -100,6 +100,11 @@ async def test_bad_requests_get_openai_errors(tmp_path: Path) -> None:
             await client.chat.completions.create(
                 model="tooluse-qa", messages=[{"role": "user", "content": text_without_text}]
             )
+        with pytest.raises(openai.BadRequestError, match="question is empty") as raised:
+            await client.chat.completions.create(
+                model="tooluse-qa", messages=[{"role": "user", "content": " "}]
+            )
+        assert raised.value.param == "messages[0].content"
 
 
 async def test_a_failure_mid_stream_raises_in_the_sdk(tmp_path: Path) -> None:
@@ -272,3 +277,38 @@ async def test_a_failed_completion_is_a_500_in_openais_error_format(
         with pytest.raises(openai.InternalServerError, match="provider unreachable") as raised:
             await client.chat.completions.create(model="m", messages=body["messages"])  # type: ignore[arg-type]
     assert raised.value.type == "server_error"
+
+
+async def test_what_the_service_cannot_give_is_a_400_not_an_answer_of_another_shape(
+    tmp_path: Path,
+) -> None:
+    # n=2 got one choice, tool_choice "required" an answer without tool calls, a JSON
+    # response_format prose: answers a client reading them as asked fails on.
+    messages: Any = [{"role": "user", "content": "What is the refund policy?"}]
+    tool: Any = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    named: Any = {"type": "function", "function": {"name": "f"}}
+    schema: Any = {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}
+    refused: list[tuple[dict[str, Any], str]] = [
+        ({"n": 2}, "n"),
+        ({"n": 0}, "n"),
+        ({"tools": [tool], "tool_choice": "required"}, "tool_choice"),
+        ({"tools": [tool], "tool_choice": named}, "tool_choice"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"response_format": schema}, "response_format"),
+    ]
+    async with openai_client(tmp_path / "s.db", fake_llm()) as client:
+        for extra, param in refused:
+            with pytest.raises(openai.BadRequestError) as raised:
+                await client.chat.completions.create(model="m", messages=messages, **extra)
+            assert raised.value.param == param, extra
+        # What it can give: one choice, tools left unused (documented), plain text.
+        taken: list[dict[str, Any]] = [
+            {"n": 1},
+            {"tools": [tool]},
+            {"tools": [tool], "tool_choice": "auto"},
+            {"tool_choice": "none"},
+            {"response_format": {"type": "text"}},
+        ]
+        for extra in taken:
+            done = await client.chat.completions.create(model="m", messages=messages, **extra)
+            assert [c.message.content for c in done.choices] == ["From the knowledge base."]

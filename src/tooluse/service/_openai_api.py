@@ -25,6 +25,7 @@ __all__ = [
     "OPENAI_MODEL_ID",
     "BadRequest",
     "OpenAIChatRequest",
+    "check_supported",
     "conversation",
     "is_openai_path",
     "openai_error",
@@ -56,7 +57,37 @@ class OpenAIChatRequest(pydantic.BaseModel):
 
 
 class BadRequest(ValueError):
-    """A request the service cannot answer, reported in OpenAI's error format."""
+    """A request the service cannot answer, reported in OpenAI's error format (``param``:
+    the field at fault)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def check_supported(request: OpenAIChatRequest) -> None:
+    """Refuse what would make an answer of another shape than asked: more than one choice,
+    a tool call forced, JSON. Tools, sampling parameters and ``model`` are left unused."""
+    extra = request.model_extra or {}
+    n = extra.get("n")
+    if n is not None and n != 1:
+        raise BadRequest(f"n: the service gives one choice per request (n=1), got {n!r}", "n")
+    tool_choice = extra.get("tool_choice")
+    if tool_choice not in (None, "auto", "none"):
+        raise BadRequest(
+            "tool_choice: the service calls its own tools and never answers with a tool call "
+            f"of the client's; 'auto' or 'none' only, got {tool_choice!r}",
+            "tool_choice",
+        )
+    response_format = extra.get("response_format")
+    if response_format is not None and (
+        not isinstance(response_format, dict) or response_format.get("type") != "text"
+    ):
+        raise BadRequest(
+            "response_format: the service answers in text only ({'type': 'text'}), got "
+            f"{response_format!r}",
+            "response_format",
+        )
 
 
 def _text(message: OpenAIMessage, position: int) -> str:
@@ -70,11 +101,13 @@ def _text(message: OpenAIMessage, position: int) -> str:
         if part.get("type") != "text":
             raise BadRequest(
                 f"messages[{position}]: only text content is supported, got a "
-                f"{part.get('type')!r} part"
+                f"{part.get('type')!r} part",
+                f"messages[{position}].content",
             )
         if not isinstance(part.get("text"), str):
             raise BadRequest(
-                f"messages[{position}].content[{index}]: a text part needs 'text', a string"
+                f"messages[{position}].content[{index}]: a text part needs 'text', a string",
+                f"messages[{position}].content",
             )
         texts.append(part["text"])
     return "".join(texts)
@@ -85,10 +118,13 @@ def conversation(messages: list[OpenAIMessage]) -> tuple[str, list[Message]]:
     System and tool messages are left out: the service has its own instructions and tools."""
     last = messages[-1]
     if last.role != "user":
-        raise BadRequest(f"the last message must be the user's question, got role {last.role!r}")
+        raise BadRequest(
+            f"the last message must be the user's question, got role {last.role!r}",
+            f"messages[{len(messages) - 1}].role",
+        )
     question = _text(last, len(messages) - 1)
     if not question.strip():
-        raise BadRequest("the user's question is empty")
+        raise BadRequest("the user's question is empty", f"messages[{len(messages) - 1}].content")
     history: list[Message] = []
     for position, message in enumerate(messages[:-1]):
         text = _text(message, position)
@@ -204,9 +240,10 @@ def openai_router(service: QaService) -> APIRouter:
     @router.post("/v1/chat/completions", response_model=None)
     async def completions(request: OpenAIChatRequest) -> Response:
         try:
+            check_supported(request)
             question, history = conversation(request.messages)
         except BadRequest as exc:
-            return openai_error(str(exc))
+            return openai_error(str(exc), param=exc.param)
         events = service.pipeline.stream(question, history=history)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
