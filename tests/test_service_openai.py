@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -312,3 +313,58 @@ async def test_what_the_service_cannot_give_is_a_400_not_an_answer_of_another_sh
         for extra in taken:
             done = await client.chat.completions.create(model="m", messages=messages, **extra)
             assert [c.message.content for c in done.choices] == ["From the knowledge base."]
+
+
+async def test_a_client_leaving_a_completion_before_its_answer_cancels_the_run(
+    tmp_path: Path,
+) -> None:
+    # A non-streamed run went on to its end (model calls, tools) for a client that had gone
+    # (a timeout; the SDK then retries: three runs for one question).
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def slow(prompt: Prompt) -> ResponseLike:
+        if prompt.options.tool_callbacks:
+            return ""
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "too late"
+
+    app = create_app(config(tmp_path / "s.db", model=FunctionModel(slow)))
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "Hi"}]}).encode()
+    incoming: list[dict[str, Any]] = [{"type": "http.request", "body": body, "more_body": False}]
+    gone = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop(0)
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    path = "/v1/chat/completions"
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"host", b"service")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("service", 80),
+    }
+    async with running(app):
+        call = asyncio.create_task(app(scope, receive, send))
+        await asyncio.wait_for(started.wait(), 5)
+        gone.set()
+        await asyncio.wait_for(call, 5)
+    assert cancelled.is_set()

@@ -7,8 +7,8 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 import pydantic
 from fastapi import APIRouter, Request
@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("tooluse.service")
+
+_T = TypeVar("_T")
 
 OPENAI_MODEL_ID = "tooluse-qa"
 """The one model ``GET /v1/models`` lists; the ``model`` of a request is not used."""
@@ -238,7 +240,7 @@ def openai_router(service: QaService) -> APIRouter:
         return {"object": "list", "data": [model]}
 
     @router.post("/v1/chat/completions", response_model=None)
-    async def completions(request: OpenAIChatRequest) -> Response:
+    async def completions(request: OpenAIChatRequest, http: Request) -> Response:
         try:
             check_supported(request)
             question, history = conversation(request.messages)
@@ -252,7 +254,12 @@ def openai_router(service: QaService) -> APIRouter:
             chunks = _chunks(service, events, completion_id, created, include_usage)
             return sse_response(chunks, service.config.keepalive_seconds)
         try:
-            answer, usage = await _answer(service, events)
+            answer, usage = await _unless_gone(http, _answer(service, events))
+        except ClientGone:
+            logger.info(
+                "chat completion %s: the client went away, the run is cancelled", completion_id
+            )
+            return openai_error("the client went away before the answer", 499)
         except Exception as exc:
             logger.exception("chat completion %s failed", completion_id)
             failure = _failure(exc)
@@ -275,6 +282,32 @@ def openai_router(service: QaService) -> APIRouter:
         )
 
     return router
+
+
+class ClientGone(Exception):
+    """The client closed the connection before the answer was ready."""
+
+
+async def _unless_gone(request: Request, work: Coroutine[Any, Any, _T]) -> _T:
+    """``work``'s result, or :class:`ClientGone` (``work`` cancelled) when the client
+    disconnects first (a timeout; the SDKs then retry, each retry a run of its own)."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, watcher):
+            pending.cancel()
+        await asyncio.gather(task, watcher, return_exceptions=True)
+    if not task.cancelled():
+        return task.result()
+    raise ClientGone()
+
+
+async def _disconnected(request: Request) -> None:
+    # The body has been read, so the next message is the disconnect.
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _answer(service: QaService, events: AsyncIterator[QaEvent]) -> tuple[str, Usage | None]:
