@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from _service_helpers import config, fake_llm, respond, running
+from _service_helpers import config, fake_llm, parse_sse, respond, running
 from tooluse.messages import Prompt, UserMessage
 from tooluse.service import create_app
 from tooluse.testing import FunctionModel, ResponseLike
@@ -100,6 +101,11 @@ async def test_bad_requests_get_openai_errors(tmp_path: Path) -> None:
             await client.chat.completions.create(
                 model="tooluse-qa", messages=[{"role": "user", "content": text_without_text}]
             )
+        with pytest.raises(openai.BadRequestError, match="question is empty") as raised:
+            await client.chat.completions.create(
+                model="tooluse-qa", messages=[{"role": "user", "content": " "}]
+            )
+        assert raised.value.param == "messages[0].content"
 
 
 async def test_a_failure_mid_stream_raises_in_the_sdk(tmp_path: Path) -> None:
@@ -193,3 +199,172 @@ async def test_an_answer_with_a_lone_surrogate_is_sent_escaped(tmp_path: Path) -
         )
         streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert completion.choices[0].message.content == "smile \ud83d" == streamed
+
+
+def _openai_error(response: httpx.Response, status: int) -> dict[str, Any]:
+    """The ``error`` object of an answer in OpenAI's error format, checked."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"message", "type", "param", "code"}, body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+async def test_invalid_bodies_get_400_in_openais_error_format(tmp_path: Path) -> None:
+    # OpenAI answers a body it cannot take with 400 {"error": {...}}, which the SDKs raise as
+    # BadRequestError; FastAPI's 422 {"detail": [...]} became UnprocessableEntityError.
+    app = create_app(config(tmp_path / "s.db", model=fake_llm()))
+    user: Any = {"role": "user", "content": "Hi"}
+    bodies: list[tuple[Any, str | None]] = [
+        ({"model": "m"}, "messages"),
+        ({"model": "m", "messages": []}, "messages"),
+        ({"model": "m", "messages": "Hi"}, "messages"),
+        ({"model": "m", "messages": [{"role": "robot", "content": "Hi"}]}, "messages[0].role"),
+        ({"model": "m", "messages": [{"content": "Hi"}]}, "messages[0].role"),
+        ({"model": "m", "messages": [user, {"role": "user", "content": 5}]}, "messages[1].content"),
+        ({"model": "m", "messages": [user], "stream": "maybe"}, "stream"),
+    ]
+    async with running(app) as http:
+        for body, param in bodies:
+            error = _openai_error(await http.post("/v1/chat/completions", json=body), 400)
+            assert (error["type"], error["param"]) == ("invalid_request_error", param), body
+        json_type = {"content-type": "application/json"}
+        not_json = await http.post("/v1/chat/completions", content=b"{x", headers=json_type)
+        assert _openai_error(not_json, 400)["type"] == "invalid_request_error"
+        # /api/chat keeps its documented 422.
+        assert (await http.post("/api/chat", json={})).status_code == 422
+    async with openai_client(tmp_path / "t.db", fake_llm()) as client:
+        robot: Any = [{"role": "robot", "content": "Hi"}]
+        with pytest.raises(openai.BadRequestError) as raised:
+            await client.chat.completions.create(model="m", messages=robot)
+    assert raised.value.param == "messages[0].role"
+
+
+async def test_other_errors_of_the_v1_routes_are_in_openais_format(tmp_path: Path) -> None:
+    app = create_app(config(tmp_path / "s.db", model=fake_llm(), api_key="s3cret"))
+    async with running(app) as http:
+        key = {"Authorization": "Bearer s3cret"}
+        no_key = await http.post("/v1/chat/completions", json={"messages": []})
+        assert _openai_error(no_key, 401)["code"] == "invalid_api_key"
+        assert no_key.headers["www-authenticate"] == "Bearer"
+        _openai_error(await http.get("/v1/nothing-here", headers=key), 404)
+        _openai_error(await http.get("/v1/chat/completions", headers=key), 405)
+        # The service's own API keeps FastAPI's format.
+        assert "detail" in (await http.get("/api/tools")).json()
+
+
+async def test_a_failed_completion_is_a_500_in_openais_error_format(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The run's exception escaped the endpoint: a bare "Internal Server Error" text (here,
+    # in-process, the exception itself), which the SDKs can only show as such.
+    def fail(prompt: object) -> str:
+        raise ConnectionError("provider unreachable")
+
+    app = create_app(config(tmp_path / "s.db", model=FunctionModel(fail)))
+    body = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
+    async with running(app) as http:
+        error = _openai_error(await http.post("/v1/chat/completions", json=body), 500)
+        streamed = parse_sse(
+            (await http.post("/v1/chat/completions", json=body | {"stream": True})).text
+        )
+    assert error["type"] == "server_error" and "provider unreachable" in error["message"]
+    assert "chat completion" in caplog.text and "provider unreachable" in caplog.text
+    # Mid-stream, the same error object in a chunk of its own.
+    assert streamed[-1] == ("message", {"error": error})
+    async with openai_client(tmp_path / "t.db", FunctionModel(fail)) as client:
+        with pytest.raises(openai.InternalServerError, match="provider unreachable") as raised:
+            await client.chat.completions.create(model="m", messages=body["messages"])  # type: ignore[arg-type]
+    assert raised.value.type == "server_error"
+
+
+async def test_what_the_service_cannot_give_is_a_400_not_an_answer_of_another_shape(
+    tmp_path: Path,
+) -> None:
+    # n=2 got one choice, tool_choice "required" an answer without tool calls, a JSON
+    # response_format prose: answers a client reading them as asked fails on.
+    messages: Any = [{"role": "user", "content": "What is the refund policy?"}]
+    tool: Any = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    named: Any = {"type": "function", "function": {"name": "f"}}
+    schema: Any = {"type": "json_schema", "json_schema": {"name": "a", "schema": {}}}
+    refused: list[tuple[dict[str, Any], str]] = [
+        ({"n": 2}, "n"),
+        ({"n": 0}, "n"),
+        ({"tools": [tool], "tool_choice": "required"}, "tool_choice"),
+        ({"tools": [tool], "tool_choice": named}, "tool_choice"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"response_format": schema}, "response_format"),
+    ]
+    async with openai_client(tmp_path / "s.db", fake_llm()) as client:
+        for extra, param in refused:
+            with pytest.raises(openai.BadRequestError) as raised:
+                await client.chat.completions.create(model="m", messages=messages, **extra)
+            assert raised.value.param == param, extra
+        # What it can give: one choice, tools left unused (documented), plain text.
+        taken: list[dict[str, Any]] = [
+            {"n": 1},
+            {"tools": [tool]},
+            {"tools": [tool], "tool_choice": "auto"},
+            {"tool_choice": "none"},
+            {"response_format": {"type": "text"}},
+        ]
+        for extra in taken:
+            done = await client.chat.completions.create(model="m", messages=messages, **extra)
+            assert [c.message.content for c in done.choices] == ["From the knowledge base."]
+
+
+async def test_a_client_leaving_a_completion_before_its_answer_cancels_the_run(
+    tmp_path: Path,
+) -> None:
+    # A non-streamed run went on to its end (model calls, tools) for a client that had gone
+    # (a timeout; the SDK then retries: three runs for one question).
+    started, cancelled = asyncio.Event(), asyncio.Event()
+
+    async def slow(prompt: Prompt) -> ResponseLike:
+        if prompt.options.tool_callbacks:
+            return ""
+        started.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "too late"
+
+    app = create_app(config(tmp_path / "s.db", model=FunctionModel(slow)))
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "Hi"}]}).encode()
+    incoming: list[dict[str, Any]] = [{"type": "http.request", "body": body, "more_body": False}]
+    gone = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop(0)
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    path = "/v1/chat/completions"
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"host", b"service")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("service", 80),
+    }
+    async with running(app):
+        call = asyncio.create_task(app(scope, receive, send))
+        await asyncio.wait_for(started.wait(), 5)
+        gone.set()
+        await asyncio.wait_for(call, 5)
+    assert cancelled.is_set()

@@ -15,13 +15,20 @@ from typing import Annotated, Any
 import pydantic
 from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request
 from fastapi.encoders import jsonable_encoder
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tooluse.calling import Approve, Decision, Deny
 from tooluse.service._approvals import ApprovalConflict, StoredApproval, UnknownApproval
 from tooluse.service._offline import OFFLINE_NOTICE
-from tooluse.service._openai_api import openai_router
+from tooluse.service._openai_api import (
+    is_openai_path,
+    openai_http_error,
+    openai_router,
+    openai_validation_error,
+)
 from tooluse.service._service import QaService, ServiceConfig
 from tooluse.service._sse import JsonTextResponse, qa_event_stream, sse_response
 
@@ -133,9 +140,17 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JsonTextResponse:
+        if is_openai_path(request):  # 400 {"error": ...}, as OpenAI answers, for its SDKs
+            return openai_validation_error(exc.errors())
         # FastAPI's own handler echoes the input with JSONResponse, which fails (500) on a
         # lone surrogate in the body ("\ud800", which pydantic refuses in a str).
         return JsonTextResponse({"detail": jsonable_encoder(exc.errors())}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if is_openai_path(request):
+            return openai_http_error(request, exc)
+        return await http_exception_handler(request, exc)
 
     keepalive = service.config.keepalive_seconds
     page = _page(service)

@@ -7,22 +7,36 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 import pydantic
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse, Response
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
 from fastapi.sse import format_sse_event
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tooluse.messages import AssistantMessage, Message, Usage, UserMessage
 from tooluse.qa import ApprovalRequiredEvent, DeltaEvent, DoneEvent, QaEvent, QaPause
 from tooluse.service._service import QaService
 from tooluse.service._sse import JsonTextResponse, sse, sse_response
 
-__all__ = ["OPENAI_MODEL_ID", "BadRequest", "OpenAIChatRequest", "conversation", "openai_router"]
+__all__ = [
+    "OPENAI_MODEL_ID",
+    "BadRequest",
+    "OpenAIChatRequest",
+    "check_supported",
+    "conversation",
+    "is_openai_path",
+    "openai_error",
+    "openai_http_error",
+    "openai_router",
+    "openai_validation_error",
+]
 
 logger = logging.getLogger("tooluse.service")
+
+_T = TypeVar("_T")
 
 OPENAI_MODEL_ID = "tooluse-qa"
 """The one model ``GET /v1/models`` lists; the ``model`` of a request is not used."""
@@ -45,7 +59,37 @@ class OpenAIChatRequest(pydantic.BaseModel):
 
 
 class BadRequest(ValueError):
-    """A request the service cannot answer, reported in OpenAI's error format."""
+    """A request the service cannot answer, reported in OpenAI's error format (``param``:
+    the field at fault)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+def check_supported(request: OpenAIChatRequest) -> None:
+    """Refuse what would make an answer of another shape than asked: more than one choice,
+    a tool call forced, JSON. Tools, sampling parameters and ``model`` are left unused."""
+    extra = request.model_extra or {}
+    n = extra.get("n")
+    if n is not None and n != 1:
+        raise BadRequest(f"n: the service gives one choice per request (n=1), got {n!r}", "n")
+    tool_choice = extra.get("tool_choice")
+    if tool_choice not in (None, "auto", "none"):
+        raise BadRequest(
+            "tool_choice: the service calls its own tools and never answers with a tool call "
+            f"of the client's; 'auto' or 'none' only, got {tool_choice!r}",
+            "tool_choice",
+        )
+    response_format = extra.get("response_format")
+    if response_format is not None and (
+        not isinstance(response_format, dict) or response_format.get("type") != "text"
+    ):
+        raise BadRequest(
+            "response_format: the service answers in text only ({'type': 'text'}), got "
+            f"{response_format!r}",
+            "response_format",
+        )
 
 
 def _text(message: OpenAIMessage, position: int) -> str:
@@ -59,11 +103,13 @@ def _text(message: OpenAIMessage, position: int) -> str:
         if part.get("type") != "text":
             raise BadRequest(
                 f"messages[{position}]: only text content is supported, got a "
-                f"{part.get('type')!r} part"
+                f"{part.get('type')!r} part",
+                f"messages[{position}].content",
             )
         if not isinstance(part.get("text"), str):
             raise BadRequest(
-                f"messages[{position}].content[{index}]: a text part needs 'text', a string"
+                f"messages[{position}].content[{index}]: a text part needs 'text', a string",
+                f"messages[{position}].content",
             )
         texts.append(part["text"])
     return "".join(texts)
@@ -74,10 +120,13 @@ def conversation(messages: list[OpenAIMessage]) -> tuple[str, list[Message]]:
     System and tool messages are left out: the service has its own instructions and tools."""
     last = messages[-1]
     if last.role != "user":
-        raise BadRequest(f"the last message must be the user's question, got role {last.role!r}")
+        raise BadRequest(
+            f"the last message must be the user's question, got role {last.role!r}",
+            f"messages[{len(messages) - 1}].role",
+        )
     question = _text(last, len(messages) - 1)
     if not question.strip():
-        raise BadRequest("the user's question is empty")
+        raise BadRequest("the user's question is empty", f"messages[{len(messages) - 1}].content")
     history: list[Message] = []
     for position, message in enumerate(messages[:-1]):
         text = _text(message, position)
@@ -88,11 +137,71 @@ def conversation(messages: list[OpenAIMessage]) -> tuple[str, list[Message]]:
     return question, history
 
 
-def _error(message: str, status: int = 400) -> JSONResponse:
-    body = {
-        "error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}
-    }
-    return JSONResponse(body, status_code=status)
+def openai_error(
+    message: str,
+    status: int = 400,
+    *,
+    type: str = "invalid_request_error",
+    param: str | None = None,
+    code: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JsonTextResponse:
+    """An answer in OpenAI's error format, ``{"error": {"message", "type", "param", "code"}}``
+    (the SDKs read ``param``, ``code`` and ``type`` from it)."""
+    body = {"error": {"message": message, "type": type, "param": param, "code": code}}
+    return JsonTextResponse(body, status_code=status, headers=headers)
+
+
+def is_openai_path(request: Request) -> bool:
+    """Whether ``request`` is for the OpenAI-compatible routes (``/v1/...``)."""
+    path: str = request.scope["path"]
+    root: str = request.scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    return path == "/v1" or path.startswith("/v1/")
+
+
+def openai_validation_error(errors: Sequence[Any]) -> JsonTextResponse:
+    """A body the request model refused, as OpenAI reports one: 400, ``param`` naming the
+    field (``messages[0].role``)."""
+    first = errors[0] if errors else {}
+    param = _param(tuple(first.get("loc", ())))
+    # A union (content: a string or a list of parts) has an error per member: all are told.
+    same = [e.get("msg", "") for e in errors if _param(tuple(e.get("loc", ()))) == param]
+    detail = ", or ".join(dict.fromkeys(same)) or "invalid request body"
+    if first.get("type") == "json_invalid":
+        detail = f"the body is not valid JSON ({first.get('ctx', {}).get('error', detail)})"
+    elif first.get("type") == "missing":
+        detail = "missing required parameter" if param else "the request needs a JSON body"
+    return openai_error(f"{param}: {detail}" if param else detail, param=param)
+
+
+def _param(loc: tuple[Any, ...]) -> str | None:
+    # ("body", "messages", 0, "content", "str"): the field is messages[0].content; what comes
+    # after it names a member of a union type, not a field.
+    path = loc[1:] if loc[:1] == ("body",) else loc
+    if not path or not isinstance(path[0], str):
+        return None  # the body as a whole (not JSON, missing)
+    param = path[0]
+    if param == "messages" and len(path) > 1 and isinstance(path[1], int):
+        param += f"[{path[1]}]"
+        if len(path) > 2 and isinstance(path[2], str):
+            param += f".{path[2]}"
+    return param
+
+
+def openai_http_error(request: Request, exc: StarletteHTTPException) -> JsonTextResponse:
+    """An HTTP error of a ``/v1`` route (a wrong key, an unknown path) in OpenAI's format."""
+    message = str(exc.detail)
+    if exc.status_code in (404, 405):
+        message = f"{message}: {request.method} {request.url.path}"
+    return openai_error(
+        message,
+        exc.status_code,
+        type="invalid_request_error" if exc.status_code < 500 else "server_error",
+        code="invalid_api_key" if exc.status_code == 401 else None,
+        headers=exc.headers,
+    )
 
 
 def _usage(usage: Usage | None) -> dict[str, int]:
@@ -103,6 +212,14 @@ def _usage(usage: Usage | None) -> dict[str, int]:
         "completion_tokens": usage.completion_tokens,
         "total_tokens": usage.total_tokens,
     }
+
+
+def _failure(exc: Exception) -> dict[str, str]:
+    """What a failed run is reported as: OpenAI's type for a failure on the server's side,
+    and the exception (its class: ``ConnectionError``, ``TimeoutError``, ...)."""
+    text = str(exc)
+    name = type(exc).__name__
+    return {"message": f"{name}: {text}" if text else name, "type": "server_error"}
 
 
 def _approval_text(approval_id: str, pause: QaPause) -> str:
@@ -123,11 +240,12 @@ def openai_router(service: QaService) -> APIRouter:
         return {"object": "list", "data": [model]}
 
     @router.post("/v1/chat/completions", response_model=None)
-    async def completions(request: OpenAIChatRequest) -> Response:
+    async def completions(request: OpenAIChatRequest, http: Request) -> Response:
         try:
+            check_supported(request)
             question, history = conversation(request.messages)
         except BadRequest as exc:
-            return _error(str(exc))
+            return openai_error(str(exc), param=exc.param)
         events = service.pipeline.stream(question, history=history)
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
@@ -135,7 +253,17 @@ def openai_router(service: QaService) -> APIRouter:
             include_usage = bool((request.stream_options or {}).get("include_usage"))
             chunks = _chunks(service, events, completion_id, created, include_usage)
             return sse_response(chunks, service.config.keepalive_seconds)
-        answer, usage = await _answer(service, events)
+        try:
+            answer, usage = await _unless_gone(http, _answer(service, events))
+        except ClientGone:
+            logger.info(
+                "chat completion %s: the client went away, the run is cancelled", completion_id
+            )
+            return openai_error("the client went away before the answer", 499)
+        except Exception as exc:
+            logger.exception("chat completion %s failed", completion_id)
+            failure = _failure(exc)
+            return openai_error(failure["message"], 500, type=failure["type"])
         return JsonTextResponse(
             {
                 "id": completion_id,
@@ -154,6 +282,32 @@ def openai_router(service: QaService) -> APIRouter:
         )
 
     return router
+
+
+class ClientGone(Exception):
+    """The client closed the connection before the answer was ready."""
+
+
+async def _unless_gone(request: Request, work: Coroutine[Any, Any, _T]) -> _T:
+    """``work``'s result, or :class:`ClientGone` (``work`` cancelled) when the client
+    disconnects first (a timeout; the SDKs then retry, each retry a run of its own)."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait((task, watcher), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, watcher):
+            pending.cancel()
+        await asyncio.gather(task, watcher, return_exceptions=True)
+    if not task.cancelled():
+        return task.result()
+    raise ClientGone()
+
+
+async def _disconnected(request: Request) -> None:
+    # The body has been read, so the next message is the disconnect.
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _answer(service: QaService, events: AsyncIterator[QaEvent]) -> tuple[str, Usage | None]:
@@ -199,7 +353,7 @@ async def _chunks(
     except Exception as exc:
         logger.exception("chat completion %s failed", completion_id)
         # OpenAI's SDKs raise an APIError for a chunk that carries "error".
-        yield sse(None, {"error": {"message": str(exc), "type": type(exc).__name__}})
+        yield sse(None, {"error": {**_failure(exc), "param": None, "code": None}})
         return
     yield chunk({}, "stop")
     if include_usage:
