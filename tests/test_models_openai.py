@@ -515,6 +515,37 @@ async def test_a_streamed_refusal_is_in_the_metadata_as_in_a_plain_response(
     assert unfinished.generations[0].metadata == {"refusal": "No."}
 
 
+async def test_arguments_sent_as_a_json_object_become_json_text(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """llama.cpp's server (for a while by default, now behind ``--tool-args-object``) and
+    Hugging Face TGI send ``function.arguments`` as a JSON object, not a string."""
+    arguments = {"city": "Zürich"}
+    server.expect(
+        Reply.json(openai_completion(None, [openai_call("call_a", "get_weather", arguments)])),
+        openai_sse(
+            [
+                openai_chunk(
+                    openai_call_delta(
+                        0, id="call_b", function={"name": "get_weather", "arguments": arguments}
+                    )
+                ),
+                openai_chunk({}, finish_reason="tool_calls"),
+            ]
+        ),
+    )
+    model = make_model()
+    plain = await model.acall(ask(tool_callbacks=(WEATHER,)))
+    streamed = merge_chunks(await collect(model, ask(tool_callbacks=(WEATHER,))))
+
+    assert plain.generations[0].message.tool_calls == (
+        ToolCall(id="call_a", name="get_weather", arguments='{"city": "Zürich"}'),
+    )
+    assert streamed.generations[0].message.tool_calls == (
+        ToolCall(id="call_b", name="get_weather", arguments='{"city": "Zürich"}'),
+    )
+
+
 async def test_stream_usage_can_be_switched_off_for_servers_that_reject_it(
     server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
 ) -> None:

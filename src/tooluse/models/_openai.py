@@ -22,6 +22,7 @@ Retries (429, 408, 409, 5xx, connection errors; exponential backoff with jitter,
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -67,8 +68,17 @@ class _Request:
     params: dict[str, Any]
     calls: IncomingCalls
 
-    def tool_call(self, call_id: str | None, name: str | None, arguments: str | None) -> ToolCall:
-        return self.calls.tool_call(call_id or _new_call_id(), name, arguments)
+    def tool_call(self, call_id: str | None, name: str | None, arguments: object) -> ToolCall:
+        return self.calls.tool_call(call_id or _new_call_id(), name, _arguments_text(arguments))
+
+
+def _arguments_text(arguments: object) -> str | None:
+    """``function.arguments`` as JSON text. It is a string in OpenAI's format; llama.cpp's
+    server (``--tool-args-object``, for a while its default) and Hugging Face TGI send the
+    object itself, which the SDK passes through unvalidated."""
+    if arguments is None or isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False)
 
 
 def _new_call_id() -> str:
@@ -355,8 +365,9 @@ class _ChoiceState:
             return
         if function.name and not (call.arguments and function.name == call.name):
             call.name += function.name  # fragments concatenate; a repeat after arguments is not
-        if function.arguments:
-            call.arguments.append(function.arguments)
+        arguments = _arguments_text(function.arguments)
+        if arguments:
+            call.arguments.append(arguments)
 
 
 class _StreamState:
