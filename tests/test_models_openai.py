@@ -460,6 +460,39 @@ async def test_stream_quirks_of_compatible_servers(
     ]
 
 
+async def test_a_name_repeated_on_every_delta_after_an_empty_arguments_start_is_not_doubled(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """The first delta is OpenAI's ``{"name": ..., "arguments": ""}``; some servers (llama.cpp
+    before its fix, vLLM tool parsers, reportedly newer OpenAI models) then repeat the whole
+    name on every delta: the empty ``arguments`` already marks the name complete."""
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk(
+                    openai_call_delta(
+                        0,
+                        id="call_a",
+                        type="function",
+                        function={"name": "get_weather", "arguments": ""},
+                    )
+                ),
+                openai_chunk(
+                    openai_call_delta(0, function={"name": "get_weather", "arguments": '{"city":'})
+                ),
+                openai_chunk(
+                    openai_call_delta(0, function={"name": "get_weather", "arguments": ' "Oslo"}'})
+                ),
+                openai_chunk({}, finish_reason="tool_calls"),
+            ]
+        )
+    )
+    merged = merge_chunks(await collect(make_model(), ask(tool_callbacks=(WEATHER,))))
+    assert merged.generations[0].message.tool_calls == (
+        ToolCall(id="call_a", name="get_weather", arguments='{"city": "Oslo"}'),
+    )
+
+
 async def test_stream_without_ids_gets_unique_ids_and_keeps_broken_json_raw(
     server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
 ) -> None:

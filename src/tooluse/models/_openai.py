@@ -335,6 +335,9 @@ class _PendingCall:
     call_id: str = ""
     name: str = ""
     arguments: list[str] = dataclasses.field(default_factory=list)
+    # An ``arguments`` field arrived (even ""): the name is whole, a repeat of it is not a
+    # fragment.
+    arguments_begun: bool = False
 
 
 class _ChoiceState:
@@ -363,8 +366,10 @@ class _ChoiceState:
         function = delta.function
         if function is None:
             return
-        if function.name and not (call.arguments and function.name == call.name):
+        if function.name and not (call.arguments_begun and function.name == call.name):
             call.name += function.name  # fragments concatenate; a repeat after arguments is not
+        if function.arguments is not None:
+            call.arguments_begun = True
         arguments = _arguments_text(function.arguments)
         if arguments:
             call.arguments.append(arguments)
