@@ -4,6 +4,7 @@ the real ``openai`` SDK (request encoding, SSE decoding, retries and timeouts ar
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -491,6 +492,35 @@ async def test_a_name_repeated_on_every_delta_after_an_empty_arguments_start_is_
     assert merged.generations[0].message.tool_calls == (
         ToolCall(id="call_a", name="get_weather", arguments='{"city": "Oslo"}'),
     )
+
+
+async def test_an_emoji_split_between_two_argument_deltas_is_whole_again(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """A gateway that cuts deltas at UTF-16 code units (as openclaw's did) sends the halves of
+    a surrogate pair as ``\\ud83d`` and ``\\ude00`` in two chunks; the joined arguments
+    must hold the character, not two lone surrogates. Splits inside an escape of the
+    arguments' own JSON text are just text and join back as they are."""
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk(
+                    openai_call_delta(
+                        0,
+                        id="call_a",
+                        function={"name": "get_weather", "arguments": '{"city": "Z\\u00'},
+                    )
+                ),
+                openai_chunk(openai_call_delta(0, function={"arguments": "fc \ud83d"})),
+                openai_chunk(openai_call_delta(0, function={"arguments": '\ude00"}'})),
+                openai_chunk({}, finish_reason="tool_calls"),
+            ]
+        )
+    )
+    merged = merge_chunks(await collect(make_model(), ask(tool_callbacks=(WEATHER,))))
+    (call,) = merged.generations[0].message.tool_calls
+    assert call.arguments == '{"city": "Z\\u00fc \U0001f600"}'
+    assert json.loads(call.arguments) == {"city": "Zü \U0001f600"}
 
 
 async def test_stream_without_ids_gets_unique_ids_and_keeps_broken_json_raw(
