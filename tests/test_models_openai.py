@@ -618,6 +618,35 @@ async def test_stream_usage_can_be_switched_off_for_servers_that_reject_it(
     assert merge_chunks(chunks).text == "hi" and merge_chunks(chunks).usage is None
 
 
+async def test_groq_usage_under_x_groq_is_reported_when_no_usage_chunk_comes(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """Groq puts the stream's usage in ``x_groq.usage`` of the finishing chunk (and, asked
+    with ``stream_options``, in a usage chunk too: then that one is the usage)."""
+    groq_usage = {"queue_time": 0.07, "prompt_tokens": 23, "completion_tokens": 19}
+    finishing = openai_chunk({}, finish_reason="stop")
+    finishing["x_groq"] = {"id": "req_1", "usage": {**groq_usage, "total_tokens": 42}}
+    server.expect(
+        openai_sse([openai_chunk({"content": "hi"}), finishing]),
+        openai_sse(
+            [
+                openai_chunk({"content": "hi"}),
+                finishing,
+                openai_chunk(None, usage=openai_usage(5, 6)),
+            ]
+        ),
+    )
+    model = make_model(stream_usage=False)
+    chunks = await collect(model, ask())
+    both = merge_chunks(await collect(model, ask()))
+
+    assert merge_chunks(chunks).usage == Usage(
+        prompt_tokens=23, completion_tokens=19, total_tokens=42
+    )
+    assert sum(1 for c in chunks if c.usage is not None) == 1
+    assert both.usage == Usage(prompt_tokens=5, completion_tokens=6, total_tokens=11)
+
+
 async def test_strict_stream_calls_leave_with_injected_nulls_dropped(
     server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
 ) -> None:
