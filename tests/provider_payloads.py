@@ -62,7 +62,8 @@ def openai_completion(
     return body
 
 
-def openai_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+def openai_call(call_id: str, name: str, arguments: str | dict[str, Any]) -> dict[str, Any]:
+    """A complete tool call (``arguments`` as an object: what llama.cpp and TGI may send)."""
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 

@@ -343,6 +343,21 @@ async def test_stream_merges_input_json_deltas_per_block_and_reports_usage(
     )
 
 
+async def test_an_emoji_split_between_two_input_json_deltas_is_whole_again(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    """Partial JSON cut at UTF-16 code units carries the surrogate halves apart."""
+    events = stream_events()
+    events[8:10] = [
+        anthropic_json_delta(1, '{"city": "Par \ud83d'),
+        anthropic_json_delta(1, '\ude00"}'),
+    ]
+    server.expect(anthropic_sse(events))
+    merged = merge_chunks(await collect(make_model(), ask(tool_callbacks=(WEATHER,))))
+    first = merged.generations[0].message.tool_calls[0]
+    assert first.arguments == '{"city": "Par \U0001f600"}'
+
+
 async def test_stream_maps_aliases_back(
     server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
 ) -> None:

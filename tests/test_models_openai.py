@@ -4,6 +4,7 @@ the real ``openai`` SDK (request encoding, SSE decoding, retries and timeouts ar
 from __future__ import annotations
 
 import functools
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -460,6 +461,68 @@ async def test_stream_quirks_of_compatible_servers(
     ]
 
 
+async def test_a_name_repeated_on_every_delta_after_an_empty_arguments_start_is_not_doubled(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """The first delta is OpenAI's ``{"name": ..., "arguments": ""}``; some servers (llama.cpp
+    before its fix, vLLM tool parsers, reportedly newer OpenAI models) then repeat the whole
+    name on every delta: the empty ``arguments`` already marks the name complete."""
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk(
+                    openai_call_delta(
+                        0,
+                        id="call_a",
+                        type="function",
+                        function={"name": "get_weather", "arguments": ""},
+                    )
+                ),
+                openai_chunk(
+                    openai_call_delta(0, function={"name": "get_weather", "arguments": '{"city":'})
+                ),
+                openai_chunk(
+                    openai_call_delta(0, function={"name": "get_weather", "arguments": ' "Oslo"}'})
+                ),
+                openai_chunk({}, finish_reason="tool_calls"),
+            ]
+        )
+    )
+    merged = merge_chunks(await collect(make_model(), ask(tool_callbacks=(WEATHER,))))
+    assert merged.generations[0].message.tool_calls == (
+        ToolCall(id="call_a", name="get_weather", arguments='{"city": "Oslo"}'),
+    )
+
+
+async def test_an_emoji_split_between_two_argument_deltas_is_whole_again(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """A gateway that cuts deltas at UTF-16 code units (as openclaw's did) sends the halves of
+    a surrogate pair as ``\\ud83d`` and ``\\ude00`` in two chunks; the joined arguments
+    must hold the character, not two lone surrogates. Splits inside an escape of the
+    arguments' own JSON text are just text and join back as they are."""
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk(
+                    openai_call_delta(
+                        0,
+                        id="call_a",
+                        function={"name": "get_weather", "arguments": '{"city": "Z\\u00'},
+                    )
+                ),
+                openai_chunk(openai_call_delta(0, function={"arguments": "fc \ud83d"})),
+                openai_chunk(openai_call_delta(0, function={"arguments": '\ude00"}'})),
+                openai_chunk({}, finish_reason="tool_calls"),
+            ]
+        )
+    )
+    merged = merge_chunks(await collect(make_model(), ask(tool_callbacks=(WEATHER,))))
+    (call,) = merged.generations[0].message.tool_calls
+    assert call.arguments == '{"city": "Z\\u00fc \U0001f600"}'
+    assert json.loads(call.arguments) == {"city": "Zü \U0001f600"}
+
+
 async def test_stream_without_ids_gets_unique_ids_and_keeps_broken_json_raw(
     server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
 ) -> None:
@@ -515,6 +578,37 @@ async def test_a_streamed_refusal_is_in_the_metadata_as_in_a_plain_response(
     assert unfinished.generations[0].metadata == {"refusal": "No."}
 
 
+async def test_arguments_sent_as_a_json_object_become_json_text(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """llama.cpp's server (for a while by default, now behind ``--tool-args-object``) and
+    Hugging Face TGI send ``function.arguments`` as a JSON object, not a string."""
+    arguments = {"city": "Zürich"}
+    server.expect(
+        Reply.json(openai_completion(None, [openai_call("call_a", "get_weather", arguments)])),
+        openai_sse(
+            [
+                openai_chunk(
+                    openai_call_delta(
+                        0, id="call_b", function={"name": "get_weather", "arguments": arguments}
+                    )
+                ),
+                openai_chunk({}, finish_reason="tool_calls"),
+            ]
+        ),
+    )
+    model = make_model()
+    plain = await model.acall(ask(tool_callbacks=(WEATHER,)))
+    streamed = merge_chunks(await collect(model, ask(tool_callbacks=(WEATHER,))))
+
+    assert plain.generations[0].message.tool_calls == (
+        ToolCall(id="call_a", name="get_weather", arguments='{"city": "Zürich"}'),
+    )
+    assert streamed.generations[0].message.tool_calls == (
+        ToolCall(id="call_b", name="get_weather", arguments='{"city": "Zürich"}'),
+    )
+
+
 async def test_stream_usage_can_be_switched_off_for_servers_that_reject_it(
     server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
 ) -> None:
@@ -522,6 +616,35 @@ async def test_stream_usage_can_be_switched_off_for_servers_that_reject_it(
     chunks = await collect(make_model(stream_usage=False), ask())
     assert "stream_options" not in server.requests[0].body
     assert merge_chunks(chunks).text == "hi" and merge_chunks(chunks).usage is None
+
+
+async def test_groq_usage_under_x_groq_is_reported_when_no_usage_chunk_comes(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """Groq puts the stream's usage in ``x_groq.usage`` of the finishing chunk (and, asked
+    with ``stream_options``, in a usage chunk too: then that one is the usage)."""
+    groq_usage = {"queue_time": 0.07, "prompt_tokens": 23, "completion_tokens": 19}
+    finishing = openai_chunk({}, finish_reason="stop")
+    finishing["x_groq"] = {"id": "req_1", "usage": {**groq_usage, "total_tokens": 42}}
+    server.expect(
+        openai_sse([openai_chunk({"content": "hi"}), finishing]),
+        openai_sse(
+            [
+                openai_chunk({"content": "hi"}),
+                finishing,
+                openai_chunk(None, usage=openai_usage(5, 6)),
+            ]
+        ),
+    )
+    model = make_model(stream_usage=False)
+    chunks = await collect(model, ask())
+    both = merge_chunks(await collect(model, ask()))
+
+    assert merge_chunks(chunks).usage == Usage(
+        prompt_tokens=23, completion_tokens=19, total_tokens=42
+    )
+    assert sum(1 for c in chunks if c.usage is not None) == 1
+    assert both.usage == Usage(prompt_tokens=5, completion_tokens=6, total_tokens=11)
 
 
 async def test_strict_stream_calls_leave_with_injected_nulls_dropped(

@@ -4,9 +4,10 @@ Works with OpenAI, DeepSeek, Qwen (DashScope compatible mode), Ollama, vLLM and 
 server. Their streams differ in ways that break naive merging, all handled here: ``null``
 content, the call id only on a call's first delta (or repeated on every delta), names and
 arguments split across deltas, arguments missing or empty, deltas without an ``index``,
-parallel calls that all claim ``index`` 0 but carry distinct ids, usage in a final chunk with
-no choices, and cache hits reported as ``prompt_tokens_details.cached_tokens`` (OpenAI) or
-``prompt_cache_hit_tokens`` (DeepSeek).
+parallel calls that all claim ``index`` 0 but carry distinct ids, arguments sent as a JSON
+object (llama.cpp, TGI), usage in a final chunk with no choices (or only in Groq's
+``x_groq.usage``), and cache hits reported as ``prompt_tokens_details.cached_tokens``
+(OpenAI) or ``prompt_cache_hit_tokens`` (DeepSeek).
 
 Reasoning that a server returns beside the answer (``reasoning_content``: DeepSeek, Qwen, vLLM;
 ``reasoning``: Ollama, OpenRouter) is kept on the message, and sent back as
@@ -22,6 +23,7 @@ Retries (429, 408, 409, 5xx, connection errors; exponential backoff with jitter,
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -67,8 +69,17 @@ class _Request:
     params: dict[str, Any]
     calls: IncomingCalls
 
-    def tool_call(self, call_id: str | None, name: str | None, arguments: str | None) -> ToolCall:
-        return self.calls.tool_call(call_id or _new_call_id(), name, arguments)
+    def tool_call(self, call_id: str | None, name: str | None, arguments: object) -> ToolCall:
+        return self.calls.tool_call(call_id or _new_call_id(), name, _arguments_text(arguments))
+
+
+def _arguments_text(arguments: object) -> str | None:
+    """``function.arguments`` as JSON text. It is a string in OpenAI's format; llama.cpp's
+    server (``--tool-args-object``, for a while its default) and Hugging Face TGI send the
+    object itself, which the SDK passes through unvalidated."""
+    if arguments is None or isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False)
 
 
 def _new_call_id() -> str:
@@ -320,11 +331,26 @@ def _usage(usage: CompletionUsage) -> Usage:
     )
 
 
+def _groq_usage(extra: Mapping[str, Any] | None) -> Usage | None:
+    """Groq's stream usage: ``x_groq.usage`` on the finishing chunk, beside its timings."""
+    groq = (extra or {}).get("x_groq")
+    reported = groq.get("usage") if isinstance(groq, Mapping) else None
+    if not isinstance(reported, Mapping):
+        return None
+    try:
+        return _usage(CompletionUsage.model_validate(reported))
+    except ValueError:  # pydantic's ValidationError: counts that are not counts
+        return None
+
+
 @dataclasses.dataclass(slots=True)
 class _PendingCall:
     call_id: str = ""
     name: str = ""
     arguments: list[str] = dataclasses.field(default_factory=list)
+    # An ``arguments`` field arrived (even ""): the name is whole, a repeat of it is not a
+    # fragment.
+    arguments_begun: bool = False
 
 
 class _ChoiceState:
@@ -353,10 +379,13 @@ class _ChoiceState:
         function = delta.function
         if function is None:
             return
-        if function.name and not (call.arguments and function.name == call.name):
+        if function.name and not (call.arguments_begun and function.name == call.name):
             call.name += function.name  # fragments concatenate; a repeat after arguments is not
-        if function.arguments:
-            call.arguments.append(function.arguments)
+        if function.arguments is not None:
+            call.arguments_begun = True
+        arguments = _arguments_text(function.arguments)
+        if arguments:
+            call.arguments.append(arguments)
 
 
 class _StreamState:
@@ -367,6 +396,8 @@ class _StreamState:
         self._request = request
         self._choices: dict[int, _ChoiceState] = {}
         self._metadata: dict[str, Any] = {"provider": "openai"}
+        self._usage_seen = False
+        self._groq_usage: Usage | None = None  # reported at the end if no usage chunk came
         self.chunks_received = 0
 
     def add(self, chunk: ChatCompletionChunk) -> ChatResponse | None:
@@ -401,6 +432,10 @@ class _StreamState:
                     metadata=metadata,
                 )
         usage = _usage(chunk.usage) if chunk.usage is not None else None
+        if usage is not None:
+            self._usage_seen = True
+        else:
+            self._groq_usage = _groq_usage(chunk.model_extra) or self._groq_usage
         if not generations and usage is None:
             return None
         return ChatResponse(
@@ -409,7 +444,7 @@ class _StreamState:
 
     def finish(self) -> ChatResponse | None:
         """Calls (and refusals) of choices that never sent a ``finish_reason`` (some servers
-        omit it)."""
+        omit it), and Groq's usage when no usage chunk reported it."""
         generations = {}
         for index in list(self._choices):
             calls, metadata = self._flush(index)
@@ -417,9 +452,12 @@ class _StreamState:
                 generations[index] = Generation(
                     message=AssistantMessage(tool_calls=calls), metadata=metadata
                 )
-        if not generations:
+        usage = None if self._usage_seen else self._groq_usage
+        if not generations and usage is None:
             return None
-        return ChatResponse(generations=_positional(generations), metadata=dict(self._metadata))
+        return ChatResponse(
+            generations=_positional(generations), usage=usage, metadata=dict(self._metadata)
+        )
 
     def _flush(self, index: int) -> tuple[tuple[ToolCall, ...], dict[str, Any]]:
         """The choice's calls, and its metadata so far (``refusal``, as in a plain response)."""
