@@ -29,25 +29,37 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import sys
 import weakref
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from tooluse._fork import PerProcess, ProcessLock, current_process
 from tooluse._sync import run_sync, thread_loop
 
-__all__ = ["PerLoop", "check_client"]
+__all__ = ["AsyncClient", "ClientKinds", "PerLoop", "SdkClients", "SyncClient", "check_client"]
 
 logger = logging.getLogger(__name__)
 
 
-class _AsyncClient(Protocol):
+class AsyncClient(Protocol):
+    @property
+    def base_url(self) -> Any: ...
+
     async def close(self) -> None: ...
 
 
-_C = TypeVar("_C", bound=_AsyncClient)
+class SyncClient(Protocol):
+    @property
+    def base_url(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+_C = TypeVar("_C", bound=AsyncClient)
+_S = TypeVar("_S", bound=SyncClient)
 _Loop = asyncio.AbstractEventLoop
 
 
@@ -257,7 +269,7 @@ async def _closing(
         await _close_slot(client, closing)
 
 
-def _forget(client: _AsyncClient) -> None:
+def _forget(client: AsyncClient) -> None:
     """Remove ``client``'s slot from the detached ones."""
     with _detached_lock:
         detached = _detached.made()
@@ -265,7 +277,7 @@ def _forget(client: _AsyncClient) -> None:
             detached.pop(id(client), None)
 
 
-async def _close_slot(client: _AsyncClient, closing: _Closing) -> None:
+async def _close_slot(client: AsyncClient, closing: _Closing) -> None:
     """Close ``client`` on the running loop (its own), or wait for the close under way."""
     if closing.ended is not None:
         await asyncio.shield(closing.ended)
@@ -286,7 +298,7 @@ def _in_running_loop() -> bool:
     return True
 
 
-async def _close(client: _AsyncClient) -> None:
+async def _close(client: AsyncClient) -> None:
     try:
         await client.close()
     except Exception:  # a client that fails to close must not break the loop's shutdown
@@ -314,3 +326,130 @@ def check_client(
     if isinstance(client, other):
         message += f"; pass it as {other_parameter}= instead"
     raise TypeError(message)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClientKinds:
+    """How a model builds its SDK's clients and checks injected ones: the factories, the
+    classes an injected client must be (the SDK's base classes: its Bedrock or Azure variants
+    do not subclass the plain client), how messages name them, and which methods of the
+    model need each (for the message when only the other kind was injected)."""
+
+    owner: str
+    new_async: Callable[..., Any]
+    new_sync: Callable[..., Any]
+    async_type: type
+    sync_type: type
+    async_name: str
+    sync_name: str
+    async_methods: str
+    sync_methods: str
+
+
+class SdkClients(Generic[_C, _S]):
+    """The SDK clients of one model. Injected ones (checked, used as they are, closed by their
+    owner), else made from ``settings``: the async ones one per event loop
+    (:class:`PerLoop`), the blocking one per process on first use. Given one kind only, the
+    other is refused rather than made from settings, which could reach another endpoint
+    (Azure, a proxy) than the injected client."""
+
+    def __init__(
+        self,
+        kinds: ClientKinds,
+        settings: Mapping[str, Any],
+        client: _C | None,
+        sync_client: _S | None,
+        *,
+        build_now: bool = False,
+    ) -> None:
+        check_client(
+            kinds.owner,
+            "client",
+            client,
+            kinds.async_type,
+            kinds.async_name,
+            other=kinds.sync_type,
+            other_parameter="sync_client",
+        )
+        check_client(
+            kinds.owner,
+            "sync_client",
+            sync_client,
+            kinds.sync_type,
+            kinds.sync_name,
+            other=kinds.async_type,
+            other_parameter="client",
+        )
+        self._kinds = kinds
+        self._settings = dict(settings)
+        self._given = client
+        self._given_sync = sync_client
+        first: _C | None = None
+        if build_now and client is None and sync_client is None:
+            first = self._new_async()  # a bad setting fails now, not on first use
+        known = client or sync_client or first
+        # Not the client itself: a first client must go when its loop is gone.
+        self.base_url: str | None = str(known.base_url) if known is not None else None
+        self._clients: PerLoop[_C] = PerLoop(self._new_async, first=first)
+        self._sync_clients: PerProcess[_S] = PerProcess(self._new_sync)
+
+    def _new_async(self) -> _C:
+        client: _C = self._kinds.new_async(**self._settings)
+        return client
+
+    def _new_sync(self) -> _S:
+        client: _S = self._kinds.new_sync(**self._settings)
+        return client
+
+    def async_client(self) -> _C:
+        """The injected async client, else the running event loop's own."""
+        if self._given is not None:
+            return self._given
+        if self._given_sync is not None:
+            kinds = self._kinds
+            raise RuntimeError(
+                f"{kinds.owner} was given a blocking client only; pass "
+                f"client={kinds.async_name}(...) as well to use {kinds.async_methods}, or use "
+                f"{kinds.sync_methods}"
+            )
+        return self._clients.get()
+
+    def sync_client(self) -> _S:
+        """The injected blocking client, else this process's own."""
+        if self._given_sync is not None:
+            return self._given_sync
+        if self._given is not None:
+            kinds = self._kinds
+            raise RuntimeError(
+                f"{kinds.owner} was given an async client only; pass "
+                f"sync_client={kinds.sync_name}(...) as well to use {kinds.sync_methods}, or "
+                f"use {kinds.async_methods}"
+            )
+        return self._sync_clients.get()
+
+    def made_for(self, loop: _Loop) -> _C | None:
+        return self._clients.made_for(loop)
+
+    async def aclose(self) -> None:
+        """Close the clients made here (injected ones are their owner's): the running loop's
+        async client and the blocking client now, the async clients of other event loops on
+        their own loops (when each runs next or shuts down). Later requests make new ones."""
+        await self._clients.aclose()
+        sync_client = self._take_sync_client()
+        if sync_client is not None:
+            await asyncio.to_thread(sync_client.close)
+
+    def close(self) -> None:
+        """:meth:`aclose` from synchronous code: the blocking client and the async client of
+        the loop the sync API runs on in this thread (``ChatClient.call()``) are closed now,
+        the async clients of other loops on their own loops."""
+        sync_client = self._take_sync_client()
+        if sync_client is not None:
+            sync_client.close()
+        self._clients.close()
+
+    def _take_sync_client(self) -> _S | None:
+        sync_client = self._sync_clients.made()
+        if sync_client is not None:
+            self._sync_clients = PerProcess(self._new_sync)
+        return sync_client

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import os
@@ -11,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tooluse._fork import PerProcess
-from tooluse._loop_clients import PerLoop, check_client
+from tooluse._loop_clients import ClientKinds, SdkClients
 from tooluse._provider_errors import from_sdk_error, sdk_failures
 from tooluse.embedding._protocol import Vectors
 
@@ -106,49 +104,34 @@ class OpenAIEmbeddingModel:
         self._document_prefix = document_prefix
         self._batch_size = batch_size
         self._max_batch_tokens = max_batch_tokens
-        self._client_settings: dict[str, Any] = {
-            "base_url": base_url or os.environ.get("OPENAI_BASE_URL"),
+        self._base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        settings: dict[str, Any] = {
+            "base_url": self._base_url,
             "api_key": api_key or os.environ.get("OPENAI_API_KEY") or "not-needed",
             "timeout": timeout,
             "max_retries": max_retries,
         }
-        if client is not None or sync_client is not None:
-            import openai
+        import openai
 
-            check_client(
-                "OpenAIEmbeddingModel",
-                "client",
-                client,
-                openai.AsyncOpenAI,
-                "openai.AsyncOpenAI",
-                other=openai.OpenAI,
-                other_parameter="sync_client",
-            )
-            check_client(
-                "OpenAIEmbeddingModel",
-                "sync_client",
-                sync_client,
-                openai.OpenAI,
-                "openai.OpenAI",
-                other=openai.AsyncOpenAI,
-                other_parameter="client",
-            )
-        self._given_client = client
-        self._given_sync_client = sync_client
-        # The clients made here: the async ones one per event loop (a client's connections
-        # belong to the loop that opened them), all per process (a forked child must not
-        # share its parent's connections).
-        self._clients: PerLoop[openai.AsyncOpenAI] = PerLoop(self._new_client)
-        self._sync_clients: PerProcess[openai.OpenAI] = PerProcess(self._new_sync_client)
+        kinds = ClientKinds(
+            owner="OpenAIEmbeddingModel",
+            new_async=openai.AsyncOpenAI,
+            new_sync=openai.OpenAI,
+            async_type=openai.AsyncOpenAI,
+            sync_type=openai.OpenAI,
+            async_name="openai.AsyncOpenAI",
+            sync_name="openai.OpenAI",
+            async_methods="aembed_documents() and aembed_query()",
+            sync_methods="embed_documents() and embed_query()",
+        )
+        self._clients: SdkClients[openai.AsyncOpenAI, openai.OpenAI] = SdkClients(
+            kinds, settings, client, sync_client
+        )
 
     @property
     def model_id(self) -> str:
         """Identifies endpoint, model and shape, for caches keyed by model."""
-        given = self._given_sync_client or self._given_client
-        if given is not None:
-            base_url = str(given.base_url)
-        else:
-            base_url = self._client_settings["base_url"] or "https://api.openai.com/v1"
+        base_url = self._clients.base_url or self._base_url or "https://api.openai.com/v1"
         return (
             f"openai/{base_url}/{self._model}/{self._dimensions}"
             f"/{self._query_prefix!r}/{self._document_prefix!r}"
@@ -159,64 +142,21 @@ class OpenAIEmbeddingModel:
         return self._dimensions
 
     def _sync_client(self) -> openai.OpenAI:
-        if self._given_sync_client is not None:
-            return self._given_sync_client
-        if self._given_client is not None:
-            raise RuntimeError(
-                "OpenAIEmbeddingModel was given an async client only; pass "
-                "sync_client=openai.OpenAI(...) as well to use embed_documents() and "
-                "embed_query(), or use aembed_documents() and aembed_query()"
-            )
-        return self._sync_clients.get()
+        return self._clients.sync_client()
 
     def _aclient(self) -> openai.AsyncOpenAI:
-        """The injected async client, else the running event loop's own."""
-        if self._given_client is not None:
-            return self._given_client
-        if self._given_sync_client is not None:  # settings-made clients could point elsewhere
-            raise RuntimeError(
-                "OpenAIEmbeddingModel was given a blocking client only; pass "
-                "client=openai.AsyncOpenAI(...) as well to use aembed_documents() and "
-                "aembed_query(), or use embed_documents() and embed_query()"
-            )
-        return self._clients.get()
-
-    def _new_client(self) -> openai.AsyncOpenAI:
-        import openai
-
-        return openai.AsyncOpenAI(**self._client_settings)
-
-    def _new_sync_client(self) -> openai.OpenAI:
-        import openai
-
-        return openai.OpenAI(**self._client_settings)
+        return self._clients.async_client()
 
     # -- lifecycle --------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Close the HTTP connections of the clients this model created (injected clients
-        are left to their owner): the running loop's async client and the blocking client
-        now, the async clients of other event loops on their own loops (when each runs next
-        or shuts down). The model stays usable: a later request makes new clients."""
+        """Close the clients this model built (injected ones are their owner's); see
+        :meth:`tooluse.models.OpenAIChatModel.aclose`. The model stays usable."""
         await self._clients.aclose()
-        sync_client = self._take_sync_client()
-        if sync_client is not None:
-            await asyncio.to_thread(sync_client.close)
 
     def close(self) -> None:
-        """:meth:`aclose` from synchronous code: the blocking client and the async client of
-        the loop the sync API runs on in this thread are closed now, the async clients of
-        other loops on their own loops."""
-        sync_client = self._take_sync_client()
-        if sync_client is not None:
-            sync_client.close()
+        """:meth:`aclose` from synchronous code."""
         self._clients.close()
-
-    def _take_sync_client(self) -> openai.OpenAI | None:
-        sync_client = self._sync_clients.made()
-        if sync_client is not None:
-            self._sync_clients = PerProcess(self._new_sync_client)
-        return sync_client
 
     def _request(self, texts: list[str]) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self._model, "input": texts}

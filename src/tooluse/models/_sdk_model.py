@@ -8,13 +8,11 @@ It imports no SDK: each provider passes its client classes, so the SDK loads onl
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-from tooluse._fork import PerProcess
-from tooluse._loop_clients import PerLoop, check_client
+from tooluse._loop_clients import AsyncClient, ClientKinds, SdkClients, SyncClient
 from tooluse.messages import ChatOptions, Prompt
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._options import merge_options
@@ -23,19 +21,8 @@ from tooluse.tools import ToolDefinition
 __all__ = ["SdkChatModel", "encodable"]
 
 
-class _AsyncClient(Protocol):
-    @property
-    def base_url(self) -> Any: ...
-
-    async def close(self) -> None: ...
-
-
-class _SyncClient(Protocol):
-    def close(self) -> None: ...
-
-
-AsyncClientT = TypeVar("AsyncClientT", bound=_AsyncClient)
-SyncClientT = TypeVar("SyncClientT", bound=_SyncClient)
+AsyncClientT = TypeVar("AsyncClientT", bound=AsyncClient)
+SyncClientT = TypeVar("SyncClientT", bound=SyncClient)
 ResultT = TypeVar("ResultT")
 
 
@@ -75,72 +62,39 @@ class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
-        owner = type(self).__name__
-        async_type, sync_type = self._async_client_type, self._sync_client_type
-        check_client(
-            owner,
-            "client",
-            client,
-            async_type,
-            self._async_client_name,
-            other=sync_type,
-            other_parameter="sync_client",
-        )
-        check_client(
-            owner,
-            "sync_client",
-            sync_client,
-            sync_type,
-            self._sync_client_name,
-            other=async_type,
-            other_parameter="client",
-        )
         self.model = model
         self.default_options = default_options
         self._extra_headers = dict(extra_headers or {})
-        self._settings: dict[str, Any] = {
+        settings: dict[str, Any] = {
             "api_key": api_key,
             "base_url": base_url,
             "max_retries": max_retries,
         }
         if timeout is not None:
-            self._settings["timeout"] = timeout
-        self._injected_async_only = client is not None and sync_client is None
-        self._injected_sync_only = sync_client is not None and client is None
-        self._given_client = client
-        self._given_sync_client = sync_client
-        # The clients this model makes: the async ones one per event loop (a client's
-        # connections belong to the loop that opened them), all per process (a forked child
-        # must not share its parent's connections).
-        first: AsyncClientT | None = None
-        if client is None and sync_client is None:
-            first = self._new_client()  # built now: a bad setting fails here, not on first use
-        self._base_url = str((client or sync_client or first).base_url)  # type: ignore[union-attr]
-        self._clients: PerLoop[AsyncClientT] = PerLoop(self._new_client, first=first)
-        self._sync_clients: PerProcess[SyncClientT] = PerProcess(self._new_sync)
-
-    def _new_client(self) -> AsyncClientT:
-        client: AsyncClientT = type(self)._new_async_client(**self._settings)
-        return client
-
-    def _new_sync(self) -> SyncClientT:
-        client: SyncClientT = type(self)._new_sync_client(**self._settings)
-        return client
+            settings["timeout"] = timeout
+        kinds = ClientKinds(
+            owner=type(self).__name__,
+            new_async=type(self)._new_async_client,
+            new_sync=type(self)._new_sync_client,
+            async_type=self._async_client_type,
+            sync_type=self._sync_client_type,
+            async_name=self._async_client_name,
+            sync_name=self._sync_client_name,
+            async_methods="acall() and stream() (ChatClient runs them, for its call() too)",
+            sync_methods="the model's call()",
+        )
+        self._clients: SdkClients[AsyncClientT, SyncClientT] = SdkClients(
+            kinds, settings, client, sync_client, build_now=True
+        )
+        self._base_url = str(self._clients.base_url)
 
     @property
     def _client(self) -> AsyncClientT:
         """The async client for the running event loop: the injected one, else this loop's."""
-        if self._given_client is not None:
-            return self._given_client
-        if self._injected_sync_only:
-            # Settings-made clients could point elsewhere than the injected one (Azure, a
-            # proxy): refuse rather than send the request to another endpoint.
-            raise RuntimeError(
-                f"{type(self).__name__} was given a blocking client only; pass "
-                f"client={self._async_client_name}(...) as well to use acall() and stream() "
-                "(ChatClient runs them, for its call() too), or use the model's call()"
-            )
-        return self._clients.get()
+        return self._clients.async_client()
+
+    def _blocking_client(self) -> SyncClientT:
+        return self._clients.sync_client()
 
     @property
     def base_url(self) -> str:
@@ -157,35 +111,12 @@ class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
         now, the async clients of other event loops on their own loops (when each runs next
         or shuts down). The model stays usable: a later request makes new clients."""
         await self._clients.aclose()
-        sync_client = self._take_sync_client()
-        if sync_client is not None:
-            await asyncio.to_thread(sync_client.close)
 
     def close(self) -> None:
         """:meth:`aclose` from synchronous code: the blocking client and the async client of
         the loop the sync API runs on in this thread (``ChatClient.call()``) are closed now,
         the async clients of other loops on their own loops."""
-        sync_client = self._take_sync_client()
-        if sync_client is not None:
-            sync_client.close()
         self._clients.close()
-
-    def _take_sync_client(self) -> SyncClientT | None:
-        sync_client = self._sync_clients.made()
-        if sync_client is not None:
-            self._sync_clients = PerProcess(self._new_sync)
-        return sync_client
-
-    def _blocking_client(self) -> SyncClientT:
-        if self._given_sync_client is not None:
-            return self._given_sync_client
-        if self._injected_async_only:
-            raise RuntimeError(
-                f"{type(self).__name__} was given an async client only; pass "
-                f"sync_client={self._sync_client_name}(...) as well to use call(), "
-                "or use acall()"
-            )
-        return self._sync_clients.get()
 
     # -- request ----------------------------------------------------------------------------
 
