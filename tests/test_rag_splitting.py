@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import itertools
 from collections.abc import Callable
 from pathlib import Path
@@ -95,6 +96,36 @@ def test_readers(tmp_path: Path) -> None:
     assert TextReader(tmp_path / "empty.txt").read() == []
     with pytest.raises(ValueError, match=r"latin1\.txt is not utf-8 text"):
         TextReader(tmp_path / "latin1.txt").read()
+
+
+def test_readers_honour_a_byte_order_mark(tmp_path: Path) -> None:
+    # Notepad and other Windows editors write a BOM before UTF-8 and save "Unicode" as UTF-16
+    # with one. Left in the text, the BOM hid the first heading: "\ufeff# 会员积分" was a
+    # section of its own and the document's title was lost from every chunk.
+    markdown = "# 会员积分\n\n## 过期\n\n积分12个月后过期。\n"
+    for encoding in ("utf-8-sig", "utf-16", "utf-16-be", "utf-32"):
+        path = tmp_path / f"{encoding}.md"
+        data = markdown.encode(encoding)
+        if encoding == "utf-16-be":
+            data = codecs.BOM_UTF16_BE + data
+        path.write_bytes(data)
+        assert [(d.metadata.get("title"), d.text) for d in MarkdownReader(path).read()] == [
+            ("会员积分 > 过期", "积分12个月后过期。")
+        ], encoding
+    (tmp_path / "bom.txt").write_bytes("积分两年有效。\n".encode("utf-8-sig"))
+    [document] = TextReader(tmp_path / "bom.txt").read()
+    assert document.text == "积分两年有效。"
+
+
+def test_a_gbk_file_is_refused_with_a_hint_to_convert_it(tmp_path: Path) -> None:
+    (tmp_path / "积分.md").write_bytes("# 会员积分\n积分两年有效。\n".encode("gb18030"))
+    with pytest.raises(ValueError, match=r"积分\.md is not utf-8 text") as raised:
+        MarkdownReader(tmp_path / "积分.md").read()
+    assert "GBK/GB18030" in str(raised.value) and "iconv -f GB18030 -t UTF-8" in str(raised.value)
+    (tmp_path / "latin1.txt").write_bytes("café".encode("latin-1"))  # not GBK: no such hint
+    with pytest.raises(ValueError, match=r"latin1\.txt is not utf-8 text") as raised:
+        TextReader(tmp_path / "latin1.txt").read()
+    assert "GB18030" not in str(raised.value)
 
 
 def test_short_text_is_one_chunk_with_its_title() -> None:
