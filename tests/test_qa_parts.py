@@ -253,6 +253,39 @@ def test_augmenter_renders_exactly_one_source() -> None:
     assert "nothing" in empty.text
 
 
+def test_fetched_json_with_unicode_escapes_reaches_the_model_as_text() -> None:
+    # A tool that returns json.dumps(...) text (ensure_ascii by default) or an MCP server's
+    # escaped JSON passed through as is: the answer model read "\\u5df2\\u53d1\\u8d27", several
+    # tokens a character, instead of 已发货.
+    result = json.dumps({"订单号": "A1", "状态": "已发货", "备注": 'say "hi" \\u4e2d 😀\n'})
+    ledger = FetchLedger([FetchRecord("order_status", "{}", result)])
+    rendered = TwoSourceAugmenter().augment(Query("A1 呢？", context={LEDGER_KEY: ledger}), [])
+    expected = '{"订单号": "A1", "状态": "已发货", "备注": "say \\"hi\\" \\\\u4e2d 😀\\n"}'
+    assert expected in rendered.text
+    assert "\\u" not in rendered.text.replace("\\\\u4e2d", "")
+    # Not JSON: left alone, backslashes and all.
+    path = "path C:\\users\\u4e2d"
+    assert format_records([FetchRecord("t", "{}", path)]) == path
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(value=_json_values)
+def test_unescaped_fetched_json_means_the_same(value: object) -> None:
+    text = format_records([FetchRecord("t", "{}", json.dumps(value))])
+    assert json.loads(text) == value
+    assert all(
+        f"\\u{ord(c):04x}" not in text
+        for c in json.dumps(value, ensure_ascii=False)
+        if ord(c) >= 0x80 and c.isprintable() and not 0xD800 <= ord(c) < 0xE000
+    )
+
+
 def test_augmenter_templates_are_checked() -> None:
     with pytest.raises(ValueError, match=r"data_template must contain .*missing: \{query\}"):
         TwoSourceAugmenter(data_template="{context}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import codecs
 import itertools
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -97,6 +99,36 @@ def test_readers(tmp_path: Path) -> None:
         TextReader(tmp_path / "latin1.txt").read()
 
 
+def test_readers_honour_a_byte_order_mark(tmp_path: Path) -> None:
+    # Notepad and other Windows editors write a BOM before UTF-8 and save "Unicode" as UTF-16
+    # with one. Left in the text, the BOM hid the first heading: "\ufeff# 会员积分" was a
+    # section of its own and the document's title was lost from every chunk.
+    markdown = "# 会员积分\n\n## 过期\n\n积分12个月后过期。\n"
+    for encoding in ("utf-8-sig", "utf-16", "utf-16-be", "utf-32"):
+        path = tmp_path / f"{encoding}.md"
+        data = markdown.encode(encoding)
+        if encoding == "utf-16-be":
+            data = codecs.BOM_UTF16_BE + data
+        path.write_bytes(data)
+        assert [(d.metadata.get("title"), d.text) for d in MarkdownReader(path).read()] == [
+            ("会员积分 > 过期", "积分12个月后过期。")
+        ], encoding
+    (tmp_path / "bom.txt").write_bytes("积分两年有效。\n".encode("utf-8-sig"))
+    [document] = TextReader(tmp_path / "bom.txt").read()
+    assert document.text == "积分两年有效。"
+
+
+def test_a_gbk_file_is_refused_with_a_hint_to_convert_it(tmp_path: Path) -> None:
+    (tmp_path / "积分.md").write_bytes("# 会员积分\n积分两年有效。\n".encode("gb18030"))
+    with pytest.raises(ValueError, match=r"积分\.md is not utf-8 text") as raised:
+        MarkdownReader(tmp_path / "积分.md").read()
+    assert "GBK/GB18030" in str(raised.value) and "iconv -f GB18030 -t UTF-8" in str(raised.value)
+    (tmp_path / "latin1.txt").write_bytes("café".encode("latin-1"))  # not GBK: no such hint
+    with pytest.raises(ValueError, match=r"latin1\.txt is not utf-8 text") as raised:
+        TextReader(tmp_path / "latin1.txt").read()
+    assert "GB18030" not in str(raised.value)
+
+
 def test_short_text_is_one_chunk_with_its_title() -> None:
     document = Document(id="d", text="Short body.", metadata={"title": "FAQ > Q", "source": "s"})
     assert TextSplitter().split([document]) == [
@@ -120,6 +152,59 @@ def test_chinese_is_cut_at_sentence_ends() -> None:
     assert len(chunks) == 3
     assert all(chunk.endswith("。") for chunk in chunks)
     assert "".join(chunks) == "".join(sentences)
+
+
+def test_a_line_break_inside_a_sentence_is_no_place_to_cut() -> None:
+    # Markdown and text files are often wrapped at a fixed width, inside sentences: a line
+    # break counted as a sentence end, so chunks ended mid-sentence ("can be returned within")
+    # and the overlap began with a line's tail.
+    english = (
+        "Orders placed before four in the afternoon ship the same day, and delivery takes one\n"
+        "to three working days. Orders to remote areas can take up to a week, because the\n"
+        "carrier collects parcels there only twice a week. International orders take five to\n"
+        "ten days and customs duties are paid by the recipient. Unused items can be returned\n"
+        "within thirty days of delivery, and the return label is free for members. Opened\n"
+        "electronics can only be returned within fourteen days, with all their accessories."
+    )
+    chinese = (
+        "首次使用时长按顶部的麦克风键六秒，指示灯变成橙色闪烁后，"
+        "打开手机上的声悦 App，按提示选择家里的\n"
+        "Wi-Fi 并输入密码。音箱只支持 2.4GHz 频段，不支持 5GHz 网络；"
+        "如果路由器是双频合一，请在路由器里\n"
+        "暂时把 2.4GHz 单独分出来。默认唤醒词是“你好声悦”。"
+        "在 App 的“设备设置 - 唤醒词”里可以改成“小悦小悦”或自定义四个字的\n"
+        "唤醒词。自定义唤醒词需要在安静的环境里录三遍，录好后大约一分钟生效。"
+    )
+    for text, size, ends in ((english, 60, "."), (chinese, 60, "。；")):
+        chunks = TextSplitter(chunk_size=size, chunk_overlap=size // 4).split_text(text)
+        assert len(chunks) > 2
+        sentences = re.findall(rf".+?[{ends}]", text.replace("\n", " "))
+        starts = {sentence.strip()[:12] for sentence in sentences}
+        for chunk in chunks:
+            assert chunk[-1] in ends, chunks
+            assert chunk.replace("\n", " ")[:12] in starts, chunks
+
+
+def test_latin_punctuation_in_chinese_text_ends_a_sentence() -> None:
+    sentences = [f"第{n}个问题是关于积分规则的内容吗?是的!" for n in range(1, 7)]
+    chunks = TextSplitter(chunk_size=40, chunk_overlap=0).split_text("".join(sentences))
+    assert len(chunks) == 3
+    assert all(chunk.endswith("!") for chunk in chunks)
+
+
+def test_a_chinese_sentence_longer_than_a_chunk_is_cut_after_a_comma() -> None:
+    clauses = [f"第{n}个分句讲的是积分规则" for n in range(1, 13)]
+    chunks = TextSplitter(chunk_size=40, chunk_overlap=0).split_text("，".join(clauses) + "。")
+    assert len(chunks) > 2
+    assert all(chunk[-1] in "，。" for chunk in chunks), chunks
+    assert "".join(chunks) == "，".join(clauses) + "。"
+
+
+def test_a_numbered_item_is_not_cut_from_its_number() -> None:
+    items = "\n".join(f"{n}. Item number {n} explains one more rule." for n in range(1, 9))
+    for chunk in TextSplitter(chunk_size=30, chunk_overlap=6).split_text(items):
+        assert re.match(r"\d\. Item number \d", chunk), chunk
+        assert not re.search(r"\d\.$", chunk), chunk
 
 
 def test_overlap_repeats_the_end_of_the_previous_chunk() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 from tooluse.qa._ledger import FetchLedger, FetchRecord
@@ -57,8 +59,46 @@ Question: {query}"""
 
 def format_records(records: Sequence[FetchRecord]) -> str:
     """The results of the fetches, one paragraph each. Tool names and arguments are left
-    out: they are internal identifiers the answer must not repeat."""
-    return "\n\n".join(record.result for record in records)
+    out: they are internal identifiers the answer must not repeat.
+
+    A JSON result written with ``\\u`` escapes (Python's ``json.dumps`` by default, many
+    MCP servers) has them replaced by the characters they stand for, so the model reads
+    ``"状态": "已发货"`` and not ``"\\u72b6\\u6001"`` (several tokens per character, and
+    small models misread them). The JSON means the same; other text is left as it is."""
+    return "\n\n".join(_unescaped(record.result) for record in records)
+
+
+# A JSON escape: an escaped backslash (matched so that the text after it is never taken
+# for an escape, and kept), a surrogate pair of \uXXXX escapes, or one.
+_JSON_ESCAPE = re.compile(
+    r"\\\\|\\u(d[89ab][0-9a-f]{2})\\u(d[c-f][0-9a-f]{2})|\\u([0-9a-f]{4})", re.IGNORECASE
+)
+
+
+def _unescaped(result: str) -> str:
+    if "\\u" not in result:
+        return result
+    try:
+        json.loads(result)
+    except (ValueError, RecursionError):  # not JSON: its backslashes mean something else
+        return result
+
+    def character(match: re.Match[str]) -> str:
+        high, low, single = match.groups()
+        if high is not None:
+            code = 0x10000 + ((int(high, 16) - 0xD800) << 10) + (int(low, 16) - 0xDC00)
+        elif single is not None:
+            code = int(single, 16)
+        else:
+            return match.group()
+        text = chr(code)
+        # Only printable non-ASCII characters: quotes, backslashes, controls, line and
+        # paragraph separators and lone surrogates keep their escapes.
+        if code < 0x80 or 0xD800 <= code < 0xE000 or not text.isprintable():
+            return match.group()
+        return text
+
+    return _JSON_ESCAPE.sub(character, result)
 
 
 def format_documents(documents: Sequence[Document]) -> str:

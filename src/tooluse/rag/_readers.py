@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ _ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 # A fence is three or more backticks or tildes; it is closed by a run of the same character
 # at least as long, with nothing after it (CommonMark).
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_CJK_TEXT = re.compile("[\u4e00-\u9fff]{2}")
 
 
 class _FileReader:
@@ -28,12 +30,48 @@ class _FileReader:
         self._encoding = encoding
 
     def _text(self) -> str:
+        """The file's text. A byte order mark is honoured and never part of the text (editors
+        on Windows write one before UTF-8, and save "Unicode" as UTF-16 with one): left in,
+        it hid the first heading of a Markdown file."""
+        data = self._path.read_bytes()
+        encoding = self._encoding
+        if codecs.lookup(encoding).name == "utf-8":
+            for bom, with_bom in _BOMS:
+                if data.startswith(bom):
+                    encoding = with_bom
+                    break
         try:
-            return self._path.read_text(encoding=self._encoding)
+            return data.decode(encoding).removeprefix("\ufeff")
         except UnicodeDecodeError as exc:
             raise ValueError(
-                f"{self._path} is not {self._encoding} text ({exc.reason} at byte {exc.start})"
+                f"{self._path} is not {encoding} text ({exc.reason} at byte {exc.start})"
+                f"{_gb18030_hint(data, self._path.name) if encoding == self._encoding else ''}"
             ) from exc
+
+
+# UTF-32's little-endian mark starts with UTF-16's: checked first.
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def _gb18030_hint(data: bytes, name: str) -> str:
+    """A hint for Chinese text saved in the legacy encoding (GBK, GB2312, GB18030): the
+    files Chinese editions of Windows write by default. Only when the bytes read as such."""
+    try:
+        text = data.decode("gb18030")
+    except UnicodeDecodeError:
+        return ""
+    if not _CJK_TEXT.search(text):
+        return ""
+    return (
+        f"; it reads as GBK/GB18030 Chinese text: convert it to UTF-8, e.g. "
+        f"iconv -f GB18030 -t UTF-8 '{name}' > '{name}.utf8' (or save it as UTF-8)"
+    )
 
 
 class TextReader(_FileReader):

@@ -13,8 +13,18 @@ __all__ = ["TextSplitter", "estimate_tokens"]
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_CHAR = re.compile(f"[{_CJK}]")
 _PARAGRAPHS = re.compile(r"\n[ \t]*\n\s*")
-# A sentence ends at CJK or Latin terminal punctuation (plus closing quotes), or a line break.
-_SENTENCE = re.compile(r".*?(?:[。！？；…]+[”’」』）)]*|[.!?;]+[\"'”’)]*(?=\s|$)|\n|$)", re.DOTALL)
+# A sentence ends at CJK or Latin terminal punctuation (plus closing quotes); Latin
+# punctuation only before a space or CJK text ("3.5", "e.g.x" go on). A line break alone
+# ends no sentence: Markdown and plain text are often wrapped inside a sentence.
+_SENTENCE = re.compile(
+    f".*?(?:[。！？；…]+[”’」』）)]*|[.!?;]+[\"'”’)]*(?=\\s|$|[{_CJK}])|$)", re.DOTALL
+)
+# An enumerator ("1.", "a)") at the start of a line is not a sentence of its own.
+_ENUMERATOR = re.compile(r"\s*(?:\d{1,3}|[A-Za-z])[.)]")
+# Inside a sentence too long for a chunk: its lines, then its clauses (after a comma or a
+# colon; Latin ones only before a space or CJK text: "1,000" and "10:30" stay whole).
+_LINE = re.compile(r".*?(?:\n|$)", re.DOTALL)
+_CLAUSE = re.compile(f".*?(?:[，、：]+|[,:](?=\\s|[{_CJK}])|$)", re.DOTALL)
 # The smallest units: one CJK character, or a word with the spaces after it.
 _UNIT = re.compile(f"[{_CJK}]|[^\\s{_CJK}]+\\s*|\\s+")
 
@@ -32,8 +42,10 @@ class TextSplitter:
     next.
 
     Cuts fall between paragraphs where possible, then between sentences (Chinese, Japanese and
-    Latin punctuation), then between words or CJK characters, and inside a word only when the
-    word alone is longer than a chunk. A document whose metadata has a
+    Latin punctuation; a line break alone ends none, as text is often wrapped mid-sentence);
+    inside a sentence longer than a chunk, between its lines, then its clauses (after a
+    comma or colon), then its words or CJK characters, and inside a word only when the word
+    alone is longer than a chunk. A document whose metadata has a
     ``title`` (Markdown sections) gets it as the first line of every chunk, so each chunk says
     what it is about; the chunk, title line included, still fits ``chunk_size``: a title line
     longer than half a chunk is cut to fit in half and ends with "…" (the metadata keeps the
@@ -61,8 +73,10 @@ class TextSplitter:
 
     @property
     def fingerprint(self) -> str:
-        """Identifies the settings, so ingestion can tell chunks cut differently."""
-        return f"TextSplitter({self._size},{self._overlap},{self._length.__qualname__})"
+        """Identifies the settings and the rules, so ingestion can tell chunks cut
+        differently (``/2``: line breaks no longer end sentences; files ingested before are
+        split again on the next ingestion)."""
+        return f"TextSplitter/2({self._size},{self._overlap},{self._length.__qualname__})"
 
     def split(self, documents: Sequence[Document]) -> list[Document]:
         chunks: list[Document] = []
@@ -130,20 +144,27 @@ class TextSplitter:
         return self._merge(pieces, size)
 
     def _fit(self, text: str, size: int) -> list[str]:
-        """``text`` as pieces no longer than ``size``: itself, its sentences, or its units."""
+        """``text`` as pieces no longer than ``size``: itself, or its sentences, a sentence
+        too long as its lines, a line too long as its clauses, a clause too long as its
+        units. Whitespace stays with the pieces, so joining them gives ``text`` back."""
         if self._length(text.strip()) <= size:
             return [text]
+        return self._pieces(_sentences(text), size, (_LINE, _CLAUSE))
+
+    def _pieces(self, parts: list[str], size: int, finer: tuple[re.Pattern[str], ...]) -> list[str]:
         pieces: list[str] = []
-        for sentence in _SENTENCE.findall(text):
-            if not sentence:
+        for part in parts:
+            if not part:
                 continue
-            if self._length(sentence.strip()) <= size:
-                pieces.append(sentence)
+            if self._length(part.strip()) <= size:
+                pieces.append(part)
+            elif finer:
+                pieces.extend(self._pieces(finer[0].findall(part), size, finer[1:]))
             else:
                 # The units themselves, whitespace kept: packed into chunks by the caller's
                 # merge, which carries the overlap (merging them here and stripping the
                 # groups glued the words on either side of a cut together).
-                pieces.extend(self._units(sentence, size))
+                pieces.extend(self._units(part, size))
         return pieces
 
     def _units(self, sentence: str, size: int) -> list[str]:
@@ -183,3 +204,14 @@ class TextSplitter:
                 break
             tail = candidate
         return tail
+
+
+def _sentences(text: str) -> list[str]:
+    """The sentences of ``text``, an enumerator kept with the sentence it numbers."""
+    sentences: list[str] = []
+    for sentence in _SENTENCE.findall(text):
+        if sentences and _ENUMERATOR.fullmatch(sentences[-1].split("\n")[-1]):
+            sentences[-1] += sentence
+        elif sentence:
+            sentences.append(sentence)
+    return sentences
