@@ -11,7 +11,7 @@ import pytest
 from _service_helpers import fake_llm, names, parse_sse, respond, service
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
 from tooluse.messages import Prompt, UserMessage
-from tooluse.service import ServiceConfig
+from tooluse.service import ChatRequest, ServiceConfig
 from tooluse.testing import FunctionModel, ResponseLike, tool_call
 
 
@@ -140,6 +140,27 @@ async def test_a_denied_call_is_answered_without_data(tmp_path: Path) -> None:
     assert events[1][1]["route"] == "knowledge"
 
 
+async def test_an_approval_with_edited_arguments_runs_them(tmp_path: Path) -> None:
+    # What the page's "Edit arguments" sends: the call runs with the edited arguments.
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        paused = parse_sse((await client.post("/api/chat", json={"message": "cancel A1001"})).text)
+        approval_id = paused[-1][1]["approval_id"]
+        edited = {"order_id": "B2", "reason": "<b>changed</b>"}
+        response = await client.post(
+            f"/api/approvals/{approval_id}",
+            json={"decisions": {"cancel-1": {"approve": True, "arguments": edited}}},
+        )
+    events = parse_sse(response.text)
+    assert events[0][0] == "tool_result" and events[0][1]["id"] == "cancel-1"
+    assert json.loads(events[0][1]["result"]) == {
+        "order_id": "B2",
+        "cancelled": True,
+        "reason": "<b>changed</b>",
+        "sample": True,
+    }
+    assert names(events)[-1] == "done"
+
+
 async def test_a_failing_model_ends_the_stream_with_an_error_event(tmp_path: Path) -> None:
     from tooluse.testing import FunctionModel
 
@@ -199,6 +220,36 @@ async def test_the_page_is_a_self_contained_chat_ui(tmp_path: Path) -> None:
     assert "model: function" in html
     assert 'id="offline"' not in html  # a model is configured
     assert "<script src" not in html and "<link" not in html  # no CDN, no build step
+
+
+async def test_the_page_keeps_what_a_browser_test_found(tmp_path: Path) -> None:
+    # Found by driving the page in Chromium; checked here on the served page (no browser in
+    # CI). See the comments in page.html for each.
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        html = (await client.get("/")).text
+        favicon = await client.get("/favicon.ico")
+    # The browser's icon request: no 404 in the console.
+    assert favicon.status_code == 204
+    # The box refuses what the API would refuse with a 422.
+    metadata = ChatRequest.model_fields["message"].metadata
+    (limit,) = [m.max_length for m in metadata if hasattr(m, "max_length")]
+    assert f'id="message" maxlength="{limit}"' in html
+    # A delta is appended as a node: "textContent +=" took 49 s for a 320,000-character answer
+    # in 750 pieces (1 s now).
+    assert "text.append(data.text)" in html and "textContent += data.text" not in html
+    # A 422's validation errors are shown as their messages, not as JSON echoing the input.
+    assert "e.msg" in html and "JSON.stringify((await response.json()).detail)" not in html
+    # A stream that closes without done / error / approval_required says it was cut off.
+    assert "the connection closed before the answer was complete" in html
+    # Requests refused together on load ask for the key once, and a refused /api/tools is a
+    # message in the sidebar, not "tools is not iterable".
+    assert 'localStorage.getItem("tooluse-api-key") !== key) continue' in html
+    assert "Tools not shown" in html
+    # Approvals: arguments can be edited; a decision that could not be sent can be sent
+    # again; the calls of a run restored after a reload pair with their results.
+    assert "Edit arguments" in html and "arguments: edited" in html
+    assert "(try again)" in html
+    assert 'turn.handle("tool_call", call)' in html
 
 
 async def test_offline_mode_says_so_and_still_answers(tmp_path: Path) -> None:

@@ -159,6 +159,10 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     async def chat_page() -> str:
         return page
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:  # no icon: a 404 would be an error in the console
+        return Response(status_code=204)
+
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
         return service.health()
