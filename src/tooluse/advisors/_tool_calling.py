@@ -114,6 +114,16 @@ class ToolLoopListener(Protocol):
     ) -> None: ...
 
 
+@runtime_checkable
+class HistoryReplayer(Protocol):
+    """An advisor that puts earlier messages before a request's own (a chat memory): inside
+    the tool loop it does so after the loop's hooks ran, so a hook that must see what the
+    model will see (the tool-search advisor, counting earlier searches) asks it with
+    :meth:`replayed_history` (the earlier messages it would add to ``request``)."""
+
+    async def replayed_history(self, request: ChatClientRequest) -> Sequence[Message]: ...
+
+
 class _Loop:
     """The mutable state of one request's loop."""
 

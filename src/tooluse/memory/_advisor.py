@@ -118,6 +118,16 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
         messages = merge_history(remembered, request.prompt.messages)
         return request.replace(prompt=request.prompt.replace(messages=messages))
 
+    async def replayed_history(self, request: ChatClientRequest) -> list[Message]:
+        """The remembered messages this advisor would put before ``request``'s own (none
+        without a conversation id)."""
+        if CONVERSATION_ID not in request.context:
+            return []
+        remembered = await self._memory.aget(_conversation_id(request))
+        prompt = [m for m in request.prompt.messages if not isinstance(m, SystemMessage)]
+        merged = merge_history(remembered, prompt)
+        return merged[: len(merged) - len(prompt)]
+
     async def _store(
         self, conversation_id: str, request: ChatClientRequest, response: ChatResponse | None
     ) -> None:

@@ -17,12 +17,11 @@ from tooluse.advisors import (
     AdvisorChain,
     ChatClientRequest,
     ChatClientResponse,
+    HistoryReplayer,
     ToolCallingAdvisor,
 )
 from tooluse.calling import ToolExecutionResult
-from tooluse.memory import CONVERSATION_ID, MessageChatMemoryAdvisor
-from tooluse.memory._advisor import merge_history
-from tooluse.memory._api import validate_conversation_id
+from tooluse.memory import CONVERSATION_ID
 from tooluse.messages import Message, SystemMessage, ToolResponseMessage, UserMessage
 from tooluse.search._eviction import EvictionStrategy, LruEvictionStrategy
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
@@ -333,20 +332,16 @@ def _names(data: str, is_error: bool) -> list[str]:
 async def _replayed_by_inner_memory(
     advisor: ToolSearchToolCallingAdvisor, request: ChatClientRequest, chain: AdvisorChain
 ) -> list[Message]:
-    """The remembered messages that the memory advisors after ``advisor`` in the chain (inside
-    the tool loop) put before the prompt's: what they replay of earlier turns."""
-    conversation_id = request.context.get(CONVERSATION_ID)
+    """What the advisors after ``advisor`` in the chain (inside the tool loop) put before the
+    prompt's messages: a memory's earlier turns (:class:`HistoryReplayer`)."""
     advisors = chain.advisors
     position = next((i for i, a in enumerate(advisors) if a is advisor), None)
-    if conversation_id is None or position is None:
+    if position is None:
         return []
-    prompt = [m for m in request.prompt.messages if not isinstance(m, SystemMessage)]
     replayed: list[Message] = []
     for inner in advisors[position + 1 :]:
-        if isinstance(inner, MessageChatMemoryAdvisor):
-            remembered = await inner.memory.aget(validate_conversation_id(conversation_id))
-            merged = merge_history(remembered, prompt)
-            replayed += merged[: len(merged) - len(prompt)]
+        if isinstance(inner, HistoryReplayer):
+            replayed += await inner.replayed_history(request)
     return replayed
 
 
