@@ -14,9 +14,10 @@ import openai
 import pytest
 
 from _service_helpers import config, fake_llm, parse_sse, respond, running
-from tooluse.messages import Prompt, UserMessage
+from tooluse import tool
+from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
 from tooluse.service import create_app
-from tooluse.testing import FunctionModel, ResponseLike
+from tooluse.testing import FunctionModel, ResponseLike, tool_call
 
 
 @contextlib.asynccontextmanager
@@ -278,6 +279,38 @@ async def test_a_failed_completion_is_a_500_in_openais_error_format(
         with pytest.raises(openai.InternalServerError, match="provider unreachable") as raised:
             await client.chat.completions.create(model="m", messages=body["messages"])  # type: ignore[arg-type]
     assert raised.value.type == "server_error"
+
+
+async def test_a_completion_that_failed_after_its_tools_ran_is_not_retried_by_the_sdk(
+    tmp_path: Path,
+) -> None:
+    # The SDK retries a 500 (twice by default), and each retry was a new run calling the
+    # tools again: an order placed three times for one question.
+    placed: list[str] = []
+
+    @tool
+    def place_order(item: str) -> str:
+        """Place an order for an item."""
+        placed.append(item)
+        return f"order for {item} placed"
+
+    def model(prompt: Prompt) -> ResponseLike:
+        if prompt.options.tool_callbacks:  # the router: order once, then stop
+            if isinstance(prompt.messages[-1], ToolResponseMessage):
+                return ""
+            return tool_call("place_order", {"item": "tea"})
+        raise ConnectionError("provider unreachable")  # the answer stage fails
+
+    app = create_app(config(tmp_path / "s.db", model=FunctionModel(model), tools=[place_order]))
+    messages: Any = [{"role": "user", "content": "Order tea"}]
+    async with running(app):
+        http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+        async with openai.AsyncOpenAI(
+            base_url="http://service/v1", api_key="unused", http_client=http, max_retries=2
+        ) as client:
+            with pytest.raises(openai.InternalServerError, match="after the tools place_order"):
+                await client.chat.completions.create(model="m", messages=messages)
+    assert placed == ["tea"]
 
 
 async def test_what_the_service_cannot_give_is_a_400_not_an_answer_of_another_shape(

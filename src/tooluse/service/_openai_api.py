@@ -17,7 +17,14 @@ from fastapi.sse import format_sse_event
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tooluse.messages import AssistantMessage, Message, Usage, UserMessage
-from tooluse.qa import ApprovalRequiredEvent, DeltaEvent, DoneEvent, QaEvent, QaPause
+from tooluse.qa import (
+    ApprovalRequiredEvent,
+    DeltaEvent,
+    DoneEvent,
+    QaEvent,
+    QaPause,
+    ToolResultEvent,
+)
 from tooluse.service._service import QaService
 from tooluse.service._sse import JsonTextResponse, sse, sse_response
 
@@ -253,8 +260,9 @@ def openai_router(service: QaService) -> APIRouter:
             include_usage = bool((request.stream_options or {}).get("include_usage"))
             chunks = _chunks(service, events, completion_id, created, include_usage)
             return sse_response(chunks, service.config.keepalive_seconds)
+        ran: list[str] = []  # the tools that ran before a failure
         try:
-            answer, usage = await _unless_gone(http, _answer(service, events))
+            answer, usage = await _unless_gone(http, _answer(service, events, ran))
         except ClientGone:
             logger.info(
                 "chat completion %s: the client went away, the run is cancelled", completion_id
@@ -263,7 +271,17 @@ def openai_router(service: QaService) -> APIRouter:
         except Exception as exc:
             logger.exception("chat completion %s failed", completion_id)
             failure = _failure(exc)
-            return openai_error(failure["message"], 500, type=failure["type"])
+            if not ran:
+                return openai_error(failure["message"], 500, type=failure["type"])
+            # The SDKs retry a 500, and a retry is a new run that calls the tools again (an
+            # order placed twice): they obey x-should-retry.
+            return openai_error(
+                f"{failure['message']} (after the tools {', '.join(sorted(set(ran)))} ran; "
+                "not to be retried as is)",
+                500,
+                type=failure["type"],
+                headers={"x-should-retry": "false"},
+            )
         return JsonTextResponse(
             {
                 "id": completion_id,
@@ -310,8 +328,13 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-async def _answer(service: QaService, events: AsyncIterator[QaEvent]) -> tuple[str, Usage | None]:
+async def _answer(
+    service: QaService, events: AsyncIterator[QaEvent], ran: list[str]
+) -> tuple[str, Usage | None]:
+    """The answer (or the approval text of a pause); ``ran`` collects the tools that ran."""
     async for event in events:
+        if isinstance(event, ToolResultEvent) and not event.is_error:
+            ran.append(event.name)
         if isinstance(event, ApprovalRequiredEvent):
             approval_id = await asyncio.to_thread(service.approvals.save, event.pause)
             return _approval_text(approval_id, event.pause), None
