@@ -1342,3 +1342,24 @@ def test_regex_matches_case_insensitively_as_the_regular_expression_does(
     index = RegexToolIndex()
     index.index_tools("s", tools)
     assert search(index, query) == [name]
+
+
+def test_hybrid_category_filter_ranks_within_the_category() -> None:
+    # The vector side's candidates came from the whole catalogue, then the filter applied: a
+    # category whose tools were not among the catalogue's top ``candidates`` matched nothing.
+    model = BagOfWordsModel(aliases={"climate": "weather"})  # no tool says "climate"
+    index = HybridToolIndex(model, candidates=2, background_embedding=False)
+    index.index_tools(
+        "s",
+        [
+            ToolReference("w1", None, "weather", category="other"),
+            ToolReference("w2", None, "weather", category="other"),
+            ToolReference("w3", None, "weather", category="other"),
+            ToolReference("sea", None, "weather for sailors at sea", category="mine"),
+            ToolReference("ski", None, "weather on the ski slopes", category="mine"),
+            ToolReference("tax", None, "file a tax return", category="mine"),
+        ],
+    )
+    assert search(index, "climate", max_results=3) == ["w1", "w2", "w3"]
+    found = search(index, "climate", max_results=3, category_filter="mine")
+    assert found[:2] in (["sea", "ski"], ["ski", "sea"])

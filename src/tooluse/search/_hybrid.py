@@ -8,7 +8,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -241,11 +241,21 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             lexical = lexical_future.result()
         else:
             lexical = self._lexical_scores(snapshot.lexical, query)
+        size = lexical.size
+        if allowed is not None:
+            # Both sides ranked within the category: its tools are each side's candidates and
+            # the scales' best and zero, not the whole catalogue's (where a category's tools
+            # could all fall below the vector side's top ``candidates``).
+            positions = np.fromiter(sorted(allowed), dtype=np.int64, count=len(allowed))
+            lexical = lexical[positions]
+            semantic = semantic[positions] if semantic is not None else None
         depth = max(self._candidates, limit)
         if self._fusion == "scores":
             fused, found = self._fuse_scores(lexical, semantic, depth)
         else:
             fused, found = self._fuse_ranks(lexical, semantic, depth)
+        if allowed is not None:
+            fused, found = _scattered(fused, positions, size), _scattered(found, positions, size)
         snapshot.toolsets.boost(fused, self._toolset_weight)
         found |= fused > 0.0  # a sibling lifted by its toolset
         fused[~found] = -np.inf
@@ -317,3 +327,15 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             ranked = [(p, s) for p, s in ranked if s > 0.0]
         for rank, (position, _) in enumerate(ranked, 1):
             fused[position] += weight / (self._rrf_k + rank)
+
+
+ArrayT = TypeVar("ArrayT", bound=np.generic)
+
+
+def _scattered(
+    values: npt.NDArray[ArrayT], positions: npt.NDArray[np.int64], size: int
+) -> npt.NDArray[ArrayT]:
+    """``values`` at ``positions`` of an array of ``size`` zeros (False)."""
+    full = np.zeros(size, dtype=values.dtype)
+    full[positions] = values
+    return full
