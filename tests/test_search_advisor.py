@@ -21,6 +21,7 @@ from tooluse.search import (
     LruEvictionStrategy,
     NeverEvictStrategy,
     RegexToolIndex,
+    ReplaceableToolIndex,
     ToolIndex,
     ToolReference,
     ToolSearchRequest,
@@ -134,6 +135,34 @@ def test_unchanged_tools_are_indexed_once_and_changes_reindex() -> None:
     assert index.indexed[-1] == ("c1", ["get_weather"])
     ask(client, conversation="c2")
     assert [session for session, _ in index.indexed] == ["c1", "c1", "c2"]
+
+
+def test_a_replaceable_index_is_reindexed_in_one_step() -> None:
+    # With clear_index then index_tools, a search of the conversation running meanwhile (a
+    # second request of it) found an empty session.
+    class Recording(RegexToolIndex):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[tuple[str, list[str]]] = []
+
+        def replace_tools(self, session_id: str, references: Sequence[ToolReference]) -> None:
+            self.calls.append(("replace", [r.tool_name for r in references]))
+            super().replace_tools(session_id, references)
+
+        def clear_index(self, session_id: str) -> None:
+            self.calls.append(("clear", []))
+            super().clear_index(session_id)
+
+    index = Recording()
+    assert isinstance(index, ReplaceableToolIndex)
+    client = client_for(ScriptedModel(["a", "b"]), ToolSearchToolCallingAdvisor(tool_index=index))
+    ask(client)
+    client.prompt().user("x").tools(get_weather).context({CONVERSATION_ID: "c1"}).call()
+    assert index.calls == [
+        ("replace", ["get_weather", "send_email", "book_flight"]),
+        ("replace", ["get_weather"]),
+    ]
+    assert not isinstance(CountingIndex(index), ReplaceableToolIndex)  # cleared, then indexed
 
 
 def test_fingerprint_ignores_order_and_schema() -> None:

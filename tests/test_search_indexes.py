@@ -1363,3 +1363,41 @@ def test_hybrid_category_filter_ranks_within_the_category() -> None:
     assert search(index, "climate", max_results=3) == ["w1", "w2", "w3"]
     found = search(index, "climate", max_results=3, category_filter="mine")
     assert found[:2] in (["sea", "ski"], ["ski", "sea"])
+
+
+@pytest.mark.parametrize("index", all_indexes(), ids=lambda i: type(i).__name__)
+def test_replace_tools_swaps_a_sessions_tools(index: SessionToolIndex[object]) -> None:
+    index.index_tools("s", [ToolReference("old_weather", None, "weather")])
+    index.index_tools("other", [ToolReference("kept", None, "weather")])
+    index.replace_tools("s", [ToolReference("new_weather", None, "weather")])
+    assert search(index, "weather") == ["new_weather"]
+    assert search(index, "weather", "other") == ["kept"]
+    index.replace_tools("s", [])
+    assert index.size("s") == 0 and search(index, "weather") == []
+    with pytest.raises(TypeError, match="expected ToolReference, got str"):
+        index.replace_tools("s", ["weather"])  # type: ignore[list-item]
+
+
+def test_a_search_during_replacements_never_finds_the_session_empty() -> None:
+    # clear_index then index_tools leaves a moment with no tools; a search of the session in
+    # that moment (another request of the conversation) found nothing.
+    index = BM25ToolIndex()
+    catalogues = [
+        [ToolReference("weather", None, "weather"), ToolReference(f"t{n}", None, "mail")]
+        for n in range(2)
+    ]
+    index.replace_tools("s", catalogues[0])
+    stop = threading.Event()
+
+    def replace() -> None:
+        for round_number in range(20_000):
+            index.replace_tools("s", catalogues[round_number % 2])
+        stop.set()
+
+    replacing = threading.Thread(target=replace)
+    replacing.start()
+    empty = 0
+    while not stop.is_set():
+        empty += search(index, "weather") != ["weather"]
+    replacing.join()
+    assert empty == 0

@@ -25,7 +25,13 @@ from tooluse.search._hybrid import Fusion, HybridToolIndex
 from tooluse.search._regex import RegexToolIndex, query_to_pattern
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
-from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest, ToolSearchResponse
+from tooluse.search._types import (
+    ReplaceableToolIndex,
+    ToolIndex,
+    ToolReference,
+    ToolSearchRequest,
+    ToolSearchResponse,
+)
 from tooluse.search._vector import VectorToolIndex, compact_embedding_text, embedding_text
 
 __all__ = [
@@ -43,6 +49,7 @@ __all__ = [
     "LruEvictionStrategy",
     "NeverEvictStrategy",
     "RegexToolIndex",
+    "ReplaceableToolIndex",
     "SessionToolIndex",
     "ToolIndex",
     "ToolReference",

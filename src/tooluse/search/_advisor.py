@@ -25,7 +25,13 @@ from tooluse.memory import CONVERSATION_ID
 from tooluse.messages import Message, SystemMessage, ToolResponseMessage, UserMessage
 from tooluse.search._eviction import EvictionStrategy, LruEvictionStrategy
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
-from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest, check_count
+from tooluse.search._types import (
+    ReplaceableToolIndex,
+    ToolIndex,
+    ToolReference,
+    ToolSearchRequest,
+    check_count,
+)
 from tooluse.tools import ToolCallback, ToolContext
 
 __all__ = [
@@ -79,7 +85,10 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
     Per request: the session id is read from the request context (``session_id_key``,
     default ``chat_memory_conversation_id``; missing is an error); evicted sessions' indexes are
     cleared; the attached tools are re-indexed only when their fingerprint (name and
-    description) changed; ``system_message_suffix`` is appended to the system message.
+    description) changed, in one step when the index is a :class:`ReplaceableToolIndex` (the
+    built-in ones are: a search of the session meanwhile finds the old tools or the new, never
+    none), else by ``clear_index`` and ``index_tools`` as in Spring AI;
+    ``system_message_suffix`` is appended to the system message.
 
     Per model call: the offered tools are ``toolSearchTool`` and the tools named in earlier
     ``toolSearchTool`` results of the conversation, in the order they were first found (stable,
@@ -189,9 +198,12 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
                     return
                 # Forgotten first: if clearing or indexing fails, the next request indexes.
                 self._fingerprints.pop(session_id, None)
-            self.tool_index.clear_index(session_id)
-            if references:
-                self.tool_index.index_tools(session_id, references)
+            if isinstance(self.tool_index, ReplaceableToolIndex):
+                self.tool_index.replace_tools(session_id, references)
+            else:
+                self.tool_index.clear_index(session_id)
+                if references:
+                    self.tool_index.index_tools(session_id, references)
             with self._lock:
                 self._fingerprints[session_id] = fingerprint
 

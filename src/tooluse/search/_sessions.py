@@ -42,6 +42,13 @@ class _Session:
         self.snapshot_references: tuple[ToolReference, ...] = ()
         self.version = 0
 
+    def add(self, references: Sequence[ToolReference]) -> None:
+        for reference in references:
+            self.references.pop(reference.tool_name, None)  # re-indexed: moves to the end
+            self.references[reference.tool_name] = reference
+        self.snapshot = None
+        self.version += 1
+
 
 def _catalogue_key(references: Sequence[ToolReference]) -> str:
     digest = hashlib.sha256()
@@ -75,20 +82,25 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
         self.index_tools(session_id, [reference])
 
     def index_tools(self, session_id: str, references: Sequence[ToolReference]) -> None:
-        _check_session_id(session_id)
-        references = list(references)
-        for reference in references:
-            if not isinstance(reference, ToolReference):
-                raise TypeError(f"expected ToolReference, got {type(reference).__name__}")
+        references = _checked(session_id, references)
         if not references:
             return
         with self._lock:
             session = self._sessions.setdefault(session_id, _Session())
-            for reference in references:
-                session.references.pop(reference.tool_name, None)  # re-indexed: moves to the end
-                session.references[reference.tool_name] = reference
-            session.snapshot = None
-            session.version += 1
+            session.add(references)
+
+    def replace_tools(self, session_id: str, references: Sequence[ToolReference]) -> None:
+        """Make ``references`` the session's tools in one step: a concurrent search finds the
+        old tools or the new ones, never none, as it can between ``clear_index`` and
+        ``index_tools``. No references: the session is cleared."""
+        references = _checked(session_id, references)
+        with self._lock:
+            if not references:
+                self._sessions.pop(session_id, None)
+                return
+            session = _Session()
+            session.add(references)
+            self._sessions[session_id] = session
 
     def clear_index(self, session_id: str) -> None:
         _check_session_id(session_id)
@@ -182,6 +194,15 @@ class _Shared(Generic[SnapshotT]):
 
     def __init__(self, snapshot: SnapshotT) -> None:
         self.snapshot = snapshot
+
+
+def _checked(session_id: str, references: Sequence[ToolReference]) -> list[ToolReference]:
+    _check_session_id(session_id)
+    references = list(references)
+    for reference in references:
+        if not isinstance(reference, ToolReference):
+            raise TypeError(f"expected ToolReference, got {type(reference).__name__}")
+    return references
 
 
 def _check_session_id(session_id: str) -> None:

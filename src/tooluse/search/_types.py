@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from tooluse.tools import ToolCallback
 
-__all__ = ["ToolIndex", "ToolReference", "ToolSearchRequest", "ToolSearchResponse", "check_count"]
+__all__ = [
+    "ReplaceableToolIndex",
+    "ToolIndex",
+    "ToolReference",
+    "ToolSearchRequest",
+    "ToolSearchResponse",
+    "check_count",
+]
 
 
 def check_count(name: str, value: object, *, minimum: int = 1, optional: bool = False) -> None:
@@ -116,3 +123,12 @@ class ToolIndex(Protocol):
     def search(self, request: ToolSearchRequest) -> ToolSearchResponse: ...
 
     def clear_index(self, session_id: str) -> None: ...
+
+
+@runtime_checkable
+class ReplaceableToolIndex(ToolIndex, Protocol):
+    """A :class:`ToolIndex` that can swap a session's tools for others in one step (the
+    built-in indexes can); :class:`ToolSearchToolCallingAdvisor` re-indexes through it, so a
+    search of the session running meanwhile never finds it empty."""
+
+    def replace_tools(self, session_id: str, references: Sequence[ToolReference]) -> None: ...
