@@ -250,6 +250,37 @@ def test_preselection_offers_the_top_tools_on_the_first_call() -> None:
     assert offered(model)[0] == ["toolSearchTool", "get_weather"]
 
 
+def test_a_preselected_tool_that_ran_stays_offered_in_later_turns() -> None:
+    # Offered tools came from search results in the history only: a tool preselected in one
+    # turn and used was gone in the next ("and in Rome?" preselects nothing), and the model,
+    # which saw its earlier call replayed by memory (inside the loop: memory outside it keeps
+    # no tool traffic), got "unknown tool".
+    from tooluse.memory import MessageChatMemoryAdvisor, MessageWindowChatMemory
+
+    model = ScriptedModel(
+        [
+            tool_call("get_weather", {"city": "Oslo"}, id="w1"),
+            "cold",
+            tool_call("get_weather", {"city": "Rome"}, id="w2"),
+            "sunny",
+        ]
+    )
+    advisor = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), preselect=1)
+    memory = MessageChatMemoryAdvisor(MessageWindowChatMemory(), inside_tool_loop=True)
+    client = ChatClient(model, tools=TOOLS, tool_calling_advisor=advisor, advisors=[memory])
+    assert ask(client, "what is the weather in Oslo") == "cold"
+    assert ask(client, "and in Rome?") == "sunny"
+    assert offered(model)[2:] == [["toolSearchTool", "get_weather"]] * 2
+    last = [m for m in model.requests[-1].messages if isinstance(m, ToolResponseMessage)][-1]
+    assert last.responses[0].data == '"sunny in Rome"'
+    # A tool whose call failed (say, not offered: "unknown tool") is not carried over.
+    other = ScriptedModel([tool_call("book_flight", {}, id="b1"), "no", "x"])
+    client = ChatClient(other, tools=TOOLS, tool_calling_advisor=advisor, advisors=[memory])
+    ask(client, "zzz", "c2")
+    ask(client, "zzz", "c2")
+    assert offered(other)[2] == ["toolSearchTool"]
+
+
 def test_max_results_precedence_model_then_advisor_then_index() -> None:
     index = CountingIndex(RegexToolIndex())
     model = ScriptedModel(

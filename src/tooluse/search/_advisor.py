@@ -98,7 +98,8 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
 
     ``preselect=n`` also searches with the user's message before the first model call and
     offers its top ``n`` tools right away, saving a search round trip when the question names
-    its need plainly.
+    its need plainly. A tool that ran in an earlier turn of the conversation without a search
+    finding it (preselected then) stays offered like the found ones.
 
     ``max_results`` is the number of search results when the model gives none (then the
     index's default, 10). The index (default :class:`HybridToolIndex`) is shared by all
@@ -228,19 +229,24 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             search = ToolSearchRequest(session_id, question, self.preselect)
             response = await asyncio.to_thread(self.tool_index.search, search)
             preselected = response.tool_names
-        request.context[_CALLBACKS_KEY] = callbacks
-        request.context[_SESSION_KEY] = session_id
-        request.context[_PRESELECTED_KEY] = preselected
+        # Earlier turns that a memory advisor inside the loop adds to each model call, after
+        # this hook chose the tools: the model sees those searches too.
+        replayed = await _replayed_by_inner_memory(self, request, chain)
+        history = [*replayed, *request.prompt.messages]
         # The search rounds so far: those in the prompt (earlier turns a memory advisor
         # replayed), then, after each executed round, those in the loop's whole history
         # (do_get_next_instructions). Not re-read from each call's messages: they hold only
         # the last round's results when the loop sends no full history
         # (conversation_history=False).
         request.context[_ROUNDS_KEY] = self._found_rounds(request.prompt.messages)
-        # Earlier turns that a memory advisor inside the loop adds to each model call, after
-        # this hook chose the tools: the model sees those searches too.
-        request.context[_REPLAYED_KEY] = self._found_rounds(
-            await _replayed_by_inner_memory(self, request, chain)
+        request.context[_REPLAYED_KEY] = self._found_rounds(replayed)
+        request.context[_CALLBACKS_KEY] = callbacks
+        request.context[_SESSION_KEY] = session_id
+        # Offered without a search: this turn's preselection, and the tools that ran in
+        # earlier turns without any search finding them (preselected then): the model sees
+        # it used them and may use them again ("and in Rome?").
+        request.context[_PRESELECTED_KEY] = list(
+            dict.fromkeys([*preselected, *_ran_unsearched(history)])
         )
         messages = _with_suffix(request.prompt.messages, self.system_message_suffix)
         return request.replace(prompt=request.prompt.replace(messages=messages))
@@ -355,6 +361,22 @@ async def _replayed_by_inner_memory(
         if isinstance(inner, HistoryReplayer):
             replayed += await inner.replayed_history(request)
     return replayed
+
+
+def _ran_unsearched(messages: Sequence[Message]) -> list[str]:
+    """The tools that gave a result (not an error) in ``messages`` and that no
+    ``toolSearchTool`` result there names, in the order they first ran."""
+    ran: dict[str, None] = {}
+    found: set[str] = set()
+    for message in messages:
+        if not isinstance(message, ToolResponseMessage):
+            continue
+        for response in message.responses:
+            if response.name.lower() == TOOL_SEARCH_TOOL_NAME.lower():
+                found.update(_names(response.data, response.is_error))
+            elif not response.is_error:
+                ran.setdefault(response.name)
+    return [name for name in ran if name not in found]
 
 
 def _last_user_text(messages: Sequence[Message]) -> str:
