@@ -38,6 +38,7 @@ from tooluse.mcp import (
     tool_context_to_meta,
 )
 from tooluse.messages import ToolResponseMessage
+from tooluse.qa import LedgerToolCallback
 from tooluse.schema import ensure_valid_input_schema
 from tooluse.search import mcp_server_category
 from tooluse.testing import ScriptedModel, tool_call
@@ -179,6 +180,8 @@ async def test_the_tools_are_listed_with_repaired_schemas(servers: Servers) -> N
     assert echo.definition.input_schema["required"] == ["text"]
     assert (echo.server_name, echo.original_name) == ("sdk", "echo")
     assert mcp_server_category(echo) == "sdk"  # tool search's default category: the server
+    # Also through the QA pipeline's recording wrapper (it lost the category).
+    assert mcp_server_category(LedgerToolCallback(echo)) == "sdk"
     assert provider.connections[0].protocol_version in MODERN_PROTOCOL_VERSIONS
 
 

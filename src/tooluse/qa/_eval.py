@@ -19,6 +19,7 @@ from tooluse.qa._events import (
     ToolResultEvent,
 )
 from tooluse.qa._pipeline import QaPipeline
+from tooluse.search import TOOL_SEARCH_TOOL_NAME
 
 __all__ = ["EvalRun", "FamilyReport", "QuestionFamily", "TrajectoryStep", "aevaluate", "evaluate"]
 
@@ -26,7 +27,8 @@ __all__ = ["EvalRun", "FamilyReport", "QuestionFamily", "TrajectoryStep", "aeval
 @dataclasses.dataclass(frozen=True, slots=True)
 class QuestionFamily:
     """Questions asked in different words that should call the same tools:
-    ``expected_tools`` (all of them, in any order), or none for a knowledge question."""
+    ``expected_tools`` (all of them, in any order), or none for a knowledge question. Calls of
+    ``toolSearchTool`` (tool search) count only when it is expected: it fetches no data."""
 
     name: str
     questions: tuple[str, ...]
@@ -98,6 +100,12 @@ class FamilyReport:
 
 
 def _passed(family: QuestionFamily, called: Sequence[str]) -> bool:
+    # Searching for tools (tool search) fetches no data: a knowledge question may search.
+    called = [
+        name
+        for name in called
+        if name != TOOL_SEARCH_TOOL_NAME or TOOL_SEARCH_TOOL_NAME in family.expected_tools
+    ]
     if not family.expected_tools:
         return not called
     return set(family.expected_tools) <= set(called)

@@ -24,6 +24,7 @@ from tooluse.calling import ToolExecutionResult
 from tooluse.memory import CONVERSATION_ID
 from tooluse.messages import Message, SystemMessage, ToolResponseMessage, UserMessage
 from tooluse.search._eviction import EvictionStrategy, LruEvictionStrategy
+from tooluse.search._sessions import SessionToolIndex
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
 from tooluse.search._types import (
     ReplaceableToolIndex,
@@ -56,6 +57,9 @@ _SESSION_KEY: Final = "tooluse.tool_search.session_id"
 _PRESELECTED_KEY: Final = "tooluse.tool_search.preselected"
 _ROUNDS_KEY: Final = "tooluse.tool_search.rounds"
 _REPLAYED_KEY: Final = "tooluse.tool_search.replayed_rounds"
+# The session warm_up indexes under: a NUL keeps it apart from every conversation id (the
+# memory repositories refuse NUL in ids).
+_WARM_UP_SESSION: Final = "\x00tooluse.tool_search.warm_up"
 
 
 def tool_fingerprint(references: Sequence[ToolReference]) -> str:
@@ -73,7 +77,12 @@ def tool_fingerprint(references: Sequence[ToolReference]) -> str:
 
 
 def mcp_server_category(callback: ToolCallback) -> str | None:
-    """An MCP tool's server name (its toolset); None for other tools."""
+    """An MCP tool's server name (its toolset); None for other tools. A wrapper that exposes
+    the tool it wraps as ``delegate`` (the QA pipeline's recording tools) is looked through."""
+    seen: set[int] = set()
+    while not hasattr(callback, "server_name") and id(callback) not in seen:
+        seen.add(id(callback))
+        callback = getattr(callback, "delegate", callback)
     server = getattr(callback, "server_name", None)
     return server if isinstance(server, str) and server.strip() else None
 
@@ -210,18 +219,37 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
 
     # -- hooks -----------------------------------------------------------------------------
 
+    def warm_up(self, tools: Sequence[ToolCallback]) -> None:
+        """Index ``tools`` and build their index now (embedding included, which takes minutes
+        for a new catalogue of thousands with the bundled model), e.g. in a thread at
+        start-up: the built-in indexes share one built index among the sessions of one
+        catalogue, so conversations over these tools start with it. Blocks until built."""
+        callbacks = self._searchable(tools)
+        references = self._references(callbacks)
+        self.tool_index.index_tools(_WARM_UP_SESSION, references)
+        if isinstance(self.tool_index, SessionToolIndex):
+            self.tool_index.build(_WARM_UP_SESSION)
+
+    @staticmethod
+    def _searchable(tools: Sequence[ToolCallback]) -> dict[str, ToolCallback]:
+        callbacks: dict[str, ToolCallback] = {}
+        for callback in tools:
+            callbacks.setdefault(callback.definition.name, callback)  # first of a name wins
+        callbacks.pop(TOOL_SEARCH_TOOL_NAME, None)
+        return callbacks
+
+    def _references(self, callbacks: Mapping[str, ToolCallback]) -> list[ToolReference]:
+        return [
+            ToolReference.from_callback(callback, self.tool_category(callback))
+            for callback in callbacks.values()
+        ]
+
     async def do_initialize_loop(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> ChatClientRequest:
         session_id = self._session_id(request.context)
-        callbacks: dict[str, ToolCallback] = {}
-        for callback in request.prompt.options.tool_callbacks:
-            callbacks.setdefault(callback.definition.name, callback)  # first of a name wins
-        callbacks.pop(TOOL_SEARCH_TOOL_NAME, None)
-        references = [
-            ToolReference.from_callback(callback, self.tool_category(callback))
-            for callback in callbacks.values()
-        ]
+        callbacks = self._searchable(request.prompt.options.tool_callbacks)
+        references = self._references(callbacks)
         await asyncio.to_thread(self._prepare_session, session_id, references)
         preselected: list[str] = []
         question = _last_user_text(request.prompt.messages)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import AsyncIterator, Sequence
 
-from tooluse.messages import ChatResponse, Message, Prompt, UserMessage
-from tooluse.testing import TestModel
+from tooluse.messages import ChatResponse, Message, Prompt, ToolResponseMessage, UserMessage
+from tooluse.search import TOOL_SEARCH_TOOL_NAME
+from tooluse.testing import ScriptedModel, TestModel, tool_call
 from tooluse.tools import ToolDefinition
 
 __all__ = ["OFFLINE_NOTICE", "OfflineModel", "mentioned_tools"]
@@ -58,6 +60,18 @@ def mentioned_tools(question: str, definitions: Sequence[ToolDefinition]) -> lis
     return [d.name for d in definitions if _Keywords(d).match(question, words)]
 
 
+def _searched(messages: Sequence[Message]) -> bool:
+    """Whether this turn (the messages after the last user message) has a search result."""
+    for message in reversed(messages):
+        if isinstance(message, UserMessage):
+            return False
+        if isinstance(message, ToolResponseMessage) and any(
+            response.name == TOOL_SEARCH_TOOL_NAME for response in message.responses
+        ):
+            return True
+    return False
+
+
 def _question(messages: Sequence[Message]) -> str:
     return next((m.text for m in reversed(messages) if isinstance(m, UserMessage)), "")
 
@@ -66,20 +80,28 @@ class OfflineModel:
     """``TestModel`` for both stages of the QA pipeline, no network, no key.
 
     Router stage (tools offered): a ``TestModel`` that calls the tools the question mentions
-    (:func:`mentioned_tools`), with made-up arguments valid for their schemas. Answer stage (no
-    tools): the answer is :data:`OFFLINE_NOTICE` followed by the prompt the answer model was
-    given (the fetched data or the retrieved documents, the rules, the question), which is
-    what the pipeline is there to build. A fresh ``TestModel`` serves each request, so a
-    long-running service keeps no recorded requests.
+    (:func:`mentioned_tools`), with made-up arguments valid for their schemas; with tool
+    search, it first calls ``toolSearchTool`` with the question, then among the tools found.
+    Answer stage (no tools): the answer is :data:`OFFLINE_NOTICE` followed by the prompt the
+    answer model was given (the fetched data or the retrieved documents, the rules, the
+    question), which is what the pipeline is there to build. A fresh test model serves each
+    request, so a long-running service keeps no recorded requests.
     """
 
     model_name = "offline TestModel"
 
-    def _model_for(self, prompt: Prompt) -> TestModel:
+    def _model_for(self, prompt: Prompt) -> TestModel | ScriptedModel:
         question = _question(prompt.messages)
         callbacks = prompt.options.tool_callbacks
         if callbacks:
             definitions = [callback.definition for callback in callbacks]
+            names = {definition.name for definition in definitions}
+            if TOOL_SEARCH_TOOL_NAME in names and not _searched(prompt.messages):
+                # Tool search: first search with the question, as a model would.
+                search = tool_call(
+                    TOOL_SEARCH_TOOL_NAME, {"query": question}, id=f"call_{uuid.uuid4().hex}"
+                )
+                return ScriptedModel([search])
             return TestModel(call_tools=mentioned_tools(question, definitions))
         return TestModel(final_text=f"[{OFFLINE_NOTICE}]\n\n{question}", chunk_size=48)
 

@@ -7,12 +7,12 @@ import logging
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tooluse._targets import TargetError, load_target
 from tooluse.errors import SchemaVersionError
 from tooluse.service._samples import SAMPLE_TOOLS
-from tooluse.service._service import DEFAULT_DATABASE, ServiceConfig
+from tooluse.service._service import DEFAULT_DATABASE, TOOL_SEARCH_ABOVE, ServiceConfig
 from tooluse.tools import ToolCallback, tool_callbacks
 
 __all__ = [
@@ -26,6 +26,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+_TOOL_SEARCH: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 
 
 class OptionError(ValueError):
@@ -46,6 +48,13 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         "$TOOLUSE_MODEL; none: the offline TestModel)",
     )
     add_tools_argument(parser)
+    parser.add_argument(
+        "--tool-search",
+        choices=sorted(_TOOL_SEARCH),
+        default="auto",
+        help="the model sees only a search tool and the tools it finds, instead of every tool "
+        f"(auto: with more than {TOOL_SEARCH_ABOVE} tools)",
+    )
     parser.add_argument(
         "--no-sample-knowledge",
         dest="sample_knowledge",
@@ -102,17 +111,16 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
             ) from exc
         except ValueError as exc:
             raise OptionError(f"--model: {exc}") from exc
+    tools: dict[str, Any] = {}
     if args.tools:
-        tools: tuple[object, ...] = tuple(_import_tools(reference) for reference in args.tools)
-        return ServiceConfig(
-            db=args.db,
-            model=model,
-            model_label=args.model,
-            tools=tools,
-            sample_knowledge=args.sample_knowledge,
-        )
+        tools["tools"] = tuple(_import_tools(reference) for reference in args.tools)
     return ServiceConfig(
-        db=args.db, model=model, model_label=args.model, sample_knowledge=args.sample_knowledge
+        db=args.db,
+        model=model,
+        model_label=args.model,
+        sample_knowledge=args.sample_knowledge,
+        tool_search=_TOOL_SEARCH[args.tool_search],
+        **tools,
     )
 
 

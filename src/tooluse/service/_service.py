@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,17 +16,22 @@ from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
 from tooluse.models import ChatModel
 from tooluse.qa import QaPipeline
 from tooluse.rag._sqlite_store import SCHEMA_VERSION as VECTOR_STORE_SCHEMA_VERSION
+from tooluse.search import HybridToolIndex, ToolSearchToolCallingAdvisor
 from tooluse.service._approvals import ApprovalStore
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
 from tooluse.service._samples import SAMPLE_TOOLS
-from tooluse.tools import tool_callbacks
+from tooluse.tools import ToolCallback, tool_callbacks
 
-__all__ = ["DEFAULT_DATABASE", "QaService", "ServiceConfig"]
+__all__ = ["DEFAULT_DATABASE", "TOOL_SEARCH_ABOVE", "QaService", "ServiceConfig", "router_advisor"]
 
 logger = logging.getLogger("tooluse.service")
 
 DEFAULT_DATABASE = "tooluse.db"
+
+# More tools than this and the router searches for its tools: OpenAI's function-calling guide
+# advises fewer than 20 functions offered at once, for accuracy; each also costs prompt tokens.
+TOOL_SEARCH_ABOVE = 20
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,7 +51,11 @@ class ServiceConfig:
     - ``keepalive_seconds``: a stream that sends nothing for this long (a model thinking, a
       slow tool) gets an SSE comment, so that proxies do not close it as idle;
     - ``api_key``: when set, ``/api/*`` and ``/v1/*`` require ``Authorization: Bearer <key>``
-      (the page asks for it once; ``/`` and ``/healthz`` stay open).
+      (the page asks for it once; ``/`` and ``/healthz`` stay open);
+    - ``tool_search``: the router sees only ``toolSearchTool`` and the tools its searches
+      found (:class:`~tooluse.search.ToolSearchToolCallingAdvisor` over the default hybrid
+      index, with ``embedding_model``); ``None``: when there are more than
+      :data:`TOOL_SEARCH_ABOVE` tools.
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -58,12 +68,25 @@ class ServiceConfig:
     top_k: int = 4
     keepalive_seconds: float = 15.0
     api_key: str | None = None
+    tool_search: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.keepalive_seconds > 0:
             raise ValueError(f"keepalive_seconds must be > 0, got {self.keepalive_seconds}")
         if self.api_key is not None and (not self.api_key.strip() or " " in self.api_key):
             raise ValueError("api_key must be a non-blank token without spaces")
+
+
+def router_advisor(config: ServiceConfig) -> ToolSearchToolCallingAdvisor | None:
+    """The router's tool loop for ``config``: tool search when ``config.tool_search`` asks for
+    it (``None``: when there are more than :data:`TOOL_SEARCH_ABOVE` tools), else ``None``
+    (the pipeline's default loop)."""
+    enabled = config.tool_search
+    if enabled is None:
+        enabled = len(tool_callbacks(*config.tools)) > TOOL_SEARCH_ABOVE
+    if not enabled:
+        return None
+    return ToolSearchToolCallingAdvisor(tool_index=HybridToolIndex(config.embedding_model))
 
 
 class QaService:
@@ -98,8 +121,13 @@ class QaService:
             samples=config.sample_knowledge,
             top_k=config.top_k,
         )
+        self.tool_search = router_advisor(config)
         self.pipeline = QaPipeline(
-            model, retriever=self.knowledge, tools=self.tools, memory=self.memory
+            model,
+            retriever=self.knowledge,
+            tools=self.tools,
+            memory=self.memory,
+            router_advisor=self.tool_search,
         )
 
     def start(self) -> None:
@@ -108,6 +136,25 @@ class QaService:
         else:
             logger.info("model: %s", self.model_label)
         self.knowledge.start()
+        if self.tool_search is not None:
+            callbacks = tool_callbacks(*self.tools)
+            logger.info("tool search: the model finds its tools among %d", len(callbacks))
+            # Embedding a new catalogue takes a while; searches meanwhile rank with BM25.
+            threading.Thread(
+                target=self._warm_up_tool_search,
+                args=(self.tool_search, callbacks),
+                name="tooluse-tool-search-warm-up",
+                daemon=True,
+            ).start()
+
+    @staticmethod
+    def _warm_up_tool_search(
+        advisor: ToolSearchToolCallingAdvisor, callbacks: Sequence[ToolCallback]
+    ) -> None:
+        try:
+            advisor.warm_up(callbacks)
+        except Exception:
+            logger.exception("Indexing the tools for tool search failed; searches use BM25 only")
 
     def close(self) -> None:
         self.knowledge.close()
@@ -124,6 +171,7 @@ class QaService:
             "knowledge_error": None if error is None else str(error),
             "documents": self.knowledge.documents,
             "tools": len(tool_callbacks(*self.tools)),
+            "tool_search": self.tool_search is not None,
         }
 
     def tool_descriptions(self) -> list[dict[str, Any]]:

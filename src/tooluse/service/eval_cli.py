@@ -19,6 +19,8 @@ from tooluse.service._options import (
     config_from_arguments,
     configure_logging,
 )
+from tooluse.service._service import router_advisor
+from tooluse.tools import tool_callbacks
 
 __all__ = ["add_arguments", "load_families", "run"]
 
@@ -83,11 +85,15 @@ async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) ->
     knowledge = KnowledgeBase(
         config.db, embedding_model=config.embedding_model, samples=config.sample_knowledge
     )
+    tool_search = router_advisor(config)
+    if tool_search is not None:  # built first: every run searches the same, embedded index
+        await asyncio.to_thread(tool_search.warm_up, tool_callbacks(*config.tools))
     pipeline = QaPipeline(
         OfflineModel() if config.model is None else config.model,
         retriever=knowledge,
         tools=config.tools,
         memory=MessageWindowChatMemory(),  # eval conversations are not kept
+        router_advisor=tool_search,
     )
     knowledge.start()
     try:

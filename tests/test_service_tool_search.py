@@ -1,0 +1,166 @@
+"""``tooluse serve`` with many tools: the router searches for its tools (``--tool-search``)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from _rag_helpers import HashingEmbeddingModel
+from _service_helpers import config, names, parse_sse, service
+from tooluse.cli import build_parser
+from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
+from tooluse.search import ToolSearchToolCallingAdvisor
+from tooluse.service import QaService
+from tooluse.service._options import config_from_arguments
+from tooluse.service._samples import SAMPLE_TOOLS
+from tooluse.service._service import TOOL_SEARCH_ABOVE, router_advisor
+from tooluse.testing import FunctionModel, ResponseLike, tool_call
+from tooluse.tools import tool
+
+
+def _archive_tool(number: int) -> object:
+    def lookup(record_id: str) -> str:
+        return f"record {record_id} of archive {number}"
+
+    return tool(name=f"archive_{number}", description=f"Look up a record of archive {number}")(
+        lookup
+    )
+
+
+# The sample tools and enough others to pass the threshold.
+MANY_TOOLS = (*SAMPLE_TOOLS, *(_archive_tool(n) for n in range(TOOL_SEARCH_ABOVE)))
+
+
+def _searching_router(prompt: Prompt) -> ResponseLike:
+    """A model that searches first, then calls what it asked about among the tools found."""
+    offered = [callback.definition.name for callback in prompt.options.tool_callbacks]
+    if not offered:  # the answer stage
+        question = next(m.text for m in reversed(prompt.messages) if isinstance(m, UserMessage))
+        return "From live data." if question.startswith("Data fetched") else "No data."
+    last = prompt.messages[-1]
+    if not isinstance(last, ToolResponseMessage):
+        return tool_call("toolSearchTool", {"query": "cancel an order"}, id="search-1")
+    if last.responses[0].name == "toolSearchTool":
+        if "cancel_order" not in offered:
+            return "Nothing found."
+        return tool_call("cancel_order", {"order_id": "A1001"}, id="cancel-1")
+    return ""
+
+
+def _offered_per_router_call(model: FunctionModel) -> list[list[str]]:
+    return [
+        [c.definition.name for c in p.options.tool_callbacks]
+        for p in model.requests
+        if p.options.tool_callbacks
+    ]
+
+
+def test_tool_search_is_on_above_the_threshold_or_as_asked(tmp_path: Path) -> None:
+    assert router_advisor(config(tmp_path / "a.db")) is None  # 4 sample tools
+    searching = router_advisor(config(tmp_path / "b.db", tools=MANY_TOOLS))
+    assert isinstance(searching, ToolSearchToolCallingAdvisor)
+    assert router_advisor(config(tmp_path / "c.db", tools=MANY_TOOLS, tool_search=False)) is None
+    assert router_advisor(config(tmp_path / "d.db", tool_search=True)) is not None
+    parser = build_parser(["serve"])
+    for flag, expected in (("auto", None), ("on", True), ("off", False)):
+        arguments = parser.parse_args(["serve", "--tool-search", flag])
+        assert config_from_arguments(arguments).tool_search is expected
+    with pytest.raises(SystemExit):
+        parser.parse_args(["serve", "--tool-search", "maybe"])
+
+
+async def test_the_router_sees_the_search_tool_then_what_it_found(tmp_path: Path) -> None:
+    model = FunctionModel(_searching_router)
+    async with service(tmp_path / "s.db", model=model, tools=MANY_TOOLS) as client:
+        paused = parse_sse(
+            (
+                await client.post(
+                    "/api/chat", json={"message": "Cancel order A1001", "conversation_id": "c1"}
+                )
+            ).text
+        )
+        health = (await client.get("/healthz")).json()
+        listed = (await client.get("/api/tools")).json()
+    assert health["tool_search"] is True and health["tools"] == len(MANY_TOOLS)
+    assert len(listed) == len(MANY_TOOLS)  # the page lists every tool
+    # The search and its result are in the trace; the found tool needs approval.
+    assert names(paused) == ["tool_call", "tool_result", "tool_call", "approval_required"]
+    search_call, search_result = paused[0][1], paused[1][1]
+    assert search_call["name"] == "toolSearchTool"
+    assert "cancel_order" in json.loads(search_result["result"])
+    offered = _offered_per_router_call(model)
+    assert offered[0] == ["toolSearchTool"]
+    assert "cancel_order" in offered[1] and len(offered[1]) <= 11  # not all 24 tools
+
+    # Approved after a restart: the new process offers the found tool again and runs it; the
+    # search result is not live data, the tool's result is.
+    model = FunctionModel(_searching_router)
+    async with service(tmp_path / "s.db", model=model, tools=MANY_TOOLS) as client:
+        approval_id = paused[-1][1]["approval_id"]
+        resumed = parse_sse(
+            (
+                await client.post(
+                    f"/api/approvals/{approval_id}",
+                    json={"decisions": {"cancel-1": {"approve": True}}},
+                )
+            ).text
+        )
+    assert names(resumed) == ["tool_result", "route", "delta", "done"]
+    assert json.loads(resumed[0][1]["result"])["cancelled"] is True
+    assert resumed[1][1] == {"route": "tools", "fetched": 1}
+    assert resumed[-1][1]["answer"] == "From live data."
+
+
+async def test_a_search_that_finds_nothing_useful_is_not_live_data(tmp_path: Path) -> None:
+    def router(prompt: Prompt) -> ResponseLike:
+        if prompt.options.tool_callbacks and not isinstance(
+            prompt.messages[-1], ToolResponseMessage
+        ):
+            return tool_call("toolSearchTool", {"query": "refund policy"}, id="s")
+        return _searching_router(prompt) if not prompt.options.tool_callbacks else ""
+
+    model = FunctionModel(router)
+    async with service(tmp_path / "s.db", model=model, tools=MANY_TOOLS) as client:
+        events = parse_sse(
+            (await client.post("/api/chat", json={"message": "What is the refund policy?"})).text
+        )
+    # The search ran; no tool fetched data, so the answer comes from the knowledge base.
+    assert names(events) == ["tool_call", "tool_result", "route", "delta", "done"]
+    assert events[2][1] == {"route": "knowledge", "fetched": 0}
+
+
+async def test_offline_model_searches_with_the_question_then_calls_the_tool(
+    tmp_path: Path,
+) -> None:
+    async with service(tmp_path / "s.db", tools=MANY_TOOLS) as client:
+        events = parse_sse(
+            (await client.post("/api/chat", json={"message": "What's the weather in Paris?"})).text
+        )
+    calls = [data for name, data in events if name == "tool_call"]
+    assert [call["name"] for call in calls] == ["toolSearchTool", "get_weather"]
+    assert json.loads(calls[0]["arguments"]) == {"query": "What's the weather in Paris?"}
+    assert events[-1][0] == "done"
+
+
+def test_the_service_builds_the_tool_index_at_start(tmp_path: Path) -> None:
+    # Embedding a new catalogue takes minutes with the bundled model: it starts with the
+    # service, not with the first question.
+    settings = config(tmp_path / "s.db", tools=MANY_TOOLS)
+    embedding_model = settings.embedding_model
+    assert isinstance(embedding_model, HashingEmbeddingModel)
+    qa = QaService(settings)
+    try:
+        qa.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not _archives(embedding_model.embedded):
+            time.sleep(0.02)
+        assert _archives(embedding_model.embedded) == TOOL_SEARCH_ABOVE
+    finally:
+        qa.close()
+
+
+def _archives(texts: list[str]) -> int:
+    return sum("archive" in text for text in texts)
