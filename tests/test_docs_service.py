@@ -3,22 +3,21 @@ bundled embedding model, which is not what they show), and its lists of options 
 commands' options."""
 
 import re
-from pathlib import Path
 
 import pytest
 
+from _doc_examples import DOCS, python_examples, run_examples
 from _rag_helpers import HashingEmbeddingModel
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "service.md"
+DOC = DOCS / "service.md"
 
 
 def test_the_examples_run_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
-    assert len(blocks) == 3
-    namespace: dict[str, object] = {"__name__": "service_doc"}
-    for number, block in enumerate(blocks[:2], start=1):  # the third needs a running server
-        exec(compile(block, f"{DOC.name} example {number}", "exec"), namespace)
+    examples = python_examples(DOC)
+    assert len(examples) == 3
+    # The third needs a running server.
+    run_examples(DOC, examples[:2], {"__name__": "service_doc"})
 
 
 def _paragraph(text: str, start: str) -> str:
