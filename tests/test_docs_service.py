@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from _doc_examples import DOCS, python_examples, run_examples
+from _doc_examples import DOCS, command_options, python_examples, run_examples
 from _rag_helpers import HashingEmbeddingModel
 
 DOC = DOCS / "service.md"
@@ -25,23 +25,14 @@ def _paragraph(text: str, start: str) -> str:
     return text[at : text.index("\n\n", at)]
 
 
-def _options(command: str) -> set[str]:
-    import argparse
-
-    from tooluse.cli import COMMANDS, _load
-
-    parser = argparse.ArgumentParser()
-    _load(next(c for c in COMMANDS if c.name == command)).add_arguments(parser)
-    return {name for action in parser._actions for name in action.option_strings} - {
-        "-h",
-        "--help",
-    }
-
-
 def test_the_options_said_to_be_shared_are_the_ones_the_commands_share() -> None:
     text = DOC.read_text(encoding="utf-8")
     shared = re.findall(r"`(--[a-z-]+)", _paragraph(text, "Options shared with `tooluse chat`"))
     serve_only = re.findall(r"`(--[a-z-]+)", _paragraph(text, "Options of `tooluse serve` only"))
-    serve, chat, evaluate = _options("serve"), _options("chat"), _options("eval")
+    serve, chat, evaluate = (
+        command_options("serve"),
+        command_options("chat"),
+        command_options("eval"),
+    )
     assert set(shared) == serve & chat == serve & evaluate, shared
     assert set(serve_only) == serve - chat == serve - evaluate, serve_only
