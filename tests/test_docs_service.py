@@ -3,22 +3,21 @@ bundled embedding model, which is not what they show), and its lists of options 
 commands' options."""
 
 import re
-from pathlib import Path
 
 import pytest
 
+from _doc_examples import DOCS, command_options, python_examples, run_examples
 from _rag_helpers import HashingEmbeddingModel
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "service.md"
+DOC = DOCS / "service.md"
 
 
 def test_the_examples_run_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
-    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
-    assert len(blocks) == 3
-    namespace: dict[str, object] = {"__name__": "service_doc"}
-    for number, block in enumerate(blocks[:2], start=1):  # the third needs a running server
-        exec(compile(block, f"{DOC.name} example {number}", "exec"), namespace)
+    examples = python_examples(DOC)
+    assert len(examples) == 3
+    # The third needs a running server.
+    run_examples(DOC, examples[:2], {"__name__": "service_doc"})
 
 
 def _paragraph(text: str, start: str) -> str:
@@ -26,23 +25,14 @@ def _paragraph(text: str, start: str) -> str:
     return text[at : text.index("\n\n", at)]
 
 
-def _options(command: str) -> set[str]:
-    import argparse
-
-    from tooluse.cli import COMMANDS, _load
-
-    parser = argparse.ArgumentParser()
-    _load(next(c for c in COMMANDS if c.name == command)).add_arguments(parser)
-    return {name for action in parser._actions for name in action.option_strings} - {
-        "-h",
-        "--help",
-    }
-
-
 def test_the_options_said_to_be_shared_are_the_ones_the_commands_share() -> None:
     text = DOC.read_text(encoding="utf-8")
     shared = re.findall(r"`(--[a-z-]+)", _paragraph(text, "Options shared with `tooluse chat`"))
     serve_only = re.findall(r"`(--[a-z-]+)", _paragraph(text, "Options of `tooluse serve` only"))
-    serve, chat, evaluate = _options("serve"), _options("chat"), _options("eval")
+    serve, chat, evaluate = (
+        command_options("serve"),
+        command_options("chat"),
+        command_options("eval"),
+    )
     assert set(shared) == serve & chat == serve & evaluate, shared
     assert set(serve_only) == serve - chat == serve - evaluate, serve_only

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import socket
 import sys
 import time
 import uuid
@@ -25,6 +24,7 @@ from mcp.types import Tool
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from _forking import in_child
+from _ports import free_port
 from mcp_servers import tooluse_tools
 from tooluse import ChatClient, ToolContext, ToolExecutionException, tool_callbacks
 from tooluse.cli import main
@@ -58,13 +58,6 @@ TIME_SERVER = [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC
 
 def sdk_server(name: str, mode: str = "auto") -> StdioServer:
     return StdioServer(sys.executable, [SDK_SERVER], name=name, mode=mode)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 async def http_server(port: int) -> asyncio.subprocess.Process:

@@ -25,6 +25,7 @@ from mcp.types import (
     ToolAnnotations,
 )
 
+from _ports import free_port
 from tooluse import Approve, ChatClient, ToolContext, ToolExecutionException, tool
 from tooluse.cli import main
 from tooluse.errors import ToolArgumentsError
@@ -36,6 +37,7 @@ from tooluse.mcp import (
     McpToolCallback,
     McpToolProvider,
     StdioServer,
+    aserve_tools,
     mcp_server,
     tool_context_to_meta,
 )
@@ -631,3 +633,26 @@ async def test_a_call_from_another_thread_that_takes_too_long_is_an_mcp_server_e
     for exc in raised:  # not a bare TimeoutError from the hand-over between loops
         assert isinstance(exc, McpServerError), repr(exc)
         assert "'slow' did not answer tools/call 'nap' within 0.3 seconds" in str(exc)
+
+
+async def _listening(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    writer.close()
+    await writer.wait_closed()
+    return True
+
+
+async def test_cancelling_http_serving_frees_the_port_to_serve_again() -> None:
+    port = free_port()
+    for _ in range(2):  # the second server needs the port the first one had
+        serving = asyncio.create_task(aserve_tools(greet, transport="http", port=port))
+        while not await _listening(port):
+            assert not serving.done(), serving.exception()
+            await asyncio.sleep(0.02)
+        serving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await serving
+        assert not await _listening(port)

@@ -1,18 +1,19 @@
 """The README's example is code users copy: it must run as written."""
 
-import re
 import runpy
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+from _doc_examples import ROOT, python_examples
+
+README = ROOT / "README.md"
 
 
 def test_readme_example_runs_and_calls_the_tool(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    blocks = python_examples(README)
     assert blocks, "README has no python example"
     example = tmp_path / "example.py"
     example.write_text(blocks[0], encoding="utf-8")

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from _ports import free_port
 from _rag_helpers import HashingEmbeddingModel
 from tooluse import tool_callbacks
 from tooluse.calling import PendingToolCall
@@ -350,7 +351,7 @@ def test_chat_answers_a_question_and_asks_for_approvals(
 def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_background(
     tmp_path: Path,
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "TOOLUSE_CACHE_DIR": str(tmp_path / "cache"), "TOOLUSE_API_KEY": "k1"}
     env.pop("TOOLUSE_MODEL", None)
     command = [sys.executable, "-m", "tooluse.cli", "serve", "--port", str(port)]
@@ -379,15 +380,6 @@ def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_backgro
     assert "loading the knowledge base" in log
     assert "Application shutdown complete" in log
     assert server.returncode in (0, -15)  # uvicorn re-raises the signal after a clean stop
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _wait_for(url: str, deadline: float) -> dict[str, object]:

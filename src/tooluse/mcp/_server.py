@@ -161,7 +161,16 @@ async def aserve_tools(
 
         app = server.streamable_http_app(streamable_http_path=path, host=host)
         config = uvicorn.Config(app, host=host, port=port, log_level=log_level)
-        await uvicorn.Server(config).serve()
+        http_server = uvicorn.Server(config)
+        serving = asyncio.ensure_future(http_server.serve())
+        try:
+            await asyncio.shield(serving)
+        except asyncio.CancelledError:
+            # uvicorn stops on a signal, not on cancellation: cancelled, it would keep its
+            # port listening. Stop it as a signal does, then go on being cancelled.
+            http_server.should_exit = True
+            await serving
+            raise
     else:
         raise ValueError(f"transport must be 'stdio' or 'http', got {transport!r}")
 
