@@ -3,9 +3,17 @@
 Providers reject a history in which a tool result has no call before it, or a tool call is
 not answered by the messages right after it. Such histories arise from windowed or
 interrupted conversations (a crash mid-tool, a pending approval abandoned, a window edge),
-so the loop runs :func:`repair_tool_pairs` before each model request. This module needs only
-:mod:`tooluse.messages` (declaration layer), so the loop can use it and chat memory
-re-exports it.
+so the loop runs :func:`repair_tool_pairs` before each model request.
+
+A round paused for approval is recorded whole (:func:`held_round_record`): the results of
+the calls that ran and, for each held call, a result saying it has not run. A conversation
+abandoned at the pause then tells the model the truth, where a repaired one would say the
+calls were cut off and invite calling them again, repeating a side effect that already
+happened. When the run is resumed, the completed round supersedes the record
+(:func:`completes_held_round`).
+
+This module needs only :mod:`tooluse.messages` (declaration layer), so the loop can use it
+and chat memory re-exports it.
 """
 
 from __future__ import annotations
@@ -15,7 +23,14 @@ from collections.abc import Iterable, Sequence
 
 from tooluse.messages import AssistantMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
 
-__all__ = ["UNANSWERED_TOOL_CALL_RESULT", "repair_tool_pairs"]
+__all__ = [
+    "HELD_FOR_APPROVAL",
+    "HELD_TOOL_CALL_RESULT",
+    "UNANSWERED_TOOL_CALL_RESULT",
+    "completes_held_round",
+    "held_round_record",
+    "repair_tool_pairs",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +38,45 @@ UNANSWERED_TOOL_CALL_RESULT = (
     "Error: this tool call has no result (the conversation was interrupted or cut before the "
     "tool returned). Call the tool again if the result is still needed."
 )
+
+HELD_TOOL_CALL_RESULT = (
+    "Error: this tool call was not run. It needs a human's approval, and none was given (the "
+    "run was left waiting for the decision). Nothing was executed for it."
+)
+HELD_FOR_APPROVAL = "held_for_approval"
+"""``ToolResponseMessage`` metadata key of a held-round record: the ids of the calls answered
+with :data:`HELD_TOOL_CALL_RESULT`."""
+
+
+def held_round_record(
+    assistant: AssistantMessage, results: ToolResponseMessage | None
+) -> ToolResponseMessage:
+    """The results of a round paused for approval, one per call of ``assistant`` in call
+    order: the call's result from ``results`` (the calls that ran, or were refused) and, for
+    each call still waiting, :data:`HELD_TOOL_CALL_RESULT` (``is_error=True``). The held
+    ids are listed under :data:`HELD_FOR_APPROVAL` in the metadata."""
+    answered = {response.id: response for response in results.responses} if results else {}
+    held = [call for call in assistant.tool_calls if call.id not in answered]
+    responses = tuple(
+        answered.get(call.id)
+        or ToolResponse(id=call.id, name=call.name, data=HELD_TOOL_CALL_RESULT, is_error=True)
+        for call in assistant.tool_calls
+    )
+    return ToolResponseMessage(
+        responses=responses, metadata={HELD_FOR_APPROVAL: [call.id for call in held]}
+    )
+
+
+def completes_held_round(record: Message, results: Message) -> bool:
+    """Whether ``results`` is the completed round of which ``record`` is the held-round
+    record (:func:`held_round_record`): it answers every call the record answers, so it
+    replaces the record."""
+    if not isinstance(record, ToolResponseMessage) or HELD_FOR_APPROVAL not in record.metadata:
+        return False
+    if not isinstance(results, ToolResponseMessage):
+        return False
+    answered = {response.id for response in results.responses}
+    return all(response.id in answered for response in record.responses)
 
 
 def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:
