@@ -130,6 +130,14 @@ def test_the_completed_round_replaces_the_record_of_the_round_held_for_approval(
     assert window_after(10, paused, [record], completed) == [*paused, *completed]
     # Results that do not answer every call of the record are no completion of it.
     assert window_after(10, paused, [record], [results("b")]) == [*paused, record, results("b")]
+    # Resumed after the conversation moved on: the record is completed where it is.
+    later = [user("Q2"), answer("A2")]
+    assert window_after(10, paused, [record], later, completed) == [
+        *paused,
+        completed[0],
+        *later,
+        completed[1],
+    ]
 
 
 def test_conversations_are_separate_and_clear_removes_one() -> None:
