@@ -19,6 +19,7 @@ and chat memory re-exports it.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Iterable, Sequence
 
 from tooluse.messages import AssistantMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
@@ -86,17 +87,27 @@ def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:
     messages). Results without such a call, and repeated results for one call, are dropped;
     calls left without a result are answered with an error result
     (:data:`UNANSWERED_TOOL_CALL_RESULT`, ``is_error=True``) placed after their group.
+    Calls of one round that share an id (some servers number calls per name, or repeat
+    them) get ids of their own, ``<id>_2``, ``<id>_3``, ...: providers reject repeated call
+    ids, and the k-th result under the id answers the k-th call (the order the manager
+    returns them in), so every call keeps its result.
     A well-formed history comes back unchanged (equal, in a new list).
     """
     repaired: list[Message] = []
     pending: dict[str, ToolCall] = {}  # calls of the current group still awaiting a result
+    # The ids the current group's calls sharing an id were given, in call order, by the id.
+    shared_ids: dict[str, deque[str]] = {}
     dropped = 0
     answered = 0
+    renamed = 0
     for message in messages:
         if isinstance(message, ToolResponseMessage):
-            kept = [r for r in message.responses if pending.pop(r.id, None) is not None]
-            dropped += len(message.responses) - len(kept)
-            if len(kept) == len(message.responses):
+            responses = message.responses
+            if shared_ids:
+                responses = tuple(_with_call_id(r, shared_ids) for r in responses)
+            kept = [r for r in responses if pending.pop(r.id, None) is not None]
+            dropped += len(responses) - len(kept)
+            if len(kept) == len(responses) and responses is message.responses:
                 repaired.append(message)
             elif kept:
                 repaired.append(message.model_copy(update={"responses": tuple(kept)}))
@@ -105,20 +116,62 @@ def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:
             answered += len(pending)
             repaired.append(_error_results(pending.values()))
             pending = {}
-        repaired.append(message)
+        if shared_ids:
+            shared_ids = {}
         if isinstance(message, AssistantMessage) and message.tool_calls:
             pending = {call.id: call for call in message.tool_calls}
+            if len(pending) < len(message.tool_calls):
+                message, shared_ids = _with_distinct_call_ids(message, messages)
+                pending = {call.id: call for call in message.tool_calls}
+                renamed += sum(len(ids) - 1 for ids in shared_ids.values())
+        repaired.append(message)
     if pending:
         answered += len(pending)
         repaired.append(_error_results(pending.values()))
-    if dropped or answered:
+    if dropped or answered or renamed:
         logger.warning(
             "Repaired a conversation history: dropped %d orphan tool result(s), answered %d "
-            "unanswered tool call(s) with an error result",
+            "unanswered tool call(s) with an error result, gave %d tool call(s) sharing an id "
+            "with another call of their round an id of their own",
             dropped,
             answered,
+            renamed,
         )
     return repaired
+
+
+def _with_distinct_call_ids(
+    message: AssistantMessage, messages: Sequence[Message]
+) -> tuple[AssistantMessage, dict[str, deque[str]]]:
+    """``message`` with each repeated call id replaced by an id no call in ``messages`` has,
+    and, per repeated id, the ids its calls now have, in call order."""
+    taken = {c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    ids: dict[str, deque[str]] = {}
+    calls: list[ToolCall] = []
+    for call in message.tool_calls:
+        given = ids.get(call.id)
+        if given is None:
+            ids[call.id] = deque((call.id,))
+        else:
+            number = len(given) + 1
+            while f"{call.id}_{number}" in taken:
+                number += 1
+            new_id = f"{call.id}_{number}"
+            taken.add(new_id)
+            given.append(new_id)
+            call = call.model_copy(update={"id": new_id})
+        calls.append(call)
+    shared = {call_id: given for call_id, given in ids.items() if len(given) > 1}
+    return message.model_copy(update={"tool_calls": tuple(calls)}), shared
+
+
+def _with_call_id(response: ToolResponse, shared_ids: dict[str, deque[str]]) -> ToolResponse:
+    """``response`` under the id of the next call it answers, when its id is shared."""
+    given = shared_ids.get(response.id)
+    if not given:
+        return response
+    call_id = given.popleft()
+    return response if call_id == response.id else response.model_copy(update={"id": call_id})
 
 
 def _error_results(calls: Iterable[ToolCall]) -> ToolResponseMessage:
