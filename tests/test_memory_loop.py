@@ -14,7 +14,7 @@ from _loop_tools import RecordingTool
 from _memory_helpers import tool_pairing_problems
 from tooluse import Approve, Deny, RunState, ToolCallingManager
 from tooluse.advisors import ToolCallingAdvisor
-from tooluse.client import ChatClient
+from tooluse.client import CallResponse, ChatClient, StreamResponse
 from tooluse.history import HELD_FOR_APPROVAL, HELD_TOOL_CALL_RESULT
 from tooluse.memory import (
     CONVERSATION_ID,
@@ -226,9 +226,10 @@ def order_model() -> FunctionModel:
     return FunctionModel(respond)
 
 
+@pytest.mark.parametrize("streamed", [False, True])
 @pytest.mark.parametrize("inside", [False, True])
-def test_an_abandoned_approval_neither_loses_what_ran_nor_reports_what_did_not(
-    inside: bool,
+async def test_an_abandoned_approval_neither_loses_what_ran_nor_reports_what_did_not(
+    inside: bool, streamed: bool
 ) -> None:
     memory = MessageWindowChatMemory()
     tools = OrderTools()
@@ -238,11 +239,17 @@ def test_an_abandoned_approval_neither_loses_what_ran_nor_reports_what_did_not(
         tools=tools.tools,
         advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=inside)],
     )
-    paused = client.prompt(ORDER_REQUEST).context({CONVERSATION_ID: "c"}).call()
+    request = client.prompt(ORDER_REQUEST).context({CONVERSATION_ID: "c"})
+    if streamed:
+        paused: CallResponse | StreamResponse = request.stream()
+        async for _chunk in paused:  # it ends on the paused round
+            pass
+    else:
+        paused = await request.acall()
     assert [call.id for call in paused.pending_tool_calls] == ["r1"]
     assert len(tools.place_order.calls) == 1
     # No decision: the user moves on in the same conversation.
-    ask(client, "Is my order placed?")
+    await client.prompt("Is my order placed?").context({CONVERSATION_ID: "c"}).acall()
     assert len(tools.place_order.calls) == 1
     assert tools.refund.calls == []
     sent = list(model.requests[-1].messages)
