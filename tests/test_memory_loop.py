@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,10 @@ from hypothesis import strategies as st
 
 from _loop_tools import RecordingTool
 from _memory_helpers import tool_pairing_problems
-from tooluse import Approve, RunState, ToolCallingManager
+from tooluse import Approve, Deny, RunState, ToolCallingManager
 from tooluse.advisors import ToolCallingAdvisor
-from tooluse.client import ChatClient
+from tooluse.client import CallResponse, ChatClient, StreamResponse
+from tooluse.history import HELD_FOR_APPROVAL, HELD_TOOL_CALL_RESULT
 from tooluse.memory import (
     CONVERSATION_ID,
     MessageChatMemoryAdvisor,
@@ -25,12 +27,13 @@ from tooluse.messages import (
     ChatResponse,
     Generation,
     Message,
+    Prompt,
     ToolCall,
     ToolResponse,
     ToolResponseMessage,
     UserMessage,
 )
-from tooluse.testing import ScriptedModel, tool_call
+from tooluse.testing import FunctionModel, ResponseLike, ScriptedModel, tool_call
 
 WEATHER_CALL = ToolCall(id="w1", name="weather", arguments='{"city": "Paris"}')
 
@@ -42,6 +45,16 @@ def weather_turn() -> list[Message]:
         ToolResponseMessage(responses=(ToolResponse(id="w1", name="weather", data="sunny"),)),
         AssistantMessage(text="Sunny in Paris."),
     ]
+
+
+def held_record(*calls: ToolCall) -> ToolResponseMessage:
+    return ToolResponseMessage(
+        responses=tuple(
+            ToolResponse(id=c.id, name=c.name, data=HELD_TOOL_CALL_RESULT, is_error=True)
+            for c in calls
+        ),
+        metadata={HELD_FOR_APPROVAL: [c.id for c in calls]},
+    )
 
 
 def script() -> ScriptedModel:
@@ -156,12 +169,154 @@ def test_a_run_paused_for_approval_is_remembered_once_when_resumed(inside: bool)
     paused = client.prompt("Weather in Paris?").context({CONVERSATION_ID: "c"}).call()
     assert paused.state is not None
     assert [call.id for call in paused.pending_tool_calls] == ["w1"]
-    assert memory.get("c") == (weather_turn()[:2] if inside else [])
+    # The held round is recorded whole: a run never resumed leaves no call without a result.
+    assert memory.get("c") == [*weather_turn()[:2], held_record(WEATHER_CALL)]
     resumed = client.resume(RunState.from_json(paused.state.to_json()), {"w1": Approve()})
     assert resumed.content() == "Sunny in Paris."
-    assert memory.get("c") == (
-        weather_turn() if inside else [weather_turn()[0], weather_turn()[-1]]
+    assert memory.get("c") == weather_turn()  # the completed round replaced the record
+
+
+# A round of two calls: one that runs at once and has a side effect, one held for approval.
+# The user never decides and asks something else in the same conversation.
+
+
+class OrderTools:
+    """``place_order`` (runs at once; counts its runs) and ``refund`` (needs approval)."""
+
+    def __init__(self) -> None:
+        self.place_order = RecordingTool("place_order", lambda arguments, context: "order 42")
+        self.refund = RecordingTool(
+            "refund", lambda arguments, context: "refunded", requires_approval=True
+        )
+
+    @property
+    def tools(self) -> list[RecordingTool]:
+        return [self.place_order, self.refund]
+
+
+ORDER_REQUEST = "Order, and refund the last one"
+ORDER_ROUND = [tool_call("place_order", id="o1"), tool_call("refund", id="r1")]
+
+
+def results_for(messages: Sequence[Message], call_id: str) -> list[ToolResponse]:
+    return [
+        response
+        for message in messages
+        if isinstance(message, ToolResponseMessage)
+        for response in message.responses
+        if response.id == call_id
+    ]
+
+
+def order_model() -> FunctionModel:
+    """Opens with the round of two calls; later, like a real model, calls ``place_order``
+    again when the history says its call has no result, and otherwise answers."""
+
+    def respond(prompt: Prompt) -> ResponseLike:
+        messages = prompt.messages
+        if not isinstance(messages[-1], UserMessage):
+            return "Done."
+        if messages[-1].text == ORDER_REQUEST:
+            return ORDER_ROUND
+        placed = results_for(messages, "o1")
+        if not placed or placed[-1].is_error:
+            return [tool_call("place_order", id="o2")]
+        return "Order 42 is placed; the refund was not approved."
+
+    return FunctionModel(respond)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize("inside", [False, True])
+async def test_an_abandoned_approval_neither_loses_what_ran_nor_reports_what_did_not(
+    inside: bool, streamed: bool
+) -> None:
+    memory = MessageWindowChatMemory()
+    tools = OrderTools()
+    model = order_model()
+    client = ChatClient(
+        model,
+        tools=tools.tools,
+        advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=inside)],
     )
+    request = client.prompt(ORDER_REQUEST).context({CONVERSATION_ID: "c"})
+    if streamed:
+        paused: CallResponse | StreamResponse = request.stream()
+        async for _chunk in paused:  # it ends on the paused round
+            pass
+    else:
+        paused = await request.acall()
+    assert [call.id for call in paused.pending_tool_calls] == ["r1"]
+    assert len(tools.place_order.calls) == 1
+    # No decision: the user moves on in the same conversation.
+    await client.prompt("Is my order placed?").context({CONVERSATION_ID: "c"}).acall()
+    assert len(tools.place_order.calls) == 1
+    assert tools.refund.calls == []
+    sent = list(model.requests[-1].messages)
+    assert tool_pairing_problems(sent) == []
+    (placed,) = results_for(sent, "o1")
+    assert (placed.data, placed.is_error) == ("order 42", False)
+    (held,) = results_for(sent, "r1")
+    assert held.is_error
+    assert held.data == HELD_TOOL_CALL_RESULT
+    assert dangling_calls(memory.get("c")) == []
+
+
+@pytest.mark.parametrize(
+    ("decision", "refund_result"),
+    [
+        (Approve(), ToolResponse(id="r1", name="refund", data="refunded")),
+        (
+            Deny("Not this one."),
+            ToolResponse(id="r1", name="refund", data="Not this one.", is_error=True),
+        ),
+    ],
+)
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize(("inside", "loop_history"), [(False, True), (True, True), (True, False)])
+async def test_a_resumed_approval_runs_nothing_twice_and_stores_each_result_once(
+    inside: bool,
+    loop_history: bool,
+    streamed: bool,
+    decision: Approve | Deny,
+    refund_result: ToolResponse,
+) -> None:
+    memory = MessageWindowChatMemory()
+    tools = OrderTools()
+    model = order_model()
+    client = ChatClient(
+        model,
+        tools=tools.tools,
+        advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=inside)],
+        tool_calling_advisor=ToolCallingAdvisor(conversation_history=loop_history),
+    )
+    paused = await client.prompt(ORDER_REQUEST).context({CONVERSATION_ID: "c"}).acall()
+    assert paused.state is not None
+    state = RunState.from_json(paused.state.to_json())
+    decisions = {"r1": decision}
+    if streamed:
+        stream = client.resume_stream(state, decisions)
+        assert "".join([piece async for piece in stream.content()]) == "Done."
+    else:
+        assert (await client.aresume(state, decisions)).content() == "Done."
+    round_results = ToolResponseMessage(
+        responses=(
+            ToolResponse(id="o1", name="place_order", data="order 42"),
+            refund_result,
+        )
+    )
+    assert memory.get("c") == [
+        UserMessage(text=ORDER_REQUEST),
+        AssistantMessage(tool_calls=tuple(ORDER_ROUND)),
+        round_results,
+        AssistantMessage(text="Done."),
+    ]
+    await client.prompt("Is my order placed?").context({CONVERSATION_ID: "c"}).acall()
+    assert len(tools.place_order.calls) == 1
+    assert len(tools.refund.calls) == (1 if isinstance(decision, Approve) else 0)
+    sent = list(model.requests[-1].messages)
+    assert tool_pairing_problems(sent) == []
+    assert [m for m in sent if isinstance(m, ToolResponseMessage)] == [round_results]
 
 
 def dangling_calls(messages: list[Message]) -> list[str]:
@@ -248,7 +403,7 @@ def test_a_resumed_run_that_ends_on_a_return_direct_tool_is_stored_whole_inside_
     )
     paused = client.prompt("Weather in Paris?").context({CONVERSATION_ID: "c"}).call()
     assert paused.state is not None
-    assert memory.get("c") == weather_turn()[:2]
+    assert memory.get("c") == [*weather_turn()[:2], held_record(WEATHER_CALL)]
     resumed = client.resume(RunState.from_json(paused.state.to_json()), {"w1": Approve()})
     assert resumed.content() == "sunny"
     assert memory.get("c") == [*weather_turn()[:3], AssistantMessage(text="sunny")]

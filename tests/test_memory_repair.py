@@ -8,14 +8,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _loop_tools import RecordingTool
 from _memory_helpers import answer, calls, results, system, tool_pairing_problems, user
+from tooluse.client import ChatClient
 from tooluse.memory import UNANSWERED_TOOL_CALL_RESULT, repair_tool_pairs
 from tooluse.messages import (
     AssistantMessage,
     Message,
+    ToolCall,
     ToolResponse,
     ToolResponseMessage,
 )
+from tooluse.testing import ScriptedModel, tool_call
 
 
 def error_results(*ids: str) -> ToolResponseMessage:
@@ -105,14 +109,86 @@ def test_a_second_result_for_one_call_is_dropped() -> None:
     ]
 
 
+def test_calls_of_one_round_sharing_an_id_get_ids_of_their_own_and_keep_their_results(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Providers reject repeated call ids (OpenAI, Anthropic) or unequal numbers of calls and
+    # results (Mistral); keeping one result per id was rejected too, and lost a result.
+    shared = [
+        AssistantMessage(
+            tool_calls=(
+                ToolCall(id="x", name="lookup", arguments='{"q": 1}'),
+                ToolCall(id="x_2", name="lookup", arguments='{"q": 2}'),
+                ToolCall(id="x", name="lookup", arguments='{"q": 3}'),
+            )
+        ),
+        ToolResponseMessage(
+            responses=(
+                ToolResponse(id="x", name="lookup", data="one"),
+                ToolResponse(id="x_2", name="lookup", data="two"),
+                ToolResponse(id="x", name="lookup", data="three"),
+            )
+        ),
+    ]
+    with caplog.at_level(logging.WARNING):
+        repaired = repair_tool_pairs([user("Q"), *shared, answer("A")])
+    assert "gave 1 tool call(s) sharing an id" in caplog.text
+    call_message, results_message = repaired[1], repaired[2]
+    assert isinstance(call_message, AssistantMessage)
+    assert isinstance(results_message, ToolResponseMessage)
+    assert [(c.id, c.arguments) for c in call_message.tool_calls] == [
+        ("x", '{"q": 1}'),
+        ("x_2", '{"q": 2}'),
+        ("x_3", '{"q": 3}'),
+    ]
+    assert [(r.id, r.data) for r in results_message.responses] == [
+        ("x", "one"),
+        ("x_2", "two"),
+        ("x_3", "three"),
+    ]
+    assert repair_tool_pairs(repaired) == repaired
+
+
+def test_a_call_sharing_an_id_left_without_a_result_is_answered_under_its_own_id() -> None:
+    assert repair_tool_pairs([user("Q"), calls("x", "x"), results("x")]) == [
+        user("Q"),
+        calls("x", "x_2"),
+        results("x"),
+        error_results("x_2"),
+    ]
+
+
+def test_the_loop_sends_both_results_of_a_round_whose_calls_share_an_id() -> None:
+    lookup = RecordingTool("lookup", lambda arguments, context: f"found {arguments['q']}")
+    model = ScriptedModel(
+        [[tool_call("lookup", {"q": 1}, id="x"), tool_call("lookup", {"q": 2}, id="x")], "done"]
+    )
+    assert ChatClient(model, tools=[lookup]).prompt("Q").call().content() == "done"
+    *_, call_message, results_message = model.requests[1].messages
+    assert isinstance(call_message, AssistantMessage)
+    assert isinstance(results_message, ToolResponseMessage)
+    assert [call.id for call in call_message.tool_calls] == ["x", "x_2"]
+    assert [(r.id, r.data) for r in results_message.responses] == [
+        ("x", "found 1"),
+        ("x_2", "found 2"),
+    ]
+
+
 # Properties over arbitrary, mostly broken, histories.
+def without_call_ids(message: Message) -> Message:
+    if not isinstance(message, AssistantMessage):
+        return message
+    calls = tuple(call.model_copy(update={"id": ""}) for call in message.tool_calls)
+    return message.model_copy(update={"tool_calls": calls})
+
+
 _IDS = st.sampled_from(["a", "b", "c"])
 _messages = st.lists(
     st.one_of(
         st.builds(user, st.sampled_from(["Q1", "Q2"])),
         st.builds(answer, st.sampled_from(["A1", "A2"])),
         st.builds(system, st.just("S")),
-        st.lists(_IDS, min_size=1, max_size=3, unique=True).map(lambda ids: calls(*ids)),
+        st.lists(_IDS, min_size=1, max_size=3).map(lambda ids: calls(*ids)),
         st.lists(_IDS, min_size=1, max_size=3).map(lambda ids: results(*ids)),
     ),
     max_size=14,
@@ -127,15 +203,22 @@ def test_repaired_histories_are_well_formed_and_lose_no_other_message(
     repaired = repair_tool_pairs(history)
     assert tool_pairing_problems(repaired) == []
     assert repair_tool_pairs(repaired) == repaired
-    not_tool = [m for m in history if not isinstance(m, ToolResponseMessage)]
-    assert [m for m in repaired if not isinstance(m, ToolResponseMessage)] == not_tool
+    for message in repaired:
+        if isinstance(message, AssistantMessage):
+            ids = [call.id for call in message.tool_calls]
+            assert len(ids) == len(set(ids))
+    # Only the ids of calls sharing an id with another call of their round may change.
+    not_tool = [without_call_ids(m) for m in history if not isinstance(m, ToolResponseMessage)]
+    assert [
+        without_call_ids(m) for m in repaired if not isinstance(m, ToolResponseMessage)
+    ] == not_tool
     original_results = {
-        (r.id, r.data) for m in history if isinstance(m, ToolResponseMessage) for r in m.responses
+        r.data for m in history if isinstance(m, ToolResponseMessage) for r in m.responses
     }
     for message in repaired:
         if isinstance(message, ToolResponseMessage):
             for response in message.responses:
-                assert (response.id, response.data) in original_results or (
+                assert response.data in original_results or (
                     response.is_error and response.data == UNANSWERED_TOOL_CALL_RESULT
                 )
 

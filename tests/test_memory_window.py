@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _memory_helpers import answer, calls, results, system, tool_pairing_problems, user
+from tooluse.history import HELD_TOOL_CALL_RESULT, held_round_record
 from tooluse.memory import (
     CONVERSATION_ID,
     ChatMemory,
@@ -119,6 +120,24 @@ def test_tool_calls_and_results_survive_the_window_together() -> None:
     turn = [user("Q2"), calls("a", "b"), results("a", "b"), answer("A2")]
     kept = window_after(5, [user("Q1"), answer("A1")], turn)
     assert kept == turn
+
+
+def test_the_completed_round_replaces_the_record_of_the_round_held_for_approval() -> None:
+    paused = [user("Q"), calls("a", "b")]
+    record = held_round_record(calls("a", "b"), results("a"))
+    assert [r.data for r in record.responses] == ["result a", HELD_TOOL_CALL_RESULT]
+    completed = [results("a", "b"), answer("A")]
+    assert window_after(10, paused, [record], completed) == [*paused, *completed]
+    # Results that do not answer every call of the record are no completion of it.
+    assert window_after(10, paused, [record], [results("b")]) == [*paused, record, results("b")]
+    # Resumed after the conversation moved on: the record is completed where it is.
+    later = [user("Q2"), answer("A2")]
+    assert window_after(10, paused, [record], later, completed) == [
+        *paused,
+        completed[0],
+        *later,
+        completed[1],
+    ]
 
 
 def test_conversations_are_separate_and_clear_removes_one() -> None:

@@ -3,19 +3,35 @@
 Providers reject a history in which a tool result has no call before it, or a tool call is
 not answered by the messages right after it. Such histories arise from windowed or
 interrupted conversations (a crash mid-tool, a pending approval abandoned, a window edge),
-so the loop runs :func:`repair_tool_pairs` before each model request. This module needs only
-:mod:`tooluse.messages` (declaration layer), so the loop can use it and chat memory
-re-exports it.
+so the loop runs :func:`repair_tool_pairs` before each model request.
+
+A round paused for approval is recorded whole (:func:`held_round_record`): the results of
+the calls that ran and, for each held call, a result saying it has not run. A conversation
+abandoned at the pause then tells the model the truth, where a repaired one would say the
+calls were cut off and invite calling them again, repeating a side effect that already
+happened. When the run is resumed, the completed round supersedes the record
+(:func:`completes_held_round`).
+
+This module needs only :mod:`tooluse.messages` (declaration layer), so the loop can use it
+and chat memory re-exports it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Iterable, Sequence
 
 from tooluse.messages import AssistantMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
 
-__all__ = ["UNANSWERED_TOOL_CALL_RESULT", "repair_tool_pairs"]
+__all__ = [
+    "HELD_FOR_APPROVAL",
+    "HELD_TOOL_CALL_RESULT",
+    "UNANSWERED_TOOL_CALL_RESULT",
+    "completes_held_round",
+    "held_round_record",
+    "repair_tool_pairs",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -23,6 +39,45 @@ UNANSWERED_TOOL_CALL_RESULT = (
     "Error: this tool call has no result (the conversation was interrupted or cut before the "
     "tool returned). Call the tool again if the result is still needed."
 )
+
+HELD_TOOL_CALL_RESULT = (
+    "Error: this tool call was not run. It needs a human's approval, and none was given (the "
+    "run was left waiting for the decision). Nothing was executed for it."
+)
+HELD_FOR_APPROVAL = "held_for_approval"
+"""``ToolResponseMessage`` metadata key of a held-round record: the ids of the calls answered
+with :data:`HELD_TOOL_CALL_RESULT`."""
+
+
+def held_round_record(
+    assistant: AssistantMessage, results: ToolResponseMessage | None
+) -> ToolResponseMessage:
+    """The results of a round paused for approval, one per call of ``assistant`` in call
+    order: the call's result from ``results`` (the calls that ran, or were refused) and, for
+    each call still waiting, :data:`HELD_TOOL_CALL_RESULT` (``is_error=True``). The held
+    ids are listed under :data:`HELD_FOR_APPROVAL` in the metadata."""
+    answered = {response.id: response for response in results.responses} if results else {}
+    held = [call for call in assistant.tool_calls if call.id not in answered]
+    responses = tuple(
+        answered.get(call.id)
+        or ToolResponse(id=call.id, name=call.name, data=HELD_TOOL_CALL_RESULT, is_error=True)
+        for call in assistant.tool_calls
+    )
+    return ToolResponseMessage(
+        responses=responses, metadata={HELD_FOR_APPROVAL: [call.id for call in held]}
+    )
+
+
+def completes_held_round(record: Message, results: Message) -> bool:
+    """Whether ``results`` is the completed round of which ``record`` is the held-round
+    record (:func:`held_round_record`): it answers every call the record answers, so it
+    replaces the record."""
+    if not isinstance(record, ToolResponseMessage) or HELD_FOR_APPROVAL not in record.metadata:
+        return False
+    if not isinstance(results, ToolResponseMessage):
+        return False
+    answered = {response.id for response in results.responses}
+    return all(response.id in answered for response in record.responses)
 
 
 def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:
@@ -32,17 +87,27 @@ def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:
     messages). Results without such a call, and repeated results for one call, are dropped;
     calls left without a result are answered with an error result
     (:data:`UNANSWERED_TOOL_CALL_RESULT`, ``is_error=True``) placed after their group.
+    Calls of one round that share an id (some servers number calls per name, or repeat
+    them) get ids of their own, ``<id>_2``, ``<id>_3``, ...: providers reject repeated call
+    ids, and the k-th result under the id answers the k-th call (the order the manager
+    returns them in), so every call keeps its result.
     A well-formed history comes back unchanged (equal, in a new list).
     """
     repaired: list[Message] = []
     pending: dict[str, ToolCall] = {}  # calls of the current group still awaiting a result
+    # The ids the current group's calls sharing an id were given, in call order, by the id.
+    shared_ids: dict[str, deque[str]] = {}
     dropped = 0
     answered = 0
+    renamed = 0
     for message in messages:
         if isinstance(message, ToolResponseMessage):
-            kept = [r for r in message.responses if pending.pop(r.id, None) is not None]
-            dropped += len(message.responses) - len(kept)
-            if len(kept) == len(message.responses):
+            responses = message.responses
+            if shared_ids:
+                responses = tuple(_with_call_id(r, shared_ids) for r in responses)
+            kept = [r for r in responses if pending.pop(r.id, None) is not None]
+            dropped += len(responses) - len(kept)
+            if len(kept) == len(responses) and responses is message.responses:
                 repaired.append(message)
             elif kept:
                 repaired.append(message.model_copy(update={"responses": tuple(kept)}))
@@ -51,20 +116,62 @@ def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:
             answered += len(pending)
             repaired.append(_error_results(pending.values()))
             pending = {}
-        repaired.append(message)
+        if shared_ids:
+            shared_ids = {}
         if isinstance(message, AssistantMessage) and message.tool_calls:
             pending = {call.id: call for call in message.tool_calls}
+            if len(pending) < len(message.tool_calls):
+                message, shared_ids = _with_distinct_call_ids(message, messages)
+                pending = {call.id: call for call in message.tool_calls}
+                renamed += sum(len(ids) - 1 for ids in shared_ids.values())
+        repaired.append(message)
     if pending:
         answered += len(pending)
         repaired.append(_error_results(pending.values()))
-    if dropped or answered:
+    if dropped or answered or renamed:
         logger.warning(
             "Repaired a conversation history: dropped %d orphan tool result(s), answered %d "
-            "unanswered tool call(s) with an error result",
+            "unanswered tool call(s) with an error result, gave %d tool call(s) sharing an id "
+            "with another call of their round an id of their own",
             dropped,
             answered,
+            renamed,
         )
     return repaired
+
+
+def _with_distinct_call_ids(
+    message: AssistantMessage, messages: Sequence[Message]
+) -> tuple[AssistantMessage, dict[str, deque[str]]]:
+    """``message`` with each repeated call id replaced by an id no call in ``messages`` has,
+    and, per repeated id, the ids its calls now have, in call order."""
+    taken = {c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    ids: dict[str, deque[str]] = {}
+    calls: list[ToolCall] = []
+    for call in message.tool_calls:
+        given = ids.get(call.id)
+        if given is None:
+            ids[call.id] = deque((call.id,))
+        else:
+            number = len(given) + 1
+            while f"{call.id}_{number}" in taken:
+                number += 1
+            new_id = f"{call.id}_{number}"
+            taken.add(new_id)
+            given.append(new_id)
+            call = call.model_copy(update={"id": new_id})
+        calls.append(call)
+    shared = {call_id: given for call_id, given in ids.items() if len(given) > 1}
+    return message.model_copy(update={"tool_calls": tuple(calls)}), shared
+
+
+def _with_call_id(response: ToolResponse, shared_ids: dict[str, deque[str]]) -> ToolResponse:
+    """``response`` under the id of the next call it answers, when its id is shared."""
+    given = shared_ids.get(response.id)
+    if not given:
+        return response
+    call_id = given.popleft()
+    return response if call_id == response.id else response.model_copy(update={"id": call_id})
 
 
 def _error_results(calls: Iterable[ToolCall]) -> ToolResponseMessage:

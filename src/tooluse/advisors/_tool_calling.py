@@ -32,6 +32,7 @@ from tooluse.calling import (
     ToolCallLimitExceeded,
     ToolExecutionResult,
 )
+from tooluse.history import held_round_record
 from tooluse.messages import (
     AssistantMessage,
     ChatOptions,
@@ -40,6 +41,7 @@ from tooluse.messages import (
     Message,
     Prompt,
     SystemMessage,
+    ToolResponseMessage,
     Usage,
 )
 from tooluse.streaming import StreamAggregator
@@ -51,6 +53,7 @@ __all__ = [
     "PAUSE_CONTEXT_KEY",
     "PENDING_TOOL_CALLS_METADATA",
     "RESUME_CONTEXT_KEY",
+    "ROUNDS_CONTEXT_KEY",
     "EligibilityChecker",
     "LoopPause",
     "LoopResume",
@@ -70,6 +73,12 @@ RESUME_CONTEXT_KEY: Final = "tooluse.tool_calling.resume"
 outside the loop can check it to skip work already done for the paused request."""
 HISTORY_CONTEXT_KEY: Final = "tooluse.tool_calling.history"
 """Request context key where the advisor leaves the turn's full history when the loop ends."""
+ROUNDS_CONTEXT_KEY: Final = "tooluse.tool_calling.rounds"
+"""Request context key where the advisor leaves, when the loop ends, the messages this request
+added to the conversation: its tool rounds after the prompt (for a resumed run, from the
+completed paused round on), with a round held for approval recorded whole
+(:func:`~tooluse.history.held_round_record`). A memory outside the loop stores them for a
+turn that paused, so that what ran is remembered even if the run is never resumed."""
 ANSWER_CONTEXT_KEY: Final = "tooluse.tool_calling.answer"
 """Request context key where the advisor leaves the response that ended the loop: for a
 stream, whose chunks merge the text of every round, the last round's own response."""
@@ -106,8 +115,11 @@ class ToolLoopListener(Protocol):
     """An advisor inside the tool loop that wants the end of a turn no model call carried:
     when the loop ends on tool results (a return-direct tool, a call-limit breach), with no
     model call after them, :meth:`tool_loop_ended` gets the messages that came after the
-    last model message (the tool results, then the final answer). A memory inside the loop
-    stores them, so it never keeps a tool call without its result."""
+    last model message (the tool results, then the final answer); when it pauses for
+    approval, the paused round's results recorded whole (the calls that ran, and a "not run"
+    result for each held call: :func:`~tooluse.history.held_round_record`). A memory inside
+    the loop stores them, so it never keeps a tool call without its result, and a run left
+    paused never loses the results of the calls that ran."""
 
     async def tool_loop_ended(
         self, request: ChatClientRequest, messages: Sequence[Message]
@@ -128,7 +140,9 @@ class _Loop:
     """The mutable state of one request's loop."""
 
     __slots__ = (
+        "added_from",
         "ended_on_tools",
+        "held_round",
         "history",
         "instructions",
         "options",
@@ -149,6 +163,22 @@ class _Loop:
         self.usage: Usage | None = None
         self.rounds = 0
         self.ended_on_tools = False  # the final answer came from tools, not from the model
+        # Where this request's messages begin in ``history`` (after the prompt; for a resumed
+        # run, after the paused round's assistant message).
+        self.added_from = len(self.history)
+        # The record of a round paused for approval (it replaces the round's partial results
+        # in what the memories are given).
+        self.held_round: ToolResponseMessage | None = None
+
+    def recorded_history(self, start: int = 0) -> list[Message]:
+        """``history[start:]`` as a conversation keeps it: a held round's partial results
+        replaced by its record."""
+        if self.held_round is None:
+            return list(self.history[start:])
+        end = len(self.history)
+        if isinstance(self.history[-1], ToolResponseMessage):
+            end -= 1
+        return [*self.history[start:end], self.held_round]
 
     def put(self, key: str, value: object) -> None:
         """An entry for the caller: in the request context and in the one the response
@@ -363,6 +393,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
                 f"{type(resume).__name__}"
             )
         loop.history = resume.history
+        loop.added_from = _paused_assistant_index(resume.history) + 1
         loop.usage = resume.usage
         try:
             result = await self.tool_calling_manager.aresume_tool_calls(
@@ -422,6 +453,9 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             ),
         )
         generation = next(g for g in chat_response.generations if g.message.tool_calls)
+        history = result.conversation_history
+        partial = history[-1] if isinstance(history[-1], ToolResponseMessage) else None
+        loop.held_round = held_round_record(generation.message, partial)
         paused = Generation(
             message=generation.message,
             metadata={
@@ -435,27 +469,31 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
     async def _tell_inner_advisors(
         self, loop: _Loop, final: ChatResponse, chain: AdvisorChain
     ) -> None:
-        """A loop that ended on tool results: the advisors inside it saw the model message
-        that asked for the tools, not what came after it (:class:`ToolLoopListener`)."""
-        if not loop.ended_on_tools:
+        """A loop that ended on tool results or paused for approval: the advisors inside it
+        saw the model message that asked for the tools, not what came after it
+        (:class:`ToolLoopListener`)."""
+        if not loop.ended_on_tools and loop.held_round is None:
             return
         advisors = chain.advisors
         position = next(i for i, advisor in enumerate(advisors) if advisor is self)
         listeners = [a for a in advisors[position + 1 :] if isinstance(a, ToolLoopListener)]
         if not listeners:
             return
-        history = list(loop.history)
+        history = loop.recorded_history()
         last_model = max(
             (i for i, message in enumerate(history) if isinstance(message, AssistantMessage)),
             default=-1,
         )
-        messages = (*history[last_model + 1 :], *(g.message for g in final.generations))
+        messages = history[last_model + 1 :]
+        if loop.ended_on_tools:
+            messages.extend(g.message for g in final.generations)
         for listener in listeners:
             await listener.tool_loop_ended(loop.request, messages)
 
     def _finish(self, loop: _Loop, final: ChatResponse, span: _tracing.SpanHandle) -> ChatResponse:
         """Stamp the summed usage, leave the history in the context, fill in the span."""
         loop.put(HISTORY_CONTEXT_KEY, tuple(loop.history))
+        loop.put(ROUNDS_CONTEXT_KEY, tuple(loop.recorded_history(loop.added_from)))
         usage = loop.usage
         span.set_attribute("tooluse.tool_loop.rounds", loop.rounds)
         if final.generations:
@@ -473,6 +511,14 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
 _LOOP_SPAN_ATTRIBUTES: Final[dict[str, _tracing.AttributeValue]] = {
     _tracing.GEN_AI_OPERATION_NAME: "tool_loop"
 }
+
+
+def _paused_assistant_index(history: Sequence[Message]) -> int:
+    """The index of the paused round's assistant message: the last one with tool calls."""
+    return max(
+        (i for i, m in enumerate(history) if isinstance(m, AssistantMessage) and m.tool_calls),
+        default=len(history) - 1,
+    )
 
 
 def _emittable(chunk: ChatResponse, previous_usage: Usage | None) -> ChatResponse | None:

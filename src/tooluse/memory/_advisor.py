@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
 
 from tooluse.advisors import (
     HIGHEST_PRECEDENCE,
+    PAUSE_CONTEXT_KEY,
+    RESUME_CONTEXT_KEY,
+    ROUNDS_CONTEXT_KEY,
     AdvisorChain,
     BaseAdvisor,
     ChatClientRequest,
     ChatClientResponse,
+    LoopPause,
 )
+from tooluse.history import completes_held_round
 from tooluse.memory._api import CONVERSATION_ID, ChatMemory, validate_conversation_id
 from tooluse.messages import (
     ChatResponse,
@@ -40,17 +46,22 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
     first; the prompt's own system messages win over remembered ones.
 
     By default (order ``HIGHEST_PRECEDENCE + 200``, outside the tool loop) it stores the
-    prompt's last user message and the final answer, once the turn completes: a response
-    without a final answer (a run paused for approval, tool calls handed to the caller)
-    stores nothing, and assistant messages that carry tool calls are never stored, so memory
-    never holds half a tool exchange and a resumed run stores its question once.
+    prompt's last user message and the final answer; assistant messages that carry tool
+    calls are not stored, so memory never holds half a tool exchange. A turn that pauses
+    for approval is the exception: the question and the tool rounds so far are stored at the
+    pause, the held round recorded whole (the results of the calls that ran, and a "not
+    run" result for each held call), so a run that is never resumed does not make the model
+    forget, or repeat, what already ran; the resumed run then stores the completed round
+    (which replaces the record), its later rounds and the answer. A response with tool
+    calls handed to the caller stores nothing.
 
     With ``inside_tool_loop=True`` (default order ``HIGHEST_PRECEDENCE + 400``) it runs once
     per round and stores tool traffic too: the round's last user message or tool result, then
     the model's message. A turn that ends on tool results with no model call after them (a
     return-direct tool, a call-limit breach) has those results and the final answer stored
-    when the loop ends (:class:`~tooluse.advisors.ToolLoopListener`), so memory never keeps a
-    tool call without its result.
+    when the loop ends, and a round held for approval is stored as its record
+    (:class:`~tooluse.advisors.ToolLoopListener`), so memory never keeps a tool call without
+    its result.
 
     ``read_only=True`` replays memory but never writes it (e.g. a routing stage that must
     resolve "that ship" from the history while only the answering stage records the turn).
@@ -92,22 +103,28 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> ChatClientResponse:
         conversation_id = _conversation_id(request)
+        resumed = RESUME_CONTEXT_KEY in request.context  # the tool loop takes it out
         augmented = await self._with_memory(conversation_id, request)
         response = await chain.next_call(augmented)
-        await self._store(conversation_id, request, response.chat_response)
+        await self._store(
+            conversation_id, request, response.chat_response, response.context, resumed
+        )
         return response
 
     async def advise_stream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         conversation_id = _conversation_id(request)
+        resumed = RESUME_CONTEXT_KEY in request.context  # the tool loop takes it out
         augmented = await self._with_memory(conversation_id, request)
         aggregator = StreamAggregator()
+        context = augmented.context
         async for item in chain.next_stream(augmented):
+            context = item.context
             if item.chat_response is not None:
                 aggregator.add(item.chat_response)
             yield item
-        await self._store(conversation_id, request, aggregator.response())
+        await self._store(conversation_id, request, aggregator.response(), context, resumed)
 
     async def _with_memory(
         self, conversation_id: str, request: ChatClientRequest
@@ -129,7 +146,12 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
         return merged[: len(merged) - len(prompt)]
 
     async def _store(
-        self, conversation_id: str, request: ChatClientRequest, response: ChatResponse | None
+        self,
+        conversation_id: str,
+        request: ChatClientRequest,
+        response: ChatResponse | None,
+        context: Mapping[str, Any],
+        resumed: bool,
     ) -> None:
         if self._read_only:
             return
@@ -138,13 +160,19 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
             for generation in (response.generations if response is not None else ())
             if self._inside_tool_loop or not generation.message.tool_calls
         ]
-        if not replies and not self._inside_tool_loop:
-            # No final answer: the run paused for approval, or handed its tool calls to the
-            # caller. The turn is stored when it completes (the resumed or next request
-            # carries the same user message), so it is never stored twice.
-            return
         incoming = self._last_incoming(request.prompt.messages)
-        new = replies if incoming is None else [incoming, *replies]
+        # A resumed run's question was stored when it paused.
+        received = [] if incoming is None or resumed else [incoming]
+        if self._inside_tool_loop:
+            new = [*received, *replies]
+        elif resumed or isinstance(context.get(PAUSE_CONTEXT_KEY), LoopPause):
+            # A turn that paused keeps its tool rounds: what ran before the pause stays known
+            # if the run is never resumed, and the resumed run completes the held round.
+            new = [*received, *context.get(ROUNDS_CONTEXT_KEY, ()), *replies]
+        elif replies:
+            new = [*received, *replies]
+        else:
+            return  # tool calls handed to the caller: its next request completes the turn
         if new:
             await self._memory.aadd(conversation_id, new)
 
@@ -179,6 +207,8 @@ def merge_history(remembered: Sequence[Message], prompt: Sequence[Message]) -> l
     prompt_rest: list[Message] = [m for m in prompt if not isinstance(m, SystemMessage)]
     memory_system: list[Message] = [m for m in remembered if isinstance(m, SystemMessage)]
     memory_rest: list[Message] = [m for m in remembered if not isinstance(m, SystemMessage)]
+    if memory_rest and any(completes_held_round(memory_rest[-1], m) for m in prompt_rest):
+        memory_rest.pop()  # a resumed run: the prompt holds the paused round completed
     if _contains_run(prompt_rest, memory_rest):
         history: list[Message] = []
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from tooluse.history import completes_held_round
 from tooluse.memory._api import ChatMemoryRepository, validate_conversation_id
 from tooluse.memory._in_memory import InMemoryChatMemoryRepository
 from tooluse.messages import (
@@ -29,7 +30,9 @@ class MessageWindowChatMemory:
     forward to the next user message, so the window always starts a turn and a tool call is
     never kept without its result (if no user message is left, every non-system message goes).
     System messages are always kept. Unlike Spring, a tool result never starts the window: one
-    whose call was evicted is dropped too.
+    whose call was evicted is dropped too. A round stored while paused for approval (its
+    record: :func:`~tooluse.history.held_round_record`) is replaced in place by the completed
+    round when the resumed run adds it, so no call keeps two results.
 
     Each ``add`` is one atomic read-modify-write in the repository, so concurrent writers to
     one conversation never lose each other's messages.
@@ -93,6 +96,7 @@ def _as_batch(messages: Message | Sequence[Message]) -> list[Message]:
 
 
 def _window(stored: list[Message], new: list[Message], max_messages: int) -> list[Message]:
+    stored, new = _complete_held_round(stored, new)
     if any(isinstance(m, SystemMessage) and m not in stored for m in new):
         stored = [m for m in stored if not isinstance(m, SystemMessage)]
     combined = stored + new
@@ -110,3 +114,17 @@ def _window(stored: list[Message], new: list[Message], max_messages: int) -> lis
     while start < len(others) and isinstance(others[start], ToolResponseMessage):
         start += 1  # a result whose call an earlier add evicted: it cannot start the window
     return [m for m in combined if isinstance(m, SystemMessage)] + others[start:]
+
+
+def _complete_held_round(
+    stored: list[Message], new: list[Message]
+) -> tuple[list[Message], list[Message]]:
+    """A resumed run's batch starts with the paused round completed: it takes the place of
+    the round's record (the last message, or further back if other turns were stored since
+    the pause), and the rest of the batch follows the stored messages."""
+    if not isinstance(new[0], ToolResponseMessage):
+        return stored, new
+    for index in range(len(stored) - 1, -1, -1):
+        if completes_held_round(stored[index], new[0]):
+            return [*stored[:index], new[0], *stored[index + 1 :]], new[1:]
+    return stored, new
