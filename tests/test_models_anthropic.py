@@ -28,6 +28,7 @@ from tooluse import (
     AssistantMessage,
     ChatOptions,
     Prompt,
+    Reasoning,
     SystemMessage,
     ToolCall,
     ToolResponse,
@@ -356,6 +357,42 @@ async def test_an_emoji_split_between_two_input_json_deltas_is_whole_again(
     merged = merge_chunks(await collect(make_model(), ask(tool_callbacks=(WEATHER,))))
     first = merged.generations[0].message.tool_calls[0]
     assert first.arguments == '{"city": "Par \U0001f600"}'
+
+
+async def test_an_emoji_split_between_two_text_or_thinking_deltas_reaches_the_caller_whole(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    """A high half ending a delta is held for the next one; a half nothing completes is given
+    as it came when its block ends (for thinking: before the signature that closes it)."""
+
+    def delta(index: int, **fields: str) -> dict[str, Any]:
+        return {"type": "content_block_delta", "index": index, "delta": fields}
+
+    server.expect(
+        anthropic_sse(
+            [
+                anthropic_message_start({"input_tokens": 10, "output_tokens": 1}),
+                anthropic_block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+                delta(0, type="thinking_delta", thinking="Think \ud83d"),
+                delta(0, type="thinking_delta", thinking="\ude00 \ud83d"),
+                delta(0, type="signature_delta", signature="sig-1"),
+                anthropic_block_stop(0),
+                anthropic_block_start(1, text_block("")),
+                anthropic_text_delta(1, "Smile \ud83d"),
+                anthropic_text_delta(1, "\ude00 and \ud83d"),
+                anthropic_block_stop(1),
+                anthropic_message_delta("end_turn", 9),
+                {"type": "message_stop"},
+            ]
+        )
+    )
+    chunks = await collect(make_model(), ask())
+    assert [c.text for c in chunks if c.text] == ["Smile ", "\U0001f600 and ", "\ud83d"]
+    reasoning = [p.text for c in chunks for g in c.generations for p in g.message.reasoning]
+    assert reasoning == ["Think ", "\U0001f600 ", "\ud83d", ""]
+    assert merge_chunks(chunks).generations[0].message.reasoning == (
+        Reasoning(text="Think \U0001f600 \ud83d", signature="sig-1"),
+    )
 
 
 async def test_stream_maps_aliases_back(

@@ -64,6 +64,7 @@ from tooluse.models._calls import IncomingCalls
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
 from tooluse.models._sdk_model import SdkChatModel
+from tooluse.models._utf16 import StreamedText
 from tooluse.tools import ToolDefinition
 
 __all__ = ["AnthropicChatModel"]
@@ -356,12 +357,36 @@ class _PendingToolUse:
     parts: list[str]
 
 
+@dataclasses.dataclass(slots=True)
+class _StreamedBlock:
+    """A text or thinking block arriving delta by delta."""
+
+    thinking: bool
+    text: StreamedText = dataclasses.field(default_factory=StreamedText)
+
+    def add(self, delta: str) -> AssistantMessage | None:
+        """What of ``delta`` can be shown now (a surrogate half ending it waits for the next)."""
+        return self._message(self.text.add(delta))
+
+    def end(self) -> AssistantMessage | None:
+        """A surrogate half nothing completed, passed on as it came."""
+        return self._message(self.text.end())
+
+    def _message(self, text: str) -> AssistantMessage | None:
+        if not text:
+            return None
+        if self.thinking:
+            return AssistantMessage(reasoning=(Reasoning(text=text),))
+        return AssistantMessage(text=text)
+
+
 class _StreamState:
     """Translates raw stream events into ``ChatResponse`` chunks."""
 
     def __init__(self, incoming: IncomingCalls) -> None:
         self._incoming = incoming
         self._tool_uses: dict[int, _PendingToolUse] = {}
+        self._blocks: dict[int, _StreamedBlock] = {}  # text and thinking, by block index
         self._start_usage: AnthropicUsage | None = None
         self._metadata: dict[str, Any] = {"provider": "anthropic"}
         self.events_received = 0
@@ -377,33 +402,41 @@ class _StreamState:
                 # Some gateways send the whole input here instead of as deltas.
                 parts = [json.dumps(block.input, ensure_ascii=False)] if block.input else []
                 self._tool_uses[event.index] = _PendingToolUse(block.id, block.name, parts)
-            elif isinstance(block, TextBlock) and block.text:
-                return self._chunk(AssistantMessage(text=block.text))
+            elif isinstance(block, TextBlock):
+                return self._streamed(event.index, block.text, thinking=False)
             elif isinstance(block, RedactedThinkingBlock):
                 return self._chunk(AssistantMessage(reasoning=(Reasoning(redacted=block.data),)))
-            elif isinstance(block, ThinkingBlock) and (block.thinking or block.signature):
-                # Usually empty, the text following as deltas; some gateways send it whole.
-                part = Reasoning(text=block.thinking, signature=block.signature or None)
+            elif isinstance(block, ThinkingBlock) and block.signature:
+                # Some gateways send the block whole; nothing to join it with.
+                part = Reasoning(text=block.thinking, signature=block.signature)
                 return self._chunk(AssistantMessage(reasoning=(part,)))
+            elif isinstance(block, ThinkingBlock):  # usually empty, the text following as deltas
+                return self._streamed(event.index, block.thinking, thinking=True)
         elif isinstance(event, RawContentBlockDeltaEvent):
             delta = event.delta
-            if isinstance(delta, TextDelta) and delta.text:
-                return self._chunk(AssistantMessage(text=delta.text))
+            if isinstance(delta, TextDelta):
+                return self._streamed(event.index, delta.text, thinking=False)
             if isinstance(delta, InputJSONDelta) and event.index in self._tool_uses:
                 self._tool_uses[event.index].parts.append(delta.partial_json)
             # Thinking streams as text deltas, then a signature that closes the block (the
             # aggregator joins them: see StreamAggregator).
-            if isinstance(delta, ThinkingDelta) and delta.thinking:
-                return self._chunk(AssistantMessage(reasoning=(Reasoning(text=delta.thinking),)))
+            if isinstance(delta, ThinkingDelta):
+                return self._streamed(event.index, delta.thinking, thinking=True)
             if isinstance(delta, SignatureDelta):
-                part = Reasoning(signature=delta.signature)
-                return self._chunk(AssistantMessage(reasoning=(part,)))
+                streamed = self._blocks.pop(event.index, None)
+                held = streamed.end() if streamed is not None else None
+                signed = (*(held.reasoning if held else ()), Reasoning(signature=delta.signature))
+                return self._chunk(AssistantMessage(reasoning=signed))
         elif isinstance(event, RawContentBlockStopEvent):
             pending = self._tool_uses.pop(event.index, None)
             if pending is not None:
                 arguments = "".join(pending.parts)
                 call = self._incoming.tool_call(pending.block_id, pending.name, arguments)
                 return self._chunk(AssistantMessage(tool_calls=(call,)))
+            streamed = self._blocks.pop(event.index, None)
+            held = streamed.end() if streamed is not None else None
+            if held is not None:
+                return self._chunk(held)
         elif isinstance(event, RawMessageDeltaEvent):
             return self._chunk(
                 AssistantMessage(),
@@ -411,6 +444,10 @@ class _StreamState:
                 usage=self._final_usage(event),
             )
         return None
+
+    def _streamed(self, index: int, delta: str, *, thinking: bool) -> ChatResponse | None:
+        message = self._blocks.setdefault(index, _StreamedBlock(thinking)).add(delta)
+        return self._chunk(message) if message is not None else None
 
     def _final_usage(self, event: RawMessageDeltaEvent) -> Usage:
         # The delta's counts are cumulative; input counts in it (newer API versions send

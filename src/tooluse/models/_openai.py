@@ -53,6 +53,7 @@ from tooluse.models._calls import IncomingCalls
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
 from tooluse.models._sdk_model import SdkChatModel
+from tooluse.models._utf16 import StreamedText
 from tooluse.tools import ToolDefinition
 
 __all__ = ["OpenAIChatModel"]
@@ -302,12 +303,17 @@ def _messages(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dic
 
 
 def _reasoning(extra: Mapping[str, Any] | None) -> tuple[Reasoning, ...]:
+    text = _reasoning_text(extra)
+    return (Reasoning(text=text),) if text else ()
+
+
+def _reasoning_text(extra: Mapping[str, Any] | None) -> str:
     """The reasoning a server put beside the content, under either name in use."""
     for field in ("reasoning_content", "reasoning"):
         text = (extra or {}).get(field)
         if isinstance(text, str) and text:
-            return (Reasoning(text=text),)
-    return ()
+            return text
+    return ""
 
 
 def _tool_choice(choice: str, aliases: ToolNameAliases) -> str | dict[str, Any]:
@@ -354,13 +360,15 @@ class _PendingCall:
 
 
 class _ChoiceState:
-    __slots__ = ("by_index", "calls", "last", "refusal")
+    __slots__ = ("by_index", "calls", "last", "reasoning", "refusal", "text")
 
     def __init__(self) -> None:
         self.calls: list[_PendingCall] = []
         self.by_index: dict[int, _PendingCall] = {}
         self.last: _PendingCall | None = None
         self.refusal: list[str] = []  # refusal deltas, reported whole when the choice ends
+        self.text = StreamedText()
+        self.reasoning = StreamedText()
 
     def add(self, delta: ChoiceDeltaToolCall) -> None:
         call_id = delta.id or ""
@@ -390,7 +398,8 @@ class _ChoiceState:
 
 class _StreamState:
     """Translates SDK chunks to ``ChatResponse`` chunks; holds each choice's tool calls until
-    the choice finishes so they leave with real names and cleaned arguments."""
+    the choice finishes so they leave with real names and cleaned arguments, and a surrogate
+    half ending a text or reasoning delta until the next delta completes it."""
 
     def __init__(self, request: _Request) -> None:
         self._request = request
@@ -417,20 +426,14 @@ class _StreamState:
                 state.add(fragment)
             if delta is not None and delta.refusal:
                 state.refusal.append(delta.refusal)
-            text = delta.content if delta is not None else None
-            reasoning = _reasoning(delta.model_extra) if delta is not None else ()
-            calls: tuple[ToolCall, ...] = ()
-            metadata: dict[str, Any] = {}
-            if choice.finish_reason is not None:
-                calls, metadata = self._flush(index)
-                metadata["finish_reason"] = choice.finish_reason
-            if text or reasoning or calls or metadata:
-                generations[index] = Generation(
-                    message=AssistantMessage(
-                        text=text or None, tool_calls=calls, reasoning=reasoning
-                    ),
-                    metadata=metadata,
-                )
+            text = state.text.add(delta.content or "") if delta is not None else ""
+            reasoning = (
+                state.reasoning.add(_reasoning_text(delta.model_extra)) if delta is not None else ""
+            )
+            finish_reason = choice.finish_reason
+            if finish_reason is not None or text or reasoning:
+                held = self._flush(index) if finish_reason is not None else _Held()
+                generations[index] = held.generation(text, reasoning, finish_reason)
         usage = _usage(chunk.usage) if chunk.usage is not None else None
         if usage is not None:
             self._usage_seen = True
@@ -447,11 +450,9 @@ class _StreamState:
         omit it), and Groq's usage when no usage chunk reported it."""
         generations = {}
         for index in list(self._choices):
-            calls, metadata = self._flush(index)
-            if calls or metadata:
-                generations[index] = Generation(
-                    message=AssistantMessage(tool_calls=calls), metadata=metadata
-                )
+            held = self._flush(index)
+            if not held.is_empty():
+                generations[index] = held.generation()
         usage = None if self._usage_seen else self._groq_usage
         if not generations and usage is None:
             return None
@@ -459,16 +460,55 @@ class _StreamState:
             generations=_positional(generations), usage=usage, metadata=dict(self._metadata)
         )
 
-    def _flush(self, index: int) -> tuple[tuple[ToolCall, ...], dict[str, Any]]:
-        """The choice's calls, and its metadata so far (``refusal``, as in a plain response)."""
+    def _flush(self, index: int) -> _Held:
+        """What the choice held back until its end."""
         state = self._choices.pop(index, None)
         if state is None:
-            return (), {}
+            return _Held()
         calls = tuple(
             self._request.tool_call(call.call_id, call.name, "".join(call.arguments))
             for call in state.calls
         )
-        return calls, ({"refusal": "".join(state.refusal)} if state.refusal else {})
+        return _Held(
+            text=state.text.end(),
+            reasoning=state.reasoning.end(),
+            calls=calls,
+            refusal="".join(state.refusal),
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Held:
+    """What a choice holds until it ends: its calls, its refusal, and the last character of
+    its text or reasoning when that is a surrogate half waiting for its partner."""
+
+    text: str = ""
+    reasoning: str = ""
+    calls: tuple[ToolCall, ...] = ()
+    refusal: str = ""
+
+    def is_empty(self) -> bool:
+        return not (self.text or self.reasoning or self.calls or self.refusal)
+
+    def generation(
+        self, text: str = "", reasoning: str = "", finish_reason: str | None = None
+    ) -> Generation:
+        """A chunk's generation: ``text`` and ``reasoning`` of the chunk's delta, then what
+        was held (the refusal whole in the metadata, as in a plain response)."""
+        metadata: dict[str, Any] = {}
+        if self.refusal:
+            metadata["refusal"] = self.refusal
+        if finish_reason is not None:
+            metadata["finish_reason"] = finish_reason
+        reasoning += self.reasoning
+        return Generation(
+            message=AssistantMessage(
+                text=text + self.text or None,
+                tool_calls=self.calls,
+                reasoning=(Reasoning(text=reasoning),) if reasoning else (),
+            ),
+            metadata=metadata,
+        )
 
 
 def _positional(generations: Mapping[int, Generation]) -> tuple[Generation, ...]:
