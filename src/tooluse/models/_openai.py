@@ -11,9 +11,12 @@ object (llama.cpp, TGI), usage in a final chunk with no choices (or only in Groq
 
 Reasoning that a server returns beside the answer (``reasoning_content``: DeepSeek, Qwen, vLLM;
 ``reasoning``: Ollama, OpenRouter) is kept on the message, and sent back as
-``reasoning_content`` with the tool-call turns it led to: DeepSeek's thinking mode answers 400
-to a history that drops it there. Turns without tool calls are sent without it, as its docs
-ask (its older reasoner model rejected the field anywhere, and had no tool calls).
+``reasoning_content`` by DeepSeek's rule: between two user messages, if the model called a
+tool, every assistant message there (the answer after the tool results too) goes back with its
+reasoning in all later requests (its thinking mode answers 400 to a history that drops it);
+where it called none, without (DeepSeek ignores it there; its older reasoner model rejected the
+field anywhere, and had no tool calls). OpenAI's own API never gets the field: it returns no
+reasoning and rejects unknown message fields.
 
 Retries (429, 408, 409, 5xx, connection errors; exponential backoff with jitter, capped at
 8 s, honouring ``Retry-After`` up to 120 s) and timeouts are the SDK's own, configured through
@@ -26,8 +29,9 @@ import dataclasses
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import openai
 from openai.types import CompletionUsage
@@ -98,7 +102,11 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
     ``max_tokens_field`` names the request field for ``ChatOptions.max_tokens``: OpenAI's
     reasoning models require ``"max_completion_tokens"``, most compatible servers
     ``"max_tokens"``. ``stream_usage=False`` omits ``stream_options`` for servers that reject
-    it. ``client`` (an ``openai.AsyncOpenAI``) / ``sync_client`` (an ``openai.OpenAI``)
+    it. ``send_reasoning`` says whether assistant messages go back with their reasoning as
+    ``reasoning_content`` (by DeepSeek's rule, see the module); ``None`` decides by the
+    endpoint: off for OpenAI's own API (``api.openai.com``, Azure OpenAI), which rejects unknown
+    message fields, on elsewhere (set it ``False`` for other servers that reject the field).
+    ``client`` (an ``openai.AsyncOpenAI``) / ``sync_client`` (an ``openai.OpenAI``)
     inject preconfigured SDK clients (``call`` needs the blocking one; it is built from the
     settings when not injected). An injected async client is used as it is on every event
     loop, and its connections belong to the loop that opened them: use it from one loop only.
@@ -128,6 +136,7 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         strict_tools: bool = False,
         stream_usage: bool = True,
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        send_reasoning: bool | None = None,
         client: openai.AsyncOpenAI | None = None,
         sync_client: openai.OpenAI | None = None,
     ) -> None:
@@ -145,6 +154,9 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         self.strict_tools = strict_tools
         self.stream_usage = stream_usage
         self.max_tokens_field = max_tokens_field
+        self.send_reasoning = (
+            not _is_openais_own_api(self.base_url) if send_reasoning is None else send_reasoning
+        )
 
     # -- the ChatModel protocol -----------------------------------------------------------
 
@@ -195,7 +207,7 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         options, definitions, aliases = self._options_and_tools(prompt)
         params: dict[str, Any] = {
             "model": options.model or self.model,
-            "messages": _messages(prompt.messages, aliases),
+            "messages": _messages(prompt.messages, aliases, self.send_reasoning),
         }
         strict_schemas: dict[str, Mapping[str, Any]] = {}
         if definitions:
@@ -267,9 +279,17 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         )
 
 
-def _messages(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dict[str, Any]]:
+def _is_openais_own_api(base_url: str) -> bool:
+    host = urlsplit(base_url).hostname or ""
+    return host == "api.openai.com" or host.endswith(".openai.azure.com")
+
+
+def _messages(
+    messages: Sequence[Message], aliases: ToolNameAliases, send_reasoning: bool
+) -> list[dict[str, Any]]:
+    with_reasoning = _in_tool_calling_questions(messages) if send_reasoning else frozenset()
     wire: list[dict[str, Any]] = []
-    for message in messages:
+    for position, message in enumerate(messages):
         if isinstance(message, SystemMessage):
             wire.append({"role": "system", "content": message.text})
         elif isinstance(message, UserMessage):
@@ -289,10 +309,10 @@ def _messages(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dic
                     }
                     for call in message.tool_calls
                 ]
-                if reasoning := message.reasoning_text():
-                    entry["reasoning_content"] = reasoning
             elif message.text is None:
                 entry["content"] = ""
+            if position in with_reasoning and (reasoning := message.reasoning_text()):
+                entry["reasoning_content"] = reasoning
             wire.append(entry)
         elif isinstance(message, ToolResponseMessage):
             wire.extend(
@@ -300,6 +320,26 @@ def _messages(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dic
                 for response in message.responses
             )
     return wire
+
+
+def _in_tool_calling_questions(messages: Sequence[Message]) -> frozenset[int]:
+    """Positions of the assistant messages that answer a user message with tool calls among
+    them: DeepSeek wants the reasoning of each (the answer after the tool results too) in every
+    later request."""
+    marked: set[int] = set()
+    answer: list[int] = []  # the assistant messages since the last user message
+    called = False
+    for position, message in enumerate(messages):
+        if isinstance(message, UserMessage):
+            if called:
+                marked.update(answer)
+            answer, called = [], False
+        elif isinstance(message, AssistantMessage):
+            answer.append(position)
+            called = called or bool(message.tool_calls)
+    if called:
+        marked.update(answer)
+    return frozenset(marked)
 
 
 def _reasoning(extra: Mapping[str, Any] | None) -> tuple[Reasoning, ...]:
