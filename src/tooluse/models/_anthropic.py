@@ -486,7 +486,8 @@ class _StreamedContent:
 
     def __init__(self) -> None:
         self._blocks: dict[int, dict[str, Any]] = {}
-        self._input_json: dict[int, list[str]] = {}
+        # (block index, field) -> its deltas, joined only if the turn is sent back
+        self._deltas: dict[tuple[int, str], list[str]] = {}
         self.stop_reason: str | None = None
         self.container: str | None = None
 
@@ -494,21 +495,19 @@ class _StreamedContent:
         if isinstance(event, RawContentBlockStartEvent):
             self._blocks[event.index] = event.content_block.to_dict(mode="json")
         elif isinstance(event, RawContentBlockDeltaEvent) and event.index in self._blocks:
-            block, delta = self._blocks[event.index], event.delta
+            delta = event.delta
             if isinstance(delta, TextDelta):
-                block["text"] = block.get("text", "") + delta.text
+                self._deltas.setdefault((event.index, "text"), []).append(delta.text)
             elif isinstance(delta, ThinkingDelta):
-                block["thinking"] = block.get("thinking", "") + delta.thinking
+                self._deltas.setdefault((event.index, "thinking"), []).append(delta.thinking)
+            elif isinstance(delta, InputJSONDelta):
+                self._deltas.setdefault((event.index, "input"), []).append(delta.partial_json)
             elif isinstance(delta, SignatureDelta):
-                block["signature"] = delta.signature
+                self._blocks[event.index]["signature"] = delta.signature
             elif isinstance(delta, CitationsDelta):
+                block = self._blocks[event.index]
                 citation = delta.citation.to_dict(mode="json")
                 block["citations"] = [*(block.get("citations") or ()), citation]
-            elif isinstance(delta, InputJSONDelta):
-                self._input_json.setdefault(event.index, []).append(delta.partial_json)
-        elif isinstance(event, RawContentBlockStopEvent) and event.index in self._input_json:
-            arguments = "".join(self._input_json.pop(event.index))
-            self._blocks[event.index]["input"] = _input_object(arguments)
         elif isinstance(event, RawMessageStartEvent):
             self.container = _container_id(event.message.to_dict(mode="json"))
         elif isinstance(event, RawMessageDeltaEvent):
@@ -516,7 +515,14 @@ class _StreamedContent:
             self.container = _container_id(event.delta.to_dict(mode="json")) or self.container
 
     def blocks(self) -> list[dict[str, Any]]:
-        return [self._blocks[index] for index in sorted(self._blocks)]
+        blocks = {index: dict(block) for index, block in self._blocks.items()}
+        for (index, field), deltas in self._deltas.items():
+            joined = "".join(deltas)
+            if field == "input":  # the deltas replace the start's empty object
+                blocks[index]["input"] = _input_object(joined)
+            else:
+                blocks[index][field] = blocks[index].get(field, "") + joined
+        return [blocks[index] for index in sorted(blocks)]
 
 
 class _StreamState:
