@@ -187,6 +187,7 @@ def test_reasoning_goes_back_unless_the_endpoint_is_openais_own(
     base_url: str, send_reasoning: bool | None, expected: bool
 ) -> None:
     model = OpenAIChatModel("m", base_url=base_url, api_key="k", send_reasoning=send_reasoning)
+    model.close()
     assert model.send_reasoning is expected
 
 
