@@ -3,7 +3,9 @@ real ``anthropic`` SDK."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -28,6 +30,7 @@ from tooluse import (
     AssistantMessage,
     ChatOptions,
     Prompt,
+    Reasoning,
     SystemMessage,
     ToolCall,
     ToolResponse,
@@ -358,6 +361,42 @@ async def test_an_emoji_split_between_two_input_json_deltas_is_whole_again(
     assert first.arguments == '{"city": "Par \U0001f600"}'
 
 
+async def test_an_emoji_split_between_two_text_or_thinking_deltas_reaches_the_caller_whole(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    """A high half ending a delta is held for the next one; a half nothing completes is given
+    as it came when its block ends (for thinking: before the signature that closes it)."""
+
+    def delta(index: int, **fields: str) -> dict[str, Any]:
+        return {"type": "content_block_delta", "index": index, "delta": fields}
+
+    server.expect(
+        anthropic_sse(
+            [
+                anthropic_message_start({"input_tokens": 10, "output_tokens": 1}),
+                anthropic_block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+                delta(0, type="thinking_delta", thinking="Think \ud83d"),
+                delta(0, type="thinking_delta", thinking="\ude00 \ud83d"),
+                delta(0, type="signature_delta", signature="sig-1"),
+                anthropic_block_stop(0),
+                anthropic_block_start(1, text_block("")),
+                anthropic_text_delta(1, "Smile \ud83d"),
+                anthropic_text_delta(1, "\ude00 and \ud83d"),
+                anthropic_block_stop(1),
+                anthropic_message_delta("end_turn", 9),
+                {"type": "message_stop"},
+            ]
+        )
+    )
+    chunks = await collect(make_model(), ask())
+    assert [c.text for c in chunks if c.text] == ["Smile ", "\U0001f600 and ", "\ud83d"]
+    reasoning = [p.text for c in chunks for g in c.generations for p in g.message.reasoning]
+    assert reasoning == ["Think ", "\U0001f600 ", "\ud83d", ""]
+    assert merge_chunks(chunks).generations[0].message.reasoning == (
+        Reasoning(text="Think \U0001f600 \ud83d", signature="sig-1"),
+    )
+
+
 async def test_stream_maps_aliases_back(
     server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
 ) -> None:
@@ -480,3 +519,130 @@ def test_constructor_rejects_bad_settings() -> None:
         AnthropicChatModel("", api_key="k")
     with pytest.raises(ValueError, match="max_tokens must be positive"):
         AnthropicChatModel("m", api_key="k", max_tokens=0)
+    with pytest.raises(ValueError, match="max_pause_continuations must be >= 0, got -1"):
+        AnthropicChatModel("m", api_key="k", max_pause_continuations=-1)
+
+
+# -- pause_turn: a server tool loop (web search, code execution) paused a long turn ------------
+
+SEARCH_CALL: dict[str, Any] = {
+    "type": "server_tool_use",
+    "id": "srvtoolu_1",
+    "name": "web_search",
+    "input": {"query": "Paris weather"},
+}
+SEARCH_RESULT: dict[str, Any] = {
+    "type": "web_search_tool_result",
+    "tool_use_id": "srvtoolu_1",
+    "content": [
+        {
+            "type": "web_search_result",
+            "url": "https://example.com/paris",
+            "title": "Paris weather",
+            "encrypted_content": "enc-1",
+            "page_age": None,
+        }
+    ],
+}
+CITATION: dict[str, Any] = {
+    "type": "web_search_result_location",
+    "url": "https://example.com/paris",
+    "title": "Paris weather",
+    "encrypted_index": "idx-1",
+    "cited_text": "Sunny all day",
+}
+CITED_TEXT: dict[str, Any] = {"type": "text", "text": "It is sunny.", "citations": [CITATION]}
+
+
+def paused_message() -> dict[str, Any]:
+    paused = anthropic_message(
+        SEARCH_CALL,
+        SEARCH_RESULT,
+        CITED_TEXT,
+        stop_reason="pause_turn",
+        usage={"input_tokens": 10, "output_tokens": 5},
+    )
+    paused["container"] = {"id": "container_1", "expires_at": "2030-01-01T00:00:00Z"}
+    return paused
+
+
+async def test_a_paused_turn_is_sent_back_as_it_is_until_the_model_finishes_it(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    """Anthropic's documented continuation: the paused response, block for block, as the
+    last (assistant) message of the same request; the answer is the whole turn."""
+    finished = anthropic_message(
+        text_block(" More later."), usage={"input_tokens": 30, "output_tokens": 7}
+    )
+    server.expect(Reply.json(paused_message()), Reply.json(finished))
+    response = await make_model().acall(ask(tool_callbacks=(WEATHER,)))
+
+    first, second = (request.body for request in server.requests)
+    paused_turn = {"role": "assistant", "content": [SEARCH_CALL, SEARCH_RESULT, CITED_TEXT]}
+    assert second["messages"] == [*first["messages"], paused_turn]
+    assert second["tools"] == first["tools"]
+    assert second["container"] == "container_1"  # the code execution container goes on
+    assert response.text == "It is sunny. More later."
+    assert response.generations[0].finish_reason == "end_turn"
+    assert response.usage == Usage(prompt_tokens=40, completion_tokens=12, total_tokens=52)
+
+
+async def test_a_paused_stream_goes_on_in_a_second_request(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    search_call = {**SEARCH_CALL, "input": {}}  # its input follows as deltas
+    paused = [
+        anthropic_message_start({"input_tokens": 10, "output_tokens": 1}),
+        anthropic_block_start(0, search_call),
+        anthropic_json_delta(0, '{"query": '),
+        anthropic_json_delta(0, '"Paris weather"}'),
+        anthropic_block_stop(0),
+        anthropic_block_start(1, SEARCH_RESULT),
+        anthropic_block_stop(1),
+        anthropic_block_start(2, text_block("")),
+        anthropic_text_delta(2, "It is "),
+        anthropic_text_delta(2, "sunny."),
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "citations_delta", "citation": CITATION},
+        },
+        anthropic_block_stop(2),
+        anthropic_message_delta("pause_turn", 5),
+        {"type": "message_stop"},
+    ]
+    finished = [
+        anthropic_message_start({"input_tokens": 30, "output_tokens": 1}),
+        anthropic_block_start(0, text_block("")),
+        anthropic_text_delta(0, " More later."),
+        anthropic_block_stop(0),
+        anthropic_message_delta("end_turn", 7),
+        {"type": "message_stop"},
+    ]
+    server.expect(anthropic_sse(paused), anthropic_sse(finished))
+    chunks = await collect(make_model(), ask())
+
+    assert [c.text for c in chunks if c.text] == ["It is ", "sunny.", " More later."]
+    first, second = (request.body for request in server.requests)
+    paused_turn = {"role": "assistant", "content": [SEARCH_CALL, SEARCH_RESULT, CITED_TEXT]}
+    assert second["messages"] == [*first["messages"], paused_turn]
+    assert second["stream"] is True
+    merged = merge_chunks(chunks)
+    assert merged.generations[0].finish_reason == "end_turn"
+    assert merged.usage == Usage(prompt_tokens=40, completion_tokens=12, total_tokens=52)
+
+
+async def test_a_turn_still_paused_after_the_continuations_allowed_is_returned_as_it_is(
+    server: ProviderServer,
+    make_model: Callable[..., AnthropicChatModel],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server.expect(Reply.json(paused_message()), Reply.json(paused_message()))
+    model = make_model(max_pause_continuations=1)
+    with caplog.at_level(logging.WARNING, logger="tooluse.models"):
+        response = await asyncio.to_thread(model.call, ask())  # the blocking client's path
+
+    assert len(server.requests) == 2
+    assert response.generations[0].finish_reason == "pause_turn"
+    assert response.text == "It is sunny.It is sunny."
+    assert "still paused after 1 continuation" in caplog.text

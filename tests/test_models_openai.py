@@ -523,6 +523,31 @@ async def test_an_emoji_split_between_two_argument_deltas_is_whole_again(
     assert json.loads(call.arguments) == {"city": "Zü \U0001f600"}
 
 
+async def test_an_emoji_split_between_two_text_deltas_reaches_the_caller_whole(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """As with arguments, for the text and reasoning the caller sees live: a high half ending
+    a delta is held for the next one, and a half nothing completes is given as it came when
+    the choice ends."""
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk({"role": "assistant", "reasoning_content": "Think \ud83d"}),
+                openai_chunk({"reasoning_content": "\ude00."}),
+                openai_chunk({"content": "Smile \ud83d"}),
+                openai_chunk({"content": "\ude00 and "}),
+                openai_chunk({"content": "\ud83d"}),
+                openai_chunk({}, finish_reason="stop"),
+            ]
+        )
+    )
+    chunks = await collect(make_model(), ask())
+    assert [c.text for c in chunks if c.text] == ["Smile ", "\U0001f600 and ", "\ud83d"]
+    reasoning = [p.text for c in chunks for g in c.generations for p in g.message.reasoning]
+    assert reasoning == ["Think ", "\U0001f600."]
+    assert merge_chunks(chunks).generations[0].finish_reason == "stop"
+
+
 async def test_stream_without_ids_gets_unique_ids_and_keeps_broken_json_raw(
     server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
 ) -> None:

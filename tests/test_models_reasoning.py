@@ -8,9 +8,12 @@ those formats and read what the second request carried.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import httpx
+import openai
 import pytest
 
 from provider_models import both_providers
@@ -36,10 +39,13 @@ from tooluse import (
     Generation,
     Reasoning,
     ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
     UserMessage,
 )
 from tooluse.client import ChatClient
 from tooluse.messages import message_from_json, message_to_json
+from tooluse.models import OpenAIChatModel
 from tooluse.streaming import merge_chunks
 from tooluse.tools import tool
 
@@ -102,6 +108,87 @@ async def test_reasoning_of_a_turn_without_tool_calls_is_not_sent(
     ]
     await ChatClient(models["openai"]()).prompt().messages(history).acall()
     assert "reasoning_content" not in server.requests[0].body["messages"][1]
+
+
+async def test_every_assistant_turn_of_a_question_that_used_tools_goes_back_with_its_reasoning(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    """DeepSeek's rule: between two user messages, if the model called a tool, the reasoning
+    of every assistant message there (the answer after the tool results too) goes back in all
+    later requests; a question answered without tools needs none."""
+    server.expect(Reply.json(openai_completion("Rainy too.")))
+    history = [
+        UserMessage(text="Weather in Paris?"),
+        AssistantMessage(text="Let me look.", reasoning=(Reasoning(text="Say so first."),)),
+        AssistantMessage(
+            tool_calls=(ToolCall(id="call_1", name="get_weather", arguments='{"city": "Paris"}'),),
+            reasoning=(Reasoning(text="Call the tool."),),
+        ),
+        ToolResponseMessage(
+            responses=(ToolResponse(id="call_1", name="get_weather", data="Rain"),)
+        ),
+        AssistantMessage(text="Rain in Paris.", reasoning=(Reasoning(text="Report it."),)),
+        UserMessage(text="Thanks!"),
+        AssistantMessage(text="You're welcome.", reasoning=(Reasoning(text="Be polite."),)),
+        UserMessage(text="And in Rome?"),
+    ]
+    await ChatClient(models["openai"](), tools=[get_weather]).prompt().messages(history).acall()
+
+    sent = server.requests[0].body["messages"]
+    assert [m.get("reasoning_content") for m in sent if m["role"] == "assistant"] == [
+        "Say so first.",
+        "Call the tool.",
+        "Report it.",
+        None,
+    ]
+
+
+async def test_no_reasoning_goes_to_openais_own_api_which_rejects_unknown_message_fields() -> None:
+    # A history with reasoning (from DeepSeek, before a switch of models) sent to OpenAI.
+    sent: list[dict[str, Any]] = []
+
+    def openai_api(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, json=openai_completion("Fine."))
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(openai_api))
+    async with openai.AsyncOpenAI(
+        base_url="https://api.openai.com/v1", api_key="k", http_client=http
+    ) as client:
+        model = OpenAIChatModel("gpt-4o", client=client)
+        history = [
+            UserMessage(text="Weather in Paris?"),
+            AssistantMessage(
+                tool_calls=(ToolCall(id="call_1", name="get_weather", arguments="{}"),),
+                reasoning=(Reasoning(text="Call the tool."),),
+            ),
+            ToolResponseMessage(
+                responses=(ToolResponse(id="call_1", name="get_weather", data="Rain"),)
+            ),
+            UserMessage(text="Thanks!"),
+        ]
+        await ChatClient(model, tools=[get_weather]).prompt().messages(history).acall()
+    assert "reasoning_content" not in sent[0]["messages"][1]
+    assert sent[0]["messages"][1]["tool_calls"][0]["id"] == "call_1"
+
+
+@pytest.mark.parametrize(
+    ("base_url", "send_reasoning", "expected"),
+    [
+        ("https://api.openai.com/v1", None, False),
+        ("https://my-resource.openai.azure.com/openai", None, False),
+        ("https://api.deepseek.com", None, True),
+        ("http://localhost:8000/v1", None, True),
+        ("https://api.openai.com/v1", True, True),
+        ("https://api.deepseek.com", False, False),
+    ],
+)
+def test_reasoning_goes_back_unless_the_endpoint_is_openais_own(
+    base_url: str, send_reasoning: bool | None, expected: bool
+) -> None:
+    model = OpenAIChatModel("m", base_url=base_url, api_key="k", send_reasoning=send_reasoning)
+    model.close()
+    assert model.send_reasoning is expected
 
 
 async def test_streamed_reasoning_is_joined_sent_back_and_shown_to_the_caller(

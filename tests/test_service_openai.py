@@ -202,6 +202,22 @@ async def test_an_answer_with_a_lone_surrogate_is_sent_escaped(tmp_path: Path) -
     assert completion.choices[0].message.content == "smile \ud83d" == streamed
 
 
+async def test_a_model_is_retrieved_by_its_id_as_in_openais_api(tmp_path: Path) -> None:
+    async with openai_client(tmp_path / "s.db", fake_llm()) as client:
+        model = await client.models.retrieve("tooluse-qa")
+        listed = (await client.models.list()).data
+        with pytest.raises(openai.NotFoundError) as raised:
+            await client.models.retrieve("gpt-4o")
+        with pytest.raises(openai.NotFoundError, match="'org/model' does not exist"):
+            await client.models.retrieve("org/model")  # sent as org%2Fmodel
+    assert model == listed[0]
+    assert (model.id, model.object, model.owned_by) == ("tooluse-qa", "model", "tooluse")
+    assert raised.value.code == "model_not_found"
+    assert raised.value.type == "invalid_request_error"
+    assert "'gpt-4o' does not exist" in raised.value.message
+    assert "tooluse-qa" in raised.value.message  # the id that does
+
+
 def _openai_error(response: httpx.Response, status: int) -> dict[str, Any]:
     """The ``error`` object of an answer in OpenAI's error format, checked."""
     assert response.status_code == status, response.text

@@ -12,6 +12,12 @@ Extended thinking (``ChatOptions(extra={"thinking": {"type": "enabled", "budget_
 first in their assistant turn, as the API requires of a tool-use turn. Reasoning without a
 signature (from another provider) cannot be verified by the API and is not sent.
 
+A turn that stops with ``pause_turn`` (a server tool loop, such as web search or code
+execution, ran long) is continued as Anthropic documents: the response goes back as it is, every
+block as the API sent it, as the last (assistant) message of the same request, with the code
+execution container it used, until the model ends the turn or ``max_pause_continuations``
+requests went on from pauses. The caller gets the whole turn as one response.
+
 Retries (429, 408, 409, 5xx incl. 529 overloaded, connection errors; exponential backoff with
 jitter, capped at 8 s) and timeouts are the SDK's own. The SDK honours ``Retry-After`` without
 an upper bound.
@@ -21,12 +27,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping
-from typing import Any
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 import anthropic
 from anthropic._base_client import AsyncAPIClient, SyncAPIClient
 from anthropic.types import (
+    CitationsDelta,
     InputJSONDelta,
     RawContentBlockDeltaEvent,
     RawContentBlockStartEvent,
@@ -64,11 +72,16 @@ from tooluse.models._calls import IncomingCalls
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
 from tooluse.models._sdk_model import SdkChatModel
+from tooluse.models._utf16 import StreamedText
 from tooluse.tools import ToolDefinition
 
 __all__ = ["AnthropicChatModel"]
 
 _FAILURES = sdk_failures(anthropic.AnthropicError)
+
+logger = logging.getLogger(__name__)
+
+_PAUSED = "pause_turn"
 
 
 class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthropic]):
@@ -79,6 +92,9 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
     schemas shaped to Anthropic's strict subset; a tool whose schema it cannot express is sent
     non-strict, with a warning. Anthropic compiles all strict tools of a request into one
     grammar and rejects it past a size limit, so keep it for small, fixed tool sets.
+    A turn paused by a server tool loop (``stop_reason: "pause_turn"``) is sent back to be
+    continued, at most ``max_pause_continuations`` times in a row; a turn still paused then is
+    returned as it is (``finish_reason`` ``"pause_turn"``, with a warning).
     ``temperature`` and ``top_p`` are sent in the request body when set (the installed SDK
     has no named parameters for them). ``client`` (an ``anthropic.AsyncAnthropic``, or its
     Bedrock / Vertex variants) / ``sync_client`` (an ``anthropic.Anthropic``, ...) inject
@@ -109,11 +125,14 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         timeout: float | None = None,
         max_retries: int = 2,
         strict_tools: bool = False,
+        max_pause_continuations: int = 8,
         client: anthropic.AsyncAnthropic | None = None,
         sync_client: anthropic.Anthropic | None = None,
     ) -> None:
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        if max_pause_continuations < 0:
+            raise ValueError(f"max_pause_continuations must be >= 0, got {max_pause_continuations}")
         super().__init__(
             model,
             api_key=api_key,
@@ -127,39 +146,57 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         )
         self.max_tokens = max_tokens
         self.strict_tools = strict_tools
+        self.max_pause_continuations = max_pause_continuations
 
     # -- the ChatModel protocol -----------------------------------------------------------
 
     def call(self, prompt: Prompt) -> ChatResponse:
         """Blocking form of :meth:`acall` (uses the SDK's blocking client, no event loop)."""
         params, calls = self._request(prompt)
+        turn = _Turn(params, self.max_pause_continuations)
+        messages: list[AnthropicMessage] = []
+        sent: dict[str, Any] | None = params
         try:
-            message = self._send(self._blocking_client().messages.create, params)
+            while sent is not None:
+                messages.append(self._send(self._blocking_client().messages.create, sent))
+                sent = turn.continuation_after(messages[-1])
         except _FAILURES as exc:
             raise from_sdk_error(self.provider, exc, anthropic) from exc
-        return _response(message, calls)
+        return _response(messages, calls)
 
     async def acall(self, prompt: Prompt) -> ChatResponse:
         params, calls = self._request(prompt)
+        turn = _Turn(params, self.max_pause_continuations)
+        messages: list[AnthropicMessage] = []
+        sent: dict[str, Any] | None = params
         try:
-            message = await self._asend(self._client.messages.create, params)
+            while sent is not None:
+                messages.append(await self._asend(self._client.messages.create, sent))
+                sent = turn.continuation_after(messages[-1])
         except _FAILURES as exc:
             raise from_sdk_error(self.provider, exc, anthropic) from exc
-        return _response(message, calls)
+        return _response(messages, calls)
 
     async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
         """Text arrives as it is generated; each tool call arrives whole (real name, complete
-        ``input_json_delta`` arguments) when its content block stops, carrying the block id."""
+        ``input_json_delta`` arguments) when its content block stops, carrying the block id.
+        A paused turn goes on in the same stream, its usage the sum of its requests'."""
         params, calls = self._request(prompt)
+        turn = _Turn(params, self.max_pause_continuations)
         state = _StreamState(calls)
         create = self._client.messages.create
+        sent: dict[str, Any] | None = params
         try:
-            events = await self._asend(lambda **sent: create(**sent, stream=True), params)
-            async with events:
-                async for event in events:
-                    response = state.add(event)
-                    if response is not None:
-                        yield response
+            while sent is not None:
+                events = await self._asend(lambda **body: create(**body, stream=True), sent)
+                content = _StreamedContent()
+                async with events:
+                    async for event in events:
+                        content.add(event)
+                        response = state.add(event)
+                        if response is not None:
+                            yield response
+                sent = turn.continuation(content.stop_reason, content.blocks(), content.container)
         except _FAILURES as exc:
             raise from_sdk_error(
                 self.provider, exc, anthropic, chunks_received=state.events_received
@@ -317,11 +354,67 @@ def _usage(
     )
 
 
-def _response(message: AnthropicMessage, incoming: IncomingCalls) -> ChatResponse:
+class _Turn:
+    """One turn of the model over as many requests as its pauses take. A server tool loop
+    that runs long stops with ``pause_turn``; Anthropic's documented way on is to send the
+    response back as it is, as the last (assistant) message of the same request, and the
+    next response continues it. Blocks of successive pauses go back together."""
+
+    def __init__(self, params: dict[str, Any], max_continuations: int) -> None:
+        self._params = params
+        self._max_continuations = max_continuations
+        self._paused: list[dict[str, Any]] = []
+        self._continuations = 0
+
+    def continuation_after(self, message: AnthropicMessage) -> dict[str, Any] | None:
+        if message.stop_reason != _PAUSED:
+            return None
+        # The blocks as the API sent them (unset fields left out), as the SDK would send
+        # ``message.content`` back; the container as a plain dict, on every SDK version.
+        sent = message.to_dict(mode="json")
+        content = cast("list[dict[str, Any]]", sent["content"])  # a list of block objects
+        return self.continuation(message.stop_reason, content, _container_id(sent))
+
+    def continuation(
+        self, stop_reason: str | None, content: list[dict[str, Any]], container: str | None
+    ) -> dict[str, Any] | None:
+        """The request that continues the turn after a response that stopped with
+        ``stop_reason`` (its ``content`` and ``container``), or ``None`` when the turn ended
+        or the continuations allowed are used up (it is then returned paused)."""
+        if stop_reason != _PAUSED:
+            return None
+        if self._continuations == self._max_continuations:
+            logger.warning(
+                "anthropic: the turn is still paused after %d continuation(s) of a server tool "
+                "loop; it is returned as it is (finish_reason 'pause_turn'; "
+                "max_pause_continuations allows more)",
+                self._continuations,
+            )
+            return None
+        self._continuations += 1
+        self._paused.extend(content)
+        params = dict(self._params)
+        params["messages"] = [
+            *self._params["messages"],
+            {"role": "assistant", "content": list(self._paused)},
+        ]
+        if container is not None:  # code execution goes on in the container it used
+            # In the body: SDKs before the ``container`` parameter send it as well.
+            params["extra_body"] = {**self._params.get("extra_body", {}), "container": container}
+        return params
+
+
+def _container_id(sent: Mapping[str, Any]) -> str | None:
+    container = sent.get("container")
+    return container.get("id") if isinstance(container, Mapping) else None
+
+
+def _response(messages: Sequence[AnthropicMessage], incoming: IncomingCalls) -> ChatResponse:
+    """The turn the ``messages`` made: one, or a paused one and its continuations."""
     texts: list[str] = []
     calls: list[ToolCall] = []
     reasoning: list[Reasoning] = []
-    for block in message.content:
+    for block in (block for message in messages for block in message.content):
         if isinstance(block, TextBlock):
             texts.append(block.text)
         elif isinstance(block, ThinkingBlock):
@@ -331,21 +424,29 @@ def _response(message: AnthropicMessage, incoming: IncomingCalls) -> ChatRespons
         elif isinstance(block, ToolUseBlock):
             arguments = json.dumps(block.input, ensure_ascii=False)
             calls.append(incoming.tool_call(block.id, block.name, arguments))
+    last = messages[-1]
     generation = Generation(
         message=AssistantMessage(
             text="".join(texts) or None, tool_calls=tuple(calls), reasoning=tuple(reasoning)
         ),
-        metadata={"finish_reason": message.stop_reason},
+        metadata={"finish_reason": last.stop_reason},
     )
+    usage = _message_usage(messages[0])
+    for message in messages[1:]:  # every request of the turn is billed
+        usage += _message_usage(message)
     return ChatResponse(
         generations=(generation,),
-        usage=_usage(
-            message.usage.input_tokens,
-            message.usage.output_tokens,
-            message.usage.cache_read_input_tokens,
-            message.usage.cache_creation_input_tokens,
-        ),
-        metadata={"id": message.id, "model": message.model, "provider": "anthropic"},
+        usage=usage,
+        metadata={"id": last.id, "model": last.model, "provider": "anthropic"},
+    )
+
+
+def _message_usage(message: AnthropicMessage) -> Usage:
+    return _usage(
+        message.usage.input_tokens,
+        message.usage.output_tokens,
+        message.usage.cache_read_input_tokens,
+        message.usage.cache_creation_input_tokens,
     )
 
 
@@ -356,13 +457,83 @@ class _PendingToolUse:
     parts: list[str]
 
 
+@dataclasses.dataclass(slots=True)
+class _StreamedBlock:
+    """A text or thinking block arriving delta by delta."""
+
+    thinking: bool
+    text: StreamedText = dataclasses.field(default_factory=StreamedText)
+
+    def add(self, delta: str) -> AssistantMessage | None:
+        """What of ``delta`` can be shown now (a surrogate half ending it waits for the next)."""
+        return self._message(self.text.add(delta))
+
+    def end(self) -> AssistantMessage | None:
+        """A surrogate half nothing completed, passed on as it came."""
+        return self._message(self.text.end())
+
+    def _message(self, text: str) -> AssistantMessage | None:
+        if not text:
+            return None
+        if self.thinking:
+            return AssistantMessage(reasoning=(Reasoning(text=text),))
+        return AssistantMessage(text=text)
+
+
+class _StreamedContent:
+    """A streamed message's content blocks as the API sent them (their deltas applied), its
+    stop reason and its container: what a paused turn is sent back as."""
+
+    def __init__(self) -> None:
+        self._blocks: dict[int, dict[str, Any]] = {}
+        # (block index, field) -> its deltas, joined only if the turn is sent back
+        self._deltas: dict[tuple[int, str], list[str]] = {}
+        self.stop_reason: str | None = None
+        self.container: str | None = None
+
+    def add(self, event: RawMessageStreamEvent) -> None:
+        if isinstance(event, RawContentBlockStartEvent):
+            self._blocks[event.index] = event.content_block.to_dict(mode="json")
+        elif isinstance(event, RawContentBlockDeltaEvent) and event.index in self._blocks:
+            delta = event.delta
+            if isinstance(delta, TextDelta):
+                self._deltas.setdefault((event.index, "text"), []).append(delta.text)
+            elif isinstance(delta, ThinkingDelta):
+                self._deltas.setdefault((event.index, "thinking"), []).append(delta.thinking)
+            elif isinstance(delta, InputJSONDelta):
+                self._deltas.setdefault((event.index, "input"), []).append(delta.partial_json)
+            elif isinstance(delta, SignatureDelta):
+                self._blocks[event.index]["signature"] = delta.signature
+            elif isinstance(delta, CitationsDelta):
+                block = self._blocks[event.index]
+                citation = delta.citation.to_dict(mode="json")
+                block["citations"] = [*(block.get("citations") or ()), citation]
+        elif isinstance(event, RawMessageStartEvent):
+            self.container = _container_id(event.message.to_dict(mode="json"))
+        elif isinstance(event, RawMessageDeltaEvent):
+            self.stop_reason = event.delta.stop_reason
+            self.container = _container_id(event.delta.to_dict(mode="json")) or self.container
+
+    def blocks(self) -> list[dict[str, Any]]:
+        blocks = {index: dict(block) for index, block in self._blocks.items()}
+        for (index, field), deltas in self._deltas.items():
+            joined = "".join(deltas)
+            if field == "input":  # the deltas replace the start's empty object
+                blocks[index]["input"] = _input_object(joined)
+            else:
+                blocks[index][field] = blocks[index].get(field, "") + joined
+        return [blocks[index] for index in sorted(blocks)]
+
+
 class _StreamState:
     """Translates raw stream events into ``ChatResponse`` chunks."""
 
     def __init__(self, incoming: IncomingCalls) -> None:
         self._incoming = incoming
         self._tool_uses: dict[int, _PendingToolUse] = {}
+        self._blocks: dict[int, _StreamedBlock] = {}  # text and thinking, by block index
         self._start_usage: AnthropicUsage | None = None
+        self._paused_usage: Usage | None = None  # of the requests before a continuation
         self._metadata: dict[str, Any] = {"provider": "anthropic"}
         self.events_received = 0
 
@@ -377,40 +548,57 @@ class _StreamState:
                 # Some gateways send the whole input here instead of as deltas.
                 parts = [json.dumps(block.input, ensure_ascii=False)] if block.input else []
                 self._tool_uses[event.index] = _PendingToolUse(block.id, block.name, parts)
-            elif isinstance(block, TextBlock) and block.text:
-                return self._chunk(AssistantMessage(text=block.text))
+            elif isinstance(block, TextBlock):
+                return self._streamed(event.index, block.text, thinking=False)
             elif isinstance(block, RedactedThinkingBlock):
                 return self._chunk(AssistantMessage(reasoning=(Reasoning(redacted=block.data),)))
-            elif isinstance(block, ThinkingBlock) and (block.thinking or block.signature):
-                # Usually empty, the text following as deltas; some gateways send it whole.
-                part = Reasoning(text=block.thinking, signature=block.signature or None)
+            elif isinstance(block, ThinkingBlock) and block.signature:
+                # Some gateways send the block whole; nothing to join it with.
+                part = Reasoning(text=block.thinking, signature=block.signature)
                 return self._chunk(AssistantMessage(reasoning=(part,)))
+            elif isinstance(block, ThinkingBlock):  # usually empty, the text following as deltas
+                return self._streamed(event.index, block.thinking, thinking=True)
         elif isinstance(event, RawContentBlockDeltaEvent):
             delta = event.delta
-            if isinstance(delta, TextDelta) and delta.text:
-                return self._chunk(AssistantMessage(text=delta.text))
+            if isinstance(delta, TextDelta):
+                return self._streamed(event.index, delta.text, thinking=False)
             if isinstance(delta, InputJSONDelta) and event.index in self._tool_uses:
                 self._tool_uses[event.index].parts.append(delta.partial_json)
             # Thinking streams as text deltas, then a signature that closes the block (the
             # aggregator joins them: see StreamAggregator).
-            if isinstance(delta, ThinkingDelta) and delta.thinking:
-                return self._chunk(AssistantMessage(reasoning=(Reasoning(text=delta.thinking),)))
+            if isinstance(delta, ThinkingDelta):
+                return self._streamed(event.index, delta.thinking, thinking=True)
             if isinstance(delta, SignatureDelta):
-                part = Reasoning(signature=delta.signature)
-                return self._chunk(AssistantMessage(reasoning=(part,)))
+                streamed = self._blocks.pop(event.index, None)
+                held = streamed.end() if streamed is not None else None
+                signed = (*(held.reasoning if held else ()), Reasoning(signature=delta.signature))
+                return self._chunk(AssistantMessage(reasoning=signed))
         elif isinstance(event, RawContentBlockStopEvent):
             pending = self._tool_uses.pop(event.index, None)
             if pending is not None:
                 arguments = "".join(pending.parts)
                 call = self._incoming.tool_call(pending.block_id, pending.name, arguments)
                 return self._chunk(AssistantMessage(tool_calls=(call,)))
+            streamed = self._blocks.pop(event.index, None)
+            held = streamed.end() if streamed is not None else None
+            if held is not None:
+                return self._chunk(held)
         elif isinstance(event, RawMessageDeltaEvent):
+            usage = self._final_usage(event)
+            if self._paused_usage is not None:  # every request of a paused turn is billed
+                usage = self._paused_usage + usage
+            if event.delta.stop_reason == _PAUSED:
+                self._paused_usage = usage
             return self._chunk(
                 AssistantMessage(),
                 metadata={"finish_reason": event.delta.stop_reason},
-                usage=self._final_usage(event),
+                usage=usage,
             )
         return None
+
+    def _streamed(self, index: int, delta: str, *, thinking: bool) -> ChatResponse | None:
+        message = self._blocks.setdefault(index, _StreamedBlock(thinking)).add(delta)
+        return self._chunk(message) if message is not None else None
 
     def _final_usage(self, event: RawMessageDeltaEvent) -> Usage:
         # The delta's counts are cumulative; input counts in it (newer API versions send

@@ -3,29 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from tooluse.messages import ToolCall
 from tooluse.models._names import ToolNameAliases
+from tooluse.models._utf16 import joined_surrogates
 from tooluse.schema._provider import drop_injected_nulls
 
 __all__ = ["IncomingCalls"]
-
-_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
-
-
-def joined_surrogates(text: str) -> str:
-    """``text`` with each surrogate pair made the character it encodes. A stream cut at UTF-16
-    code units (a gateway's fixed-size chunks) sends the halves as ``\\ud83d`` and
-    ``\\ude00`` in two JSON strings; joined, they are two code points in Python, which no
-    JSON parser, tool or UTF-8 encoder takes for the character."""
-    if text.isascii():
-        return text
-    return _SURROGATE_PAIR.sub(
-        lambda pair: pair.group().encode("utf-16", "surrogatepass").decode("utf-16"), text
-    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -11,9 +11,12 @@ object (llama.cpp, TGI), usage in a final chunk with no choices (or only in Groq
 
 Reasoning that a server returns beside the answer (``reasoning_content``: DeepSeek, Qwen, vLLM;
 ``reasoning``: Ollama, OpenRouter) is kept on the message, and sent back as
-``reasoning_content`` with the tool-call turns it led to: DeepSeek's thinking mode answers 400
-to a history that drops it there. Turns without tool calls are sent without it, as its docs
-ask (its older reasoner model rejected the field anywhere, and had no tool calls).
+``reasoning_content`` by DeepSeek's rule: between two user messages, if the model called a
+tool, every assistant message there (the answer after the tool results too) goes back with its
+reasoning in all later requests (its thinking mode answers 400 to a history that drops it);
+where it called none, without (DeepSeek ignores it there; its older reasoner model rejected the
+field anywhere, and had no tool calls). OpenAI's own API never gets the field: it returns no
+reasoning and rejects unknown message fields.
 
 Retries (429, 408, 409, 5xx, connection errors; exponential backoff with jitter, capped at
 8 s, honouring ``Retry-After`` up to 120 s) and timeouts are the SDK's own, configured through
@@ -26,8 +29,9 @@ import dataclasses
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import openai
 from openai.types import CompletionUsage
@@ -53,6 +57,7 @@ from tooluse.models._calls import IncomingCalls
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
 from tooluse.models._sdk_model import SdkChatModel
+from tooluse.models._utf16 import StreamedText
 from tooluse.tools import ToolDefinition
 
 __all__ = ["OpenAIChatModel"]
@@ -97,7 +102,11 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
     ``max_tokens_field`` names the request field for ``ChatOptions.max_tokens``: OpenAI's
     reasoning models require ``"max_completion_tokens"``, most compatible servers
     ``"max_tokens"``. ``stream_usage=False`` omits ``stream_options`` for servers that reject
-    it. ``client`` (an ``openai.AsyncOpenAI``) / ``sync_client`` (an ``openai.OpenAI``)
+    it. ``send_reasoning`` says whether assistant messages go back with their reasoning as
+    ``reasoning_content`` (by DeepSeek's rule, see the module); ``None`` decides by the
+    endpoint: off for OpenAI's own API (``api.openai.com``, Azure OpenAI), which rejects unknown
+    message fields, on elsewhere (set it ``False`` for other servers that reject the field).
+    ``client`` (an ``openai.AsyncOpenAI``) / ``sync_client`` (an ``openai.OpenAI``)
     inject preconfigured SDK clients (``call`` needs the blocking one; it is built from the
     settings when not injected). An injected async client is used as it is on every event
     loop, and its connections belong to the loop that opened them: use it from one loop only.
@@ -127,6 +136,7 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         strict_tools: bool = False,
         stream_usage: bool = True,
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        send_reasoning: bool | None = None,
         client: openai.AsyncOpenAI | None = None,
         sync_client: openai.OpenAI | None = None,
     ) -> None:
@@ -144,6 +154,9 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         self.strict_tools = strict_tools
         self.stream_usage = stream_usage
         self.max_tokens_field = max_tokens_field
+        self.send_reasoning = (
+            not _is_openais_own_api(self.base_url) if send_reasoning is None else send_reasoning
+        )
 
     # -- the ChatModel protocol -----------------------------------------------------------
 
@@ -194,7 +207,7 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         options, definitions, aliases = self._options_and_tools(prompt)
         params: dict[str, Any] = {
             "model": options.model or self.model,
-            "messages": _messages(prompt.messages, aliases),
+            "messages": _messages(prompt.messages, aliases, self.send_reasoning),
         }
         strict_schemas: dict[str, Mapping[str, Any]] = {}
         if definitions:
@@ -266,9 +279,17 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         )
 
 
-def _messages(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dict[str, Any]]:
+def _is_openais_own_api(base_url: str) -> bool:
+    host = urlsplit(base_url).hostname or ""
+    return host == "api.openai.com" or host.endswith(".openai.azure.com")
+
+
+def _messages(
+    messages: Sequence[Message], aliases: ToolNameAliases, send_reasoning: bool
+) -> list[dict[str, Any]]:
+    with_reasoning = _in_tool_calling_questions(messages) if send_reasoning else frozenset()
     wire: list[dict[str, Any]] = []
-    for message in messages:
+    for position, message in enumerate(messages):
         if isinstance(message, SystemMessage):
             wire.append({"role": "system", "content": message.text})
         elif isinstance(message, UserMessage):
@@ -288,10 +309,10 @@ def _messages(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dic
                     }
                     for call in message.tool_calls
                 ]
-                if reasoning := message.reasoning_text():
-                    entry["reasoning_content"] = reasoning
             elif message.text is None:
                 entry["content"] = ""
+            if position in with_reasoning and (reasoning := message.reasoning_text()):
+                entry["reasoning_content"] = reasoning
             wire.append(entry)
         elif isinstance(message, ToolResponseMessage):
             wire.extend(
@@ -301,13 +322,38 @@ def _messages(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dic
     return wire
 
 
+def _in_tool_calling_questions(messages: Sequence[Message]) -> frozenset[int]:
+    """Positions of the assistant messages that answer a user message with tool calls among
+    them: DeepSeek wants the reasoning of each (the answer after the tool results too) in every
+    later request."""
+    marked: set[int] = set()
+    answer: list[int] = []  # the assistant messages since the last user message
+    called = False
+    for position, message in enumerate(messages):
+        if isinstance(message, UserMessage):
+            if called:
+                marked.update(answer)
+            answer, called = [], False
+        elif isinstance(message, AssistantMessage):
+            answer.append(position)
+            called = called or bool(message.tool_calls)
+    if called:
+        marked.update(answer)
+    return frozenset(marked)
+
+
 def _reasoning(extra: Mapping[str, Any] | None) -> tuple[Reasoning, ...]:
+    text = _reasoning_text(extra)
+    return (Reasoning(text=text),) if text else ()
+
+
+def _reasoning_text(extra: Mapping[str, Any] | None) -> str:
     """The reasoning a server put beside the content, under either name in use."""
     for field in ("reasoning_content", "reasoning"):
         text = (extra or {}).get(field)
         if isinstance(text, str) and text:
-            return (Reasoning(text=text),)
-    return ()
+            return text
+    return ""
 
 
 def _tool_choice(choice: str, aliases: ToolNameAliases) -> str | dict[str, Any]:
@@ -354,13 +400,15 @@ class _PendingCall:
 
 
 class _ChoiceState:
-    __slots__ = ("by_index", "calls", "last", "refusal")
+    __slots__ = ("by_index", "calls", "last", "reasoning", "refusal", "text")
 
     def __init__(self) -> None:
         self.calls: list[_PendingCall] = []
         self.by_index: dict[int, _PendingCall] = {}
         self.last: _PendingCall | None = None
         self.refusal: list[str] = []  # refusal deltas, reported whole when the choice ends
+        self.text = StreamedText()
+        self.reasoning = StreamedText()
 
     def add(self, delta: ChoiceDeltaToolCall) -> None:
         call_id = delta.id or ""
@@ -390,7 +438,8 @@ class _ChoiceState:
 
 class _StreamState:
     """Translates SDK chunks to ``ChatResponse`` chunks; holds each choice's tool calls until
-    the choice finishes so they leave with real names and cleaned arguments."""
+    the choice finishes so they leave with real names and cleaned arguments, and a surrogate
+    half ending a text or reasoning delta until the next delta completes it."""
 
     def __init__(self, request: _Request) -> None:
         self._request = request
@@ -417,20 +466,14 @@ class _StreamState:
                 state.add(fragment)
             if delta is not None and delta.refusal:
                 state.refusal.append(delta.refusal)
-            text = delta.content if delta is not None else None
-            reasoning = _reasoning(delta.model_extra) if delta is not None else ()
-            calls: tuple[ToolCall, ...] = ()
-            metadata: dict[str, Any] = {}
-            if choice.finish_reason is not None:
-                calls, metadata = self._flush(index)
-                metadata["finish_reason"] = choice.finish_reason
-            if text or reasoning or calls or metadata:
-                generations[index] = Generation(
-                    message=AssistantMessage(
-                        text=text or None, tool_calls=calls, reasoning=reasoning
-                    ),
-                    metadata=metadata,
-                )
+            text = state.text.add(delta.content or "") if delta is not None else ""
+            reasoning = (
+                state.reasoning.add(_reasoning_text(delta.model_extra)) if delta is not None else ""
+            )
+            finish_reason = choice.finish_reason
+            if finish_reason is not None or text or reasoning:
+                held = self._flush(index) if finish_reason is not None else _Held()
+                generations[index] = held.generation(text, reasoning, finish_reason)
         usage = _usage(chunk.usage) if chunk.usage is not None else None
         if usage is not None:
             self._usage_seen = True
@@ -447,11 +490,9 @@ class _StreamState:
         omit it), and Groq's usage when no usage chunk reported it."""
         generations = {}
         for index in list(self._choices):
-            calls, metadata = self._flush(index)
-            if calls or metadata:
-                generations[index] = Generation(
-                    message=AssistantMessage(tool_calls=calls), metadata=metadata
-                )
+            held = self._flush(index)
+            if not held.is_empty():
+                generations[index] = held.generation()
         usage = None if self._usage_seen else self._groq_usage
         if not generations and usage is None:
             return None
@@ -459,16 +500,55 @@ class _StreamState:
             generations=_positional(generations), usage=usage, metadata=dict(self._metadata)
         )
 
-    def _flush(self, index: int) -> tuple[tuple[ToolCall, ...], dict[str, Any]]:
-        """The choice's calls, and its metadata so far (``refusal``, as in a plain response)."""
+    def _flush(self, index: int) -> _Held:
+        """What the choice held back until its end."""
         state = self._choices.pop(index, None)
         if state is None:
-            return (), {}
+            return _Held()
         calls = tuple(
             self._request.tool_call(call.call_id, call.name, "".join(call.arguments))
             for call in state.calls
         )
-        return calls, ({"refusal": "".join(state.refusal)} if state.refusal else {})
+        return _Held(
+            text=state.text.end(),
+            reasoning=state.reasoning.end(),
+            calls=calls,
+            refusal="".join(state.refusal),
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Held:
+    """What a choice holds until it ends: its calls, its refusal, and the last character of
+    its text or reasoning when that is a surrogate half waiting for its partner."""
+
+    text: str = ""
+    reasoning: str = ""
+    calls: tuple[ToolCall, ...] = ()
+    refusal: str = ""
+
+    def is_empty(self) -> bool:
+        return not (self.text or self.reasoning or self.calls or self.refusal)
+
+    def generation(
+        self, text: str = "", reasoning: str = "", finish_reason: str | None = None
+    ) -> Generation:
+        """A chunk's generation: ``text`` and ``reasoning`` of the chunk's delta, then what
+        was held (the refusal whole in the metadata, as in a plain response)."""
+        metadata: dict[str, Any] = {}
+        if self.refusal:
+            metadata["refusal"] = self.refusal
+        if finish_reason is not None:
+            metadata["finish_reason"] = finish_reason
+        reasoning += self.reasoning
+        return Generation(
+            message=AssistantMessage(
+                text=text + self.text or None,
+                tool_calls=self.calls,
+                reasoning=(Reasoning(text=reasoning),) if reasoning else (),
+            ),
+            metadata=metadata,
+        )
 
 
 def _positional(generations: Mapping[int, Generation]) -> tuple[Generation, ...]:

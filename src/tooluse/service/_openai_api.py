@@ -48,6 +48,8 @@ _T = TypeVar("_T")
 OPENAI_MODEL_ID = "tooluse-qa"
 """The one model ``GET /v1/models`` lists; the ``model`` of a request is not used."""
 
+_MODEL = {"id": OPENAI_MODEL_ID, "object": "model", "created": 0, "owned_by": "tooluse"}
+
 
 class OpenAIMessage(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="allow")
@@ -243,8 +245,19 @@ def openai_router(service: QaService) -> APIRouter:
 
     @router.get("/v1/models")
     async def models() -> dict[str, Any]:
-        model = {"id": OPENAI_MODEL_ID, "object": "model", "created": 0, "owned_by": "tooluse"}
-        return {"object": "list", "data": [model]}
+        return {"object": "list", "data": [_MODEL]}
+
+    # ``:path``: an id with a slash (``org/model``, sent as ``org%2Fmodel``) still gets
+    # OpenAI's model_not_found, not the router's bare 404.
+    @router.get("/v1/models/{model_id:path}", response_model=None)
+    async def model(model_id: str) -> Response:
+        if model_id != OPENAI_MODEL_ID:
+            return openai_error(
+                f"The model {model_id!r} does not exist; this service has one, {OPENAI_MODEL_ID!r}",
+                404,
+                code="model_not_found",
+            )
+        return JsonTextResponse(_MODEL)
 
     @router.post("/v1/chat/completions", response_model=None)
     async def completions(request: OpenAIChatRequest, http: Request) -> Response:
