@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Sequence
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from search_fakes import BagOfWordsModel
 from tooluse.advisors import ToolCallingAdvisor
 from tooluse.client import ChatClient
+from tooluse.embedding import Vectors
 from tooluse.memory import CONVERSATION_ID
 from tooluse.messages import SystemMessage, ToolResponseMessage
 from tooluse.search import (
@@ -32,7 +34,7 @@ from tooluse.search import (
     tool_fingerprint,
 )
 from tooluse.testing import ScriptedModel, tool_call
-from tooluse.tools import FunctionToolCallback, ToolContext, tool
+from tooluse.tools import FunctionToolCallback, ToolContext, tool, tool_callbacks
 
 
 @tool
@@ -716,3 +718,22 @@ def test_names_not_attached_take_no_place_under_the_cap_and_parallel_searches_in
     )
     assert rounds == [["get_weather", "send_email", "book_flight", "book_flight"]]
     assert advisor._kept(rounds, attached) == ["get_weather", "send_email"]
+
+
+def test_warm_up_builds_the_index_every_conversation_over_those_tools_uses() -> None:
+    class SlowModel(BagOfWordsModel):
+        """Embeds catalogues slowly: a session's own build would still be embedding."""
+
+        def embed_documents(self, texts: Sequence[str]) -> Vectors:
+            time.sleep(0.5)
+            return super().embed_documents(texts)
+
+    model = SlowModel(aliases={"forecast": "weather"})  # only the vectors relate them
+    advisor = ToolSearchToolCallingAdvisor(tool_index=HybridToolIndex(model), max_results=1)
+    advisor.warm_up(tool_callbacks(*TOOLS))
+    assert len(model.embedded) == len(TOOLS)
+    scripted = ScriptedModel([tool_call("toolSearchTool", {"query": "forecast"}, id="s1"), "ok"])
+    ask(client_for(scripted, advisor))
+    # The conversation's first search ranked with the warmed vectors, embedding nothing new.
+    assert offered(scripted)[1] == ["toolSearchTool", "get_weather"]
+    assert len(model.embedded) == len(TOOLS)
