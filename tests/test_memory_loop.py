@@ -226,19 +226,29 @@ def order_model() -> FunctionModel:
     return FunctionModel(respond)
 
 
+def order_client(
+    memory: MessageWindowChatMemory,
+    tools: OrderTools,
+    model: FunctionModel,
+    *,
+    inside: bool,
+    loop_history: bool = True,
+) -> ChatClient:
+    return ChatClient(
+        model,
+        tools=tools.tools,
+        advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=inside)],
+        tool_calling_advisor=ToolCallingAdvisor(conversation_history=loop_history),
+    )
+
+
 @pytest.mark.parametrize("streamed", [False, True])
 @pytest.mark.parametrize("inside", [False, True])
 async def test_an_abandoned_approval_neither_loses_what_ran_nor_reports_what_did_not(
     inside: bool, streamed: bool
 ) -> None:
-    memory = MessageWindowChatMemory()
-    tools = OrderTools()
-    model = order_model()
-    client = ChatClient(
-        model,
-        tools=tools.tools,
-        advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=inside)],
-    )
+    memory, tools, model = MessageWindowChatMemory(), OrderTools(), order_model()
+    client = order_client(memory, tools, model, inside=inside)
     request = client.prompt(ORDER_REQUEST).context({CONVERSATION_ID: "c"})
     if streamed:
         paused: CallResponse | StreamResponse = request.stream()
@@ -281,15 +291,8 @@ async def test_a_resumed_approval_runs_nothing_twice_and_stores_each_result_once
     decision: Approve | Deny,
     refund_result: ToolResponse,
 ) -> None:
-    memory = MessageWindowChatMemory()
-    tools = OrderTools()
-    model = order_model()
-    client = ChatClient(
-        model,
-        tools=tools.tools,
-        advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=inside)],
-        tool_calling_advisor=ToolCallingAdvisor(conversation_history=loop_history),
-    )
+    memory, tools, model = MessageWindowChatMemory(), OrderTools(), order_model()
+    client = order_client(memory, tools, model, inside=inside, loop_history=loop_history)
     paused = await client.prompt(ORDER_REQUEST).context({CONVERSATION_ID: "c"}).acall()
     assert paused.state is not None
     state = RunState.from_json(paused.state.to_json())
