@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tooluse.advisors._api import model_name
@@ -94,12 +94,18 @@ class ServiceConfig:
             raise ValueError(f"keepalive_seconds must be > 0, got {self.keepalive_seconds}")
         if self.api_key is not None and (not self.api_key.strip() or " " in self.api_key):
             raise ValueError("api_key must be a non-blank token without spaces")
-        if isinstance(self.mcp_servers, str | os.PathLike):
+        servers = self.mcp_servers
+        if isinstance(servers, str | os.PathLike):
             raise TypeError(
                 "mcp_servers takes server parameters (StdioServer, HttpServer, ...); for a "
-                f"configuration file, use tooluse.mcp.load_mcp_config({str(self.mcp_servers)!r})"
+                f"configuration file, use tooluse.mcp.load_mcp_config({str(servers)!r})"
             )
-        object.__setattr__(self, "mcp_servers", tuple(self.mcp_servers))
+        if not isinstance(servers, Iterable):
+            raise TypeError(
+                "mcp_servers takes a list of server parameters (StdioServer, HttpServer, ...), "
+                f"got {servers!r}"
+            )
+        object.__setattr__(self, "mcp_servers", tuple(servers))
 
 
 def local_tools(config: ServiceConfig) -> tuple[object, ...]:

@@ -27,6 +27,8 @@ __all__ = ["add_arguments", "run"]
 
 logger = logging.getLogger("tooluse.service")
 
+_STARTUP_FAILURE = 3  # uvicorn.run's exit status for an app that did not start
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
@@ -98,4 +100,4 @@ async def _serve(app: FastAPI, args: argparse.Namespace) -> int:
         await server.serve()
     finally:  # the lifespan closes it too; not when uvicorn failed before starting it
         await service.aclose()
-    return 0 if server.started else 1
+    return 0 if server.started else _STARTUP_FAILURE
