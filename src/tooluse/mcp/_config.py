@@ -199,13 +199,10 @@ class _Fields:
             if field in known:
                 continue
             reason = _UNSUPPORTED.get(field)
-            if reason is None:
-                other = _HTTP_FIELDS if field in _HTTP_FIELDS else _STDIO_FIELDS
-                reason = (
-                    f"is not a field of {kind} server (it has {', '.join(known)})"
-                    if field in other
-                    else f"is not supported (the fields are {', '.join(known)}); remove it"
-                )
+            if reason is None and field in (*_STDIO_FIELDS, *_HTTP_FIELDS):  # the other kind's
+                reason = f"is not a field of {kind} server (it has {', '.join(known)})"
+            elif reason is None:
+                reason = f"is not supported (the fields are {', '.join(known)}); remove it"
             raise McpConfigError(f'{self._where}: "{field}" {reason}')
 
     def _error(self, field: str, wanted: str, value: object) -> McpConfigError:
