@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
+import uvicorn
 from fastapi import FastAPI
 
 from _rag_helpers import HashingEmbeddingModel
@@ -35,6 +37,19 @@ async def running(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 async def service(db: Path, **changes: Any) -> AsyncIterator[httpx.AsyncClient]:
     async with running(create_app(config(db, **changes))) as client:
         yield client
+
+
+def serve_without_listening(
+    monkeypatch: pytest.MonkeyPatch, serving: Callable[[uvicorn.Config], object]
+) -> None:
+    """``tooluse serve`` runs up to serving its app, then calls ``serving(config)`` (the app
+    is ``config.app``, its service started) instead of listening."""
+
+    async def serve(server: uvicorn.Server, sockets: object = None) -> None:
+        serving(server.config)
+        server.started = True
+
+    monkeypatch.setattr(uvicorn.Server, "serve", serve)
 
 
 def parse_sse(text: str) -> list[tuple[str, Any]]:

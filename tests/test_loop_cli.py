@@ -7,11 +7,12 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+import uvicorn
 
 from _rag_helpers import HashingEmbeddingModel
+from _service_helpers import serve_without_listening
 from tooluse import cli
 
 
@@ -101,11 +102,10 @@ def _loaded_tool_names(command: str, target: str, monkeypatch: pytest.MonkeyPatc
     names: list[str] = []
     if command == "serve":
 
-        def fake_uvicorn_run(app: Any, **options: object) -> None:
-            names.extend(tool["name"] for tool in app.state.service.tool_descriptions())
-            app.state.service.close()
+        def serving(config: uvicorn.Config) -> None:
+            names.extend(tool["name"] for tool in config.app.state.service.tool_descriptions())
 
-        monkeypatch.setattr("uvicorn.run", fake_uvicorn_run)
+        serve_without_listening(monkeypatch, serving)
         assert cli.main(["serve", "--tools", target, "--no-sample-knowledge"]) == 0
     elif command == "mcp serve":
 

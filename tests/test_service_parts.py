@@ -22,6 +22,7 @@ import pytest
 
 from _ports import free_port
 from _rag_helpers import HashingEmbeddingModel
+from _service_helpers import serve_without_listening
 from tooluse import tool_callbacks
 from tooluse.calling import PendingToolCall
 from tooluse.client import RunState
@@ -40,6 +41,7 @@ from tooluse.service import (
 )
 from tooluse.service import chat as chat_command
 from tooluse.service._options import OptionError, add_service_arguments, config_from_arguments
+from tooluse.service._service import local_tools
 from tooluse.service._sse import sse_response
 
 DEFINITIONS = [callback.definition for callback in tool_callbacks(*SAMPLE_TOOLS)]
@@ -197,7 +199,8 @@ def test_options_build_the_configuration(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))  # --tools puts the working directory on it
     config = config_from_arguments(_arguments("--db", str(tmp_path / "x.db")))
-    assert config.model is None and config.tools == SAMPLE_TOOLS
+    assert config.model is None and config.tools is None and config.mcp_servers == ()
+    assert local_tools(config) == SAMPLE_TOOLS
     mine = config_from_arguments(_arguments("--tools", "_qa_helpers:CountingMemory.add"))
     assert len(mine.tools) == 1
     with pytest.raises(OptionError, match="OPENAI_API_KEY"):
@@ -284,11 +287,7 @@ def test_serve_warns_when_it_opens_an_unkeyed_api_beyond_this_machine(
     monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
     bound: list[str] = []
 
-    def fake_uvicorn_run(app: Any, host: str, **options: object) -> None:
-        bound.append(host)
-        app.state.service.close()
-
-    monkeypatch.setattr("uvicorn.run", fake_uvicorn_run)
+    serve_without_listening(monkeypatch, lambda config: bound.append(config.host))
     argv = ["serve", "--host", host, "--db", str(tmp_path / "s.db"), "--no-sample-knowledge"]
     with caplog.at_level(logging.WARNING, logger="tooluse.service"):
         assert main(argv) == 0

@@ -18,7 +18,7 @@ from tooluse.service._options import config_from_arguments
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._service import TOOL_SEARCH_ABOVE, router_advisor
 from tooluse.testing import FunctionModel, ResponseLike, tool_call
-from tooluse.tools import tool
+from tooluse.tools import tool, tool_callbacks
 
 
 def _archive_tool(number: int) -> object:
@@ -59,11 +59,12 @@ def _offered_per_router_call(model: FunctionModel) -> list[list[str]]:
 
 
 def test_tool_search_is_on_above_the_threshold_or_as_asked(tmp_path: Path) -> None:
-    assert router_advisor(config(tmp_path / "a.db")) is None  # 4 sample tools
-    searching = router_advisor(config(tmp_path / "b.db", tools=MANY_TOOLS))
+    samples, many = tool_callbacks(*SAMPLE_TOOLS), tool_callbacks(*MANY_TOOLS)
+    assert router_advisor(config(tmp_path / "a.db"), samples) is None
+    searching = router_advisor(config(tmp_path / "b.db"), many)
     assert isinstance(searching, ToolSearchToolCallingAdvisor)
-    assert router_advisor(config(tmp_path / "c.db", tools=MANY_TOOLS, tool_search=False)) is None
-    assert router_advisor(config(tmp_path / "d.db", tool_search=True)) is not None
+    assert router_advisor(config(tmp_path / "c.db", tool_search=False), many) is None
+    assert router_advisor(config(tmp_path / "d.db", tool_search=True), samples) is not None
     parser = build_parser(["serve"])
     for flag, expected in (("auto", None), ("on", True), ("off", False)):
         arguments = parser.parse_args(["serve", "--tool-search", flag])

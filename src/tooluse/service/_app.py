@@ -118,18 +118,23 @@ def _api_key_guard(api_key: str | None) -> list[Any]:
 def create_app(config: ServiceConfig | None = None) -> FastAPI:
     """The service: chat page, SSE chat API, approvals, OpenAI-compatible endpoint.
 
-    The files are opened here; the knowledge base starts loading in the background when the
-    app starts (its lifespan) and the files are closed when it stops.
+    The files are opened here. When the app starts (its lifespan), on the event loop that
+    serves it, the MCP servers of ``config.mcp_servers`` connect (one that cannot start
+    fails the startup, naming it) and the knowledge base starts loading in the background;
+    when it stops, the MCP servers are stopped and the files closed.
     """
     service = QaService(config if config is not None else ServiceConfig())
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        service.start()
         try:
+            # `tooluse serve` starts the service before serving it, to report an MCP server
+            # that cannot start as an option error rather than a failed startup.
+            if not service.started:
+                await service.astart()
             yield
         finally:
-            await asyncio.to_thread(service.close)
+            await service.aclose()
 
     # JSON that survives a lone surrogate in a model's or a tool's text (a pending call's
     # arguments shown by GET /api/approvals, ...).

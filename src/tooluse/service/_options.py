@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, TypeVar
 
 from tooluse._targets import TargetError, load_target
-from tooluse.errors import SchemaVersionError
-from tooluse.service._samples import SAMPLE_TOOLS
-from tooluse.service._service import DEFAULT_DATABASE, TOOL_SEARCH_ABOVE, ServiceConfig
+from tooluse.errors import SchemaVersionError, ToolSourceError
+from tooluse.service._service import (
+    DEFAULT_DATABASE,
+    TOOL_SEARCH_ABOVE,
+    QaService,
+    ServiceConfig,
+    local_tools,
+    mcp_provider,
+)
 from tooluse.tools import ToolCallback, tool_callbacks
+
+if TYPE_CHECKING:
+    from tooluse.mcp import ServerParameters
 
 __all__ = [
     "OptionError",
@@ -21,7 +31,9 @@ __all__ = [
     "add_tools_argument",
     "config_from_arguments",
     "configure_logging",
+    "mcp_startup_errors",
     "open_service",
+    "start_service",
     "tools_from_arguments",
 ]
 
@@ -76,15 +88,63 @@ def add_tools_argument(parser: argparse.ArgumentParser) -> None:
         "path/to/my_tools.py:tools (a function, an object with @tool methods or a list of "
         "them); repeatable",
     )
+    parser.add_argument(
+        "--mcp",
+        metavar="FILE",
+        help="the tools of MCP servers too (instead of the sample tools): a JSON file as "
+        'Claude Desktop, Cursor or VS Code write it, {"mcpServers": {"NAME": {"command": '
+        '"...", "args": [...], "env": {...}} or {"url": "https://.../mcp", "headers": {...}}}}',
+    )
 
 
 def tools_from_arguments(args: argparse.Namespace) -> list[ToolCallback]:
-    """The tools ``--tools`` names (the sample tools without it), as callbacks."""
-    sources: Sequence[object] = [_import_tools(reference) for reference in args.tools or ()]
+    """The tools ``--tools`` and ``--mcp`` name (the sample tools without either), as
+    callbacks. The MCP servers are connected to list their tools, and closed again."""
+    sources = tuple(_import_tools(reference) for reference in args.tools or ())
+    config = ServiceConfig(tools=sources or None, mcp_servers=mcp_servers_from_arguments(args))
     try:
-        return tool_callbacks(*(sources or SAMPLE_TOOLS))
+        local = tool_callbacks(*local_tools(config))
     except (ValueError, TypeError) as exc:  # not tools, two tools of one name, ...
         raise OptionError(f"--tools: {exc}") from exc
+    mcp = mcp_provider(config)
+    if mcp is None:
+        return local
+    with mcp_startup_errors(args), mcp:
+        return tool_callbacks(*local, mcp)
+
+
+def mcp_servers_from_arguments(args: argparse.Namespace) -> tuple[ServerParameters, ...]:
+    """The servers of the ``--mcp`` file (none without it)."""
+    if args.mcp is None:
+        return ()
+    from tooluse.mcp import McpConfigError, load_mcp_config
+
+    try:
+        return load_mcp_config(args.mcp)
+    except McpConfigError as exc:  # it names the file
+        raise OptionError(f"--mcp {exc}") from exc
+
+
+@contextlib.contextmanager
+def mcp_startup_errors(args: argparse.Namespace) -> Iterator[None]:
+    """``OptionError`` for an MCP server of ``--mcp`` that cannot start (the error names it)
+    and for an MCP tool that takes the name of another tool."""
+    try:
+        yield
+    # McpServerError, or tool_callbacks refusing two tools of one name (it names both)
+    except (ToolSourceError, ValueError) as exc:
+        raise OptionError(f"--mcp {args.mcp}: {exc}") from exc
+
+
+async def start_service(service: QaService, args: argparse.Namespace) -> None:
+    """``await service.astart()``; when it fails for what the options ask for (see
+    :func:`mcp_startup_errors`), the service is closed and ``OptionError`` says why."""
+    try:
+        with mcp_startup_errors(args):
+            await service.astart()
+    except OptionError:
+        await service.aclose()
+        raise
 
 
 def _import_tools(reference: str) -> object:
@@ -96,7 +156,8 @@ def _import_tools(reference: str) -> object:
 
 def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
     """The service configuration the options ask for (``OptionError`` when they cannot be
-    used: a model spec without its key, tools that do not import, ...)."""
+    used: a model spec without its key, tools that do not import, an ``--mcp`` file that is
+    not a configuration of MCP servers, ...)."""
     model = None
     if args.model:
         from tooluse.models import from_config
@@ -111,16 +172,14 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
             ) from exc
         except ValueError as exc:
             raise OptionError(f"--model: {exc}") from exc
-    tools: dict[str, Any] = {}
-    if args.tools:
-        tools["tools"] = tuple(_import_tools(reference) for reference in args.tools)
     return ServiceConfig(
         db=args.db,
         model=model,
         model_label=args.model,
         sample_knowledge=args.sample_knowledge,
         tool_search=_TOOL_SEARCH[args.tool_search],
-        **tools,
+        tools=tuple(_import_tools(reference) for reference in args.tools) if args.tools else None,
+        mcp_servers=mcp_servers_from_arguments(args),
     )
 
 

@@ -3,12 +3,14 @@ app (``tooluse serve``) and the terminal (``tooluse chat``)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tooluse.advisors._api import model_name
 from tooluse.embedding import EmbeddingModel
@@ -16,14 +18,26 @@ from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
 from tooluse.models import ChatModel
 from tooluse.qa import QaPipeline
 from tooluse.rag._sqlite_store import SCHEMA_VERSION as VECTOR_STORE_SCHEMA_VERSION
-from tooluse.search import HybridToolIndex, ToolSearchToolCallingAdvisor
+from tooluse.search import HybridToolIndex, ToolSearchToolCallingAdvisor, mcp_server_category
 from tooluse.service._approvals import ApprovalStore
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.tools import ToolCallback, tool_callbacks
 
-__all__ = ["DEFAULT_DATABASE", "TOOL_SEARCH_ABOVE", "QaService", "ServiceConfig", "router_advisor"]
+if TYPE_CHECKING:  # the mcp extra is imported only for a service with MCP servers
+    from tooluse.mcp import McpToolProvider, ServerParameters
+
+__all__ = [
+    "DEFAULT_DATABASE",
+    "TOOL_SEARCH_ABOVE",
+    "QaService",
+    "ServiceConfig",
+    "local_tools",
+    "mcp_provider",
+    "router_advisor",
+    "tool_sources",
+]
 
 logger = logging.getLogger("tooluse.service")
 
@@ -42,7 +56,11 @@ class ServiceConfig:
       ``"default"``, where ``tooluse ingest`` writes) and paused runs;
     - ``model``: ``None`` runs the offline ``TestModel`` (:class:`OfflineModel`);
       ``model_label`` names the model on the page (default: the model's name);
-    - ``tools``: tool sources (default: the sample tools);
+    - ``tools``: tool sources; ``None``: the sample tools, unless ``mcp_servers`` is given;
+    - ``mcp_servers``: MCP servers whose tools the service offers too, e.g.
+      ``tooluse.mcp.load_mcp_config("mcp.json")`` or ``[StdioServer("uvx",
+      ["mcp-server-time"])]``; connected when the service starts (:meth:`QaService.astart`)
+      and stopped when it closes;
     - ``embedding_model``: default the bundled offline E5 model;
     - ``sample_knowledge``: ingest the sample documents while the knowledge base has no
       documents of its own;
@@ -55,13 +73,14 @@ class ServiceConfig:
     - ``tool_search``: the router sees only ``toolSearchTool`` and the tools its searches
       found (:class:`~tooluse.search.ToolSearchToolCallingAdvisor` over the default hybrid
       index, with ``embedding_model``); ``None``: when there are more than
-      :data:`TOOL_SEARCH_ABOVE` tools.
+      :data:`TOOL_SEARCH_ABOVE` tools (counted when the service starts, MCP tools included).
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
     model: ChatModel | None = None
     model_label: str | None = None
-    tools: Sequence[object] = SAMPLE_TOOLS
+    tools: Sequence[object] | None = None
+    mcp_servers: Sequence[ServerParameters] = ()
     embedding_model: EmbeddingModel | None = None
     sample_knowledge: bool = True
     memory_window: int = 20
@@ -75,15 +94,55 @@ class ServiceConfig:
             raise ValueError(f"keepalive_seconds must be > 0, got {self.keepalive_seconds}")
         if self.api_key is not None and (not self.api_key.strip() or " " in self.api_key):
             raise ValueError("api_key must be a non-blank token without spaces")
+        servers = self.mcp_servers
+        if isinstance(servers, str | os.PathLike):
+            raise TypeError(
+                "mcp_servers takes server parameters (StdioServer, HttpServer, ...); for a "
+                f"configuration file, use tooluse.mcp.load_mcp_config({str(servers)!r})"
+            )
+        if not isinstance(servers, Iterable):
+            raise TypeError(
+                "mcp_servers takes a list of server parameters (StdioServer, HttpServer, ...), "
+                f"got {servers!r}"
+            )
+        object.__setattr__(self, "mcp_servers", tuple(servers))
 
 
-def router_advisor(config: ServiceConfig) -> ToolSearchToolCallingAdvisor | None:
-    """The router's tool loop for ``config``: tool search when ``config.tool_search`` asks for
-    it (``None``: when there are more than :data:`TOOL_SEARCH_ABOVE` tools), else ``None``
-    (the pipeline's default loop)."""
+def local_tools(config: ServiceConfig) -> tuple[object, ...]:
+    """The tool sources of ``config`` other than its MCP servers: ``config.tools``, or without
+    them the sample tools, unless MCP servers bring the tools."""
+    if config.tools is not None:
+        return tuple(config.tools)
+    return () if config.mcp_servers else tuple(SAMPLE_TOOLS)
+
+
+def tool_sources(config: ServiceConfig, mcp: McpToolProvider | None) -> tuple[object, ...]:
+    """Every tool source of ``config``: its :func:`local_tools`, then ``mcp`` (the provider
+    of its MCP servers' tools, from :func:`mcp_provider`)."""
+    local = local_tools(config)
+    return local if mcp is None else (*local, mcp)
+
+
+def mcp_provider(config: ServiceConfig) -> McpToolProvider | None:
+    """A provider (not connected yet) of the tools of ``config.mcp_servers``; ``None``
+    without servers."""
+    if not config.mcp_servers:
+        return None
+    from tooluse.mcp import McpToolProvider
+
+    return McpToolProvider(*config.mcp_servers)
+
+
+def router_advisor(
+    config: ServiceConfig, callbacks: Sequence[ToolCallback]
+) -> ToolSearchToolCallingAdvisor | None:
+    """The router's tool loop for ``config`` and its tools ``callbacks`` (MCP tools
+    included): tool search when ``config.tool_search`` asks for it (``None``: when there are
+    more than :data:`TOOL_SEARCH_ABOVE` tools), else ``None`` (the pipeline's default
+    loop). Tool search files an MCP tool under its server's name (its category)."""
     enabled = config.tool_search
     if enabled is None:
-        enabled = len(tool_callbacks(*config.tools)) > TOOL_SEARCH_ABOVE
+        enabled = len(callbacks) > TOOL_SEARCH_ABOVE
     if not enabled:
         return None
     return ToolSearchToolCallingAdvisor(tool_index=HybridToolIndex(config.embedding_model))
@@ -91,16 +150,19 @@ def router_advisor(config: ServiceConfig) -> ToolSearchToolCallingAdvisor | None
 
 class QaService:
     """The pipeline, its memory, knowledge base and store of paused runs, built from a
-    :class:`ServiceConfig`. :meth:`start` begins loading the knowledge base in the
-    background; :meth:`close` releases the files."""
+    :class:`ServiceConfig`. The files are opened here. :meth:`astart` (or :meth:`start`
+    without MCP servers) connects the MCP servers, builds the pipeline and begins loading
+    the knowledge base in the background; :meth:`aclose` (or :meth:`close`) stops the MCP
+    servers and releases the files."""
 
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
         self.offline = config.model is None
-        model: ChatModel = OfflineModel() if config.model is None else config.model
-        self.model_label = config.model_label or model_name(model)
-        self.tools = tuple(config.tools)
-        tool_callbacks(*self.tools)  # bad tool sources fail here, with their names
+        self._model: ChatModel = OfflineModel() if config.model is None else config.model
+        self.model_label = config.model_label or model_name(self._model)
+        tool_callbacks(*local_tools(config))  # bad tool sources fail here, with their names
+        self.mcp = mcp_provider(config)
+        self.tools = tool_sources(config, self.mcp)
         self._repository = SqliteChatMemoryRepository(config.db)
         try:
             # The knowledge base opens its store in the background, where a file of another
@@ -121,23 +183,73 @@ class QaService:
             samples=config.sample_knowledge,
             top_k=config.top_k,
         )
-        self.tool_search = router_advisor(config)
-        self.pipeline = QaPipeline(
-            model,
+        self.tool_search: ToolSearchToolCallingAdvisor | None = None
+        self._pipeline: QaPipeline | None = None
+        self._closed = False
+
+    @property
+    def started(self) -> bool:
+        return self._pipeline is not None
+
+    @property
+    def pipeline(self) -> QaPipeline:
+        if self._pipeline is None:
+            raise RuntimeError(
+                "The QaService is not started: `await service.astart()` (or `service.start()` "
+                "without MCP servers) first"
+            )
+        return self._pipeline
+
+    async def astart(self) -> None:
+        """Connect the MCP servers, then :meth:`start`. A server that cannot start raises
+        ``McpServerError`` naming it (the others are closed again). The sessions live on
+        this event loop: the tools are called from it."""
+        if self.mcp is not None:
+            await self.mcp.aconnect()
+        try:
+            self._start()
+        except BaseException:  # e.g. an MCP tool named like one of the other tools
+            if self.mcp is not None:
+                await self.mcp.aclose()
+            raise
+
+    def start(self) -> None:
+        """Build the pipeline (tool search decided on the tools there are now) and begin
+        loading the knowledge base. With MCP servers, use :meth:`astart`."""
+        if self.mcp is not None:
+            raise RuntimeError(
+                "A QaService with MCP servers starts with `await service.astart()`, on the "
+                "event loop that will call their tools"
+            )
+        self._start()
+
+    def _start(self) -> None:
+        if self._pipeline is not None:
+            raise RuntimeError("The QaService is already started")
+        callbacks = tool_callbacks(*self.tools)
+        self.tool_search = router_advisor(self.config, callbacks)
+        self._pipeline = QaPipeline(
+            self._model,
             retriever=self.knowledge,
             tools=self.tools,
             memory=self.memory,
             router_advisor=self.tool_search,
         )
-
-    def start(self) -> None:
         if self.offline:
             logger.warning("%s", OFFLINE_NOTICE)
         else:
             logger.info("model: %s", self.model_label)
+        if self.mcp is not None:
+            per_server = _tools_per_server(callbacks)
+            for connection in self.mcp.connections:
+                logger.info(
+                    "MCP server '%s': %s, %d tools",
+                    connection.name,
+                    connection.state,
+                    per_server[connection.name],
+                )
         self.knowledge.start()
         if self.tool_search is not None:
-            callbacks = tool_callbacks(*self.tools)
             logger.info("tool search: the model finds its tools among %d", len(callbacks))
             # Embedding a new catalogue takes a while; searches meanwhile rank with BM25.
             threading.Thread(
@@ -156,23 +268,56 @@ class QaService:
         except Exception:
             logger.exception("Indexing the tools for tool search failed; searches use BM25 only")
 
+    async def aclose(self) -> None:
+        """Stop the MCP servers (a stdio server's process ends) and release the files.
+        Idempotent."""
+        if self.mcp is not None:
+            await self.mcp.aclose()
+        await asyncio.to_thread(self._close_files)
+
     def close(self) -> None:
+        """:meth:`aclose` for sync code (not inside a running event loop)."""
+        if self.mcp is not None:
+            self.mcp.close()
+        self._close_files()
+
+    def _close_files(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self.knowledge.close()
         self.approvals.close()
         self._repository.close()
 
     def health(self) -> dict[str, Any]:
         error = self.knowledge.error
-        return {
+        callbacks = tool_callbacks(*self.tools)
+        health: dict[str, Any] = {
             "status": "ok" if error is None else "degraded",
             "model": self.model_label,
             "offline": self.offline,
             "knowledge": self.knowledge.status,
             "knowledge_error": None if error is None else str(error),
             "documents": self.knowledge.documents,
-            "tools": len(tool_callbacks(*self.tools)),
+            "tools": len(callbacks),
             "tool_search": self.tool_search is not None,
         }
+        if self.mcp is not None:
+            per_server = _tools_per_server(callbacks)
+            health["mcp_servers"] = [
+                {
+                    "name": connection.name,
+                    "state": connection.state,
+                    "tools": per_server[connection.name],
+                    "error": None if connection.failure is None else str(connection.failure),
+                }
+                for connection in self.mcp.connections
+            ]
+            # A dead server reconnects on the next call to it; an optional one that never
+            # came up is retried in the background: either way, not all tools work now.
+            if any(connection.state != "connected" for connection in self.mcp.connections):
+                health["status"] = "degraded"
+        return health
 
     def tool_descriptions(self) -> list[dict[str, Any]]:
         described = []
@@ -185,6 +330,12 @@ class QaService:
                     "description": definition.description,
                     "input_schema": definition.input_schema,
                     "requires_approval": required if isinstance(required, bool) else "rule",
+                    "mcp_server": mcp_server_category(callback),
                 }
             )
         return described
+
+
+def _tools_per_server(callbacks: Sequence[ToolCallback]) -> Counter[str | None]:
+    """How many of the tools each MCP server gave (``None``: the tools of no server)."""
+    return Counter(mcp_server_category(callback) for callback in callbacks)

@@ -24,6 +24,7 @@ from tooluse.service._options import (
     add_service_arguments,
     configure_logging,
     open_service,
+    start_service,
 )
 from tooluse.service._service import QaService
 
@@ -94,7 +95,11 @@ async def _answer(
 async def _chat(service: QaService, args: argparse.Namespace, ask: Callable[[str], str]) -> int:
     conversation_id = args.conversation or uuid.uuid4().hex
     status = 0
-    service.start()
+    try:
+        await start_service(service, args)
+    except OptionError as exc:
+        print(f"tooluse chat: {exc}", file=sys.stderr)
+        return 2
     try:
         if service.offline:
             print(f"[{OFFLINE_NOTICE}]", file=sys.stderr)
@@ -115,7 +120,7 @@ async def _chat(service: QaService, args: argparse.Namespace, ask: Callable[[str
                 print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
                 status = 1
     finally:
-        await asyncio.to_thread(service.close)
+        await service.aclose()
     return status
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import ipaddress
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from tooluse.cli import port_number
 from tooluse.service._options import (
@@ -15,11 +17,17 @@ from tooluse.service._options import (
     add_service_arguments,
     configure_logging,
     open_service,
+    start_service,
 )
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 __all__ = ["add_arguments", "run"]
 
 logger = logging.getLogger("tooluse.service")
+
+_STARTUP_FAILURE = 3  # uvicorn.run's exit status for an app that did not start
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,8 +59,6 @@ def _is_loopback(host: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from tooluse.service._app import create_app
 
     configure_logging(args.log_level)
@@ -72,5 +78,26 @@ def run(args: argparse.Namespace) -> int:
             "unless a proxy in front authenticates the requests",
             args.host,
         )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
-    return 0
+    return asyncio.run(_serve(app, args))
+
+
+async def _serve(app: FastAPI, args: argparse.Namespace) -> int:
+    """Start the service (its MCP servers connect), then serve it on this event loop, where
+    the MCP sessions live. Started here rather than by uvicorn's lifespan so that a server
+    that cannot start is a message and status 2, before the port is taken."""
+    import uvicorn
+
+    service = app.state.service
+    try:
+        await start_service(service, args)
+    except OptionError as exc:
+        print(f"tooluse serve: {exc}", file=sys.stderr)
+        return 2
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)
+    )
+    try:
+        await server.serve()
+    finally:  # the lifespan closes it too; not when uvicorn failed before starting it
+        await service.aclose()
+    return 0 if server.started else _STARTUP_FAILURE

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.resources
 import json
 import sys
@@ -18,8 +19,9 @@ from tooluse.service._options import (
     add_service_arguments,
     config_from_arguments,
     configure_logging,
+    mcp_startup_errors,
 )
-from tooluse.service._service import router_advisor
+from tooluse.service._service import mcp_provider, router_advisor, tool_sources
 from tooluse.tools import tool_callbacks
 
 __all__ = ["add_arguments", "load_families", "run"]
@@ -82,26 +84,33 @@ def _print(reports: list[FamilyReport]) -> None:
 
 async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) -> int:
     config = config_from_arguments(args)
-    knowledge = KnowledgeBase(
-        config.db, embedding_model=config.embedding_model, samples=config.sample_knowledge
-    )
-    tool_search = router_advisor(config)
-    if tool_search is not None:  # built first: every run searches the same, embedded index
-        await asyncio.to_thread(tool_search.warm_up, tool_callbacks(*config.tools))
-    pipeline = QaPipeline(
-        OfflineModel() if config.model is None else config.model,
-        retriever=knowledge,
-        tools=config.tools,
-        memory=MessageWindowChatMemory(),  # eval conversations are not kept
-        router_advisor=tool_search,
-    )
-    knowledge.start()
-    try:
-        reports = await aevaluate(
-            pipeline, families, runs=args.runs, same_conversation=args.same_conversation
+    async with contextlib.AsyncExitStack() as stack:
+        mcp = mcp_provider(config)
+        if mcp is not None:
+            with mcp_startup_errors(args):
+                await stack.enter_async_context(mcp)
+        tools = tool_sources(config, mcp)
+        knowledge = KnowledgeBase(
+            config.db, embedding_model=config.embedding_model, samples=config.sample_knowledge
         )
-    finally:
-        await asyncio.to_thread(knowledge.close)
+        callbacks = tool_callbacks(*tools)
+        tool_search = router_advisor(config, callbacks)
+        if tool_search is not None:  # built first: every run searches the same, embedded index
+            await asyncio.to_thread(tool_search.warm_up, callbacks)
+        pipeline = QaPipeline(
+            OfflineModel() if config.model is None else config.model,
+            retriever=knowledge,
+            tools=tools,
+            memory=MessageWindowChatMemory(),  # eval conversations are not kept
+            router_advisor=tool_search,
+        )
+        knowledge.start()
+        try:
+            reports = await aevaluate(
+                pipeline, families, runs=args.runs, same_conversation=args.same_conversation
+            )
+        finally:
+            await asyncio.to_thread(knowledge.close)
     _print(reports)
     if args.json is not None:
         runs = [run.to_dict() for report in reports for run in report.runs]

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from tooluse.search import ToolReference, ToolSearchRequest
+from tooluse.search import ToolReference, ToolSearchRequest, mcp_server_category
 from tooluse.search.bench import INDEX_KINDS, load_tools, make_index
 from tooluse.service._options import OptionError, add_tools_argument, tools_from_arguments
 
@@ -21,15 +21,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Search a catalogue of tools the way the model's toolSearchTool does, and print what "
         "is found, best first: rank, score (its scale depends on the index), name, and the "
         "first line of the description. The catalogue is the sample tools, the tools --tools "
-        "names, or a tools.jsonl file (--catalogue; the format of "
-        "benchmarks/data/tool-search/)."
+        "and --mcp name (an MCP tool's category is its server's name), or a tools.jsonl file "
+        "(--catalogue; the format of benchmarks/data/tool-search/)."
     )
     parser.add_argument("query", help="what to search for, as the model would write it")
     add_tools_argument(parser)
     parser.add_argument(
         "--catalogue",
         metavar="PATH",
-        help="a tools.jsonl file, or a directory holding one, instead of --tools",
+        help="a tools.jsonl file, or a directory holding one, instead of --tools / --mcp",
     )
     parser.add_argument("--index", choices=INDEX_KINDS, default="hybrid", help="the index")
     parser.add_argument(
@@ -62,10 +62,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _catalogue(args: argparse.Namespace) -> list[ToolReference]:
-    if args.catalogue is None:
-        return [ToolReference.from_callback(c) for c in tools_from_arguments(args)]
-    if args.tools:
-        raise OptionError("give either --catalogue or --tools, not both")
+    if args.catalogue is None:  # an MCP tool is filed under its server, as the router does
+        return [
+            ToolReference.from_callback(c, mcp_server_category(c))
+            for c in tools_from_arguments(args)
+        ]
+    if args.tools or args.mcp:
+        raise OptionError("give either --catalogue or --tools / --mcp, not both")
     path = Path(args.catalogue)
     tools = load_tools(path / "tools.jsonl" if path.is_dir() else path)
     if not tools:

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from tooluse.search import mcp_server_category
 from tooluse.service._options import OptionError, add_tools_argument, tools_from_arguments
 from tooluse.tools import ToolCallback
 
@@ -14,7 +15,8 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "List the tools the model is offered: the sample tools, or those --tools names. One "
+        "List the tools the model is offered: the sample tools, or those --tools and --mcp "
+        "name (MCP servers are started to list theirs, then stopped). One "
         "line per tool: its name, its marks ([return direct], [approval], [sequential]) and "
         "the first line of its description; --json prints the definitions the model sees."
     )
@@ -64,4 +66,5 @@ def _described(callback: ToolCallback) -> dict[str, object]:
         # a predicate decides per call: not a yes or no
         "requires_approval": approval if isinstance(approval, bool) else "predicate",
         "sequential": callback.metadata.sequential,
+        "mcp_server": mcp_server_category(callback),  # None: not an MCP server's tool
     }
