@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -347,8 +348,9 @@ def test_chat_answers_a_question_and_asks_for_approvals(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl+C"])
 def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_background(
-    tmp_path: Path,
+    tmp_path: Path, stop: signal.Signals
 ) -> None:
     port = free_port()
     env = {**os.environ, "TOOLUSE_CACHE_DIR": str(tmp_path / "cache"), "TOOLUSE_API_KEY": "k1"}
@@ -372,13 +374,14 @@ def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_backgro
         with urllib.request.urlopen(keyed) as tools:
             assert json.loads(tools.read())
     finally:
-        server.terminate()
+        server.send_signal(stop)
         _, log = server.communicate(timeout=60)
     assert bound < 15, f"tooluse serve took {bound:.1f} s to answer"
     assert "offline TestModel" in log
     assert "loading the knowledge base" in log
     assert "Application shutdown complete" in log
-    assert server.returncode in (0, -15)  # uvicorn re-raises the signal after a clean stop
+    assert "Traceback" not in log  # Ctrl+C printed a KeyboardInterrupt's
+    assert server.returncode in (0, -stop)  # uvicorn re-raises the signal after a clean stop
 
 
 def _wait_for(url: str, deadline: float) -> dict[str, object]:

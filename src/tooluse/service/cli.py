@@ -78,7 +78,10 @@ def run(args: argparse.Namespace) -> int:
             "unless a proxy in front authenticates the requests",
             args.host,
         )
-    return asyncio.run(_serve(app, args))
+    try:
+        return asyncio.run(_serve(app, args))
+    except KeyboardInterrupt:  # uvicorn raises the Ctrl+C again once it has shut down
+        return 0
 
 
 async def _serve(app: FastAPI, args: argparse.Namespace) -> int:
@@ -98,6 +101,7 @@ async def _serve(app: FastAPI, args: argparse.Namespace) -> int:
     )
     try:
         await server.serve()
-    finally:  # the lifespan closes it too; not when uvicorn failed before starting it
-        await service.aclose()
+    finally:
+        if not server.started:  # else its lifespan closed the service
+            await service.aclose()
     return 0 if server.started else _STARTUP_FAILURE
