@@ -12,6 +12,10 @@ calls were cut off and invite calling them again, repeating a side effect that a
 happened. When the run is resumed, the completed round supersedes the record
 (:func:`completes_held_round`).
 
+A caller that keeps no tool traffic in memory (the QA pipeline, whose answer stage has no
+tools) records a paused turn as plain messages instead, marked with :data:`PAUSED_TURN`;
+the resumed turn's messages carry the same mark and take their place.
+
 This module needs only :mod:`tooluse.messages` (declaration layer), so the loop can use it
 and chat memory re-exports it.
 """
@@ -27,9 +31,11 @@ from tooluse.messages import AssistantMessage, Message, ToolCall, ToolResponse, 
 __all__ = [
     "HELD_FOR_APPROVAL",
     "HELD_TOOL_CALL_RESULT",
+    "PAUSED_TURN",
     "UNANSWERED_TOOL_CALL_RESULT",
     "completes_held_round",
     "held_round_record",
+    "paused_turn_of",
     "repair_tool_pairs",
 ]
 
@@ -45,8 +51,22 @@ HELD_TOOL_CALL_RESULT = (
     "run was left waiting for the decision). Nothing was executed for it."
 )
 HELD_FOR_APPROVAL = "held_for_approval"
-"""``ToolResponseMessage`` metadata key of a held-round record: the ids of the calls answered
-with :data:`HELD_TOOL_CALL_RESULT`."""
+"""Metadata key of a held-round record (a ``ToolResponseMessage``): the ids of the calls
+answered with :data:`HELD_TOOL_CALL_RESULT`; and of a text account of a paused turn (an
+``AssistantMessage`` marked :data:`PAUSED_TURN`): the ids of the calls it says are waiting."""
+
+PAUSED_TURN = "paused_turn"
+"""Message metadata key: the id of a turn paused for approval. The messages that stand for
+the turn in memory while it waits (e.g. its question and a text saying what ran and what
+waits) carry it, and so does the resumed turn's question: chat memory leaves the marked
+messages out of what it replays before that question, and a batch that starts with it
+replaces them where they are (:class:`~tooluse.memory.MessageWindowChatMemory`)."""
+
+
+def paused_turn_of(message: Message) -> str | None:
+    """The :data:`PAUSED_TURN` id ``message`` carries, if any."""
+    turn = message.metadata.get(PAUSED_TURN)
+    return turn if isinstance(turn, str) else None
 
 
 def held_round_record(
