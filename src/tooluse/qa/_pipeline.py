@@ -127,7 +127,8 @@ class QaPipeline:
     ``tools``: anything ``tool_callbacks`` takes, providers included. ``retriever`` finds
     the documents (it is wrapped in a :class:`FetchGateRetriever`). ``memory``: the
     conversations, used when a run names a ``conversation_id`` (read by the router, written
-    by the answer stage). ``router_advisor`` configures the router's tool loop (limits,
+    by the answer stage, or at a pause for approval with an account of the paused turn that
+    its resumption replaces). ``router_advisor`` configures the router's tool loop (limits,
     approval rules: a ``ToolCallingAdvisor(tool_calling_manager=ToolCallingManager(...))``).
     """
 
