@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -210,7 +211,9 @@ def test_a_conversation_going_on_supersedes_only_its_own_waiting_runs(tmp_path: 
     assert _statuses(tmp_path / "a.db")[waiting] == "superseded"
 
 
-def test_overdue_runs_are_marked_expired_when_a_store_opens(tmp_path: Path) -> None:
+def test_overdue_runs_are_marked_expired_when_a_store_opens(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     db = tmp_path / "a.db"
     with ApprovalStore(db) as store:
         old, fresh = store.save(_pause()).id, store.save(_pause()).id
@@ -218,7 +221,9 @@ def test_overdue_runs_are_marked_expired_when_a_store_opens(tmp_path: Path) -> N
         connection.execute(
             "UPDATE qa_approval SET created_at = created_at - 7200 WHERE id = ?", (old,)
         )
-    with ApprovalStore(db) as store:  # the default expiry: an hour
+    with caplog.at_level(logging.INFO, logger="tooluse.service"), ApprovalStore(db) as store:
+        # The default expiry: an hour.
+        assert caplog.messages == ["1 run(s) paused for approval expired without a decision"]
         assert [a.id for a in store.pending("c1")] == [fresh]
         expired = store.get(old)
         assert (expired.status, expired.error) == (

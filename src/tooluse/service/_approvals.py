@@ -4,6 +4,7 @@ after a restart."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 import uuid
@@ -21,6 +22,8 @@ __all__ = [
     "StoredApproval",
     "UnknownApproval",
 ]
+
+logger = logging.getLogger("tooluse.service")
 
 SCHEMA_VERSION = 1
 _SCHEMA = (
@@ -108,7 +111,9 @@ class ApprovalStore(SqliteStore):
             synchronous="NORMAL",
         )
         self._expire_after = expire_after
-        self.expire_overdue()
+        expired = self.expire_overdue()
+        if expired:
+            logger.info("%d run(s) paused for approval expired without a decision", expired)
 
     @property
     def expire_after(self) -> float:
