@@ -43,11 +43,13 @@ def serve_without_listening(
     monkeypatch: pytest.MonkeyPatch, serving: Callable[[uvicorn.Config], object]
 ) -> None:
     """``tooluse serve`` runs up to serving its app, then calls ``serving(config)`` (the app
-    is ``config.app``, its service started) instead of listening."""
+    is ``config.app``, its service started) instead of listening, and closes the service as
+    the app's lifespan would."""
 
     async def serve(server: uvicorn.Server, sockets: object = None) -> None:
         serving(server.config)
         server.started = True
+        await server.config.app.state.service.aclose()
 
     monkeypatch.setattr(uvicorn.Server, "serve", serve)
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _memory_helpers import answer, calls, results, system, tool_pairing_problems, user
-from tooluse.history import HELD_TOOL_CALL_RESULT, held_round_record
+from tooluse.history import HELD_TOOL_CALL_RESULT, PAUSED_TURN, held_round_record
 from tooluse.memory import (
     CONVERSATION_ID,
     ChatMemory,
@@ -22,6 +22,7 @@ from tooluse.messages import (
     Message,
     SystemMessage,
     ToolResponseMessage,
+    UserMessage,
 )
 
 
@@ -138,6 +139,21 @@ def test_the_completed_round_replaces_the_record_of_the_round_held_for_approval(
         *later,
         completed[1],
     ]
+
+
+def test_a_resumed_turn_replaces_the_messages_of_its_pause_where_they_are() -> None:
+    mark = {PAUSED_TURN: "t1"}
+    record = [UserMessage(text="Q", metadata=mark), AssistantMessage(text="waits", metadata=mark)]
+    resumed = [UserMessage(text="Q", metadata=mark), answer("A")]
+    earlier, later = [user("Q0"), answer("A0")], [user("Q2"), answer("A2")]
+    assert window_after(10, earlier, record, resumed) == [*earlier, *resumed]
+    assert window_after(10, earlier, record, later, resumed) == [*earlier, *resumed, *later]
+    # Another turn's mark, or none at the start of the batch, replaces nothing.
+    other = [UserMessage(text="Q", metadata={PAUSED_TURN: "t2"}), answer("A")]
+    assert window_after(10, record, other) == [*record, *other]
+    assert window_after(10, record, [answer("A"), *record]) == [*record, answer("A"), *record]
+    # With its record gone (cut by the window), the resumed turn is appended.
+    assert window_after(2, record, later, resumed) == resumed
 
 
 def test_conversations_are_separate_and_clear_removes_one() -> None:

@@ -229,6 +229,33 @@ async def test_missing_arguments_and_ids_and_broken_json_do_not_crash(
     assert len({c.id for c in calls}) == 3
 
 
+async def test_ids_repeated_within_a_response_are_made_unique_keeping_the_first(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    # A server that numbers calls per tool name: each tool's first call is call_0.
+    server.expect(
+        Reply.json(
+            openai_completion(
+                None,
+                [
+                    openai_call("call_0", "get_weather", '{"city": "Paris"}'),
+                    openai_call("call_0", "get_time", "{}"),
+                    openai_call("call_0_2", "get_weather", '{"city": "Rome"}'),
+                    openai_call("call_0", "get_weather", '{"city": "Oslo"}'),
+                ],
+            )
+        )
+    )
+    tools = (WEATHER, stub_tool("get_time", {"type": "object"}))
+    calls = (await make_model().acall(ask(tool_callbacks=tools))).generations[0].message.tool_calls
+    assert [(c.id, c.name) for c in calls] == [
+        ("call_0", "get_weather"),
+        ("call_0_3", "get_time"),  # call_0_2 is the server's own id for a later call
+        ("call_0_2", "get_weather"),
+        ("call_0_4", "get_weather"),
+    ]
+
+
 async def test_deepseek_cache_hits_count_as_cache_reads(
     server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
 ) -> None:
@@ -571,6 +598,36 @@ async def test_stream_without_ids_gets_unique_ids_and_keeps_broken_json_raw(
     assert first.arguments == '{"city":' and second.arguments == '{"city": "Rome"}'
     assert first.id != second.id and first.id.startswith("call_")
     assert merged.generations[0].finish_reason == "length"
+
+
+async def test_streamed_ids_repeated_within_a_choice_are_made_unique_keeping_the_first(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk(
+                    openai_call_delta(
+                        0, id="call_0", function={"name": "get_weather", "arguments": '{"city": '}
+                    )
+                ),
+                openai_chunk(
+                    openai_call_delta(
+                        1, id="call_0", function={"name": "get_time", "arguments": "{}"}
+                    )
+                ),
+                openai_chunk(openai_call_delta(0, function={"arguments": '"Paris"}'})),
+                openai_chunk({}, finish_reason="tool_calls"),
+            ]
+        )
+    )
+    tools = (WEATHER, stub_tool("get_time", {"type": "object"}))
+    merged = merge_chunks(await collect(make_model(), ask(tool_callbacks=tools)))
+    calls = merged.generations[0].message.tool_calls
+    assert [(c.id, c.name, c.arguments) for c in calls] == [
+        ("call_0", "get_weather", '{"city": "Paris"}'),
+        ("call_0_2", "get_time", "{}"),
+    ]
 
 
 async def test_a_streamed_refusal_is_in_the_metadata_as_in_a_plain_response(

@@ -122,8 +122,10 @@ def test_bad_records_are_refused(data: object, message: str) -> None:
     [
         ("{", "not valid JSON"),
         ("[]", "must be an object"),
-        ('{"version": 2}', "version 2"),
+        ('{"version": 3}', "version 3; this tooluse reads version 1 or 2"),
+        ('{"version": true}', "version True"),
         ('{"version": 1}', "lacks keys"),
+        ('{"version": 2}', "lacks keys"),
     ],
 )
 def test_bad_pause_json_is_refused(text: str, message: str) -> None:

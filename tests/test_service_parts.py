@@ -156,7 +156,7 @@ def _pause() -> QaPause:
 
 def test_approvals_are_claimed_once_even_when_decisions_race(tmp_path: Path) -> None:
     store = ApprovalStore(tmp_path / "a.db")
-    approval_id = store.save(_pause())
+    approval_id = store.save(_pause()).id
     other = ApprovalStore(tmp_path / "a.db")  # another process's connection
     assert other.get(approval_id).pause == _pause()
     outcomes: list[str] = []
@@ -317,6 +317,28 @@ def test_serve_refuses_a_port_out_of_range(
         assert "argument --port" in capsys.readouterr().err
 
 
+def test_serve_takes_how_long_approvals_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tooluse.cli import main
+
+    monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
+    expiries: list[float] = []
+
+    serve_without_listening(
+        monkeypatch, lambda config: expiries.append(config.app.state.service.approvals.expire_after)
+    )
+    db = ["--db", str(tmp_path / "s.db"), "--no-sample-knowledge"]
+    assert main(["serve", *db]) == 0
+    assert main(["serve", "--approval-expiry", "90", *db]) == 0
+    assert expiries == [3600.0, 90.0]
+    for bad in ("0", "-5", "soon", "inf", "nan"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["serve", "--approval-expiry", bad, *db])
+        assert exit_.value.code == 2
+        assert "argument --approval-expiry" in capsys.readouterr().err
+
+
 def test_chat_answers_a_question_and_asks_for_approvals(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -405,7 +427,7 @@ def test_a_paused_call_with_a_lone_surrogate_is_stored_and_read_back(tmp_path: P
     pause = QaPause("cancel", None, (), state, ())
     store = ApprovalStore(tmp_path / "a.db")
     try:
-        assert store.get(store.save(pause)).pause == pause
+        assert store.get(store.save(pause).id).pause == pause
     finally:
         store.close()
 

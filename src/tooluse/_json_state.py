@@ -5,7 +5,7 @@ version this tooluse writes, exactly the expected keys) before the fields are.""
 from __future__ import annotations
 
 import json
-from collections.abc import Set
+from collections.abc import Mapping, Set
 from typing import Any
 
 __all__ = ["dump_state", "load_state"]
@@ -23,20 +23,32 @@ def dump_state(data: dict[str, Any]) -> str:
     return text
 
 
-def load_state(text: str | bytes, *, kind: str, version: int, keys: Set[str]) -> dict[str, Any]:
-    """The JSON object in ``text``, with ``version`` and exactly ``keys``; ``ValueError``
-    naming ``kind`` and what is wrong otherwise."""
+def load_state(
+    text: str | bytes,
+    *,
+    kind: str,
+    version: int,
+    keys: Set[str],
+    older: Mapping[int, Set[str]] | None = None,
+) -> dict[str, Any]:
+    """The JSON object in ``text``, with ``version`` and exactly ``keys`` (or an ``older``
+    version and exactly its keys, ``{version: keys}``); ``ValueError`` naming ``kind`` and what
+    is wrong otherwise."""
     try:
         data = json.loads(text)
     except ValueError as exc:
         raise ValueError(f"{kind} JSON is not valid JSON: {exc}") from exc
     if not isinstance(data, dict):
         raise ValueError(f"{kind} JSON must be an object, got {type(data).__name__}")
-    if data.get("version") != version:
+    readable = {**(older or {}), version: keys}
+    found = data.get("version")
+    expected = readable.get(found) if type(found) is int else None  # not True for 1
+    if expected is None:
+        versions = " or ".join(str(v) for v in sorted(readable))
         raise ValueError(
-            f"{kind} JSON has version {data.get('version')!r}; this tooluse reads version {version}"
+            f"{kind} JSON has version {found!r}; this tooluse reads version {versions}"
         )
-    missing, unknown = sorted(keys - set(data)), sorted(set(data) - keys)
+    missing, unknown = sorted(expected - set(data)), sorted(set(data) - expected)
     if missing or unknown:
         raise ValueError(f"{kind} JSON lacks keys {missing} / has unknown keys {unknown}")
     return data

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import math
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -88,6 +89,17 @@ def port_number(text: str) -> int:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0-65535, got {port}")
     return port
+
+
+def positive_seconds(text: str) -> float:
+    """The ``type=`` of a duration option: a number of seconds above 0, else a usage error."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < seconds < math.inf:
+        raise argparse.ArgumentTypeError(f"a duration is a number of seconds above 0, got {text}")
+    return seconds
 
 
 def _load(command: Command) -> ModuleType:

@@ -12,6 +12,10 @@ calls were cut off and invite calling them again, repeating a side effect that a
 happened. When the run is resumed, the completed round supersedes the record
 (:func:`completes_held_round`).
 
+A caller that keeps no tool traffic in memory (the QA pipeline, whose answer stage has no
+tools) records a paused turn as plain messages instead, marked with :data:`PAUSED_TURN`;
+the resumed turn's messages carry the same mark and take their place.
+
 This module needs only :mod:`tooluse.messages` (declaration layer), so the loop can use it
 and chat memory re-exports it.
 """
@@ -27,9 +31,12 @@ from tooluse.messages import AssistantMessage, Message, ToolCall, ToolResponse, 
 __all__ = [
     "HELD_FOR_APPROVAL",
     "HELD_TOOL_CALL_RESULT",
+    "PAUSED_TURN",
     "UNANSWERED_TOOL_CALL_RESULT",
     "completes_held_round",
+    "distinct_call_ids",
     "held_round_record",
+    "paused_turn_of",
     "repair_tool_pairs",
 ]
 
@@ -45,8 +52,22 @@ HELD_TOOL_CALL_RESULT = (
     "run was left waiting for the decision). Nothing was executed for it."
 )
 HELD_FOR_APPROVAL = "held_for_approval"
-"""``ToolResponseMessage`` metadata key of a held-round record: the ids of the calls answered
-with :data:`HELD_TOOL_CALL_RESULT`."""
+"""Metadata key of a held-round record (a ``ToolResponseMessage``): the ids of the calls
+answered with :data:`HELD_TOOL_CALL_RESULT`; and of a text account of a paused turn (an
+``AssistantMessage`` marked :data:`PAUSED_TURN`): the ids of the calls it says are waiting."""
+
+PAUSED_TURN = "paused_turn"
+"""Message metadata key: the id of a turn paused for approval. The messages that stand for
+the turn in memory while it waits (e.g. its question and a text saying what ran and what
+waits) carry it, and so does the resumed turn's question: chat memory leaves the marked
+messages out of what it replays before that question, and a batch that starts with it
+replaces them where they are (:class:`~tooluse.memory.MessageWindowChatMemory`)."""
+
+
+def paused_turn_of(message: Message) -> str | None:
+    """The :data:`PAUSED_TURN` id ``message`` carries, if any."""
+    turn = message.metadata.get(PAUSED_TURN)
+    return turn if isinstance(turn, str) else None
 
 
 def held_round_record(
@@ -146,23 +167,32 @@ def _with_distinct_call_ids(
     """``message`` with each repeated call id replaced by an id no call in ``messages`` has,
     and, per repeated id, the ids its calls now have, in call order."""
     taken = {c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    calls = distinct_call_ids(message.tool_calls, taken)
     ids: dict[str, deque[str]] = {}
-    calls: list[ToolCall] = []
-    for call in message.tool_calls:
-        given = ids.get(call.id)
-        if given is None:
-            ids[call.id] = deque((call.id,))
-        else:
-            number = len(given) + 1
-            while f"{call.id}_{number}" in taken:
+    for original, call in zip(message.tool_calls, calls, strict=True):
+        ids.setdefault(original.id, deque()).append(call.id)
+    shared = {call_id: given for call_id, given in ids.items() if len(given) > 1}
+    return message.model_copy(update={"tool_calls": calls}), shared
+
+
+def distinct_call_ids(calls: Sequence[ToolCall], taken: Iterable[str] = ()) -> tuple[ToolCall, ...]:
+    """``calls`` (one round) with distinct ids: the first call with an id keeps it, each
+    later one gets ``<id>_2``, ``<id>_3``, ..., skipping the ids of ``calls`` and ``taken``.
+    Providers reject a round whose calls share an id, and results are matched by id."""
+    used = {*taken, *(call.id for call in calls)}
+    seen: dict[str, int] = {}  # how many calls had each id so far
+    distinct: list[ToolCall] = []
+    for call in calls:
+        count = seen[call.id] = seen.get(call.id, 0) + 1
+        if count > 1:
+            number = count
+            while f"{call.id}_{number}" in used:
                 number += 1
             new_id = f"{call.id}_{number}"
-            taken.add(new_id)
-            given.append(new_id)
+            used.add(new_id)
             call = call.model_copy(update={"id": new_id})
-        calls.append(call)
-    shared = {call_id: given for call_id, given in ids.items() if len(given) > 1}
-    return message.model_copy(update={"tool_calls": tuple(calls)}), shared
+        distinct.append(call)
+    return tuple(distinct)
 
 
 def _with_call_id(response: ToolResponse, shared_ids: dict[str, deque[str]]) -> ToolResponse:

@@ -16,7 +16,7 @@ from tooluse.advisors import (
     ChatClientResponse,
     LoopPause,
 )
-from tooluse.history import completes_held_round
+from tooluse.history import completes_held_round, paused_turn_of
 from tooluse.memory._api import CONVERSATION_ID, ChatMemory, validate_conversation_id
 from tooluse.messages import (
     ChatResponse,
@@ -201,12 +201,19 @@ def _conversation_id(request: ChatClientRequest) -> str:
 def merge_history(remembered: Sequence[Message], prompt: Sequence[Message]) -> list[Message]:
     """``remembered`` followed by ``prompt``, minus what the prompt already holds.
 
-    System messages go first: the prompt's own, or if it has none, the remembered ones.
+    System messages go first: the prompt's own, or if it has none, the remembered ones. The
+    remembered record of a paused turn that the prompt resumes (a message of the prompt
+    carries its :data:`~tooluse.history.PAUSED_TURN` id) is left out.
     """
     prompt_system: list[Message] = [m for m in prompt if isinstance(m, SystemMessage)]
     prompt_rest: list[Message] = [m for m in prompt if not isinstance(m, SystemMessage)]
     memory_system: list[Message] = [m for m in remembered if isinstance(m, SystemMessage)]
-    memory_rest: list[Message] = [m for m in remembered if not isinstance(m, SystemMessage)]
+    resumed_turns = {paused_turn_of(m) for m in prompt_rest} - {None}
+    memory_rest: list[Message] = [
+        m
+        for m in remembered
+        if not isinstance(m, SystemMessage) and paused_turn_of(m) not in resumed_turns
+    ]
     if memory_rest and any(completes_held_round(memory_rest[-1], m) for m in prompt_rest):
         memory_rest.pop()  # a resumed run: the prompt holds the paused round completed
     if _contains_run(prompt_rest, memory_rest):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from tooluse.history import completes_held_round
+from tooluse.history import completes_held_round, paused_turn_of
 from tooluse.memory._api import ChatMemoryRepository, validate_conversation_id
 from tooluse.memory._in_memory import InMemoryChatMemoryRepository
 from tooluse.messages import (
@@ -32,7 +32,9 @@ class MessageWindowChatMemory:
     System messages are always kept. Unlike Spring, a tool result never starts the window: one
     whose call was evicted is dropped too. A round stored while paused for approval (its
     record: :func:`~tooluse.history.held_round_record`) is replaced in place by the completed
-    round when the resumed run adds it, so no call keeps two results.
+    round when the resumed run adds it, so no call keeps two results. Likewise the messages
+    that stand for a paused turn (marked :data:`~tooluse.history.PAUSED_TURN`) are replaced
+    where they are by a batch whose first message carries the same id: the resumed turn.
 
     Each ``add`` is one atomic read-modify-write in the repository, so concurrent writers to
     one conversation never lose each other's messages.
@@ -99,7 +101,7 @@ def _window(stored: list[Message], new: list[Message], max_messages: int) -> lis
     stored, new = _complete_held_round(stored, new)
     if any(isinstance(m, SystemMessage) and m not in stored for m in new):
         stored = [m for m in stored if not isinstance(m, SystemMessage)]
-    combined = stored + new
+    combined = _with_paused_turn_completed(stored, new)
     others = [m for m in combined if not isinstance(m, SystemMessage)]
     starts_with_result = bool(others) and isinstance(others[0], ToolResponseMessage)
     if len(combined) <= max_messages and not starts_with_result:
@@ -128,3 +130,17 @@ def _complete_held_round(
         if completes_held_round(stored[index], new[0]):
             return [*stored[:index], new[0], *stored[index + 1 :]], new[1:]
     return stored, new
+
+
+def _with_paused_turn_completed(stored: list[Message], new: list[Message]) -> list[Message]:
+    """``stored`` then ``new``, except that a batch whose first message carries a paused
+    turn's id is that turn resumed (or paused again): it takes the place of the stored
+    messages with that id, also when other turns were stored since the pause."""
+    turn = paused_turn_of(new[0]) if new else None
+    first = None
+    if turn is not None:
+        first = next((i for i, m in enumerate(stored) if paused_turn_of(m) == turn), None)
+    if first is None:
+        return stored + new
+    later = [m for m in stored[first:] if paused_turn_of(m) != turn]
+    return [*stored[:first], *new, *later]

@@ -4,7 +4,10 @@ Works with OpenAI, DeepSeek, Qwen (DashScope compatible mode), Ollama, vLLM and 
 server. Their streams differ in ways that break naive merging, all handled here: ``null``
 content, the call id only on a call's first delta (or repeated on every delta), names and
 arguments split across deltas, arguments missing or empty, deltas without an ``index``,
-parallel calls that all claim ``index`` 0 but carry distinct ids, arguments sent as a JSON
+parallel calls that all claim ``index`` 0 but carry distinct ids, calls without an id (each
+gets one) or sharing one (a server numbering calls per tool name: the first keeps it, the
+others get ``<id>_2``, ... as :func:`~tooluse.history.distinct_call_ids` gives; the loop
+and the providers match results by id), arguments sent as a JSON
 object (llama.cpp, TGI), usage in a final chunk with no choices (or only in Groq's
 ``x_groq.usage``), and cache hits reported as ``prompt_tokens_details.cached_tokens``
 (OpenAI) or ``prompt_cache_hit_tokens`` (DeepSeek).
@@ -39,6 +42,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
 from tooluse._provider_errors import ProviderError, from_sdk_error, sdk_failures
+from tooluse.history import distinct_call_ids
 from tooluse.messages import (
     AssistantMessage,
     ChatOptions,
@@ -266,7 +270,7 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
                 Generation(
                     message=AssistantMessage(
                         text=message.content,
-                        tool_calls=tuple(calls),
+                        tool_calls=distinct_call_ids(calls),
                         reasoning=_reasoning(message.model_extra),
                     ),
                     metadata=metadata,
@@ -505,9 +509,11 @@ class _StreamState:
         state = self._choices.pop(index, None)
         if state is None:
             return _Held()
-        calls = tuple(
-            self._request.tool_call(call.call_id, call.name, "".join(call.arguments))
-            for call in state.calls
+        calls = distinct_call_ids(
+            [
+                self._request.tool_call(call.call_id, call.name, "".join(call.arguments))
+                for call in state.calls
+            ]
         )
         return _Held(
             text=state.text.end(),

@@ -7,7 +7,9 @@
 - :class:`TwoSourceAugmenter` renders either the fetched data or the retrieved documents,
   the information block before the rules.
 - :class:`LedgerToolCallback` / :func:`ledger_tool_callbacks` record each tool result.
-- :class:`QaPause` is a run waiting for approval, storable as JSON.
+- :class:`QaPause` is a run waiting for approval, storable as JSON; memory keeps its turn as
+  text (:data:`PAUSED_TURN_NOTE`) until it is resumed, which it can be only while it is its
+  conversation's last turn (:class:`StalePauseError`).
 - :func:`evaluate` (:func:`aevaluate`) asks :class:`QuestionFamily` questions N times and
   reports how often the expected tools were called (``tooluse eval``).
 """
@@ -45,7 +47,8 @@ from tooluse.qa._events import (
 )
 from tooluse.qa._gate import FetchGateRetriever
 from tooluse.qa._ledger import LEDGER_KEY, FetchLedger, FetchRecord
-from tooluse.qa._pause import QaPause
+from tooluse.qa._pause import QaPause, StalePauseError
+from tooluse.qa._paused_turn import PAUSED_TURN_NOTE, STOPPED_TURN_NOTE
 from tooluse.qa._pipeline import ANSWER_SYSTEM, ROUTER_SYSTEM, QaPipeline, QaResult
 
 __all__ = [
@@ -54,7 +57,9 @@ __all__ = [
     "DOCUMENTS_TEMPLATE",
     "EMPTY_TEMPLATE",
     "LEDGER_KEY",
+    "PAUSED_TURN_NOTE",
     "ROUTER_SYSTEM",
+    "STOPPED_TURN_NOTE",
     "ApprovalRequiredEvent",
     "DeltaEvent",
     "DoneEvent",
@@ -72,6 +77,7 @@ __all__ = [
     "QuestionFamily",
     "Route",
     "RouteEvent",
+    "StalePauseError",
     "ToolCallEvent",
     "ToolResultEvent",
     "TrajectoryStep",

@@ -10,23 +10,38 @@ on every tool round. The pipeline splits the work into two clients run in order:
 2. answer: RAG and memory, no tools. The retrieval gate skips retrieval when the ledger has
    data; the two-source augmenter renders the fetched data or the documents; memory is
    written here only (once per turn). The answer streams.
+
+A turn that pauses for approval has no answer to store: the pipeline stores its question
+and a plain-text account of what ran and what waits (:mod:`tooluse.qa._paused_turn`), which
+the resumed turn replaces.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+import uuid
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from typing import Any, Final
 
 from tooluse._sync import run_sync
 from tooluse.advisors import ToolCallingAdvisor
-from tooluse.calling import Approve, Decision, Deny
+from tooluse.calling import Approve, Decision, Deny, PendingToolCall
 from tooluse.client import CallResponse, ChatClient, RunState
+from tooluse.history import HELD_FOR_APPROVAL, PAUSED_TURN, paused_turn_of
 from tooluse.memory import CONVERSATION_ID, ChatMemory, MessageChatMemoryAdvisor
 from tooluse.memory._api import validate_conversation_id
-from tooluse.messages import ChatOptions, Message, Usage
+from tooluse.messages import AssistantMessage, ChatOptions, Message, Usage, UserMessage
 from tooluse.models import ChatModel
 from tooluse.qa._augmenter import TwoSourceAugmenter
 from tooluse.qa._callbacks import ledger_tool_callbacks
@@ -42,7 +57,8 @@ from tooluse.qa._events import (
 )
 from tooluse.qa._gate import FetchGateRetriever
 from tooluse.qa._ledger import LEDGER_KEY, FetchLedger
-from tooluse.qa._pause import QaPause
+from tooluse.qa._pause import QaPause, StalePauseError
+from tooluse.qa._paused_turn import PAUSED_TURN_NOTE, STOPPED_TURN_NOTE, turn_record
 from tooluse.qa._trace import CURRENT_TRACE, ToolTrace, ToolTraceAdvisor
 from tooluse.rag import (
     DOCUMENT_CONTEXT,
@@ -91,6 +107,19 @@ class QaResult:
 _Router = Callable[[ChatClient], Awaitable[CallResponse]]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Turn:
+    """One run of the pipeline: the question, where it is asked (a conversation, or a
+    history given with it), the turn's id (its record's :data:`PAUSED_TURN` mark) and
+    whether it resumes a pause."""
+
+    question: str
+    conversation_id: str | None
+    history: tuple[Message, ...]
+    id: str
+    resumed: bool
+
+
 class QaPipeline:
     """Router stage then answer stage (see the module docs).
 
@@ -98,7 +127,8 @@ class QaPipeline:
     ``tools``: anything ``tool_callbacks`` takes, providers included. ``retriever`` finds
     the documents (it is wrapped in a :class:`FetchGateRetriever`). ``memory``: the
     conversations, used when a run names a ``conversation_id`` (read by the router, written
-    by the answer stage). ``router_advisor`` configures the router's tool loop (limits,
+    by the answer stage, or at a pause for approval with an account of the paused turn that
+    its resumption replaces). ``router_advisor`` configures the router's tool loop (limits,
     approval rules: a ``ToolCallingAdvisor(tool_calling_manager=ToolCallingManager(...))``).
     """
 
@@ -188,28 +218,37 @@ class QaPipeline:
                 spec.context({CONVERSATION_ID: conversation_id})
             return spec.acall()
 
-        return self._run(question, conversation_id, history, ledger, route, ToolTrace)
+        turn = _Turn(question, conversation_id, history, uuid.uuid4().hex, resumed=False)
+        return self._run(turn, ledger, route, ToolTrace)
 
     def resume_stream(
         self, pause: QaPause, decisions: Mapping[str, Decision]
     ) -> AsyncIterator[QaEvent]:
         """Continue a paused run with a decision per pending call id (``Approve()``,
         ``Approve(arguments={...})``, ``Deny("why")``); reports as :meth:`stream` does. Calls
-        that already ran never run again; resume a pause once."""
+        that already ran never run again; resume a pause once.
+
+        A pause in a conversation is resumed only while it is the conversation's last turn:
+        once a later question was asked (or the paused turn is no longer in memory), the
+        stream raises :class:`StalePauseError` before anything runs."""
         if not isinstance(pause, QaPause):
             raise TypeError(f"resume_stream needs a QaPause, got {type(pause).__name__}")
         _check_decisions(pause, decisions)
         self._check_conversation(pause.conversation_id)
         ledger = FetchLedger(pause.fetched)
 
-        def route(router: ChatClient) -> Awaitable[CallResponse]:
+        async def route(router: ChatClient) -> CallResponse:
+            await self._check_current(pause)
             state = pause.router_state
-            return router.aresume(state, decisions, tool_context={LEDGER_KEY: ledger})
+            return await router.aresume(state, decisions, tool_context={LEDGER_KEY: ledger})
 
         def trace(emit: Callable[[QaEvent], None]) -> ToolTrace:
             return ToolTrace.resuming(emit, pause.router_state.history)
 
-        return self._run(pause.question, pause.conversation_id, pause.history, ledger, route, trace)
+        # A pause of an older tooluse left no record in memory: nothing to replace.
+        turn_id = pause.turn_id if pause.turn_id is not None else uuid.uuid4().hex
+        turn = _Turn(pause.question, pause.conversation_id, pause.history, turn_id, resumed=True)
+        return self._run(turn, ledger, route, trace)
 
     async def acall(
         self,
@@ -265,15 +304,81 @@ class QaPipeline:
                 "earlier messages with history="
             )
 
+    async def _check_current(self, pause: QaPause) -> None:
+        """:class:`StalePauseError` unless the conversation's last turn is the pause, still
+        waiting for the decisions on its calls."""
+        if pause.conversation_id is None or pause.turn_id is None or self._memory is None:
+            return
+        stored = await self._memory.aget(pause.conversation_id)
+        held = [call.id for call in pause.pending_tool_calls]
+        record = next(
+            (
+                index
+                for index, message in enumerate(stored)
+                if isinstance(message, AssistantMessage)
+                and paused_turn_of(message) == pause.turn_id
+                and message.metadata.get(HELD_FOR_APPROVAL) == held
+            ),
+            None,
+        )
+        if record is None:
+            raise StalePauseError(
+                f"The run paused in conversation {pause.conversation_id!r} on "
+                f"{pause.question!r:.100} is no longer waiting for these decisions: the "
+                "conversation's memory has no record of it waiting (resumed already, cleared, "
+                "or cut by the memory window)"
+            )
+        if any(isinstance(message, UserMessage) for message in stored[record + 1 :]):
+            raise StalePauseError(
+                f"The conversation {pause.conversation_id!r} went on after the run paused on "
+                f"{pause.question!r:.100}: a later question withdrew its approval; ask again"
+            )
+
+    async def _remember(
+        self, turn: _Turn, note: str, ledger: FetchLedger, held: Sequence[PendingToolCall]
+    ) -> None:
+        """Store the turn's record (:func:`turn_record`) in its conversation, if it has one."""
+        if turn.conversation_id is None or self._memory is None:
+            return
+        record = turn_record(turn.question, turn.id, note, ledger.records, held)
+        await self._memory.aadd(turn.conversation_id, record)
+
     async def _run(
         self,
-        question: str,
-        conversation_id: str | None,
-        history: tuple[Message, ...],
+        turn: _Turn,
         ledger: FetchLedger,
         route: _Router,
         make_trace: Callable[[Callable[[QaEvent], None]], ToolTrace],
     ) -> AsyncIterator[QaEvent]:
+        answered = False
+        try:
+            # Closed here, so that a consumer leaving early stops the router before the
+            # turn is recorded.
+            async with contextlib.aclosing(self._stages(turn, ledger, route, make_trace)) as stages:
+                async for event in stages:
+                    answered = isinstance(event, ApprovalRequiredEvent | DoneEvent)
+                    yield event
+        except StalePauseError:
+            raise  # nothing ran: the record stays as it was
+        except BaseException:
+            # A resumed turn that stops before its answer was stored (a failure, the consumer
+            # leaving) may have run approved calls: the record must no longer say they
+            # wait. Its data goes in too.
+            if turn.resumed and not answered:
+                try:
+                    await self._remember(turn, STOPPED_TURN_NOTE, ledger, ())
+                except Exception:
+                    logger.exception("Could not record the stopped turn %s in memory", turn.id)
+            raise
+
+    async def _stages(
+        self,
+        turn: _Turn,
+        ledger: FetchLedger,
+        route: _Router,
+        make_trace: Callable[[Callable[[QaEvent], None]], ToolTrace],
+    ) -> AsyncGenerator[QaEvent, None]:
+        question, conversation_id, history = turn.question, turn.conversation_id, turn.history
         router, answerer = self._router, self._answer
         if conversation_id is not None:
             assert self._conversation_router is not None and self._conversation_answer is not None
@@ -315,7 +420,10 @@ class QaPipeline:
                 history=history,
                 router_state=_storable(state),
                 fetched=ledger.records,
+                turn_id=turn.id,
             )
+            # A pause that is never resumed leaves the turn in memory all the same.
+            await self._remember(turn, PAUSED_TURN_NOTE, ledger, state.pending_tool_calls)
             yield ApprovalRequiredEvent(state.pending_tool_calls, pause)
             return
         trace.report_results(response.conversation_history)
@@ -327,7 +435,10 @@ class QaPipeline:
         context: dict[str, Any] = {LEDGER_KEY: ledger}
         if conversation_id is not None:
             context[CONVERSATION_ID] = conversation_id
-        answer = answerer.prompt().messages(history).user(question).context(context).stream()
+        # A resumed turn's question carries its id: memory leaves the record out of the
+        # history and replaces it with this turn.
+        asked = UserMessage(text=question, metadata={PAUSED_TURN: turn.id} if turn.resumed else {})
+        answer = answerer.prompt().messages([*history, asked]).context(context).stream()
         pieces: list[str] = []
         async for text in answer.content():
             pieces.append(text)

@@ -21,7 +21,13 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tooluse.calling import Approve, Decision, Deny
-from tooluse.service._approvals import ApprovalConflict, StoredApproval, UnknownApproval
+from tooluse.service._approvals import (
+    GONE,
+    ApprovalConflict,
+    ApprovalGone,
+    StoredApproval,
+    UnknownApproval,
+)
 from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._openai_api import (
     is_openai_path,
@@ -87,6 +93,7 @@ def _approval_view(stored: StoredApproval) -> dict[str, Any]:
         "approval_id": stored.id,
         "status": stored.status,
         "created_at": stored.created_at,
+        "expires_at": stored.expires_at,
         "error": stored.error,
         "question": stored.pause.question,
         "conversation_id": stored.pause.conversation_id,
@@ -187,6 +194,12 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             events = service.pipeline.stream(request.message, conversation_id=conversation_id)
         except ValueError as exc:  # e.g. a blank conversation_id
             raise HTTPException(422, str(exc)) from exc
+        # The conversation goes on: what still waits for a decision in it is withdrawn, so
+        # an action asked for again cannot also run from the old approval.
+        if request.conversation_id is not None:
+            superseded = await asyncio.to_thread(service.approvals.supersede, conversation_id)
+            if superseded:
+                logger.info("approval %s superseded by a new message", ", ".join(superseded))
         return sse_response(
             qa_event_stream(service, events, conversation_id), keepalive_seconds=keepalive
         )
@@ -211,6 +224,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             stored = await asyncio.to_thread(service.approvals.get, approval_id)
         except UnknownApproval as exc:
             raise HTTPException(404, str(exc.args[0])) from exc
+        if stored.status in GONE:  # whatever the decisions say
+            raise HTTPException(410, str(ApprovalGone.of(approval_id, stored.error)))
         decisions = {call_id: d.decision() for call_id, d in request.decisions.items()}
         try:  # checks the decisions before the run is claimed
             events = service.pipeline.resume_stream(stored.pause, decisions)
@@ -218,6 +233,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             raise HTTPException(422, str(exc)) from exc
         try:
             await asyncio.to_thread(service.approvals.claim, approval_id)
+        except ApprovalGone as exc:  # superseded or expired since it was read
+            raise HTTPException(410, str(exc)) from exc
         except ApprovalConflict as exc:
             raise HTTPException(409, str(exc)) from exc
         logger.info("approval %s: %s", approval_id, _summary(request))

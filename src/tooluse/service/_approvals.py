@@ -4,15 +4,26 @@ after a restart."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 import uuid
-from typing import Literal
+from typing import Any, Final, Literal
 
 from tooluse._sqlite import SqliteStore, write_transaction
 from tooluse.qa import QaPause
 
-__all__ = ["ApprovalConflict", "ApprovalStore", "StoredApproval", "UnknownApproval"]
+__all__ = [
+    "DEFAULT_APPROVAL_EXPIRY",
+    "GONE",
+    "ApprovalConflict",
+    "ApprovalGone",
+    "ApprovalStore",
+    "StoredApproval",
+    "UnknownApproval",
+]
+
+logger = logging.getLogger("tooluse.service")
 
 SCHEMA_VERSION = 1
 _SCHEMA = (
@@ -25,7 +36,18 @@ _SCHEMA = (
     )""",
 )
 
-ApprovalStatus = Literal["pending", "resuming", "done", "failed"]
+DEFAULT_APPROVAL_EXPIRY = 3600.0
+"""Seconds a paused run waits for a decision. An hour: long enough to come back to the page,
+short enough that the data fetched before the pause, which the answer will use, is not
+stale, and that an action is not approved long after it was asked for."""
+
+ApprovalStatus = Literal["pending", "resuming", "done", "failed", "superseded", "expired"]
+GONE: Final = frozenset({"superseded", "expired"})
+"""The statuses of runs that ended without a decision."""
+
+# What the error column says of a run that ended without a decision.
+_SUPERSEDED = "superseded: a later message in the conversation withdrew the approval"
+_EXPIRED = "expired: no decision came within {seconds:g} seconds"
 
 
 class UnknownApproval(KeyError):
@@ -36,13 +58,25 @@ class ApprovalConflict(RuntimeError):
     """The paused run is no longer waiting for a decision (it was resumed already)."""
 
 
+class ApprovalGone(RuntimeError):
+    """The paused run ended without a decision and can no longer get one: a later message in
+    its conversation superseded it, or it expired."""
+
+    @classmethod
+    def of(cls, approval_id: str, reason: str | None) -> ApprovalGone:
+        return cls(f"The run {approval_id!r} can no longer be decided: {reason}; ask again")
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class StoredApproval:
     """A paused run: ``pending`` until a decision claims it, then ``resuming``, then
-    ``done`` or ``failed`` (with the error)."""
+    ``done`` or ``failed`` (with the error); or, without a decision, ``superseded`` (a later
+    message in its conversation) or ``expired`` (``expires_at`` passed), with the reason in
+    ``error``."""
 
     id: str
     created_at: float
+    expires_at: float
     status: ApprovalStatus
     pause: QaPause
     error: str | None
@@ -53,9 +87,21 @@ class ApprovalStore(SqliteStore):
     and the knowledge base). :meth:`claim` moves a run from ``pending`` to ``resuming`` in one
     transaction, so a run is resumed once even when two decisions race: an approved call
     never runs twice. A run whose resumption was cut off by a crash stays ``resuming``; it is
-    not retried, because its approved calls may have run."""
+    not retried, because its approved calls may have run.
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
+    A run waits ``expire_after`` seconds at most: past that it reads as ``expired`` and
+    cannot be claimed (the store marks the overdue runs when it opens, and each one when it
+    is claimed). :meth:`supersede` ends a conversation's waiting runs when it goes on."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        expire_after: float = DEFAULT_APPROVAL_EXPIRY,
+    ) -> None:
+        if not expire_after > 0:
+            raise ValueError(f"expire_after must be > 0 seconds, got {expire_after}")
         super().__init__(
             path,
             component="qa_approval",
@@ -64,17 +110,26 @@ class ApprovalStore(SqliteStore):
             busy_timeout=busy_timeout,
             synchronous="NORMAL",
         )
+        self._expire_after = expire_after
+        expired = self.expire_overdue()
+        if expired:
+            logger.info("%d run(s) paused for approval expired without a decision", expired)
 
-    def save(self, pause: QaPause) -> str:
-        """Store a paused run; its new id."""
-        approval_id = uuid.uuid4().hex
+    @property
+    def expire_after(self) -> float:
+        return self._expire_after
+
+    def save(self, pause: QaPause) -> StoredApproval:
+        """Store a paused run, ``pending`` under a new id."""
+        approval_id, created_at = uuid.uuid4().hex, time.time()
         text = pause.to_json()
         with self._lock, write_transaction(self._connection) as connection:
             connection.execute(
                 "INSERT INTO qa_approval (id, created_at, status, pause) VALUES (?, ?, ?, ?)",
-                (approval_id, time.time(), "pending", text),
+                (approval_id, created_at, "pending", text),
             )
-        return approval_id
+        expires_at = created_at + self._expire_after
+        return StoredApproval(approval_id, created_at, expires_at, "pending", pause, None)
 
     def get(self, approval_id: str) -> StoredApproval:
         with self._lock:
@@ -84,7 +139,7 @@ class ApprovalStore(SqliteStore):
             ).fetchone()
         if row is None:
             raise UnknownApproval(f"No paused run has the approval id {approval_id!r}")
-        return StoredApproval(row[0], row[1], row[2], QaPause.from_json(row[3]), row[4])
+        return self._stored(row)
 
     def pending(self, conversation_id: str) -> list[StoredApproval]:
         """The conversation's runs still waiting for a decision, oldest first (a reloaded
@@ -92,29 +147,66 @@ class ApprovalStore(SqliteStore):
         with self._lock:
             rows = self._connection.execute(
                 "SELECT id, created_at, status, pause, error FROM qa_approval "
-                "WHERE status = 'pending' AND json_extract(pause, '$.conversation_id') = ? "
-                "ORDER BY created_at",
-                (conversation_id,),
+                "WHERE status = 'pending' AND created_at > ? "
+                "AND json_extract(pause, '$.conversation_id') = ? ORDER BY created_at",
+                (time.time() - self._expire_after, conversation_id),
             ).fetchall()
-        return [StoredApproval(r[0], r[1], r[2], QaPause.from_json(r[3]), r[4]) for r in rows]
+        return [self._stored(row) for row in rows]
 
     def claim(self, approval_id: str) -> QaPause:
-        """Take a pending run for resumption (``pending`` -> ``resuming``)."""
+        """Take a pending run for resumption (``pending`` -> ``resuming``):
+        :class:`ApprovalConflict` when it was claimed already, :class:`ApprovalGone` when it
+        was superseded or expired."""
         with self._lock, write_transaction(self._connection) as connection:
             row = connection.execute(
-                "SELECT status, pause FROM qa_approval WHERE id = ?", (approval_id,)
+                "SELECT status, pause, error, created_at FROM qa_approval WHERE id = ?",
+                (approval_id,),
             ).fetchone()
             if row is None:
                 raise UnknownApproval(f"No paused run has the approval id {approval_id!r}")
-            if row[0] != "pending":
+            status, pause, error, created_at = row
+            if status == "pending" and created_at <= time.time() - self._expire_after:
+                status, error = "expired", self._expired()
+                connection.execute(
+                    "UPDATE qa_approval SET status = ?, error = ? WHERE id = ?",
+                    (status, error, approval_id),
+                )
+            if status in GONE:
+                raise ApprovalGone.of(approval_id, error)
+            if status != "pending":
                 raise ApprovalConflict(
-                    f"The run {approval_id!r} is {row[0]}, not waiting for a decision: a run "
+                    f"The run {approval_id!r} is {status}, not waiting for a decision: a run "
                     "is resumed once"
                 )
             connection.execute(
                 "UPDATE qa_approval SET status = 'resuming' WHERE id = ?", (approval_id,)
             )
-        return QaPause.from_json(row[1])
+        return QaPause.from_json(pause)
+
+    def supersede(self, conversation_id: str) -> list[str]:
+        """End the conversation's runs still waiting for a decision (``superseded``), as a
+        later message in it does; their ids. A run claimed first is not affected."""
+        # Selected, then updated, in one write transaction (no RETURNING: SQLite 3.35+).
+        where = "WHERE status = 'pending' AND json_extract(pause, '$.conversation_id') = ?"
+        with self._lock, write_transaction(self._connection) as connection:
+            rows = connection.execute(
+                f"SELECT id FROM qa_approval {where}", (conversation_id,)
+            ).fetchall()
+            connection.execute(
+                f"UPDATE qa_approval SET status = 'superseded', error = ? {where}",
+                (_SUPERSEDED, conversation_id),
+            )
+        return [row[0] for row in rows]
+
+    def expire_overdue(self) -> int:
+        """Mark the runs that waited longer than ``expire_after`` ``expired``; how many."""
+        with self._lock, write_transaction(self._connection) as connection:
+            cursor = connection.execute(
+                "UPDATE qa_approval SET status = 'expired', error = ? "
+                "WHERE status = 'pending' AND created_at <= ?",
+                (self._expired(), time.time() - self._expire_after),
+            )
+        return cursor.rowcount
 
     def finish(self, approval_id: str, error: str | None = None) -> None:
         """Record how the resumption ended (``done``, or ``failed`` with ``error``)."""
@@ -124,3 +216,17 @@ class ApprovalStore(SqliteStore):
                 "UPDATE qa_approval SET status = ?, error = ? WHERE id = ?",
                 (status, error, approval_id),
             )
+
+    def _expired(self) -> str:
+        return _EXPIRED.format(seconds=self._expire_after)
+
+    def _stored(self, row: tuple[Any, ...]) -> StoredApproval:
+        """A row as read: a pending run past its expiry reads as expired (it is marked so
+        when claimed, or when a store opens)."""
+        approval_id, created_at, status, pause, error = row
+        expires_at = created_at + self._expire_after
+        if status == "pending" and expires_at <= time.time():
+            status, error = "expired", self._expired()
+        return StoredApproval(
+            approval_id, created_at, expires_at, status, QaPause.from_json(pause), error
+        )

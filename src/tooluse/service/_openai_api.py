@@ -4,6 +4,7 @@ OpenAI client (the official SDKs, LangChain, curl) can use the service."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import time
 import uuid
@@ -22,9 +23,9 @@ from tooluse.qa import (
     DeltaEvent,
     DoneEvent,
     QaEvent,
-    QaPause,
     ToolResultEvent,
 )
+from tooluse.service._approvals import StoredApproval
 from tooluse.service._service import QaService
 from tooluse.service._sse import JsonTextResponse, sse, sse_response
 
@@ -231,12 +232,13 @@ def _failure(exc: Exception) -> dict[str, str]:
     return {"message": f"{name}: {text}" if text else name, "type": "server_error"}
 
 
-def _approval_text(approval_id: str, pause: QaPause) -> str:
-    calls = ", ".join(f"{call.name}({call.arguments})" for call in pause.pending_tool_calls)
+def _approval_text(stored: StoredApproval) -> str:
+    calls = ", ".join(f"{c.name}({c.arguments})" for c in stored.pause.pending_tool_calls)
+    until = datetime.datetime.fromtimestamp(stored.expires_at, datetime.UTC)
     return (
         f"This needs a person's approval before it can go on: {calls}. Approve or deny it on "
-        f"the service's page, or with POST /api/approvals/{approval_id} (approval id "
-        f"{approval_id})."
+        f"the service's page, or with POST /api/approvals/{stored.id} (approval id "
+        f"{stored.id}), before {until.isoformat(timespec='seconds')}."
     )
 
 
@@ -349,8 +351,8 @@ async def _answer(
         if isinstance(event, ToolResultEvent) and not event.is_error:
             ran.append(event.name)
         if isinstance(event, ApprovalRequiredEvent):
-            approval_id = await asyncio.to_thread(service.approvals.save, event.pause)
-            return _approval_text(approval_id, event.pause), None
+            stored = await asyncio.to_thread(service.approvals.save, event.pause)
+            return _approval_text(stored), None
         if isinstance(event, DoneEvent):
             return event.answer, event.usage
     raise RuntimeError("The QA run ended without an answer or a pause")
@@ -382,8 +384,8 @@ async def _chunks(
             if isinstance(event, DeltaEvent):
                 yield chunk({"content": event.text})
             elif isinstance(event, ApprovalRequiredEvent):
-                approval_id = await asyncio.to_thread(service.approvals.save, event.pause)
-                yield chunk({"content": _approval_text(approval_id, event.pause)})
+                stored = await asyncio.to_thread(service.approvals.save, event.pause)
+                yield chunk({"content": _approval_text(stored)})
             elif isinstance(event, DoneEvent):
                 usage = event.usage
     except Exception as exc:

@@ -19,7 +19,7 @@ from tooluse.models import ChatModel
 from tooluse.qa import QaPipeline
 from tooluse.rag._sqlite_store import SCHEMA_VERSION as VECTOR_STORE_SCHEMA_VERSION
 from tooluse.search import HybridToolIndex, ToolSearchToolCallingAdvisor, mcp_server_category
-from tooluse.service._approvals import ApprovalStore
+from tooluse.service._approvals import DEFAULT_APPROVAL_EXPIRY, ApprovalStore
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
 from tooluse.service._samples import SAMPLE_TOOLS
@@ -73,7 +73,9 @@ class ServiceConfig:
     - ``tool_search``: the router sees only ``toolSearchTool`` and the tools its searches
       found (:class:`~tooluse.search.ToolSearchToolCallingAdvisor` over the default hybrid
       index, with ``embedding_model``); ``None``: when there are more than
-      :data:`TOOL_SEARCH_ABOVE` tools (counted when the service starts, MCP tools included).
+      :data:`TOOL_SEARCH_ABOVE` tools (counted when the service starts, MCP tools included);
+    - ``approval_expiry_seconds``: how long a run paused for approval waits for a decision
+      before it expires.
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -88,10 +90,15 @@ class ServiceConfig:
     keepalive_seconds: float = 15.0
     api_key: str | None = None
     tool_search: bool | None = None
+    approval_expiry_seconds: float = DEFAULT_APPROVAL_EXPIRY
 
     def __post_init__(self) -> None:
         if not self.keepalive_seconds > 0:
             raise ValueError(f"keepalive_seconds must be > 0, got {self.keepalive_seconds}")
+        if not self.approval_expiry_seconds > 0:
+            raise ValueError(
+                f"approval_expiry_seconds must be > 0, got {self.approval_expiry_seconds}"
+            )
         if self.api_key is not None and (not self.api_key.strip() or " " in self.api_key):
             raise ValueError("api_key must be a non-blank token without spaces")
         servers = self.mcp_servers
@@ -170,7 +177,7 @@ class QaService:
             self._repository.check_schema(
                 component="vector_store", version=VECTOR_STORE_SCHEMA_VERSION
             )
-            self.approvals = ApprovalStore(config.db)
+            self.approvals = ApprovalStore(config.db, expire_after=config.approval_expiry_seconds)
         except BaseException:
             self._repository.close()
             raise

@@ -126,7 +126,9 @@ async def qa_event_stream(
         async for event in events:
             data = event.to_dict()
             if isinstance(event, ApprovalRequiredEvent):
-                data["approval_id"] = await asyncio.to_thread(service.approvals.save, event.pause)
+                stored = await asyncio.to_thread(service.approvals.save, event.pause)
+                data["approval_id"] = stored.id
+                data["expires_at"] = stored.expires_at
                 data["conversation_id"] = conversation_id
             elif isinstance(event, DoneEvent):
                 data["conversation_id"] = conversation_id

@@ -11,7 +11,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from tooluse.cli import port_number
+from tooluse.cli import port_number, positive_seconds
+from tooluse.service._approvals import DEFAULT_APPROVAL_EXPIRY
 from tooluse.service._options import (
     OptionError,
     add_service_arguments,
@@ -46,6 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="require Authorization: Bearer <key> on /api and /v1 (default: $TOOLUSE_API_KEY; "
         "none: open, which is fine on 127.0.0.1, and warned about on other addresses)",
     )
+    parser.add_argument(
+        "--approval-expiry",
+        type=positive_seconds,
+        default=DEFAULT_APPROVAL_EXPIRY,
+        metavar="SECONDS",
+        help="how long a run paused for approval waits for a decision "
+        f"(default: {DEFAULT_APPROVAL_EXPIRY:g})",
+    )
     add_service_arguments(parser)
 
 
@@ -65,7 +74,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         app = open_service(
             args,
-            lambda config: create_app(dataclasses.replace(config, api_key=args.api_key or None)),
+            lambda config: create_app(
+                dataclasses.replace(
+                    config,
+                    api_key=args.api_key or None,
+                    approval_expiry_seconds=args.approval_expiry,
+                )
+            ),
         )
     except OptionError as exc:
         print(f"tooluse serve: {exc}", file=sys.stderr)

@@ -1,0 +1,265 @@
+"""``tooluse serve``: a run paused for approval when the conversation goes on, and when no
+decision comes (superseded, expired), over the HTTP API and in the approval store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _service_helpers import names, parse_sse, respond, service
+from tooluse.calling import PendingToolCall
+from tooluse.client import RunState
+from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
+from tooluse.messages import (
+    AssistantMessage,
+    Message,
+    Prompt,
+    SystemMessage,
+    ToolResponseMessage,
+    UserMessage,
+)
+from tooluse.qa import PAUSED_TURN_NOTE, QaPause
+from tooluse.service import ServiceConfig
+from tooluse.service._approvals import ApprovalConflict, ApprovalGone, ApprovalStore
+from tooluse.testing import FunctionModel, ResponseLike, tool_call
+
+
+class RecordingLlm:
+    """The helpers' fake LLM, except that a cancel question first looks the order up in the
+    same round as the cancellation (a call that runs next to the held one)."""
+
+    def __init__(self) -> None:
+        self.prompts: list[Prompt] = []
+
+    def __call__(self, prompt: Prompt) -> ResponseLike:
+        self.prompts.append(prompt)
+        last = prompt.messages[-1]
+        if (
+            prompt.options.tool_callbacks
+            and isinstance(last, UserMessage)
+            and "cancel" in last.text.lower()
+        ):
+            return [
+                tool_call("get_order_status", {"order_id": "A1001"}, id="status-1"),
+                tool_call("cancel_order", {"order_id": "A1001"}, id="cancel-1"),
+            ]
+        return respond(prompt)
+
+    def stage_prompts(self, since: int) -> tuple[list[Message], list[Message]]:
+        """The first router prompt and the answer prompt after ``since`` prompts, without
+        their system message."""
+        later = self.prompts[since:]
+        router = next(p for p in later if p.options.tool_callbacks)
+        answer = next(p for p in later if not p.options.tool_callbacks)
+        return (
+            [m for m in router.messages if not isinstance(m, SystemMessage)],
+            [m for m in answer.messages if not isinstance(m, SystemMessage)],
+        )
+
+
+def remembered(db: Path, conversation_id: str) -> list[Message]:
+    with SqliteChatMemoryRepository(db) as repository:
+        return MessageWindowChatMemory(repository=repository).get(conversation_id)
+
+
+async def pause_a_cancellation(client: Any, conversation_id: str) -> dict[str, Any]:
+    response = await client.post(
+        "/api/chat", json={"message": "Cancel order A1001", "conversation_id": conversation_id}
+    )
+    events = parse_sse(response.text)
+    assert names(events) == ["tool_call", "tool_call", "tool_result", "approval_required"]
+    paused: dict[str, Any] = events[-1][1]
+    return paused
+
+
+async def test_a_new_message_remembers_the_paused_turn_and_withdraws_its_approval(
+    tmp_path: Path,
+) -> None:
+    db, llm = tmp_path / "s.db", RecordingLlm()
+    async with service(db, model=FunctionModel(llm)) as client:
+        paused = await pause_a_cancellation(client, "c1")
+        approval_id = paused["approval_id"]
+        before = len(llm.prompts)
+        second = await client.post(
+            "/api/chat", json={"message": "Any refund rules?", "conversation_id": "c1"}
+        )
+        assert names(parse_sse(second.text))[-1] == "done"
+        shown = (await client.get(f"/api/approvals/{approval_id}")).json()
+        listed = (await client.get("/api/approvals", params={"conversation_id": "c1"})).json()
+        decided = await client.post(
+            f"/api/approvals/{approval_id}", json={"decisions": {"cancel-1": {"approve": True}}}
+        )
+        wrong = await client.post(f"/api/approvals/{approval_id}", json={"decisions": {}})
+        calls_after_the_turn = len(llm.prompts)
+
+    # The second turn's router and answer model both read the paused turn, as text.
+    router, answer = llm.stage_prompts(before)
+    for history in (router[:-1], answer[:-1]):
+        assert [type(m) for m in history] == [UserMessage, AssistantMessage]
+        assert history[0].text == "Cancel order A1001"
+        account = history[1].text
+        assert account.startswith(PAUSED_TURN_NOTE)
+        assert '"status"' in account and '"carrier"' in account  # get_order_status's result
+        assert 'Not run: cancel_order {"order_id": "A1001"}' in account
+        assert not any(isinstance(m, ToolResponseMessage) for m in history)
+        assert not any(isinstance(m, AssistantMessage) and m.tool_calls for m in history)
+    assert [m.text for m in remembered(db, "c1")] == [
+        "Cancel order A1001",
+        account,
+        "Any refund rules?",
+        "From the knowledge base.",
+    ]
+    # The approval was withdrawn by the new message: a late decision is refused, clearly.
+    assert (shown["status"], listed) == ("superseded", [])
+    assert "a later message in the conversation withdrew the approval" in shown["error"]
+    assert decided.status_code == 410 and wrong.status_code == 410
+    assert decided.json()["detail"] == (
+        f"The run {approval_id!r} can no longer be decided: superseded: a later message in the "
+        "conversation withdrew the approval; ask again"
+    )
+    assert calls_after_the_turn == before + 2  # nothing ran for the late decision
+
+
+async def test_an_approved_run_replaces_its_paused_turn_in_memory(tmp_path: Path) -> None:
+    db, llm = tmp_path / "s.db", RecordingLlm()
+    async with service(db, model=FunctionModel(llm)) as client:
+        paused = await pause_a_cancellation(client, "c1")
+        assert [m.role for m in remembered(db, "c1")] == ["user", "assistant"]
+        resumed = await client.post(
+            f"/api/approvals/{paused['approval_id']}",
+            json={"decisions": {"cancel-1": {"approve": True}}},
+        )
+        # The conversation goes on: nothing waits any more, nothing is superseded.
+        await client.post("/api/chat", json={"message": "Thanks", "conversation_id": "c1"})
+        shown = (await client.get(f"/api/approvals/{paused['approval_id']}")).json()
+    assert names(parse_sse(resumed.text))[-1] == "done"
+    assert shown["status"] == "done"
+    assert [m.text for m in remembered(db, "c1")] == [
+        "Cancel order A1001",
+        "From live data.",
+        "Thanks",
+        "From the knowledge base.",
+    ]
+
+
+async def test_an_approval_expires_when_no_decision_comes(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    async with service(
+        db, model=FunctionModel(RecordingLlm()), approval_expiry_seconds=0.05
+    ) as client:
+        paused = await pause_a_cancellation(client, "c1")
+        assert paused["expires_at"] == pytest.approx(paused["expires_at"])
+        await asyncio.sleep(0.1)
+        approval_id = paused["approval_id"]
+        shown = (await client.get(f"/api/approvals/{approval_id}")).json()
+        listed = (await client.get("/api/approvals", params={"conversation_id": "c1"})).json()
+        decided = await client.post(
+            f"/api/approvals/{approval_id}", json={"decisions": {"cancel-1": {"approve": True}}}
+        )
+    assert (shown["status"], listed) == ("expired", [])
+    assert shown["expires_at"] == pytest.approx(shown["created_at"] + 0.05)
+    assert decided.status_code == 410
+    assert "expired: no decision came within 0.05 seconds" in decided.json()["detail"]
+    # The memory says the cancellation did not run.
+    assert remembered(db, "c1")[1].text.startswith(PAUSED_TURN_NOTE)
+
+
+def test_expiry_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="approval_expiry_seconds must be > 0"):
+        ServiceConfig(db=tmp_path / "s.db", approval_expiry_seconds=0)
+    with pytest.raises(ValueError, match="expire_after must be > 0"):
+        ApprovalStore(tmp_path / "a.db", expire_after=-1)
+
+
+# -- the store ---------------------------------------------------------------------------------
+
+
+def _pause(conversation_id: str | None = "c1") -> QaPause:
+    call = PendingToolCall(id="x", name="cancel_order", arguments='{"order_id": "A1"}', reason="r")
+    state = RunState(
+        messages=(UserMessage(text="cancel A1"),), history=(), pending_tool_calls=(call,)
+    )
+    return QaPause("cancel A1", conversation_id, (), state, (), turn_id="t1")
+
+
+def _statuses(db: Path) -> dict[str, str]:
+    with sqlite3.connect(db) as connection:
+        return dict(connection.execute("SELECT id, status FROM qa_approval").fetchall())
+
+
+def test_a_conversation_going_on_supersedes_only_its_own_waiting_runs(tmp_path: Path) -> None:
+    with ApprovalStore(tmp_path / "a.db") as store:
+        waiting = store.save(_pause()).id
+        claimed = store.save(_pause()).id
+        elsewhere = store.save(_pause("c2")).id
+        stateless = store.save(_pause(None)).id
+        store.claim(claimed)
+        assert store.supersede("c1") == [waiting]
+        assert store.supersede("c1") == []
+        with pytest.raises(ApprovalGone, match="superseded"):
+            store.claim(waiting)
+        with pytest.raises(ApprovalConflict, match="resuming"):
+            store.claim(claimed)
+        store.claim(elsewhere)
+        store.claim(stateless)
+    assert _statuses(tmp_path / "a.db")[waiting] == "superseded"
+
+
+def test_overdue_runs_are_marked_expired_when_a_store_opens(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "a.db"
+    with ApprovalStore(db) as store:
+        old, fresh = store.save(_pause()).id, store.save(_pause()).id
+    with sqlite3.connect(db) as connection:  # saved two hours ago
+        connection.execute(
+            "UPDATE qa_approval SET created_at = created_at - 7200 WHERE id = ?", (old,)
+        )
+    with caplog.at_level(logging.INFO, logger="tooluse.service"), ApprovalStore(db) as store:
+        # The default expiry: an hour.
+        assert caplog.messages == ["1 run(s) paused for approval expired without a decision"]
+        assert [a.id for a in store.pending("c1")] == [fresh]
+        expired = store.get(old)
+        assert (expired.status, expired.error) == (
+            "expired",
+            "expired: no decision came within 3600 seconds",
+        )
+    assert _statuses(db) == {old: "expired", fresh: "pending"}
+
+
+def test_a_pause_stored_before_turn_ids_is_still_read(tmp_path: Path) -> None:
+    """A service upgraded with runs pending (QaPause JSON version 1) lists and resumes them."""
+    db = tmp_path / "a.db"
+    pause = _pause()
+    old = json.loads(pause.to_json())
+    del old["turn_id"]
+    old["version"] = 1
+    with ApprovalStore(db) as store:
+        approval_id = store.save(pause).id
+    with sqlite3.connect(db) as connection:
+        connection.execute(
+            "UPDATE qa_approval SET pause = ? WHERE id = ?", (json.dumps(old), approval_id)
+        )
+    with ApprovalStore(db) as store:
+        (listed,) = store.pending("c1")
+        assert listed.pause.turn_id is None and listed.pause.question == "cancel A1"
+        assert store.claim(approval_id).pending_tool_calls == pause.pending_tool_calls
+
+
+async def test_the_page_says_until_when_an_approval_waits_and_withdraws_it_on_a_new_message(
+    tmp_path: Path,
+) -> None:
+    async with service(tmp_path / "s.db", model=FunctionModel(RecordingLlm())) as client:
+        page = (await client.get("/")).text
+    assert "new Date(data.expires_at * 1000)" in page
+    # Sending a message withdraws the panels still open, as the service does (410 after).
+    submit = page[page.index('form.addEventListener("submit"') :]
+    assert submit.index("for (const withdraw of waitingApprovals) withdraw();") < submit.index(
+        'api("/api/chat"'
+    )
