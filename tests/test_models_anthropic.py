@@ -632,6 +632,51 @@ async def test_a_paused_stream_goes_on_in_a_second_request(
     assert merged.usage == Usage(prompt_tokens=40, completion_tokens=12, total_tokens=52)
 
 
+async def test_a_paused_stream_with_an_emoji_split_between_deltas_is_sent_back_whole(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    """The blocks sent back hold the emoji, not its two halves: UTF-8 cannot carry a lone
+    half (the request would go with U+FFFD in their place), and a signed thinking block
+    changed so fails the API's signature check."""
+
+    def delta(index: int, **fields: str) -> dict[str, Any]:
+        return {"type": "content_block_delta", "index": index, "delta": fields}
+
+    search_call = {**SEARCH_CALL, "input": {}}
+    paused = [
+        anthropic_message_start({"input_tokens": 10, "output_tokens": 1}),
+        anthropic_block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+        delta(0, type="thinking_delta", thinking="Search \ud83d"),
+        delta(0, type="thinking_delta", thinking="\ude00"),
+        delta(0, type="signature_delta", signature="sig-1"),
+        anthropic_block_stop(0),
+        anthropic_block_start(1, search_call),
+        anthropic_json_delta(1, '{"query": "Paris \ud83d'),
+        anthropic_json_delta(1, '\ude00"}'),
+        anthropic_block_stop(1),
+        anthropic_block_start(2, text_block("")),
+        anthropic_text_delta(2, "Sunny \ud83d"),
+        anthropic_text_delta(2, "\ude00"),
+        anthropic_block_stop(2),
+        anthropic_message_delta("pause_turn", 5),
+        {"type": "message_stop"},
+    ]
+    finished = [
+        anthropic_message_start({"input_tokens": 30, "output_tokens": 1}),
+        anthropic_message_delta("end_turn", 7),
+        {"type": "message_stop"},
+    ]
+    server.expect(anthropic_sse(paused), anthropic_sse(finished))
+    await collect(make_model(), ask())
+
+    sent_back = server.requests[1].body["messages"][-1]["content"]
+    assert sent_back == [
+        {"type": "thinking", "thinking": "Search \U0001f600", "signature": "sig-1"},
+        {**SEARCH_CALL, "input": {"query": "Paris \U0001f600"}},
+        text_block("Sunny \U0001f600"),
+    ]
+
+
 async def test_a_turn_still_paused_after_the_continuations_allowed_is_returned_as_it_is(
     server: ProviderServer,
     make_model: Callable[..., AnthropicChatModel],

@@ -72,7 +72,7 @@ from tooluse.models._calls import IncomingCalls
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
 from tooluse.models._sdk_model import SdkChatModel
-from tooluse.models._utf16 import StreamedText
+from tooluse.models._utf16 import StreamedText, joined_surrogates
 from tooluse.tools import ToolDefinition
 
 __all__ = ["AnthropicChatModel"]
@@ -517,7 +517,9 @@ class _StreamedContent:
     def blocks(self) -> list[dict[str, Any]]:
         blocks = {index: dict(block) for index, block in self._blocks.items()}
         for (index, field), deltas in self._deltas.items():
-            joined = "".join(deltas)
+            # Halves of a character cut between deltas are one again: the API gets back the
+            # text it sent (a signed thinking block changed fails its signature check).
+            joined = joined_surrogates("".join(deltas))
             if field == "input":  # the deltas replace the start's empty object
                 blocks[index]["input"] = _input_object(joined)
             else:
