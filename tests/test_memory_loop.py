@@ -322,6 +322,57 @@ async def test_a_resumed_approval_runs_nothing_twice_and_stores_each_result_once
     assert [m for m in sent if isinstance(m, ToolResponseMessage)] == [round_results]
 
 
+class AppendOnlyMemory:
+    """A ``ChatMemory`` of one's own that appends what it is given and nothing else."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, list[Message]] = {}
+
+    def add(self, conversation_id: str, messages: Message | Sequence[Message]) -> None:
+        batch = list(messages) if isinstance(messages, Sequence) else [messages]
+        self.stored.setdefault(conversation_id, []).extend(batch)
+
+    def get(self, conversation_id: str) -> list[Message]:
+        return list(self.stored.get(conversation_id, ()))
+
+    def clear(self, conversation_id: str) -> None:
+        self.stored.pop(conversation_id, None)
+
+    async def aadd(self, conversation_id: str, messages: Message | Sequence[Message]) -> None:
+        self.add(conversation_id, messages)
+
+    async def aget(self, conversation_id: str) -> list[Message]:
+        return self.get(conversation_id)
+
+    async def aclear(self, conversation_id: str) -> None:
+        self.clear(conversation_id)
+
+
+@pytest.mark.parametrize("inside", [False, True])
+async def test_a_memory_that_only_appends_tells_the_model_what_a_resumed_approval_did(
+    inside: bool,
+) -> None:
+    """Such a memory keeps the held round's record beside the completed round; the model must
+    see the refund's real result, not the record's "not run" (it would refund again)."""
+    memory, tools, model = AppendOnlyMemory(), OrderTools(), order_model()
+    client = ChatClient(
+        model,
+        tools=tools.tools,
+        advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=inside)],
+    )
+    paused = await client.prompt(ORDER_REQUEST).context({CONVERSATION_ID: "c"}).acall()
+    assert paused.state is not None
+    assert (await client.aresume(paused.state, {"r1": Approve()})).content() == "Done."
+    assert len(results_for(memory.get("c"), "r1")) == 2  # the record and the real result
+
+    await client.prompt("Is my order refunded?").context({CONVERSATION_ID: "c"}).acall()
+    sent = list(model.requests[-1].messages)
+    assert tool_pairing_problems(sent) == []
+    (refund,) = results_for(sent, "r1")
+    assert (refund.data, refund.is_error) == ("refunded", False)
+    assert len(tools.refund.calls) == 1
+
+
 def dangling_calls(messages: list[Message]) -> list[str]:
     """Ids of tool calls that no later tool response answers."""
     answered = {

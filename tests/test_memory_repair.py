@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from _loop_tools import RecordingTool
 from _memory_helpers import answer, calls, results, system, tool_pairing_problems, user
 from tooluse.client import ChatClient
+from tooluse.history import held_round_record
 from tooluse.memory import UNANSWERED_TOOL_CALL_RESULT, repair_tool_pairs
 from tooluse.messages import (
     AssistantMessage,
@@ -106,6 +107,24 @@ def test_a_second_result_for_one_call_is_dropped() -> None:
         user("Q"),
         calls("a"),
         results("a"),
+    ]
+
+
+def test_a_held_round_record_gives_way_to_the_completed_round_stored_after_it() -> None:
+    """What a memory that only appends keeps of a resumed approval, also when other turns
+    were stored between the pause and the resume: the completed round takes the record's
+    place and its answer stays where it was stored."""
+    record = held_round_record(calls("a", "b"), results("a"))
+    completed = results("a", "b")
+    history = [user("Q"), calls("a", "b"), record, user("Q2"), answer("A2"), completed, answer("A")]
+
+    assert repair_tool_pairs(history) == [
+        user("Q"),
+        calls("a", "b"),
+        completed,
+        user("Q2"),
+        answer("A2"),
+        answer("A"),
     ]
 
 

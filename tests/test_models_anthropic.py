@@ -632,6 +632,100 @@ async def test_a_paused_stream_goes_on_in_a_second_request(
     assert merged.usage == Usage(prompt_tokens=40, completion_tokens=12, total_tokens=52)
 
 
+async def test_a_paused_stream_with_an_emoji_split_between_deltas_is_sent_back_whole(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    """The blocks sent back hold the emoji, not its two halves: UTF-8 cannot carry a lone
+    half (the request would go with U+FFFD in their place), and a signed thinking block
+    changed so fails the API's signature check."""
+
+    def delta(index: int, **fields: str) -> dict[str, Any]:
+        return {"type": "content_block_delta", "index": index, "delta": fields}
+
+    search_call = {**SEARCH_CALL, "input": {}}
+    paused = [
+        anthropic_message_start({"input_tokens": 10, "output_tokens": 1}),
+        anthropic_block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+        delta(0, type="thinking_delta", thinking="Search \ud83d"),
+        delta(0, type="thinking_delta", thinking="\ude00"),
+        delta(0, type="signature_delta", signature="sig-1"),
+        anthropic_block_stop(0),
+        anthropic_block_start(1, search_call),
+        anthropic_json_delta(1, '{"query": "Paris \ud83d'),
+        anthropic_json_delta(1, '\ude00"}'),
+        anthropic_block_stop(1),
+        anthropic_block_start(2, text_block("")),
+        anthropic_text_delta(2, "Sunny \ud83d"),
+        anthropic_text_delta(2, "\ude00"),
+        anthropic_block_stop(2),
+        anthropic_message_delta("pause_turn", 5),
+        {"type": "message_stop"},
+    ]
+    finished = [
+        anthropic_message_start({"input_tokens": 30, "output_tokens": 1}),
+        anthropic_message_delta("end_turn", 7),
+        {"type": "message_stop"},
+    ]
+    server.expect(anthropic_sse(paused), anthropic_sse(finished))
+    await collect(make_model(), ask())
+
+    sent_back = server.requests[1].body["messages"][-1]["content"]
+    assert sent_back == [
+        {"type": "thinking", "thinking": "Search \U0001f600", "signature": "sig-1"},
+        {**SEARCH_CALL, "input": {"query": "Paris \U0001f600"}},
+        text_block("Sunny \U0001f600"),
+    ]
+
+
+# Blocks of a server tool the installed SDK does not know (the MCP connector's, a tool newer
+# than the SDK): the SDK builds them as ``TextBlock`` objects without text.
+MCP_CALL: dict[str, Any] = {
+    "type": "mcp_tool_use",
+    "id": "mcptoolu_1",
+    "name": "lookup",
+    "server_name": "docs",
+    "input": {"q": "Paris"},
+}
+MCP_RESULT: dict[str, Any] = {
+    "type": "mcp_tool_result",
+    "tool_use_id": "mcptoolu_1",
+    "is_error": False,
+    "content": [{"type": "text", "text": "Paris is sunny"}],
+}
+
+
+async def test_blocks_of_a_server_tool_the_sdk_does_not_know_are_no_text_and_go_back_as_they_came(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    paused = anthropic_message(MCP_CALL, MCP_RESULT, stop_reason="pause_turn")
+    server.expect(Reply.json(paused), Reply.json(anthropic_message(text_block("Sunny."))))
+    response = await make_model().acall(ask())
+
+    assert response.text == "Sunny."
+    assert server.requests[1].body["messages"][-1]["content"] == [MCP_CALL, MCP_RESULT]
+
+
+async def test_a_streamed_block_of_a_server_tool_the_sdk_does_not_know_is_no_text(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    events = [
+        anthropic_message_start({"input_tokens": 10, "output_tokens": 1}),
+        anthropic_block_start(0, MCP_CALL),
+        anthropic_block_stop(0),
+        anthropic_block_start(1, MCP_RESULT),
+        anthropic_block_stop(1),
+        anthropic_block_start(2, text_block("")),
+        anthropic_text_delta(2, "Sunny."),
+        anthropic_block_stop(2),
+        anthropic_message_delta("end_turn", 5),
+        {"type": "message_stop"},
+    ]
+    server.expect(anthropic_sse(events))
+    chunks = await collect(make_model(), ask())
+
+    assert merge_chunks(chunks).text == "Sunny."
+
+
 async def test_a_turn_still_paused_after_the_continuations_allowed_is_returned_as_it_is(
     server: ProviderServer,
     make_model: Callable[..., AnthropicChatModel],

@@ -227,6 +227,43 @@ async def test_streamed_reasoning_is_joined_sent_back_and_shown_to_the_caller(
     assert "".join(c.text or "" for c in chunks) == "Sunny in Paris."
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_an_empty_reasoning_of_a_tool_call_turn_goes_back_empty(
+    server: ProviderServer, models: dict[str, Callable[..., Any]], streamed: bool
+) -> None:
+    """DeepSeek's thinking mode may answer a tool call with ``"reasoning_content": ""``; its
+    check wants the field back all the same (400 "Missing `reasoning_content` field in the
+    assistant message")."""
+    call = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    if streamed:
+        first = openai_sse(
+            [
+                openai_chunk({"role": "assistant", "content": None, "reasoning_content": ""}),
+                openai_chunk(openai_call_delta(0, id="call_1", type="function", function=call)),
+                openai_chunk({}, finish_reason="tool_calls"),
+            ]
+        )
+        answer = [
+            openai_chunk({"content": "Sunny in Paris."}),
+            openai_chunk({}, finish_reason="stop"),
+        ]
+        server.expect(first, openai_sse(answer))
+    else:
+        body = thinking_completion()
+        body["choices"][0]["message"]["reasoning_content"] = ""
+        server.expect(Reply.json(body), Reply.json(openai_completion("Sunny in Paris.")))
+    client = ChatClient(models["openai"](), tools=[get_weather])
+    request = client.prompt("Weather in Paris?")
+    if streamed:
+        assert "".join([text async for text in request.stream().content()]) == "Sunny in Paris."
+    else:
+        assert (await request.acall()).content() == "Sunny in Paris."
+
+    assistant = server.requests[1].body["messages"][1]
+    assert assistant["tool_calls"][0]["id"] == "call_1"
+    assert assistant["reasoning_content"] == ""
+
+
 # -- Anthropic extended thinking ------------------------------------------------------------------
 
 

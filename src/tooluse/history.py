@@ -10,7 +10,7 @@ the calls that ran and, for each held call, a result saying it has not run. A co
 abandoned at the pause then tells the model the truth, where a repaired one would say the
 calls were cut off and invite calling them again, repeating a side effect that already
 happened. When the run is resumed, the completed round supersedes the record
-(:func:`completes_held_round`).
+(:func:`completes_held_round`, :func:`with_held_rounds_completed`).
 
 A caller that keeps no tool traffic in memory (the QA pipeline, whose answer stage has no
 tools) records a paused turn as plain messages instead, marked with :data:`PAUSED_TURN`;
@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Iterable, Sequence
+from typing import TypeGuard
 
 from tooluse.messages import AssistantMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
 
@@ -38,6 +39,7 @@ __all__ = [
     "held_round_record",
     "paused_turn_of",
     "repair_tool_pairs",
+    "with_held_rounds_completed",
 ]
 
 logger = logging.getLogger(__name__)
@@ -93,19 +95,47 @@ def completes_held_round(record: Message, results: Message) -> bool:
     """Whether ``results`` is the completed round of which ``record`` is the held-round
     record (:func:`held_round_record`): it answers every call the record answers, so it
     replaces the record."""
-    if not isinstance(record, ToolResponseMessage) or HELD_FOR_APPROVAL not in record.metadata:
-        return False
-    if not isinstance(results, ToolResponseMessage):
+    if not _is_held_record(record) or not isinstance(results, ToolResponseMessage):
         return False
     answered = {response.id for response in results.responses}
     return all(response.id in answered for response in record.responses)
+
+
+def with_held_rounds_completed(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` with each held-round record that a later message completes
+    (:func:`completes_held_round`) replaced, where it is, by that message, taken from where
+    it was: a memory that only appends keeps both after a resumed run."""
+    completed = list(messages)
+    if not any(_is_held_record(message) for message in completed):
+        return completed
+    index = 0
+    while index < len(completed):
+        record = next(
+            (
+                earlier
+                for earlier in range(index - 1, -1, -1)
+                if completes_held_round(completed[earlier], completed[index])
+            ),
+            None,
+        )
+        if record is None:
+            index += 1
+        else:
+            completed[record] = completed.pop(index)
+    return completed
+
+
+def _is_held_record(message: Message) -> TypeGuard[ToolResponseMessage]:
+    return isinstance(message, ToolResponseMessage) and HELD_FOR_APPROVAL in message.metadata
 
 
 def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:
     """Return ``messages`` with every tool call answered and every tool result paired.
 
     A tool call's results must follow its assistant message directly (consecutive tool
-    messages). Results without such a call, and repeated results for one call, are dropped;
+    messages). A held round's record is first replaced by the completed round if one follows
+    (:func:`with_held_rounds_completed`), so the model sees what the resumed calls did.
+    Results without such a call, and repeated results for one call, are dropped;
     calls left without a result are answered with an error result
     (:data:`UNANSWERED_TOOL_CALL_RESULT`, ``is_error=True``) placed after their group.
     Calls of one round that share an id (some servers number calls per name, or repeat
@@ -121,7 +151,7 @@ def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:
     dropped = 0
     answered = 0
     renamed = 0
-    for message in messages:
+    for message in with_held_rounds_completed(messages):
         if isinstance(message, ToolResponseMessage):
             responses = message.responses
             if shared_ids:

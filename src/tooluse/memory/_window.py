@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from tooluse.history import completes_held_round, paused_turn_of
+from tooluse.history import paused_turn_of, with_held_rounds_completed
 from tooluse.memory._api import ChatMemoryRepository, validate_conversation_id
 from tooluse.memory._in_memory import InMemoryChatMemoryRepository
 from tooluse.messages import (
@@ -98,10 +98,11 @@ def _as_batch(messages: Message | Sequence[Message]) -> list[Message]:
 
 
 def _window(stored: list[Message], new: list[Message], max_messages: int) -> list[Message]:
-    stored, new = _complete_held_round(stored, new)
     if any(isinstance(m, SystemMessage) and m not in stored for m in new):
         stored = [m for m in stored if not isinstance(m, SystemMessage)]
-    combined = _with_paused_turn_completed(stored, new)
+    # A resumed run's batch starts with the paused round completed: it takes the place of
+    # the round's record (further back if other turns were stored since the pause).
+    combined = with_held_rounds_completed(_with_paused_turn_completed(stored, new))
     others = [m for m in combined if not isinstance(m, SystemMessage)]
     starts_with_result = bool(others) and isinstance(others[0], ToolResponseMessage)
     if len(combined) <= max_messages and not starts_with_result:
@@ -116,20 +117,6 @@ def _window(stored: list[Message], new: list[Message], max_messages: int) -> lis
     while start < len(others) and isinstance(others[start], ToolResponseMessage):
         start += 1  # a result whose call an earlier add evicted: it cannot start the window
     return [m for m in combined if isinstance(m, SystemMessage)] + others[start:]
-
-
-def _complete_held_round(
-    stored: list[Message], new: list[Message]
-) -> tuple[list[Message], list[Message]]:
-    """A resumed run's batch starts with the paused round completed: it takes the place of
-    the round's record (the last message, or further back if other turns were stored since
-    the pause), and the rest of the batch follows the stored messages."""
-    if not isinstance(new[0], ToolResponseMessage):
-        return stored, new
-    for index in range(len(stored) - 1, -1, -1):
-        if completes_held_round(stored[index], new[0]):
-            return [*stored[:index], new[0], *stored[index + 1 :]], new[1:]
-    return stored, new
 
 
 def _with_paused_turn_completed(stored: list[Message], new: list[Message]) -> list[Message]:

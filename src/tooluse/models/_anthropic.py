@@ -29,7 +29,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 import anthropic
 from anthropic._base_client import AsyncAPIClient, SyncAPIClient
@@ -72,7 +72,7 @@ from tooluse.models._calls import IncomingCalls
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
 from tooluse.models._sdk_model import SdkChatModel
-from tooluse.models._utf16 import StreamedText
+from tooluse.models._utf16 import StreamedText, joined_surrogates
 from tooluse.tools import ToolDefinition
 
 __all__ = ["AnthropicChatModel"]
@@ -371,7 +371,7 @@ class _Turn:
             return None
         # The blocks as the API sent them (unset fields left out), as the SDK would send
         # ``message.content`` back; the container as a plain dict, on every SDK version.
-        sent = message.to_dict(mode="json")
+        sent = message.to_dict(mode="json", warnings=False)
         content = cast("list[dict[str, Any]]", sent["content"])  # a list of block objects
         return self.continuation(message.stop_reason, content, _container_id(sent))
 
@@ -409,13 +409,23 @@ def _container_id(sent: Mapping[str, Any]) -> str | None:
     return container.get("id") if isinstance(container, Mapping) else None
 
 
+# The SDK builds a block or delta of a type it does not know (a server tool newer than it, the
+# MCP connector's blocks) as the first of its union, a text one without text: the type tells.
+def _is_text_block(block: object) -> TypeGuard[TextBlock]:
+    return isinstance(block, TextBlock) and block.type == "text"
+
+
+def _is_text_delta(delta: object) -> TypeGuard[TextDelta]:
+    return isinstance(delta, TextDelta) and delta.type == "text_delta"
+
+
 def _response(messages: Sequence[AnthropicMessage], incoming: IncomingCalls) -> ChatResponse:
     """The turn the ``messages`` made: one, or a paused one and its continuations."""
     texts: list[str] = []
     calls: list[ToolCall] = []
     reasoning: list[Reasoning] = []
     for block in (block for message in messages for block in message.content):
-        if isinstance(block, TextBlock):
+        if _is_text_block(block):
             texts.append(block.text)
         elif isinstance(block, ThinkingBlock):
             reasoning.append(Reasoning(text=block.thinking, signature=block.signature))
@@ -493,10 +503,10 @@ class _StreamedContent:
 
     def add(self, event: RawMessageStreamEvent) -> None:
         if isinstance(event, RawContentBlockStartEvent):
-            self._blocks[event.index] = event.content_block.to_dict(mode="json")
+            self._blocks[event.index] = event.content_block.to_dict(mode="json", warnings=False)
         elif isinstance(event, RawContentBlockDeltaEvent) and event.index in self._blocks:
             delta = event.delta
-            if isinstance(delta, TextDelta):
+            if _is_text_delta(delta):
                 self._deltas.setdefault((event.index, "text"), []).append(delta.text)
             elif isinstance(delta, ThinkingDelta):
                 self._deltas.setdefault((event.index, "thinking"), []).append(delta.thinking)
@@ -517,7 +527,9 @@ class _StreamedContent:
     def blocks(self) -> list[dict[str, Any]]:
         blocks = {index: dict(block) for index, block in self._blocks.items()}
         for (index, field), deltas in self._deltas.items():
-            joined = "".join(deltas)
+            # Halves of a character cut between deltas are one again: the API gets back the
+            # text it sent (a signed thinking block changed fails its signature check).
+            joined = joined_surrogates("".join(deltas))
             if field == "input":  # the deltas replace the start's empty object
                 blocks[index]["input"] = _input_object(joined)
             else:
@@ -548,7 +560,7 @@ class _StreamState:
                 # Some gateways send the whole input here instead of as deltas.
                 parts = [json.dumps(block.input, ensure_ascii=False)] if block.input else []
                 self._tool_uses[event.index] = _PendingToolUse(block.id, block.name, parts)
-            elif isinstance(block, TextBlock):
+            elif _is_text_block(block):
                 return self._streamed(event.index, block.text, thinking=False)
             elif isinstance(block, RedactedThinkingBlock):
                 return self._chunk(AssistantMessage(reasoning=(Reasoning(redacted=block.data),)))
@@ -560,7 +572,7 @@ class _StreamState:
                 return self._streamed(event.index, block.thinking, thinking=True)
         elif isinstance(event, RawContentBlockDeltaEvent):
             delta = event.delta
-            if isinstance(delta, TextDelta):
+            if _is_text_delta(delta):
                 return self._streamed(event.index, delta.text, thinking=False)
             if isinstance(delta, InputJSONDelta) and event.index in self._tool_uses:
                 self._tool_uses[event.index].parts.append(delta.partial_json)

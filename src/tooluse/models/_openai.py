@@ -16,10 +16,11 @@ Reasoning that a server returns beside the answer (``reasoning_content``: DeepSe
 ``reasoning``: Ollama, OpenRouter) is kept on the message, and sent back as
 ``reasoning_content`` by DeepSeek's rule: between two user messages, if the model called a
 tool, every assistant message there (the answer after the tool results too) goes back with its
-reasoning in all later requests (its thinking mode answers 400 to a history that drops it);
-where it called none, without (DeepSeek ignores it there; its older reasoner model rejected the
-field anywhere, and had no tool calls). OpenAI's own API never gets the field: it returns no
-reasoning and rejects unknown message fields.
+reasoning in all later requests (its thinking mode answers 400 to a history that drops it, even
+where the reasoning came empty: it goes back as ``""``); where it called none, without (DeepSeek
+ignores it there; its older reasoner model rejected the field anywhere, and had no tool calls).
+OpenAI's own API never gets the field: it returns no reasoning and rejects unknown message
+fields.
 
 Retries (429, 408, 409, 5xx, connection errors; exponential backoff with jitter, capped at
 8 s, honouring ``Retry-After`` up to 120 s) and timeouts are the SDK's own, configured through
@@ -315,8 +316,9 @@ def _messages(
                 ]
             elif message.text is None:
                 entry["content"] = ""
-            if position in with_reasoning and (reasoning := message.reasoning_text()):
-                entry["reasoning_content"] = reasoning
+            if position in with_reasoning and message.reasoning:
+                # Empty too: DeepSeek checks that the field is there.
+                entry["reasoning_content"] = message.reasoning_text()
             wire.append(entry)
         elif isinstance(message, ToolResponseMessage):
             wire.extend(
@@ -347,17 +349,22 @@ def _in_tool_calling_questions(messages: Sequence[Message]) -> frozenset[int]:
 
 
 def _reasoning(extra: Mapping[str, Any] | None) -> tuple[Reasoning, ...]:
+    """The reasoning a server put beside the content; one it sent empty is kept (empty), as
+    DeepSeek wants the field back on a tool-call turn even then."""
     text = _reasoning_text(extra)
-    return (Reasoning(text=text),) if text else ()
+    return () if text is None else (Reasoning(text=text),)
 
 
-def _reasoning_text(extra: Mapping[str, Any] | None) -> str:
-    """The reasoning a server put beside the content, under either name in use."""
-    for field in ("reasoning_content", "reasoning"):
-        text = (extra or {}).get(field)
-        if isinstance(text, str) and text:
-            return text
-    return ""
+def _reasoning_text(extra: Mapping[str, Any] | None) -> str | None:
+    """The reasoning a server put beside the content, under either name in use: ``""`` when
+    the field came empty, ``None`` when there was none."""
+    texts = [
+        text for field in _REASONING_FIELDS if isinstance(text := (extra or {}).get(field), str)
+    ]
+    return next((text for text in texts if text), "" if texts else None)
+
+
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 def _tool_choice(choice: str, aliases: ToolNameAliases) -> str | dict[str, Any]:
@@ -404,7 +411,16 @@ class _PendingCall:
 
 
 class _ChoiceState:
-    __slots__ = ("by_index", "calls", "last", "reasoning", "refusal", "text")
+    __slots__ = (
+        "by_index",
+        "calls",
+        "last",
+        "reasoning",
+        "reasoning_came",
+        "reasoning_shown",
+        "refusal",
+        "text",
+    )
 
     def __init__(self) -> None:
         self.calls: list[_PendingCall] = []
@@ -413,6 +429,10 @@ class _ChoiceState:
         self.refusal: list[str] = []  # refusal deltas, reported whole when the choice ends
         self.text = StreamedText()
         self.reasoning = StreamedText()
+        # The reasoning field came (if only empty), and whether any of its text was shown: a
+        # choice whose reasoning came only empty ends with an empty part (see ``_reasoning``).
+        self.reasoning_came = False
+        self.reasoning_shown = False
 
     def add(self, delta: ChoiceDeltaToolCall) -> None:
         call_id = delta.id or ""
@@ -471,9 +491,10 @@ class _StreamState:
             if delta is not None and delta.refusal:
                 state.refusal.append(delta.refusal)
             text = state.text.add(delta.content or "") if delta is not None else ""
-            reasoning = (
-                state.reasoning.add(_reasoning_text(delta.model_extra)) if delta is not None else ""
-            )
+            field = _reasoning_text(delta.model_extra) if delta is not None else None
+            reasoning = state.reasoning.add(field or "")
+            state.reasoning_came = state.reasoning_came or field is not None
+            state.reasoning_shown = state.reasoning_shown or bool(reasoning)
             finish_reason = choice.finish_reason
             if finish_reason is not None or text or reasoning:
                 held = self._flush(index) if finish_reason is not None else _Held()
@@ -518,6 +539,7 @@ class _StreamState:
         return _Held(
             text=state.text.end(),
             reasoning=state.reasoning.end(),
+            empty_reasoning=state.reasoning_came and not state.reasoning_shown,
             calls=calls,
             refusal="".join(state.refusal),
         )
@@ -530,11 +552,14 @@ class _Held:
 
     text: str = ""
     reasoning: str = ""
+    empty_reasoning: bool = False  # the reasoning field came, only empty
     calls: tuple[ToolCall, ...] = ()
     refusal: str = ""
 
     def is_empty(self) -> bool:
-        return not (self.text or self.reasoning or self.calls or self.refusal)
+        return not (
+            self.text or self.reasoning or self.empty_reasoning or self.calls or self.refusal
+        )
 
     def generation(
         self, text: str = "", reasoning: str = "", finish_reason: str | None = None
@@ -551,7 +576,7 @@ class _Held:
             message=AssistantMessage(
                 text=text + self.text or None,
                 tool_calls=self.calls,
-                reasoning=(Reasoning(text=reasoning),) if reasoning else (),
+                reasoning=(Reasoning(text=reasoning),) if reasoning or self.empty_reasoning else (),
             ),
             metadata=metadata,
         )
