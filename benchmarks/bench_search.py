@@ -8,6 +8,7 @@
     .venv/bin/python benchmarks/bench_search.py fts5                  # SQLite FTS5 vs ours
     .venv/bin/python benchmarks/bench_search.py e5 [--threads 1]      # the bundled model's speed
     .venv/bin/python benchmarks/bench_search.py latency --variant clause_weight=0 --variant ''
+    .venv/bin/python benchmarks/bench_search.py heldout --dataset DIR [--variant clause_weight=0]
 
 ``quality`` ranks every query of bfcl-v4, acebench/en and acebench/zh with each index, writes
 the run files (``.cache/runs/<dataset>-<index>.jsonl``, scored by the datasets' ``evaluate.py``)
@@ -22,6 +23,11 @@ embedding cache, query latency (wall and CPU, the query embedded live) and memor
 ``latency`` times ``HybridToolIndex`` variants (settings such as ``clause_weight=0
 query_tokens=32``; ``''`` is the default) at 4,000 tools in one process, alternating a round of
 each: the machine's speed drifts more between runs than most changes move it.
+
+``heldout`` scores any dataset directories (e.g. the outside sets that
+``heldout_convert.py`` writes) with regex, BM25 and vector, the default hybrid and
+``HybridToolIndex`` variants (``--variant 'clause_weight=0'``; by default each heuristic
+switched off in turn), embeddings cached as for ``quality``.
 
 ``tokens`` replays a scripted conversation (search, then two tool calls, then the answer)
 through ``ToolSearchToolCallingAdvisor`` and through a plain ``ToolCallingAdvisor`` with all
@@ -472,6 +478,47 @@ def latency(variants: Sequence[str], rounds: int, queries: int, size: int) -> No
         print(f"| all | `{variant}` | {_row(wall)} |")
 
 
+ABLATIONS = (
+    "clause_weight=0",
+    "toolset_weight=0",
+    "last_line_words=None",
+    "embed_quoted=True",
+    "query_tokens=None",
+    'fusion="ranks"',
+    "clause_weight=0 toolset_weight=0 last_line_words=None embed_quoted=True query_tokens=None",
+)
+
+
+def heldout(directories: Sequence[str], indexes: Sequence[str], variants: Sequence[str]) -> None:
+    """Every index of ``indexes``, then ``HybridToolIndex(**variant)`` for each variant
+    (``''`` = the defaults), on each dataset directory; a table row per run."""
+    model = disk_cached_model()
+    print("| dataset | index | " + " | ".join(label for label, _ in COLUMNS) + " |")
+    print("|---|---|" + "---:|" * len(COLUMNS))
+    for directory in directories:
+        dataset = load_dataset(directory)
+        name = (
+            Path(directory).name
+            if Path(directory).name not in ("zh", "en")
+            else (f"{Path(directory).parent.name}/{Path(directory).name}")
+        )
+        runs: list[tuple[str, SessionToolIndex[Any]]] = [
+            (kind, make_index(kind, model)) for kind in indexes if kind != "hybrid"
+        ]
+        runs += [
+            (
+                f"hybrid {variant}".strip() if variant else "hybrid (default)",
+                HybridToolIndex(model, **_settings(variant)),
+            )
+            for variant in variants
+        ]
+        for label, index in runs:
+            rankings = run_index(index, dataset.tools, dataset.queries).rankings
+            metrics = score(dataset.queries, rankings)
+            values = " | ".join(f"{metrics[key]:.3f}" for _, key in COLUMNS)
+            print(f"| {name} | {label} | {values} |", flush=True)
+
+
 def _row(wall: Sequence[float]) -> str:
     return " | ".join(f"{_percentile(wall, p):.2f}" for p in (50, 90, 99))
 
@@ -605,6 +652,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     lat.add_argument("--rounds", type=int, default=4)
     lat.add_argument("--queries", type=int, default=300)
     lat.add_argument("--size", type=int, default=4000)
+    h = commands.add_parser("heldout")
+    h.add_argument("--dataset", action="append", required=True, help="a dataset directory")
+    h.add_argument("--index", action="append", choices=INDEXES)
+    h.add_argument(
+        "--variant", action="append", help="HybridToolIndex settings, 'name=value ...' ('' default)"
+    )
     t = commands.add_parser("tokens")
     t.add_argument("--size", action="append", type=int)
     args = parser.parse_args(argv)
@@ -634,6 +687,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         e5_speed(args.threads)
     elif args.command == "latency":
         latency(args.variant, args.rounds, args.queries, args.size)
+    elif args.command == "heldout":
+        heldout(
+            args.dataset,
+            args.index or ("regex", "bm25", "vector"),
+            args.variant if args.variant is not None else ("", *ABLATIONS),
+        )
     else:
         tokens(args.size or (30, 300, 2000))
 
