@@ -862,9 +862,9 @@ def test_enum_values_are_searched_as_choices_but_not_embedded() -> None:
 # -- toolsets --------------------------------------------------------------------------------
 
 
-def _toolsets(categories: list[str | None], max_size: int = 30) -> Toolsets:
+def _toolsets(categories: list[str | None], max_size: int = 30, min_size: int = 2) -> Toolsets:
     references = [ToolReference(f"t{i}", None, "", category=c) for i, c in enumerate(categories)]
-    return Toolsets.of(references, max_size)
+    return Toolsets.of(references, min_size, max_size)
 
 
 def test_a_toolset_member_gets_the_best_score_of_its_siblings_not_its_own() -> None:
@@ -885,11 +885,16 @@ def test_tied_best_members_lift_each_other_and_weight_zero_changes_nothing() -> 
     np.testing.assert_allclose(scores, [1.0, 1.0, 0.6])
 
 
-def test_single_tools_and_categories_larger_than_a_toolset_get_nothing() -> None:
+def test_categories_smaller_or_larger_than_a_toolset_get_nothing() -> None:
     toolsets = _toolsets(["solo", "big", "big", "big"], max_size=2)
     scores = np.array([0.5, 0.9, 0.1, 0.1], dtype=np.float32)
     toolsets.boost(scores, 1.0)
     np.testing.assert_allclose(scores, [0.5, 0.9, 0.1, 0.1])
+    # Alternatives for one need, not a suite: a pair under a minimum of 3.
+    toolsets = _toolsets(["pair", "pair", "suite", "suite", "suite"], min_size=3)
+    scores = np.array([0.9, 0.1, 0.8, 0.1, 0.0], dtype=np.float32)
+    toolsets.boost(scores, 1.0)
+    np.testing.assert_allclose(scores, [0.9, 0.1, 0.9, 0.9, 0.8])
     empty = _toolsets([])
     nothing = np.zeros(0, dtype=np.float32)
     empty.boost(nothing, 1.0)
@@ -909,7 +914,7 @@ def test_hybrid_lifts_the_sibling_a_turn_does_not_name() -> None:
     ]
     query = "move report.txt into the archive directory"
     for weight, expected_second in ((0.0, "move_meeting"), (0.5, "cd")):
-        index = HybridToolIndex(BagOfWordsModel(), toolset_weight=weight)
+        index = HybridToolIndex(BagOfWordsModel(), toolset_weight=weight, toolset_min_size=2)
         index.index_tools("s", catalogue)
         index.build("s")
         assert search(index, query)[:2] == ["mv", expected_second]
@@ -918,8 +923,10 @@ def test_hybrid_lifts_the_sibling_a_turn_does_not_name() -> None:
 def test_hybrid_rejects_bad_toolset_parameters() -> None:
     with pytest.raises(ValueError, match="toolset_weight must be >= 0, got -1"):
         HybridToolIndex(BagOfWordsModel(), toolset_weight=-1)
-    with pytest.raises(ValueError, match="toolset_size must be at least 2, got 1"):
-        HybridToolIndex(BagOfWordsModel(), toolset_size=1)
+    with pytest.raises(ValueError, match="toolset_min_size must be at least 2, got 1"):
+        HybridToolIndex(BagOfWordsModel(), toolset_min_size=1)
+    with pytest.raises(ValueError, match=r"toolset_size must be at least toolset_min_size \(8\)"):
+        HybridToolIndex(BagOfWordsModel(), toolset_size=5)
 
 
 @settings(max_examples=300, deadline=None)
@@ -928,9 +935,10 @@ def test_hybrid_rejects_bad_toolset_parameters() -> None:
     data=st.data(),
     weight=st.sampled_from([0.0, 0.5, 1.0]),
     max_size=st.integers(2, 4),
+    min_size=st.integers(2, 3),
 )
 def test_toolset_boost_equals_the_plain_definition(
-    categories: list[str | None], data: st.DataObject, weight: float, max_size: int
+    categories: list[str | None], data: st.DataObject, weight: float, max_size: int, min_size: int
 ) -> None:
     values = data.draw(
         st.lists(
@@ -940,7 +948,7 @@ def test_toolset_boost_equals_the_plain_definition(
         )
     )
     scores = np.array(values, dtype=np.float32)
-    _toolsets(categories, max_size).boost(scores, weight)
+    _toolsets(categories, max_size, min_size).boost(scores, weight)
     expected = np.array(values, dtype=np.float32)
     for position, category in enumerate(categories):
         if category is None:
@@ -950,7 +958,7 @@ def test_toolset_boost_equals_the_plain_definition(
             for other, c in enumerate(categories)
             if c is not None and c.casefold() == category.casefold() and other != position
         ]
-        if siblings and len(siblings) + 1 <= max_size:
+        if siblings and min_size <= len(siblings) + 1 <= max_size:
             expected[position] += weight * max(siblings)
     np.testing.assert_allclose(scores, expected, rtol=1e-6)
 

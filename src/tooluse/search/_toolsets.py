@@ -1,9 +1,14 @@
-"""Toolsets: the tools of a small category (an MCP server, an API class) are used together.
+"""Toolsets: the tools of a suite (an MCP server, an API class) are used together.
 
 A turn that moves a file also changes directory; one that posts also logs in. The tools it
 names rank well, their siblings often do not. So each tool of a toolset also gets a share of
 the best score among its category's *other* tools: a found tool lifts its siblings, and a
 tool's own score never lifts itself.
+
+Only categories of a suite's size count. A large one is a topic (100 Java APIs); so, mostly,
+is a category of a few tools: alternatives for one need ("analyse evidence", "analyse a
+substance", "get a forensic report"), where lifting the others pushes out the tools of the
+request's other needs (docs/benchmarks.md, "Outside the dev sets").
 """
 
 from __future__ import annotations
@@ -24,19 +29,20 @@ Scores = npt.NDArray[np.float32]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Toolsets:
-    """The catalogue's categories of 2 to ``max_size`` tools, as flat position arrays."""
+    """The catalogue's categories of ``min_size`` to ``max_size`` tools, as flat position
+    arrays."""
 
     positions: npt.NDArray[np.intp]  # the members, grouped by toolset
     starts: npt.NDArray[np.intp]  # where each toolset starts in ``positions``
     toolset_of: npt.NDArray[np.intp]  # for each member, its toolset
 
     @classmethod
-    def of(cls, references: Sequence[ToolReference], max_size: int) -> Toolsets:
+    def of(cls, references: Sequence[ToolReference], min_size: int, max_size: int) -> Toolsets:
         groups: dict[str, list[int]] = defaultdict(list)
         for position, reference in enumerate(references):
             if reference.category is not None and reference.category.strip():
                 groups[reference.category.strip().casefold()].append(position)
-        members = [group for group in groups.values() if 2 <= len(group) <= max_size]
+        members = [group for group in groups.values() if min_size <= len(group) <= max_size]
         sizes = [len(group) for group in members]
         return cls(
             np.array([p for group in members for p in group], dtype=np.intp),
