@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +24,7 @@ import pytest
 
 from _ports import free_port
 from _rag_helpers import HashingEmbeddingModel
-from _service_helpers import config, parse_sse, serve_without_listening, service
+from _service_helpers import config, parse_sse, read_until, serve_without_listening, service
 from tooluse.cli import main
 from tooluse.mcp import InProcessServer, StdioServer, mcp_server
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
@@ -120,6 +122,33 @@ async def test_serve_answers_with_a_stdio_server_tools_and_stops_it_on_shutdown(
         await _eventually(fresh_offered, "the added tool is listed")
         assert (await client.get("/healthz")).json()["tools"] == 13
     assert _processes_with(marker) == []  # the lifespan's end stopped the server
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+def test_ctrl_c_at_the_chat_prompt_ends_it_quietly_and_stops_the_servers(tmp_path: Path) -> None:
+    marker = f"tooluse-test-{uuid.uuid4().hex}"
+    mcp = _write(
+        tmp_path / "mcp.json", {"sdk": {"command": sys.executable, "args": [SDK_SERVER, marker]}}
+    )
+    command = [sys.executable, "-m", "tooluse.cli", "chat", "--mcp", str(mcp)]
+    command += ["--db", str(tmp_path / "c.db"), "--no-sample-knowledge"]
+    env = {name: value for name, value in os.environ.items() if name != "TOOLUSE_MODEL"}
+    pipe = subprocess.PIPE
+    chat = subprocess.Popen(command, env=env, stdin=pipe, stdout=pipe, stderr=pipe)
+    try:
+        read_until(chat, "you> ")
+        assert len(_processes_with(marker)) == 1
+        interrupted = time.monotonic()
+        chat.send_signal(signal.SIGINT)
+        chat.wait(timeout=10)  # stdin stays open: input() waits for a line that never comes
+    finally:
+        chat.kill()
+        chat.stdin.close()
+    assert time.monotonic() - interrupted < 5
+    err = chat.stderr.read()
+    assert b"Traceback" not in err, err.decode()
+    assert chat.returncode == 130
+    assert _processes_with(marker) == []
 
 
 def _archive_tool(number: int) -> object:
