@@ -183,6 +183,28 @@ async def test_mcp_tools_join_the_others_and_count_for_tool_search(tmp_path: Pat
     assert qa.mcp is not None and [c.state for c in qa.mcp.connections] == ["closed"]
 
 
+async def test_starting_a_started_service_leaves_its_servers_connected(tmp_path: Path) -> None:
+    settings = config(
+        tmp_path / "s.db", mcp_servers=[InProcessServer(mcp_server(get_weather, name="live"))]
+    )
+    qa = QaService(settings)
+    try:
+        first, second = await asyncio.gather(qa.astart(), qa.astart(), return_exceptions=True)
+        # The refused start did not close the sessions of the service that started.
+        assert qa.mcp is not None and [c.state for c in qa.mcp.connections] == ["connected"]
+        assert first is None
+        assert isinstance(second, RuntimeError)
+        assert str(second) == "The QaService is already starting"
+        with pytest.raises(RuntimeError, match=r"^The QaService is already started$"):
+            await qa.astart()
+        assert [c.state for c in qa.mcp.connections] == ["connected"]
+        assert [tool["name"] for tool in qa.tool_descriptions()] == ["get_weather"]
+    finally:
+        await qa.aclose()
+    with pytest.raises(RuntimeError, match=r"^The QaService is closed; make a new one to start$"):
+        await qa.astart()
+
+
 async def test_an_optional_server_that_is_down_leaves_the_service_degraded(
     tmp_path: Path,
 ) -> None:

@@ -192,6 +192,7 @@ class QaService:
         )
         self.tool_search: ToolSearchToolCallingAdvisor | None = None
         self._pipeline: QaPipeline | None = None
+        self._starting = False  # astart() is connecting the MCP servers
         self._closed = False
 
     @property
@@ -210,15 +211,23 @@ class QaService:
     async def astart(self) -> None:
         """Connect the MCP servers, then :meth:`start`. A server that cannot start raises
         ``McpServerError`` naming it (the others are closed again). The sessions live on
-        this event loop: the tools are called from it."""
-        if self.mcp is not None:
-            await self.mcp.aconnect()
+        this event loop: the tools are called from it. Starting a service that is started,
+        starting or closed raises ``RuntimeError`` and leaves it as it is."""
+        # Checked before anything is touched: connecting again, or closing on the way out,
+        # would break the MCP sessions of the service already running.
+        self._check_startable()
+        self._starting = True
         try:
-            self._start()
-        except BaseException:  # e.g. an MCP tool named like one of the other tools
             if self.mcp is not None:
-                await self.mcp.aclose()
-            raise
+                await self.mcp.aconnect()
+            try:
+                self._start()
+            except BaseException:  # e.g. an MCP tool named like one of the other tools
+                if self.mcp is not None:
+                    await self.mcp.aclose()
+                raise
+        finally:
+            self._starting = False
 
     def start(self) -> None:
         """Build the pipeline (tool search decided on the tools there are now) and begin
@@ -228,11 +237,18 @@ class QaService:
                 "A QaService with MCP servers starts with `await service.astart()`, on the "
                 "event loop that will call their tools"
             )
+        self._check_startable()
         self._start()
 
-    def _start(self) -> None:
+    def _check_startable(self) -> None:
+        if self._closed:
+            raise RuntimeError("The QaService is closed; make a new one to start")
+        if self._starting:
+            raise RuntimeError("The QaService is already starting")
         if self._pipeline is not None:
             raise RuntimeError("The QaService is already started")
+
+    def _start(self) -> None:
         callbacks = tool_callbacks(*self.tools)
         self.tool_search = router_advisor(self.config, callbacks)
         self._pipeline = QaPipeline(
