@@ -19,7 +19,11 @@ from tooluse.models import ChatModel
 from tooluse.qa import QaPipeline
 from tooluse.rag._sqlite_store import SCHEMA_VERSION as VECTOR_STORE_SCHEMA_VERSION
 from tooluse.search import HybridToolIndex, ToolSearchToolCallingAdvisor, mcp_server_category
-from tooluse.service._approvals import DEFAULT_APPROVAL_EXPIRY, ApprovalStore
+from tooluse.service._approvals import (
+    DEFAULT_APPROVAL_EXPIRY,
+    DEFAULT_APPROVAL_RETENTION,
+    ApprovalStore,
+)
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
 from tooluse.service._samples import SAMPLE_TOOLS
@@ -75,7 +79,10 @@ class ServiceConfig:
       index, with ``embedding_model``); ``None``: when there are more than
       :data:`TOOL_SEARCH_ABOVE` tools (counted when the service starts, MCP tools included);
     - ``approval_expiry_seconds``: how long a run paused for approval waits for a decision
-      before it expires.
+      before it expires;
+    - ``approval_retention_seconds``: how long a run paused for approval is kept after it
+      expires or would have expired (it has ended by then: decided, superseded or expired),
+      before its row is deleted from ``db``; runs still pending or resuming are kept.
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -91,6 +98,7 @@ class ServiceConfig:
     api_key: str | None = None
     tool_search: bool | None = None
     approval_expiry_seconds: float = DEFAULT_APPROVAL_EXPIRY
+    approval_retention_seconds: float = DEFAULT_APPROVAL_RETENTION
 
     def __post_init__(self) -> None:
         if not self.keepalive_seconds > 0:
@@ -98,6 +106,10 @@ class ServiceConfig:
         if not self.approval_expiry_seconds > 0:
             raise ValueError(
                 f"approval_expiry_seconds must be > 0, got {self.approval_expiry_seconds}"
+            )
+        if not self.approval_retention_seconds > 0:
+            raise ValueError(
+                f"approval_retention_seconds must be > 0, got {self.approval_retention_seconds}"
             )
         if self.api_key is not None and (not self.api_key.strip() or " " in self.api_key):
             raise ValueError("api_key must be a non-blank token without spaces")
@@ -177,7 +189,11 @@ class QaService:
             self._repository.check_schema(
                 component="vector_store", version=VECTOR_STORE_SCHEMA_VERSION
             )
-            self.approvals = ApprovalStore(config.db, expire_after=config.approval_expiry_seconds)
+            self.approvals = ApprovalStore(
+                config.db,
+                expire_after=config.approval_expiry_seconds,
+                retention=config.approval_retention_seconds,
+            )
         except BaseException:
             self._repository.close()
             raise
