@@ -289,6 +289,36 @@ def test_serve_names_a_server_that_exits_during_the_handshake(
     )
 
 
+def test_mcp_tools_lists_a_server_of_a_configuration_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ghost = str(tmp_path / "no-such-server")
+    mcp = _write(
+        tmp_path / "mcp.json",
+        {
+            "ghost": {"command": ghost},  # never started: only the server asked for is
+            "sdk": {
+                "command": "${PYTHON}",
+                "args": [SDK_SERVER],
+                "exclude": ["crash", "sleep"],
+                "required": False,
+            },
+        },
+    )
+    monkeypatch.setenv("PYTHON", sys.executable)  # the file's ${VAR} works here too
+    assert main(["mcp", "tools", "--config", str(mcp), "--server", "sdk", "--json"]) == 0
+    names = [tool["name"] for tool in json.loads(capsys.readouterr().out)]
+    assert names[:3] == ["echo", "add", "pixel"] and len(names) == 10
+    assert "crash" not in names and "sleep" not in names  # the file's exclude applies
+
+    # The optional server ("required": false in the file) is listed, so its failure is an error.
+    _write(mcp, {"ghost": {"command": ghost, "required": False}})
+    assert main(["mcp", "tools", "--config", str(mcp)]) == 1
+    assert capsys.readouterr().err.startswith(
+        f"tooluse mcp tools: MCP server 'ghost': could not start {ghost!r}: "
+    )
+
+
 @pytest.fixture(scope="module")
 def http_mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """``tooluse mcp serve`` over streamable HTTP, and an ``--mcp`` file naming it."""
