@@ -1,9 +1,14 @@
-"""Running the service app in-process for the service tests."""
+"""Running the service app in-process for the service tests, and the output of its commands
+run as processes."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import select
+import subprocess
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -106,3 +111,20 @@ def respond(prompt: Prompt) -> ResponseLike:
 
 def fake_llm() -> FunctionModel:
     return FunctionModel(respond)
+
+
+def read_until(process: subprocess.Popen[bytes], text: str, seconds: float = 30.0) -> str:
+    """What ``process`` writes to its stdout (a pipe) up to and including ``text``; fails
+    when it exits or ``seconds`` pass first."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + seconds
+    received = b""
+    while text.encode() not in received:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"no {text!r} within {seconds} s; got {received!r}"
+        readable, _, _ = select.select([process.stdout], [], [], remaining)
+        if readable:
+            chunk = os.read(process.stdout.fileno(), 4096)
+            assert chunk, f"the process exited ({process.wait()}) before {text!r}: {received!r}"
+            received += chunk
+    return received.decode()

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from tooluse.mcp import (
     HttpServer,
     McpConfigError,
+    McpServerError,
+    McpToolProvider,
     StdioServer,
     load_mcp_config,
     mcp_servers_from_config,
@@ -97,6 +99,31 @@ def test_a_file_gives_its_directory_to_a_relative_cwd(tmp_path: Path) -> None:
     (local,) = load_mcp_config(path)
     assert isinstance(local, StdioServer)
     assert local.cwd == tmp_path / "tools"
+
+
+async def test_a_relative_command_is_looked_up_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not from the file's directory, as no client does (docs/service.md); when it is not
+    found there, the error says where it was looked up."""
+    config_dir, working_dir = tmp_path / "config", tmp_path / "work"
+    config_dir.mkdir()
+    working_dir.mkdir()
+    (config_dir / "server.sh").write_text("#!/bin/sh\nexit 3\n", encoding="utf-8")
+    path = config_dir / "mcp.json"
+    config = {"mcpServers": {"local": {"command": "./server.sh", "args": ["data.json"]}}}
+    path.write_text(json.dumps(config), encoding="utf-8")
+    (local,) = load_mcp_config(path)
+    assert isinstance(local, StdioServer)
+    assert (local.command, local.args, local.cwd) == ("./server.sh", ("data.json",), None)
+
+    monkeypatch.chdir(working_dir)
+    with pytest.raises(McpServerError) as failed:
+        await McpToolProvider(local).aconnect()
+    assert str(failed.value).startswith(
+        "MCP server 'local': could not start './server.sh' (a relative path, looked up from "
+        f"the working directory {working_dir}): [Errno 2] No such file or directory"
+    ), failed.value
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import base64
 import json
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -422,9 +423,12 @@ async def test_a_server_that_never_answers_times_out() -> None:
         (["mcp", "serve", "no_colon"], "expected MODULE:ATTR"),
         (["mcp", "serve", "tests/mcp_servers/tooluse_tools.py:missing"], "has no attribute"),
         (["mcp", "serve", "no_such_module_xyz:tools"], "No module named"),
-        (["mcp", "tools"], "either a server command after `--` or --url"),
-        (["mcp", "tools", "--url", "http://x/mcp", "--", "cmd"], "either a server command"),
+        (["mcp", "tools"], "give one server: a command after `--`, --url URL, or --config"),
+        (["mcp", "tools", "--url", "http://x/mcp", "--", "cmd"], "give one server"),
+        (["mcp", "tools", "--config", "mcp.json", "--url", "http://x/mcp"], "give one server"),
         (["mcp", "tools", "--url", "http://x/mcp", "--header", "oops"], "NAME:VALUE"),
+        (["mcp", "tools", "--header", "A: b", "--", "cmd"], "--header goes with --url"),
+        (["mcp", "tools", "--server", "time", "--", "cmd"], "--server NAME picks a server of"),
     ],
 )
 def test_cli_argument_errors(
@@ -433,6 +437,28 @@ def test_cli_argument_errors(
     status = main(argv)
     assert status in (1, 2)
     assert message in capsys.readouterr().err
+
+
+def test_cli_tools_names_the_server_to_pick_from_a_configuration_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mcp = tmp_path / "mcp.json"
+    servers = {"time": {"command": "uvx"}, "crm": {"url": "http://127.0.0.1:9/mcp"}}
+    mcp.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    assert main(["mcp", "tools", "--config", str(mcp)]) == 2
+    assert capsys.readouterr().err == (
+        f"tooluse mcp tools: --config {mcp} has 2 servers (time, crm): pick one with --server "
+        f"NAME (`tooluse tools --mcp {mcp}` lists all their tools)\n"
+    )
+    assert main(["mcp", "tools", "--config", str(mcp), "--server", "tmie"]) == 2
+    assert capsys.readouterr().err == (
+        f"tooluse mcp tools: --config {mcp} has no server 'tmie'; its servers: time, crm\n"
+    )
+    mcp.write_text("{", encoding="utf-8")
+    assert main(["mcp", "tools", "--config", str(mcp)]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"tooluse mcp tools: --config {mcp} is not valid JSON: "
+    )
 
 
 def test_cli_names_its_flag_for_tools_needing_approval(

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from _service_helpers import names, parse_sse, respond, service
+from _service_helpers import config, names, parse_sse, respond, service
 from tooluse.calling import PendingToolCall
 from tooluse.client import RunState
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
@@ -25,7 +25,7 @@ from tooluse.messages import (
     UserMessage,
 )
 from tooluse.qa import PAUSED_TURN_NOTE, QaPause
-from tooluse.service import ServiceConfig
+from tooluse.service import QaService, ServiceConfig
 from tooluse.service._approvals import ApprovalConflict, ApprovalGone, ApprovalStore
 from tooluse.testing import FunctionModel, ResponseLike, tool_call
 
@@ -170,11 +170,15 @@ async def test_an_approval_expires_when_no_decision_comes(tmp_path: Path) -> Non
     assert remembered(db, "c1")[1].text.startswith(PAUSED_TURN_NOTE)
 
 
-def test_expiry_must_be_positive(tmp_path: Path) -> None:
+def test_expiry_and_retention_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="approval_expiry_seconds must be > 0"):
         ServiceConfig(db=tmp_path / "s.db", approval_expiry_seconds=0)
     with pytest.raises(ValueError, match="expire_after must be > 0"):
         ApprovalStore(tmp_path / "a.db", expire_after=-1)
+    with pytest.raises(ValueError, match="approval_retention_seconds must be > 0, got 0"):
+        ServiceConfig(db=tmp_path / "s.db", approval_retention_seconds=0)
+    with pytest.raises(ValueError, match="retention must be > 0 seconds, got -1"):
+        ApprovalStore(tmp_path / "a.db", retention=-1)
 
 
 # -- the store ---------------------------------------------------------------------------------
@@ -191,6 +195,26 @@ def _pause(conversation_id: str | None = "c1") -> QaPause:
 def _statuses(db: Path) -> dict[str, str]:
     with sqlite3.connect(db) as connection:
         return dict(connection.execute("SELECT id, status FROM qa_approval").fetchall())
+
+
+def _backdate(db: Path, approval_id: str, seconds: float) -> None:
+    """As if the run had paused ``seconds`` earlier."""
+    with sqlite3.connect(db) as connection:
+        connection.execute(
+            "UPDATE qa_approval SET created_at = created_at - ? WHERE id = ?",
+            (seconds, approval_id),
+        )
+
+
+def _ended(store: ApprovalStore, status: str) -> str:
+    """A run that ended with ``status``; its id."""
+    approval_id = store.save(_pause(f"conversation-{status}")).id
+    if status == "superseded":
+        store.supersede(f"conversation-{status}")
+    else:
+        store.claim(approval_id)
+        store.finish(approval_id, error="ValueError: boom" if status == "failed" else None)
+    return approval_id
 
 
 def test_a_conversation_going_on_supersedes_only_its_own_waiting_runs(tmp_path: Path) -> None:
@@ -217,10 +241,7 @@ def test_overdue_runs_are_marked_expired_when_a_store_opens(
     db = tmp_path / "a.db"
     with ApprovalStore(db) as store:
         old, fresh = store.save(_pause()).id, store.save(_pause()).id
-    with sqlite3.connect(db) as connection:  # saved two hours ago
-        connection.execute(
-            "UPDATE qa_approval SET created_at = created_at - 7200 WHERE id = ?", (old,)
-        )
+    _backdate(db, old, 7200)
     with caplog.at_level(logging.INFO, logger="tooluse.service"), ApprovalStore(db) as store:
         # The default expiry: an hour.
         assert caplog.messages == ["1 run(s) paused for approval expired without a decision"]
@@ -231,6 +252,57 @@ def test_overdue_runs_are_marked_expired_when_a_store_opens(
             "expired: no decision came within 3600 seconds",
         )
     assert _statuses(db) == {old: "expired", fresh: "pending"}
+
+
+WEEK = 7 * 24 * 3600
+
+
+def test_ended_runs_are_deleted_a_week_after_their_expiry_when_a_store_opens(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "a.db"
+    with ApprovalStore(db) as store:  # the defaults: expiry in an hour, kept a week past it
+        old = {status: _ended(store, status) for status in ("done", "failed", "superseded")}
+        old["expired"] = store.save(_pause()).id  # expires as the store opens again
+        resuming = store.save(_pause()).id
+        store.claim(resuming)  # cut off by a crash: its calls may have run
+        recent = _ended(store, "done")
+        waiting = store.save(_pause()).id
+    for approval_id in (*old.values(), resuming):
+        _backdate(db, approval_id, 3600 + WEEK + 1)
+    _backdate(db, recent, WEEK)  # expired 6 days and 23 hours ago
+    with caplog.at_level(logging.INFO, logger="tooluse.service"), ApprovalStore(db):
+        assert caplog.messages == [
+            "1 run(s) paused for approval expired without a decision",
+            "4 ended run(s) paused for approval deleted (kept 604800 seconds past their expiry)",
+        ]
+    assert _statuses(db) == {resuming: "resuming", recent: "done", waiting: "pending"}
+
+
+def test_a_store_that_stays_open_deletes_ended_runs_hourly_as_runs_are_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "a.db"
+    with ApprovalStore(db, expire_after=60, retention=60) as store:
+        ended = _ended(store, "done")
+        _backdate(db, ended, 121)
+        store.save(_pause())
+        assert ended in _statuses(db)  # the store tidied as it opened, not an hour ago
+    monkeypatch.setattr("tooluse.service._approvals._TIDY_EVERY", 0.0)
+    with ApprovalStore(db, expire_after=60, retention=3600) as store:
+        _backdate(db, ended, 3600)
+        assert ended in _statuses(db)
+        store.save(_pause())
+        assert ended not in _statuses(db)
+
+
+def test_the_service_keeps_ended_runs_as_configured(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with ApprovalStore(db) as store:
+        ended = _ended(store, "done")
+    _backdate(db, ended, 3600 + 61)
+    QaService(config(db, approval_retention_seconds=60)).close()
+    assert _statuses(db) == {}
 
 
 def test_a_pause_stored_before_turn_ids_is_still_read(tmp_path: Path) -> None:

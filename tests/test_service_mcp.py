@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +24,7 @@ import pytest
 
 from _ports import free_port
 from _rag_helpers import HashingEmbeddingModel
-from _service_helpers import config, parse_sse, serve_without_listening, service
+from _service_helpers import config, parse_sse, read_until, serve_without_listening, service
 from tooluse.cli import main
 from tooluse.mcp import InProcessServer, StdioServer, mcp_server
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
@@ -122,6 +124,33 @@ async def test_serve_answers_with_a_stdio_server_tools_and_stops_it_on_shutdown(
     assert _processes_with(marker) == []  # the lifespan's end stopped the server
 
 
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+def test_ctrl_c_at_the_chat_prompt_ends_it_quietly_and_stops_the_servers(tmp_path: Path) -> None:
+    marker = f"tooluse-test-{uuid.uuid4().hex}"
+    mcp = _write(
+        tmp_path / "mcp.json", {"sdk": {"command": sys.executable, "args": [SDK_SERVER, marker]}}
+    )
+    command = [sys.executable, "-m", "tooluse.cli", "chat", "--mcp", str(mcp)]
+    command += ["--db", str(tmp_path / "c.db"), "--no-sample-knowledge"]
+    env = {name: value for name, value in os.environ.items() if name != "TOOLUSE_MODEL"}
+    pipe = subprocess.PIPE
+    chat = subprocess.Popen(command, env=env, stdin=pipe, stdout=pipe, stderr=pipe)
+    try:
+        read_until(chat, "you> ")
+        assert len(_processes_with(marker)) == 1
+        interrupted = time.monotonic()
+        chat.send_signal(signal.SIGINT)
+        chat.wait(timeout=10)  # stdin stays open: input() waits for a line that never comes
+    finally:
+        chat.kill()
+        chat.stdin.close()
+    assert time.monotonic() - interrupted < 5
+    err = chat.stderr.read()
+    assert b"Traceback" not in err, err.decode()
+    assert chat.returncode == 130
+    assert _processes_with(marker) == []
+
+
 def _archive_tool(number: int) -> object:
     def lookup(record_id: str) -> str:
         return f"record {record_id} of archive {number}"
@@ -152,6 +181,28 @@ async def test_mcp_tools_join_the_others_and_count_for_tool_search(tmp_path: Pat
     finally:
         await qa.aclose()
     assert qa.mcp is not None and [c.state for c in qa.mcp.connections] == ["closed"]
+
+
+async def test_starting_a_started_service_leaves_its_servers_connected(tmp_path: Path) -> None:
+    settings = config(
+        tmp_path / "s.db", mcp_servers=[InProcessServer(mcp_server(get_weather, name="live"))]
+    )
+    qa = QaService(settings)
+    try:
+        first, second = await asyncio.gather(qa.astart(), qa.astart(), return_exceptions=True)
+        # The refused start did not close the sessions of the service that started.
+        assert qa.mcp is not None and [c.state for c in qa.mcp.connections] == ["connected"]
+        assert first is None
+        assert isinstance(second, RuntimeError)
+        assert str(second) == "The QaService is already starting"
+        with pytest.raises(RuntimeError, match=r"^The QaService is already started$"):
+            await qa.astart()
+        assert [c.state for c in qa.mcp.connections] == ["connected"]
+        assert [tool["name"] for tool in qa.tool_descriptions()] == ["get_weather"]
+    finally:
+        await qa.aclose()
+    with pytest.raises(RuntimeError, match=r"^The QaService is closed; make a new one to start$"):
+        await qa.astart()
 
 
 async def test_an_optional_server_that_is_down_leaves_the_service_degraded(
@@ -235,6 +286,36 @@ def test_serve_names_a_server_that_exits_during_the_handshake(
     assert capsys.readouterr().err.startswith(
         f"tooluse serve: --mcp {mcp}: MCP server 'quitter' closed the connection during the "
         "handshake"
+    )
+
+
+def test_mcp_tools_lists_a_server_of_a_configuration_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ghost = str(tmp_path / "no-such-server")
+    mcp = _write(
+        tmp_path / "mcp.json",
+        {
+            "ghost": {"command": ghost},  # never started: only the server asked for is
+            "sdk": {
+                "command": "${PYTHON}",
+                "args": [SDK_SERVER],
+                "exclude": ["crash", "sleep"],
+                "required": False,
+            },
+        },
+    )
+    monkeypatch.setenv("PYTHON", sys.executable)  # the file's ${VAR} works here too
+    assert main(["mcp", "tools", "--config", str(mcp), "--server", "sdk", "--json"]) == 0
+    names = [tool["name"] for tool in json.loads(capsys.readouterr().out)]
+    assert names[:3] == ["echo", "add", "pixel"] and len(names) == 10
+    assert "crash" not in names and "sleep" not in names  # the file's exclude applies
+
+    # The optional server ("required": false in the file) is listed, so its failure is an error.
+    _write(mcp, {"ghost": {"command": ghost, "required": False}})
+    assert main(["mcp", "tools", "--config", str(mcp)]) == 1
+    assert capsys.readouterr().err.startswith(
+        f"tooluse mcp tools: MCP server 'ghost': could not start {ghost!r}: "
     )
 
 

@@ -23,7 +23,9 @@ import pytest
 
 from _ports import free_port
 from _rag_helpers import HashingEmbeddingModel
-from _service_helpers import serve_without_listening
+from _service_helpers import read_until, serve_without_listening
+from provider_payloads import openai_call, openai_chunk, openai_completion
+from provider_server import Reply, openai_sse, shared_server
 from tooluse import tool_callbacks
 from tooluse.calling import PendingToolCall
 from tooluse.client import RunState
@@ -404,6 +406,35 @@ def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_backgro
     assert "Application shutdown complete" in log
     assert "Traceback" not in log  # Ctrl+C printed a KeyboardInterrupt's
     assert server.returncode in (0, -stop)  # uvicorn re-raises the signal after a clean stop
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_while_tooluse_chat_streams_an_answer_ends_it_quietly(tmp_path: Path) -> None:
+    provider = shared_server()
+    provider.expect(
+        Reply.json(
+            openai_completion(
+                tool_calls=[openai_call("c1", "get_weather", {"city": "Oslo"})],
+                finish_reason="tool_calls",
+            )
+        ),
+        Reply.json(openai_completion("")),
+        openai_sse([openai_chunk({"content": "Oslo is "})], stall_after=(1, 60)),
+    )
+    env = {**os.environ, "OPENAI_BASE_URL": f"{provider.url}/v1", "OPENAI_API_KEY": "k"}
+    command = [sys.executable, "-m", "tooluse.cli", "chat", "--model", "openai:gpt-4o-mini"]
+    command += ["--db", str(tmp_path / "c.db"), "--no-sample-knowledge", "Weather in Oslo?"]
+    chat = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        read_until(chat, "Oslo is ")  # the answer stalls after its first words
+        interrupted = time.monotonic()
+        chat.send_signal(signal.SIGINT)
+        _, err = chat.communicate(timeout=30)
+    finally:
+        chat.kill()
+    assert time.monotonic() - interrupted < 5
+    assert b"Traceback" not in err, err.decode()
+    assert chat.returncode == 130
 
 
 def _wait_for(url: str, deadline: float) -> dict[str, object]:

@@ -66,7 +66,9 @@ def load_mcp_config(
 ) -> tuple[ServerParameters, ...]:
     """The servers of the MCP configuration file at ``path`` (see the module docstring), as
     ``StdioServer`` / ``HttpServer`` parameters for ``McpToolProvider``. A relative ``cwd``
-    is taken from the file's directory. Raises :class:`McpConfigError`."""
+    is taken from the file's directory; relative paths in ``command`` and ``args`` are left
+    as written, for the server's working directory, as MCP clients leave them (see
+    docs/service.md). Raises :class:`McpConfigError`."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")

@@ -28,6 +28,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -576,7 +577,7 @@ class McpConnection:
             return exc
         if isinstance(exc, OSError):
             target = (
-                f"start {self.server.command!r}"
+                f"start {self.server.command!r}{_lookup_note(self.server)}"
                 if isinstance(self.server, StdioServer)
                 else "reach the server"
             )
@@ -635,3 +636,14 @@ def _errlog(chosen: TextIO | None) -> TextIO:
             continue
         return stream
     return cast(TextIO, subprocess.DEVNULL)  # the subprocess API takes DEVNULL where a file goes
+
+
+def _lookup_note(server: StdioServer) -> str:
+    """Where a relative command path was looked up, for the error when it did not start: not
+    from the directory of the configuration file it may have come from (docs/service.md)."""
+    command = server.command
+    if os.path.isabs(command) or not any(sep in command for sep in ("/", os.sep)):
+        return ""  # a bare name is searched on PATH
+    # POSIX looks a relative executable up from the child's cwd; Windows from this process's.
+    directory = server.cwd if server.cwd is not None and os.name == "posix" else os.getcwd()
+    return f" (a relative path, looked up from the working directory {os.fspath(directory)})"

@@ -4,19 +4,25 @@
   ``.py`` file) is anything ``tool_callbacks(...)`` takes (a function, a list of functions,
   an object with ``@tool`` methods, ...); served over stdio, or streamable HTTP with
   ``--http``.
-- ``tooluse mcp tools -- COMMAND [ARGS...]`` or ``tooluse mcp tools --url URL``: the tools a
-  server offers, as the model would see them (``--json`` for names, descriptions and schemas).
+- ``tooluse mcp tools -- COMMAND [ARGS...]``, ``tooluse mcp tools --url URL`` or ``tooluse mcp
+  tools --config FILE [--server NAME]`` (a server of an MCP configuration file, as ``tooluse
+  serve --mcp`` reads it): the tools a server offers, as the model would see them (``--json``
+  for names, descriptions and schemas).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from tooluse._targets import TargetError, load_target
 from tooluse.cli import port_number
+
+if TYPE_CHECKING:  # the mcp extra is imported when a command runs
+    from tooluse.mcp._servers import ServerParameters
 
 __all__ = ["add_arguments", "run"]
 
@@ -52,9 +58,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "tools",
         help="list the tools of an MCP server",
         description="List the tools of an MCP server: `tooluse mcp tools -- COMMAND [ARGS...]` "
-        "for a stdio server, `tooluse mcp tools --url URL` for streamable HTTP.",
+        "for a stdio server, `tooluse mcp tools --url URL` for streamable HTTP, `tooluse mcp "
+        "tools --config FILE [--server NAME]` for a server of an MCP configuration file.",
     )
     tools.add_argument("--url", help="a streamable HTTP server's URL")
+    tools.add_argument(
+        "--config",
+        metavar="FILE",
+        help='an MCP configuration file ({"mcpServers": ...}, as `tooluse serve --mcp` reads '
+        "it: Claude Desktop's, Claude Code's .mcp.json, Cursor's, VS Code's mcp.json)",
+    )
+    tools.add_argument(
+        "--server",
+        metavar="NAME",
+        help="with --config: the server to list (needed when the file has several)",
+    )
     tools.add_argument(
         "--header",
         dest="headers",
@@ -122,20 +140,18 @@ def _tools(args: argparse.Namespace) -> int:
     command = list(args.server_command)
     if command[:1] == ["--"]:
         command = command[1:]
-    if bool(command) == bool(args.url):
-        print(
-            "tooluse mcp tools: give either a server command after `--` or --url URL",
-            file=sys.stderr,
-        )
+    try:
+        server = _server_to_list(args, command)
+    except ValueError as exc:  # McpConfigError included: it names the file
+        print(f"tooluse mcp tools: {exc}", file=sys.stderr)
         return 2
     try:
-        headers = dict(_header(text) for text in args.headers)
         listing = run_sync(
-            _list_tools(command, args.url, headers, args.timeout),
+            _list_tools(server, args.timeout),
             sync_name="tooluse mcp tools",
             async_name="_list_tools",
         )
-    except (ValueError, McpServerError) as exc:
+    except McpServerError as exc:
         print(f"tooluse mcp tools: {exc}", file=sys.stderr)
         return 1
     if args.json:
@@ -147,15 +163,51 @@ def _tools(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _list_tools(
-    command: list[str], url: str | None, headers: dict[str, str], timeout: float
-) -> list[dict[str, Any]]:
-    from tooluse.mcp._provider import McpToolProvider
-    from tooluse.mcp._servers import HttpServer, ServerParameters, StdioServer
+def _server_to_list(args: argparse.Namespace, command: list[str]) -> ServerParameters:
+    """The server the options name; ``ValueError`` saying what is wrong with them."""
+    from tooluse.mcp._config import McpConfigError, load_mcp_config
+    from tooluse.mcp._servers import HttpServer, StdioServer
 
-    server: ServerParameters = (
-        HttpServer(url, headers=headers) if url else StdioServer(command[0], command[1:])
-    )
+    given = [bool(command), args.url is not None, args.config is not None]
+    if given.count(True) != 1:
+        raise ValueError(
+            "give one server: a command after `--`, --url URL, or --config FILE [--server NAME]"
+        )
+    if args.server is not None and args.config is None:
+        raise ValueError("--server NAME picks a server of --config FILE")
+    if args.headers and args.url is None:
+        raise ValueError("--header goes with --url (a --config file gives its servers' headers)")
+    if args.url is not None:
+        return HttpServer(args.url, headers=dict(_header(text) for text in args.headers))
+    if command:
+        return StdioServer(command[0], command[1:])
+    try:
+        servers = load_mcp_config(args.config)
+    except McpConfigError as exc:  # it names the file
+        raise ValueError(f"--config {exc}") from exc
+    names = ", ".join(server.name for server in servers)
+    if args.server is None:
+        if len(servers) > 1:
+            raise ValueError(
+                f"--config {args.config} has {len(servers)} servers ({names}): pick one with "
+                f"--server NAME (`tooluse tools --mcp {args.config}` lists all their tools)"
+            )
+        (server,) = servers
+    else:
+        picked = [server for server in servers if server.name == args.server]
+        if not picked:
+            raise ValueError(
+                f"--config {args.config} has no server {args.server!r}; its servers: {names}"
+            )
+        (server,) = picked  # the names are the file's keys: unique
+    # Listed even when the file lets the service start without it: here, its failure is the
+    # answer, not a server left out.
+    return dataclasses.replace(server, required=True)
+
+
+async def _list_tools(server: ServerParameters, timeout: float) -> list[dict[str, Any]]:
+    from tooluse.mcp._provider import McpToolProvider
+
     async with McpToolProvider(server, connect_timeout=timeout, call_timeout=timeout) as mcp:
         return [
             {

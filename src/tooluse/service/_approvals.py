@@ -15,6 +15,7 @@ from tooluse.qa import QaPause
 
 __all__ = [
     "DEFAULT_APPROVAL_EXPIRY",
+    "DEFAULT_APPROVAL_RETENTION",
     "GONE",
     "ApprovalConflict",
     "ApprovalGone",
@@ -40,6 +41,14 @@ DEFAULT_APPROVAL_EXPIRY = 3600.0
 """Seconds a paused run waits for a decision. An hour: long enough to come back to the page,
 short enough that the data fetched before the pause, which the answer will use, is not
 stale, and that an action is not approved long after it was asked for."""
+
+DEFAULT_APPROVAL_RETENTION = 7 * 24 * 3600.0
+"""Seconds a run that ended is kept past its ``expires_at`` (by which it had ended): a week to
+look up how a decision went; then its row, which holds the whole paused run, is deleted."""
+
+# A store that stays open deletes the runs past their retention at most this often (as runs
+# are saved, the only thing that adds rows): a scan of the table, not one per request.
+_TIDY_EVERY = 3600.0
 
 ApprovalStatus = Literal["pending", "resuming", "done", "failed", "superseded", "expired"]
 GONE: Final = frozenset({"superseded", "expired"})
@@ -90,8 +99,14 @@ class ApprovalStore(SqliteStore):
     not retried, because its approved calls may have run.
 
     A run waits ``expire_after`` seconds at most: past that it reads as ``expired`` and
-    cannot be claimed (the store marks the overdue runs when it opens, and each one when it
-    is claimed). :meth:`supersede` ends a conversation's waiting runs when it goes on."""
+    cannot be claimed (the store marks the overdue runs when it opens and hourly as runs are
+    saved, and each one when it is claimed). :meth:`supersede` ends a conversation's waiting
+    runs when it goes on.
+
+    A run that ended (``done``, ``failed``, ``superseded``, ``expired``) is deleted
+    ``retention`` seconds after its ``expires_at``, by which time it had ended (when the store
+    opens, then at most hourly as runs are saved): each row holds the whole paused run.
+    Runs ``pending`` or ``resuming`` are kept."""
 
     def __init__(
         self,
@@ -99,9 +114,12 @@ class ApprovalStore(SqliteStore):
         *,
         busy_timeout: float = 30.0,
         expire_after: float = DEFAULT_APPROVAL_EXPIRY,
+        retention: float = DEFAULT_APPROVAL_RETENTION,
     ) -> None:
         if not expire_after > 0:
             raise ValueError(f"expire_after must be > 0 seconds, got {expire_after}")
+        if not retention > 0:
+            raise ValueError(f"retention must be > 0 seconds, got {retention}")
         super().__init__(
             path,
             component="qa_approval",
@@ -111,9 +129,9 @@ class ApprovalStore(SqliteStore):
             synchronous="NORMAL",
         )
         self._expire_after = expire_after
-        expired = self.expire_overdue()
-        if expired:
-            logger.info("%d run(s) paused for approval expired without a decision", expired)
+        self._retention = retention
+        self._next_tidy = 0.0  # time.monotonic() from which save() tidies up
+        self._tidy()
 
     @property
     def expire_after(self) -> float:
@@ -128,6 +146,8 @@ class ApprovalStore(SqliteStore):
                 "INSERT INTO qa_approval (id, created_at, status, pause) VALUES (?, ?, ?, ?)",
                 (approval_id, created_at, "pending", text),
             )
+        if time.monotonic() >= self._next_tidy:
+            self._tidy()
         expires_at = created_at + self._expire_after
         return StoredApproval(approval_id, created_at, expires_at, "pending", pause, None)
 
@@ -208,6 +228,18 @@ class ApprovalStore(SqliteStore):
             )
         return cursor.rowcount
 
+    def delete_ended(self) -> int:
+        """Delete the runs that ended (``done``, ``failed``, ``superseded``, ``expired``)
+        ``retention`` seconds or more after their ``expires_at``; how many."""
+        cutoff = time.time() - self._expire_after - self._retention
+        with self._lock, write_transaction(self._connection) as connection:
+            cursor = connection.execute(
+                "DELETE FROM qa_approval WHERE created_at <= ? "
+                "AND status IN ('done', 'failed', 'superseded', 'expired')",
+                (cutoff,),
+            )
+        return cursor.rowcount
+
     def finish(self, approval_id: str, error: str | None = None) -> None:
         """Record how the resumption ended (``done``, or ``failed`` with ``error``)."""
         status = "done" if error is None else "failed"
@@ -215,6 +247,19 @@ class ApprovalStore(SqliteStore):
             connection.execute(
                 "UPDATE qa_approval SET status = ?, error = ? WHERE id = ?",
                 (status, error, approval_id),
+            )
+
+    def _tidy(self) -> None:
+        self._next_tidy = time.monotonic() + _TIDY_EVERY
+        expired = self.expire_overdue()
+        if expired:
+            logger.info("%d run(s) paused for approval expired without a decision", expired)
+        deleted = self.delete_ended()
+        if deleted:
+            logger.info(
+                "%d ended run(s) paused for approval deleted (kept %g seconds past their expiry)",
+                deleted,
+                self._retention,
             )
 
     def _expired(self) -> str:

@@ -19,7 +19,11 @@ from tooluse.models import ChatModel
 from tooluse.qa import QaPipeline
 from tooluse.rag._sqlite_store import SCHEMA_VERSION as VECTOR_STORE_SCHEMA_VERSION
 from tooluse.search import HybridToolIndex, ToolSearchToolCallingAdvisor, mcp_server_category
-from tooluse.service._approvals import DEFAULT_APPROVAL_EXPIRY, ApprovalStore
+from tooluse.service._approvals import (
+    DEFAULT_APPROVAL_EXPIRY,
+    DEFAULT_APPROVAL_RETENTION,
+    ApprovalStore,
+)
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
 from tooluse.service._samples import SAMPLE_TOOLS
@@ -75,7 +79,10 @@ class ServiceConfig:
       index, with ``embedding_model``); ``None``: when there are more than
       :data:`TOOL_SEARCH_ABOVE` tools (counted when the service starts, MCP tools included);
     - ``approval_expiry_seconds``: how long a run paused for approval waits for a decision
-      before it expires.
+      before it expires;
+    - ``approval_retention_seconds``: how long a run paused for approval is kept after it
+      expires or would have expired (it has ended by then: decided, superseded or expired),
+      before its row is deleted from ``db``; runs still pending or resuming are kept.
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -91,6 +98,7 @@ class ServiceConfig:
     api_key: str | None = None
     tool_search: bool | None = None
     approval_expiry_seconds: float = DEFAULT_APPROVAL_EXPIRY
+    approval_retention_seconds: float = DEFAULT_APPROVAL_RETENTION
 
     def __post_init__(self) -> None:
         if not self.keepalive_seconds > 0:
@@ -98,6 +106,10 @@ class ServiceConfig:
         if not self.approval_expiry_seconds > 0:
             raise ValueError(
                 f"approval_expiry_seconds must be > 0, got {self.approval_expiry_seconds}"
+            )
+        if not self.approval_retention_seconds > 0:
+            raise ValueError(
+                f"approval_retention_seconds must be > 0, got {self.approval_retention_seconds}"
             )
         if self.api_key is not None and (not self.api_key.strip() or " " in self.api_key):
             raise ValueError("api_key must be a non-blank token without spaces")
@@ -177,7 +189,11 @@ class QaService:
             self._repository.check_schema(
                 component="vector_store", version=VECTOR_STORE_SCHEMA_VERSION
             )
-            self.approvals = ApprovalStore(config.db, expire_after=config.approval_expiry_seconds)
+            self.approvals = ApprovalStore(
+                config.db,
+                expire_after=config.approval_expiry_seconds,
+                retention=config.approval_retention_seconds,
+            )
         except BaseException:
             self._repository.close()
             raise
@@ -192,6 +208,7 @@ class QaService:
         )
         self.tool_search: ToolSearchToolCallingAdvisor | None = None
         self._pipeline: QaPipeline | None = None
+        self._starting = False  # astart() is connecting the MCP servers
         self._closed = False
 
     @property
@@ -210,15 +227,23 @@ class QaService:
     async def astart(self) -> None:
         """Connect the MCP servers, then :meth:`start`. A server that cannot start raises
         ``McpServerError`` naming it (the others are closed again). The sessions live on
-        this event loop: the tools are called from it."""
-        if self.mcp is not None:
-            await self.mcp.aconnect()
+        this event loop: the tools are called from it. Starting a service that is started,
+        starting or closed raises ``RuntimeError`` and leaves it as it is."""
+        # Checked before anything is touched: connecting again, or closing on the way out,
+        # would break the MCP sessions of the service already running.
+        self._check_startable()
+        self._starting = True
         try:
-            self._start()
-        except BaseException:  # e.g. an MCP tool named like one of the other tools
             if self.mcp is not None:
-                await self.mcp.aclose()
-            raise
+                await self.mcp.aconnect()
+            try:
+                self._start()
+            except BaseException:  # e.g. an MCP tool named like one of the other tools
+                if self.mcp is not None:
+                    await self.mcp.aclose()
+                raise
+        finally:
+            self._starting = False
 
     def start(self) -> None:
         """Build the pipeline (tool search decided on the tools there are now) and begin
@@ -228,11 +253,18 @@ class QaService:
                 "A QaService with MCP servers starts with `await service.astart()`, on the "
                 "event loop that will call their tools"
             )
+        self._check_startable()
         self._start()
 
-    def _start(self) -> None:
+    def _check_startable(self) -> None:
+        if self._closed:
+            raise RuntimeError("The QaService is closed; make a new one to start")
+        if self._starting:
+            raise RuntimeError("The QaService is already starting")
         if self._pipeline is not None:
             raise RuntimeError("The QaService is already started")
+
+    def _start(self) -> None:
         callbacks = tool_callbacks(*self.tools)
         self.tool_search = router_advisor(self.config, callbacks)
         self._pipeline = QaPipeline(

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
+from typing import TextIO
 
 from tooluse.calling import Approve, Decision, Deny
 from tooluse.qa import (
@@ -32,6 +35,10 @@ __all__ = ["add_arguments", "run"]
 
 _PREVIEW = 300  # characters of a tool result shown
 
+# What a shell reports for a command that SIGINT stopped (128 + 2): a script running
+# `tooluse chat "question"` then knows that it was interrupted, not answered.
+_INTERRUPTED = 130
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
@@ -49,6 +56,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _ask(prompt: str) -> str:
     return input(prompt)
+
+
+async def _ask_in_thread(ask: Callable[[str], str], prompt: str) -> str:
+    """``ask(prompt)`` in a daemon thread, so that the event loop (the MCP sessions) goes on
+    meanwhile. Not ``asyncio.to_thread``: its executor's threads are joined when the loop and
+    the interpreter close, so after Ctrl+C the chat would wait for a line typed at a prompt
+    nobody reads any more."""
+    reply: concurrent.futures.Future[str] = concurrent.futures.Future()
+
+    def read(stdin: TextIO) -> None:
+        # ``stdin`` is only held. After Ctrl+C, input() still waits here, holding the lock of
+        # stdin's buffer (when stdin is not a terminal), as the interpreter exits; if the exit
+        # dropped the last reference to sys.stdin, closing it would need that lock, a fatal
+        # error ("could not acquire lock for <_io.BufferedReader name='<stdin>'>").
+        reply.set_running_or_notify_cancel()
+        try:
+            text = ask(prompt)
+        except BaseException as exc:  # EOFError (Ctrl-D) included: raised by the await below
+            reply.set_exception(exc)
+        else:
+            reply.set_result(text)
+
+    threading.Thread(target=read, args=(sys.stdin,), name="tooluse-chat-input", daemon=True).start()
+    return await asyncio.wrap_future(reply)
 
 
 async def _show(
@@ -74,7 +105,7 @@ async def _show(
         elif isinstance(event, ApprovalRequiredEvent):
             decisions: dict[str, Decision] = {}
             for call in event.pending_tool_calls:
-                reply = await asyncio.to_thread(
+                reply = await _ask_in_thread(
                     ask, f"  approve {call.name}({call.arguments})? [y/N] "
                 )
                 yes = reply.strip().lower() in ("y", "yes")
@@ -95,12 +126,12 @@ async def _answer(
 async def _chat(service: QaService, args: argparse.Namespace, ask: Callable[[str], str]) -> int:
     conversation_id = args.conversation or uuid.uuid4().hex
     status = 0
-    try:
-        await start_service(service, args)
-    except OptionError as exc:
-        print(f"tooluse chat: {exc}", file=sys.stderr)
-        return 2
-    try:
+    try:  # closed however the chat ends: an error, Ctrl+C (this task cancelled), or done
+        try:
+            await start_service(service, args)
+        except OptionError as exc:
+            print(f"tooluse chat: {exc}", file=sys.stderr)
+            return 2
         if service.offline:
             print(f"[{OFFLINE_NOTICE}]", file=sys.stderr)
         if args.question is not None:
@@ -109,7 +140,7 @@ async def _chat(service: QaService, args: argparse.Namespace, ask: Callable[[str
         print(f"conversation {conversation_id}; an empty line or Ctrl-D ends it", file=sys.stderr)
         while True:
             try:
-                question = await asyncio.to_thread(ask, "you> ")
+                question = await _ask_in_thread(ask, "you> ")
             except EOFError:
                 break
             if not question.strip():
@@ -131,4 +162,10 @@ def run(args: argparse.Namespace, ask: Callable[[str], str] = _ask) -> int:
     except OptionError as exc:
         print(f"tooluse chat: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_chat(service, args, ask))
+    try:
+        # On Ctrl+C asyncio.run cancels _chat, which closes the service (stopping the MCP
+        # servers), then raises KeyboardInterrupt here.
+        return asyncio.run(_chat(service, args, ask))
+    except KeyboardInterrupt:
+        print(file=sys.stderr)  # the shell's prompt on a line of its own, after "^C"
+        return _INTERRUPTED
