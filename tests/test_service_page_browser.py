@@ -1,0 +1,94 @@
+"""The chat page (``GET /``) driven in headless Chromium: what a user sees, and nothing in the
+browser's console. Skipped where Chromium is not installed (test_service_api.py checks parts
+of the page statically)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _browser import CHROMIUM, Browser, browser, serving
+from _service_helpers import config
+from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
+from tooluse.search import TOOL_SEARCH_TOOL_NAME
+from tooluse.service import create_app
+from tooluse.testing import FunctionModel, ResponseLike, tool_call
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the page"
+)
+
+
+@pytest.fixture(scope="module")
+def page() -> Iterator[Browser]:
+    with browser() as opened:
+        yield opened
+
+
+def _this_turn(prompt: Prompt) -> list[ToolResponseMessage]:
+    """The tool results since the question."""
+    results: list[ToolResponseMessage] = []
+    for message in reversed(prompt.messages):
+        if isinstance(message, UserMessage):
+            break
+        if isinstance(message, ToolResponseMessage):
+            results.append(message)
+    return results
+
+
+def _searching_model(prompt: Prompt) -> ResponseLike:
+    """Searches for tools, its query sent with \\u escapes as models often write them, then
+    calls get_weather when found; the answer stage answers."""
+    offered = [callback.definition.name for callback in prompt.options.tool_callbacks]
+    if not offered:
+        return "Sunny in Paris."
+    results = _this_turn(prompt)
+    if not results:
+        return tool_call(TOOL_SEARCH_TOOL_NAME, '{"query": "\\u5df4\\u9ece weather"}', id="s1")
+    if len(results) == 1 and "get_weather" in offered:
+        return tool_call("get_weather", {"city": "Paris"}, id="w1")
+    return ""
+
+
+def _ask(page: Browser, question: str) -> None:
+    """Sends the question from the page's box; returns once the answer is in."""
+    turns = page.run("document.querySelectorAll('.bot').length")
+    page.run(
+        f"document.getElementById('message').value = {json.dumps(question)};"
+        "document.getElementById('chat').requestSubmit()"
+    )
+    page.wait_for(
+        f"document.querySelectorAll('.bot').length > {turns}"
+        " && !document.getElementById('send').disabled"
+    )
+
+
+def _texts(page: Browser, selector: str) -> Any:
+    return page.run(
+        f"[...document.querySelectorAll({json.dumps(selector)})].map(n => n.textContent)"
+    )
+
+
+def test_a_tool_search_reads_as_its_query_and_the_tools_found(
+    tmp_path: Path, page: Browser
+) -> None:
+    app = create_app(
+        config(tmp_path / "s.db", model=FunctionModel(_searching_model), tool_search=True)
+    )
+    with serving(app) as url:
+        page.goto(url)
+        _ask(page, "巴黎天气 weather in Paris?")
+        summaries = _texts(page, ".trace summary")
+        details = _texts(page, ".trace pre")
+        errors = page.console_errors()
+    search, weather = summaries
+    assert search.startswith("→ tool search: “巴黎 weather”  ✓ ")
+    assert search.endswith(" tools found")
+    (found,) = [d for d in details if d.startswith("found: ")]
+    assert "get_weather" in found.removeprefix("found: ").split(", ")
+    assert weather == '→ get_weather {"city":"Paris"}  ✓'
+    assert errors == []
