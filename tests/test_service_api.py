@@ -255,6 +255,8 @@ async def test_the_page_keeps_what_a_browser_test_found(tmp_path: Path) -> None:
     # a tool search as its query and the names found (test_service_page_browser.py).
     assert '"→ " + call.name + " " + compact(call.arguments)' in html
     assert f'const TOOL_SEARCH = "{TOOL_SEARCH_TOOL_NAME}";' in html
+    # An MCP tool is listed with its server.
+    assert '"MCP: " + tool.mcp_server' in html
 
 
 async def test_offline_mode_says_so_and_still_answers(tmp_path: Path) -> None:

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from _browser import CHROMIUM, Browser, browser, serving
-from _service_helpers import config
+from _service_helpers import config, fake_llm
+from tooluse.mcp import InProcessServer, mcp_server
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
 from tooluse.search import TOOL_SEARCH_TOOL_NAME
 from tooluse.service import create_app
+from tooluse.service._samples import get_weather
 from tooluse.testing import FunctionModel, ResponseLike, tool_call
 
 pytestmark = pytest.mark.skipif(
@@ -91,4 +93,19 @@ def test_a_tool_search_reads_as_its_query_and_the_tools_found(
     (found,) = [d for d in details if d.startswith("found: ")]
     assert "get_weather" in found.removeprefix("found: ").split(", ")
     assert weather == '→ get_weather {"city":"Paris"}  ✓'
+    assert errors == []
+
+
+def test_mcp_tools_are_listed_with_their_server_and_called(tmp_path: Path, page: Browser) -> None:
+    server = InProcessServer(mcp_server(get_weather, name="live"))
+    settings = config(tmp_path / "s.db", model=fake_llm(), mcp_servers=[server])
+    with serving(create_app(settings)) as url:
+        page.goto(url)
+        page.wait_for("!!document.querySelector('#tools .tool')")
+        listed = _texts(page, "#tools .tool code"), _texts(page, "#tools .tool .badge")
+        _ask(page, "What's the weather in Paris?")
+        (call,) = _texts(page, ".trace summary")
+        errors = page.console_errors()
+    assert listed == (["get_weather"], ["MCP: live"])
+    assert call == '→ get_weather {"city":"Paris"}  ✓'
     assert errors == []
