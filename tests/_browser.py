@@ -63,6 +63,7 @@ class Browser:
         self._events: list[dict[str, Any]] = []
         self._received = threading.Condition()
         self._session: str | None = None
+        self._console_from = 0
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         targets = self._send("Target.getTargets")["targetInfos"]
@@ -123,7 +124,10 @@ class Browser:
             time.sleep(0.05)
 
     def goto(self, url: str) -> None:
-        """Loads ``url``; returns once it has loaded (its scripts ran)."""
+        """Loads ``url``; returns once it has loaded (its scripts ran). The console is read
+        from here on."""
+        with self._received:
+            self._console_from = len(self._events)
         self._loading("Page.navigate", url=url)
 
     def reload(self) -> None:
@@ -141,9 +145,10 @@ class Browser:
                 raise TimeoutError(f"the page did not load after {method}")
 
     def console_errors(self) -> list[str]:
-        """What the page reported as an error: exceptions, console.error, failed requests."""
+        """What the pages reported as errors since the last :meth:`goto`: exceptions,
+        ``console.error``, failed requests."""
         with self._received:
-            events = list(self._events)
+            events = self._events[self._console_from :]
         errors = []
         for event in events:
             params = event.get("params", {})

@@ -255,6 +255,8 @@ async def test_the_page_keeps_what_a_browser_test_found(tmp_path: Path) -> None:
     # a tool search as its query and the names found (test_service_page_browser.py).
     assert '"→ " + call.name + " " + compact(call.arguments)' in html
     assert f'const TOOL_SEARCH = "{TOOL_SEARCH_TOOL_NAME}";' in html
+    # An approval's panel closes when its run expires, and a 410 reads as why it was gone.
+    assert "close(gone.expired)" in html and "close(gone[run.status] || detail)" in html
     # An MCP tool is listed with its server.
     assert '"MCP: " + tool.mcp_server' in html
 

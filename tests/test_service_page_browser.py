@@ -109,3 +109,92 @@ def test_mcp_tools_are_listed_with_their_server_and_called(tmp_path: Path, page:
     assert listed == (["get_weather"], ["MCP: live"])
     assert call == '→ get_weather {"city":"Paris"}  ✓'
     assert errors == []
+
+
+def _panel(page: Browser) -> tuple[str, list[str]]:
+    """The last approval panel: what its heading says, and the buttons one can still press."""
+    heading, buttons = page.run(
+        "(() => { const panel = [...document.querySelectorAll('.approval')].at(-1);"
+        " return [panel.firstChild.textContent, [...panel.querySelectorAll('button')]"
+        ".filter(b => !b.disabled).map(b => b.textContent)]; })()"
+    )
+    return heading, buttons
+
+
+def _decide(page: Browser, *buttons: str) -> None:
+    for label in buttons:
+        page.run(
+            "[...[...document.querySelectorAll('.approval')].at(-1).querySelectorAll('button')]"
+            f".find(b => b.textContent === {json.dumps(label)}).click()"
+        )
+
+
+WAITING = ["Approve", "Deny", "Edit arguments"]
+
+
+def test_an_approval_waits_then_says_what_was_decided(tmp_path: Path, page: Browser) -> None:
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        _ask(page, "Cancel order A1001")
+        heading, buttons = _panel(page)
+        assert heading.startswith("Waiting for your approval until ") and buttons == WAITING
+        _decide(page, "Approve", "Continue")
+        page.wait_for("document.querySelector('.bot .text').textContent === 'From live data.'")
+        assert _panel(page) == ("Your decision:", [])
+        assert _texts(page, ".approval .decided") == ["approved"]
+        assert page.console_errors() == []
+
+
+def test_a_new_message_withdraws_the_approval(tmp_path: Path, page: Browser) -> None:
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        _ask(page, "Cancel order A1001")
+        _ask(page, "What's the weather in Paris?")
+        heading, buttons = _panel(page)
+        errors = page.console_errors()
+    assert heading.startswith("Withdrawn: a new message was sent, so this did not run.")
+    assert buttons == [] and errors == []
+
+
+def test_an_approval_withdrawn_elsewhere_says_so_when_decided(
+    tmp_path: Path, page: Browser
+) -> None:
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        _ask(page, "Cancel order A1001")
+        # Another tab goes on with the conversation.
+        page.run(
+            "fetch('/api/chat', {method: 'POST', headers: {'Content-Type': 'application/json'},"
+            " body: JSON.stringify({message: 'hello',"
+            " conversation_id: localStorage.getItem('tooluse.conversation')})})"
+            ".then(r => r.text())"
+        )
+        _decide(page, "Approve", "Continue")
+        page.wait_for(
+            "document.querySelector('.approval').firstChild.textContent !== 'Your decision:'"
+        )
+        heading, buttons = _panel(page)
+        errors = page.console_errors()
+    assert heading.startswith("Withdrawn: a new message was sent, so this did not run.")
+    assert buttons == [] and not page.run("document.querySelector('.bot .error')")
+    # The browser logs the refused request itself; nothing else went wrong.
+    assert [e for e in errors if "status of 410 (Gone)" not in e] == []
+
+
+def test_an_approval_restored_by_a_reload_expires_on_the_page(
+    tmp_path: Path, page: Browser
+) -> None:
+    settings = config(tmp_path / "s.db", model=fake_llm(), approval_expiry_seconds=2)
+    with serving(create_app(settings)) as url:
+        page.goto(url)
+        _ask(page, "Cancel order A1001")
+        page.reload()
+        page.wait_for("!!document.querySelector('.approval')")
+        assert _panel(page)[1] == WAITING
+        page.wait_for(
+            "document.querySelector('.approval').firstChild.textContent.startsWith('Expired')"
+        )
+        heading, buttons = _panel(page)
+        errors = page.console_errors()
+    assert heading.startswith("Expired: no decision came by ") and buttons == []
+    assert errors == []
