@@ -198,3 +198,25 @@ def test_an_approval_restored_by_a_reload_expires_on_the_page(
         errors = page.console_errors()
     assert heading.startswith("Expired: no decision came by ") and buttons == []
     assert errors == []
+
+
+def test_a_reload_says_the_conversation_goes_on_from_turns_it_does_not_show(
+    tmp_path: Path, page: Browser
+) -> None:
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        assert _texts(page, ".note") == []  # a conversation without turns yet
+        _ask(page, "What's the weather in Paris?")
+        _ask(page, "Cancel order A1001")
+        page.reload()
+        page.wait_for("!!document.querySelector('.approval')")
+        (note,) = _texts(page, ".note")
+        shown = _texts(page, ".user .text")
+        page.run("document.getElementById('new').click()")
+        page.reload()
+        page.wait_for("document.getElementById('tools').textContent.includes('get_weather')")
+        after_new = _texts(page, ".note"), _texts(page, ".msg")
+        errors = page.console_errors()
+    assert note.startswith("Earlier messages of this conversation are not shown after a reload")
+    assert shown == ["Cancel order A1001"]  # the run waiting for approval
+    assert after_new == ([], []) and errors == []
