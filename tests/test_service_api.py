@@ -11,6 +11,7 @@ import pytest
 from _service_helpers import fake_llm, names, parse_sse, respond, service
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
 from tooluse.messages import Prompt, UserMessage
+from tooluse.search import TOOL_SEARCH_TOOL_NAME
 from tooluse.service import ChatRequest, ServiceConfig
 from tooluse.testing import FunctionModel, ResponseLike, tool_call
 
@@ -250,6 +251,16 @@ async def test_the_page_keeps_what_a_browser_test_found(tmp_path: Path) -> None:
     assert "Edit arguments" in html and "arguments: edited" in html
     assert "(try again)" in html
     assert 'turn.handle("tool_call", call)' in html
+    # A call's line shows its arguments parsed (a model's \u escapes as the characters), and
+    # a tool search as its query and the names found (test_service_page_browser.py).
+    assert '"→ " + call.name + " " + compact(call.arguments)' in html
+    assert f'const TOOL_SEARCH = "{TOOL_SEARCH_TOOL_NAME}";' in html
+    # An approval's panel closes when its run expires, and a 410 reads as why it was gone.
+    assert "close(gone.expired)" in html and "close(gone[run.status] || detail)" in html
+    # A reload in a conversation with turns says they are not shown but go on.
+    assert "Earlier messages of this conversation are not shown" in html
+    # An MCP tool is listed with its server.
+    assert '"MCP: " + tool.mcp_server' in html
 
 
 async def test_offline_mode_says_so_and_still_answers(tmp_path: Path) -> None:

@@ -1,0 +1,222 @@
+"""The chat page (``GET /``) driven in headless Chromium: what a user sees, and nothing in the
+browser's console. Skipped where Chromium is not installed (test_service_api.py checks parts
+of the page statically)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _browser import CHROMIUM, Browser, browser, serving
+from _service_helpers import config, fake_llm
+from tooluse.mcp import InProcessServer, mcp_server
+from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
+from tooluse.search import TOOL_SEARCH_TOOL_NAME
+from tooluse.service import create_app
+from tooluse.service._samples import get_weather
+from tooluse.testing import FunctionModel, ResponseLike, tool_call
+
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} to drive the page"
+)
+
+
+@pytest.fixture(scope="module")
+def page() -> Iterator[Browser]:
+    with browser() as opened:
+        yield opened
+
+
+def _this_turn(prompt: Prompt) -> list[ToolResponseMessage]:
+    """The tool results since the question."""
+    results: list[ToolResponseMessage] = []
+    for message in reversed(prompt.messages):
+        if isinstance(message, UserMessage):
+            break
+        if isinstance(message, ToolResponseMessage):
+            results.append(message)
+    return results
+
+
+def _searching_model(prompt: Prompt) -> ResponseLike:
+    """Searches for tools, its query sent with \\u escapes as models often write them, then
+    calls get_weather when found; the answer stage answers."""
+    offered = [callback.definition.name for callback in prompt.options.tool_callbacks]
+    if not offered:
+        return "Sunny in Paris."
+    results = _this_turn(prompt)
+    if not results:
+        return tool_call(TOOL_SEARCH_TOOL_NAME, '{"query": "\\u5df4\\u9ece weather"}', id="s1")
+    if len(results) == 1 and "get_weather" in offered:
+        return tool_call("get_weather", {"city": "Paris"}, id="w1")
+    return ""
+
+
+def _ask(page: Browser, question: str) -> None:
+    """Sends the question from the page's box; returns once the answer is in."""
+    turns = page.run("document.querySelectorAll('.bot').length")
+    page.run(
+        f"document.getElementById('message').value = {json.dumps(question)};"
+        "document.getElementById('chat').requestSubmit()"
+    )
+    page.wait_for(
+        f"document.querySelectorAll('.bot').length > {turns}"
+        " && !document.getElementById('send').disabled"
+    )
+
+
+def _texts(page: Browser, selector: str) -> Any:
+    return page.run(
+        f"[...document.querySelectorAll({json.dumps(selector)})].map(n => n.textContent)"
+    )
+
+
+def test_a_tool_search_reads_as_its_query_and_the_tools_found(
+    tmp_path: Path, page: Browser
+) -> None:
+    app = create_app(
+        config(tmp_path / "s.db", model=FunctionModel(_searching_model), tool_search=True)
+    )
+    with serving(app) as url:
+        page.goto(url)
+        _ask(page, "巴黎天气 weather in Paris?")
+        summaries = _texts(page, ".trace summary")
+        details = _texts(page, ".trace pre")
+        errors = page.console_errors()
+    search, weather = summaries
+    assert search.startswith("→ tool search: “巴黎 weather”  ✓ ")
+    assert search.endswith(" tools found")
+    (found,) = [d for d in details if d.startswith("found: ")]
+    assert "get_weather" in found.removeprefix("found: ").split(", ")
+    assert weather == '→ get_weather {"city":"Paris"}  ✓'
+    assert errors == []
+
+
+def test_mcp_tools_are_listed_with_their_server_and_called(tmp_path: Path, page: Browser) -> None:
+    server = InProcessServer(mcp_server(get_weather, name="live"))
+    settings = config(tmp_path / "s.db", model=fake_llm(), mcp_servers=[server])
+    with serving(create_app(settings)) as url:
+        page.goto(url)
+        page.wait_for("!!document.querySelector('#tools .tool')")
+        listed = _texts(page, "#tools .tool code"), _texts(page, "#tools .tool .badge")
+        _ask(page, "What's the weather in Paris?")
+        (call,) = _texts(page, ".trace summary")
+        errors = page.console_errors()
+    assert listed == (["get_weather"], ["MCP: live"])
+    assert call == '→ get_weather {"city":"Paris"}  ✓'
+    assert errors == []
+
+
+def _panel(page: Browser) -> tuple[str, list[str]]:
+    """The last approval panel: what its heading says, and the buttons one can still press."""
+    heading, buttons = page.run(
+        "(() => { const panel = [...document.querySelectorAll('.approval')].at(-1);"
+        " return [panel.firstChild.textContent, [...panel.querySelectorAll('button')]"
+        ".filter(b => !b.disabled).map(b => b.textContent)]; })()"
+    )
+    return heading, buttons
+
+
+def _decide(page: Browser, *buttons: str) -> None:
+    for label in buttons:
+        page.run(
+            "[...[...document.querySelectorAll('.approval')].at(-1).querySelectorAll('button')]"
+            f".find(b => b.textContent === {json.dumps(label)}).click()"
+        )
+
+
+WAITING = ["Approve", "Deny", "Edit arguments"]
+
+
+def test_an_approval_waits_then_says_what_was_decided(tmp_path: Path, page: Browser) -> None:
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        _ask(page, "Cancel order A1001")
+        heading, buttons = _panel(page)
+        assert heading.startswith("Waiting for your approval until ") and buttons == WAITING
+        _decide(page, "Approve", "Continue")
+        page.wait_for("document.querySelector('.bot .text').textContent === 'From live data.'")
+        assert _panel(page) == ("Your decision:", [])
+        assert _texts(page, ".approval .decided") == ["approved"]
+        assert page.console_errors() == []
+
+
+def test_a_new_message_withdraws_the_approval(tmp_path: Path, page: Browser) -> None:
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        _ask(page, "Cancel order A1001")
+        _ask(page, "What's the weather in Paris?")
+        heading, buttons = _panel(page)
+        errors = page.console_errors()
+    assert heading.startswith("Withdrawn: a new message was sent, so this did not run.")
+    assert buttons == [] and errors == []
+
+
+def test_an_approval_withdrawn_elsewhere_says_so_when_decided(
+    tmp_path: Path, page: Browser
+) -> None:
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        _ask(page, "Cancel order A1001")
+        # Another tab goes on with the conversation.
+        page.run(
+            "fetch('/api/chat', {method: 'POST', headers: {'Content-Type': 'application/json'},"
+            " body: JSON.stringify({message: 'hello',"
+            " conversation_id: localStorage.getItem('tooluse.conversation')})})"
+            ".then(r => r.text())"
+        )
+        _decide(page, "Approve", "Continue")
+        page.wait_for(
+            "document.querySelector('.approval').firstChild.textContent !== 'Your decision:'"
+        )
+        heading, buttons = _panel(page)
+        errors = page.console_errors()
+    assert heading.startswith("Withdrawn: a new message was sent, so this did not run.")
+    assert buttons == [] and not page.run("document.querySelector('.bot .error')")
+    # The browser logs the refused request itself; nothing else went wrong.
+    assert [e for e in errors if "status of 410 (Gone)" not in e] == []
+
+
+def test_an_approval_restored_by_a_reload_expires_on_the_page(
+    tmp_path: Path, page: Browser
+) -> None:
+    settings = config(tmp_path / "s.db", model=fake_llm(), approval_expiry_seconds=2)
+    with serving(create_app(settings)) as url:
+        page.goto(url)
+        _ask(page, "Cancel order A1001")
+        page.reload()
+        page.wait_for("!!document.querySelector('.approval')")
+        assert _panel(page)[1] == WAITING
+        page.wait_for(
+            "document.querySelector('.approval').firstChild.textContent.startsWith('Expired')"
+        )
+        heading, buttons = _panel(page)
+        errors = page.console_errors()
+    assert heading.startswith("Expired: no decision came by ") and buttons == []
+    assert errors == []
+
+
+def test_a_reload_says_the_conversation_goes_on_from_turns_it_does_not_show(
+    tmp_path: Path, page: Browser
+) -> None:
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        assert _texts(page, ".note") == []  # a conversation without turns yet
+        _ask(page, "What's the weather in Paris?")
+        _ask(page, "Cancel order A1001")
+        page.reload()
+        page.wait_for("!!document.querySelector('.approval')")
+        (note,) = _texts(page, ".note")
+        shown = _texts(page, ".user .text")
+        page.run("document.getElementById('new').click()")
+        page.reload()
+        page.wait_for("document.getElementById('tools').textContent.includes('get_weather')")
+        after_new = _texts(page, ".note"), _texts(page, ".msg")
+        errors = page.console_errors()
+    assert note.startswith("Earlier messages of this conversation are not shown after a reload")
+    assert shown == ["Cancel order A1001"]  # the run waiting for approval
+    assert after_new == ([], []) and errors == []
