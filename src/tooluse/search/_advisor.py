@@ -260,21 +260,23 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         # Earlier turns that a memory advisor inside the loop adds to each model call, after
         # this hook chose the tools: the model sees those searches too.
         replayed = await _replayed_by_inner_memory(self, request, chain)
-        history = [*replayed, *request.prompt.messages]
         # The search rounds so far: those in the prompt (earlier turns a memory advisor
         # replayed), then, after each executed round, those in the loop's whole history
         # (do_get_next_instructions). Not re-read from each call's messages: they hold only
         # the last round's results when the loop sends no full history
         # (conversation_history=False).
-        request.context[_ROUNDS_KEY] = self._found_rounds(request.prompt.messages)
-        request.context[_REPLAYED_KEY] = self._found_rounds(replayed)
+        rounds = request.context[_ROUNDS_KEY] = self._found_rounds(request.prompt.messages)
+        replayed_rounds = request.context[_REPLAYED_KEY] = self._found_rounds(replayed)
+        found = {name for names in (*replayed_rounds, *rounds) for name in names}
         request.context[_CALLBACKS_KEY] = callbacks
         request.context[_SESSION_KEY] = session_id
         # Offered without a search: this turn's preselection, and the tools that ran in
         # earlier turns without any search finding them (preselected then): the model sees
         # it used them and may use them again ("and in Rome?").
         request.context[_PRESELECTED_KEY] = list(
-            dict.fromkeys([*preselected, *_ran_unsearched(history)])
+            dict.fromkeys(
+                [*preselected, *_ran_unsearched([*replayed, *request.prompt.messages], found)]
+            )
         )
         messages = _with_suffix(request.prompt.messages, self.system_message_suffix)
         return request.replace(prompt=request.prompt.replace(messages=messages))
@@ -391,19 +393,15 @@ async def _replayed_by_inner_memory(
     return replayed
 
 
-def _ran_unsearched(messages: Sequence[Message]) -> list[str]:
-    """The tools that gave a result (not an error) in ``messages`` and that no
-    ``toolSearchTool`` result there names, in the order they first ran."""
+def _ran_unsearched(messages: Sequence[Message], found: set[str]) -> list[str]:
+    """The tools that gave a result (not an error) in ``messages`` and are not in ``found``
+    (the names their ``toolSearchTool`` results gave), in the order they first ran."""
     ran: dict[str, None] = {}
-    found: set[str] = set()
     for message in messages:
-        if not isinstance(message, ToolResponseMessage):
-            continue
-        for response in message.responses:
-            if response.name.lower() == TOOL_SEARCH_TOOL_NAME.lower():
-                found.update(_names(response.data, response.is_error))
-            elif not response.is_error:
-                ran.setdefault(response.name)
+        if isinstance(message, ToolResponseMessage):
+            for response in message.responses:
+                if response.name.lower() != TOOL_SEARCH_TOOL_NAME.lower() and not response.is_error:
+                    ran.setdefault(response.name)
     return [name for name in ran if name not in found]
 
 
