@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/bench_search.py fusion                # hybrid weight x k grid
     .venv/bin/python benchmarks/bench_search.py cjk                   # jieba vs bigrams
     .venv/bin/python benchmarks/bench_search.py fts5                  # SQLite FTS5 vs ours
+    .venv/bin/python benchmarks/bench_search.py bm25s                 # bm25s vs ours
     .venv/bin/python benchmarks/bench_search.py e5 [--threads 1]      # the bundled model's speed
     .venv/bin/python benchmarks/bench_search.py latency --variant clause_weight=0 --variant ''
     .venv/bin/python benchmarks/bench_search.py heldout --dataset DIR [--variant clause_weight=0]
@@ -196,61 +197,98 @@ def cjk() -> None:
         print(f"| {mode} | {values} | {result.build_seconds:.2f} |", flush=True)
 
 
-def fts5(datasets: Sequence[str]) -> None:
-    """SQLite FTS5 (its bm25() with the same field weights, our tokens fed pre-split) against
-    our numpy BM25F: quality and query latency."""
-    import sqlite3
+class _Fts5:
+    """SQLite FTS5: its bm25() with the same field weights as ours."""
 
+    label = "SQLite FTS5"
+
+    def __init__(self, rows: Sequence[tuple[str, str, str]]) -> None:
+        import sqlite3
+
+        self.connection = sqlite3.connect(":memory:")
+        self.connection.execute(
+            "CREATE VIRTUAL TABLE tools USING fts5(name, description, parameters, "
+            "tokenize='unicode61 remove_diacritics 0')"
+        )
+        self.connection.executemany("INSERT INTO tools VALUES (?, ?, ?)", rows)
+
+    def search(self, terms: Sequence[str]) -> list[int]:
+        match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        if not match:
+            return []
+        found = self.connection.execute(
+            "SELECT rowid FROM tools WHERE tools MATCH ? "
+            "ORDER BY bm25(tools, 3.0, 1.0, 0.5) LIMIT 20",
+            (match,),
+        ).fetchall()
+        return [rowid - 1 for (rowid,) in found]
+
+
+class _Bm25s:
+    """``bm25s`` (numpy only): one field, so the field weights 3 / 1 / 0.5 become the name's
+    tokens 6 times, the description's twice and the parameters' once."""
+
+    label = "bm25s"
+
+    def __init__(self, rows: Sequence[tuple[str, str, str]]) -> None:
+        import bm25s
+
+        corpus = [
+            (name + " ") * 6 + (description + " ") * 2 + parameters
+            for name, description, parameters in rows
+        ]
+        self.retriever = bm25s.BM25(k1=1.2, b=0.75)
+        self.retriever.index([text.split() for text in corpus], show_progress=False)
+        self.size = len(corpus)
+
+    def search(self, terms: Sequence[str]) -> list[int]:
+        if not terms:
+            return []
+        ids, scores = self.retriever.retrieve(
+            [list(terms)], k=min(20, self.size), show_progress=False, n_threads=1
+        )
+        return [int(i) for i, score in zip(ids[0], scores[0], strict=True) if score > 0]
+
+
+def library_bm25(datasets: Sequence[str], engine: str) -> None:
+    """A BM25 library (SQLite FTS5 or ``bm25s``, our tokens fed pre-split) against our numpy
+    BM25F: quality, build time and query latency."""
     from tooluse.search._documents import tool_document
     from tooluse.search._text import words
 
     def tokens(text: str) -> str:
         return " ".join(words(text, stemmed=True))
 
+    library = {"fts5": _Fts5, "bm25s": _Bm25s}[engine]
     print("| dataset | engine | R@5 | NDCG@10 | build s | p50 ms | p99 ms |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for name in datasets:
         dataset = load_dataset(DATA / name)
         ours = run_index(BM25ToolIndex(), dataset.tools, dataset.queries)
-        connection = sqlite3.connect(":memory:")
         started = time.perf_counter()
-        connection.execute(
-            "CREATE VIRTUAL TABLE tools USING fts5(name, description, parameters, "
-            "tokenize='unicode61 remove_diacritics 0')"
-        )
         rows = []
         for tool in dataset.tools:
             document = tool_document(tool)
             rows.append(
                 (tokens(document.name), tokens(document.description), tokens(document.parameters))
             )
-        connection.executemany("INSERT INTO tools VALUES (?, ?, ?)", rows)
+        index = library(rows)
         build = time.perf_counter() - started
         names = [tool.tool_name for tool in dataset.tools]
         rankings: dict[str, list[str]] = {}
         latencies = []
         for query in dataset.queries:
             started = time.perf_counter()
-            terms = sorted(set(words(query.query, stemmed=True)))
-            match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-            found = (
-                connection.execute(
-                    "SELECT rowid FROM tools WHERE tools MATCH ? "
-                    "ORDER BY bm25(tools, 3.0, 1.0, 0.5) LIMIT 20",
-                    (match,),
-                ).fetchall()
-                if match
-                else []
-            )
+            found = index.search(sorted(set(words(query.query, stemmed=True))))
             latencies.append((time.perf_counter() - started) * 1000)
-            rankings[query.id] = [names[rowid - 1] for (rowid,) in found]
-        for engine, result_rankings, seconds, times in (
+            rankings[query.id] = [names[position] for position in found]
+        for label, result_rankings, seconds, times in (
             ("numpy BM25F (ours)", ours.rankings, ours.build_seconds, ours.latencies_ms),
-            ("SQLite FTS5", rankings, build, latencies),
+            (library.label, rankings, build, latencies),
         ):
             metrics = score(dataset.queries, result_rankings)
             print(
-                f"| {name} | {engine} | {metrics['recall@5']:.3f} | {metrics['ndcg@10']:.3f} "
+                f"| {name} | {label} | {metrics['recall@5']:.3f} | {metrics['ndcg@10']:.3f} "
                 f"| {seconds:.2f} | {_percentile(times, 50):.2f} | {_percentile(times, 99):.2f} |",
                 flush=True,
             )
@@ -645,6 +683,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     commands.add_parser("cjk")
     commands.add_parser("fts5")
+    commands.add_parser("bm25s", help="the bm25s library (pip install bm25s) against ours")
     e5 = commands.add_parser("e5")
     e5.add_argument("--threads", type=int)
     lat = commands.add_parser("latency")
@@ -681,8 +720,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     elif args.command == "cjk":
         cjk()
-    elif args.command == "fts5":
-        fts5(DATASETS)
+    elif args.command in ("fts5", "bm25s"):
+        library_bm25(DATASETS, args.command)
     elif args.command == "e5":
         e5_speed(args.threads)
     elif args.command == "latency":
