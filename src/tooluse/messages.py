@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -22,6 +22,7 @@ __all__ = [
     "AssistantMessage",
     "ChatOptions",
     "ChatResponse",
+    "DeferredTools",
     "Generation",
     "Message",
     "Prompt",
@@ -334,6 +335,45 @@ class ChatResponse(_Value):
         return (first.message.text or "") if first is not None else ""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeferredTools:
+    """Offered tools the provider keeps out of the model's context until a result of a
+    ``loaders`` tool (a JSON list of tool names, as ``toolSearchTool`` returns) names them:
+    Anthropic's ``defer_loading`` with ``tool_reference`` results. The request's tool list
+    stays the same as tools are found, so the provider's prompt cache keeps hitting.
+
+    Only models with ``loads_deferred_tools = True`` read it (``AnthropicChatModel``);
+    ``ToolSearchToolCallingAdvisor(defer_loading=True)`` sets it for those models only.
+    """
+
+    names: frozenset[str]
+    loaders: frozenset[str]
+
+    def __init__(self, names: Iterable[str], loaders: Iterable[str]) -> None:
+        object.__setattr__(self, "names", frozenset(names))
+        object.__setattr__(self, "loaders", frozenset(loaders))
+        if not self.loaders:
+            raise ValueError("DeferredTools needs at least one loader tool (e.g. toolSearchTool)")
+        if overlap := self.names & self.loaders:
+            raise ValueError(
+                f"a loader tool cannot itself be deferred (nothing could load it): "
+                f"{sorted(overlap)}"
+            )
+
+    def referenced(self, response: ToolResponse) -> list[str]:
+        """The deferred tools a result names, in its order: none unless it is a successful
+        result of a loader whose data is a JSON list of names."""
+        if response.is_error or response.name not in self.loaders:
+            return []
+        try:
+            names = json.loads(response.data)
+        except json.JSONDecodeError:
+            return []
+        if not isinstance(names, list):
+            return []
+        return list(dict.fromkeys(n for n in names if isinstance(n, str) and n in self.names))
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ChatOptions:
     """Per-request options: the tools offered, the hidden tool context, and model parameters.
@@ -351,6 +391,7 @@ class ChatOptions:
     stop: tuple[str, ...] | None = None
     tool_choice: str | None = None
     parallel_tool_calls: bool | None = None
+    deferred_tools: DeferredTools | None = None
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def replace(self, **changes: Any) -> ChatOptions:

@@ -162,6 +162,19 @@ def _record_usage(span: _tracing.SpanHandle, usage: Usage | None) -> None:
         span.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens)
 
 
+def _model_prompt(prompt: Prompt, model: ChatModel) -> Prompt:
+    """The prompt as the model gets it: tool pairs repaired, deferred tools only for a model
+    that loads them (another would offer them all, silently undoing the deferral)."""
+    if prompt.options.deferred_tools is not None and not getattr(
+        model, "loads_deferred_tools", False
+    ):
+        raise ValueError(
+            f"{type(model).__name__} cannot defer tools (ChatOptions.deferred_tools needs a "
+            "model with loads_deferred_tools, such as AnthropicChatModel)"
+        )
+    return _with_tool_pairs_repaired(prompt)
+
+
 def _with_tool_pairs_repaired(prompt: Prompt) -> Prompt:
     """Providers reject a history with an orphan tool result or an unanswered tool call (a
     window edge, an interrupted run), so every model request goes out repaired."""
@@ -232,7 +245,7 @@ class AdvisorChain:
                 request, self._after(position + 1)
             )
             return response
-        prompt = _with_tool_pairs_repaired(request.prompt)
+        prompt = _model_prompt(request.prompt, self._model)
         name = prompt.options.model or self._model_name
         with _tracing.start_span(f"chat {name}", _span_attributes(name)) as span:
             chat_response = await self._model.acall(prompt)
@@ -246,7 +259,7 @@ class AdvisorChain:
             async for item in advisor.advise_stream(request, self._after(position + 1)):
                 yield item
             return
-        prompt = _with_tool_pairs_repaired(request.prompt)
+        prompt = _model_prompt(request.prompt, self._model)
         name = prompt.options.model or self._model_name
         with _tracing.start_span(f"chat {name}", _span_attributes(name)) as span:
             usage: Usage | None = None

@@ -58,12 +58,14 @@ from tooluse.messages import (
     AssistantMessage,
     ChatOptions,
     ChatResponse,
+    DeferredTools,
     Generation,
     Message,
     Prompt,
     Reasoning,
     SystemMessage,
     ToolCall,
+    ToolResponse,
     ToolResponseMessage,
     Usage,
     UserMessage,
@@ -102,9 +104,14 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
     when not injected). An injected async client is used as it is on every event loop, and its
     connections belong to the loop that opened them: use it from one loop only. The async
     clients the model builds itself are one per event loop.
+
+    ``ChatOptions.deferred_tools`` are sent with ``"defer_loading": true`` and a loader's
+    result naming them as ``tool_reference`` blocks, which load them into the model's context
+    (``loads_deferred_tools``; see ``ToolSearchToolCallingAdvisor(defer_loading=True)``).
     """
 
     provider = "anthropic"
+    loads_deferred_tools = True
     _new_async_client = anthropic.AsyncAnthropic
     _new_sync_client = anthropic.Anthropic
     # The SDK's base classes: its Bedrock and Vertex clients do not subclass AsyncAnthropic.
@@ -209,14 +216,17 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         params: dict[str, Any] = {
             "model": options.model or self.model,
             "max_tokens": options.max_tokens or self.max_tokens,
-            "messages": _turns(prompt.messages, aliases),
+            "messages": _turns(prompt.messages, aliases, _loadable(options, definitions)),
         }
         system = "\n\n".join(m.text for m in prompt.messages if isinstance(m, SystemMessage))
         if system:
             params["system"] = system
         strict_schemas: dict[str, Mapping[str, Any]] = {}
         if definitions:
-            params["tools"] = [self._tool(d, aliases, strict_schemas) for d in definitions]
+            deferred = options.deferred_tools.names if options.deferred_tools else frozenset()
+            params["tools"] = [
+                self._tool(d, aliases, strict_schemas, d.name in deferred) for d in definitions
+            ]
             tool_choice = _tool_choice(options, aliases)
             if tool_choice is not None:
                 params["tool_choice"] = tool_choice
@@ -239,6 +249,7 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         definition: ToolDefinition,
         aliases: ToolNameAliases,
         strict_schemas: dict[str, Mapping[str, Any]],
+        deferred: bool,
     ) -> dict[str, Any]:
         mode: StrictMode | None = "anthropic-strict" if self.strict_tools else None
         schema, strict = tool_input_schema(definition, mode, strict_schemas)
@@ -249,7 +260,34 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         }
         if strict:
             tool["strict"] = True
+        if deferred:
+            tool["defer_loading"] = True
         return tool
+
+
+_MAX_DEFERRED_TOOLS = 10_000  # the Messages API's limit per request
+
+
+def _loadable(options: ChatOptions, definitions: Sequence[ToolDefinition]) -> DeferredTools | None:
+    """The request's deferred tools, narrowed to those it offers (a ``tool_reference`` to a
+    tool not in ``tools`` is an error), checked against the API's rules."""
+    deferred = options.deferred_tools
+    if deferred is None:
+        return None
+    offered = {d.name for d in definitions}
+    names = deferred.names & offered
+    if names and not offered - names:
+        raise ValueError(
+            "every tool of the request is deferred (ChatOptions.deferred_tools); the "
+            "Messages API needs at least one loaded tool, such as the loader "
+            f"{sorted(deferred.loaders)[0]!r}"
+        )
+    if len(names) > _MAX_DEFERRED_TOOLS:
+        raise ValueError(
+            f"{len(names)} deferred tools in one request; the Messages API takes at most "
+            f"{_MAX_DEFERRED_TOOLS}"
+        )
+    return DeferredTools(names, deferred.loaders)
 
 
 def _tool_choice(options: ChatOptions, aliases: ToolNameAliases) -> dict[str, Any] | None:
@@ -270,8 +308,11 @@ def _tool_choice(options: ChatOptions, aliases: ToolNameAliases) -> dict[str, An
     return result
 
 
-def _turns(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dict[str, Any]]:
-    """Messages as alternating user/assistant turns of content blocks."""
+def _turns(
+    messages: Iterable[Message], aliases: ToolNameAliases, deferred: DeferredTools | None
+) -> list[dict[str, Any]]:
+    """Messages as alternating user/assistant turns of content blocks; a loader's result
+    that names deferred tools as ``tool_reference`` blocks, which load them."""
     turns: list[dict[str, Any]] = []
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
@@ -284,7 +325,7 @@ def _turns(messages: Iterable[Message], aliases: ToolNameAliases) -> list[dict[s
         if isinstance(message, UserMessage):
             add("user", [{"type": "text", "text": message.text}])
         elif isinstance(message, ToolResponseMessage):
-            add("user", [_tool_result(r.id, r.data, r.is_error) for r in message.responses])
+            add("user", [_tool_result(r, aliases, deferred) for r in message.responses])
         elif isinstance(message, AssistantMessage):
             blocks: list[dict[str, Any]] = [
                 _thinking_block(part)
@@ -317,11 +358,19 @@ def _thinking_block(part: Reasoning) -> dict[str, Any]:
     return {"type": "thinking", "thinking": part.text, "signature": part.signature}
 
 
-def _tool_result(call_id: str, data: str, is_error: bool) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id}
-    if data:  # the API rejects empty text content
-        block["content"] = data
-    if is_error:
+def _tool_result(
+    response: ToolResponse, aliases: ToolNameAliases, deferred: DeferredTools | None
+) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": response.id}
+    references = deferred.referenced(response) if deferred is not None else []
+    if references:
+        block["content"] = [
+            {"type": "tool_reference", "tool_name": aliases.to_provider(name)}
+            for name in references
+        ]
+    elif response.data:  # the API rejects empty text content
+        block["content"] = response.data
+    if response.is_error:
         block["is_error"] = True
     return block
 

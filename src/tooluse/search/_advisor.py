@@ -22,7 +22,13 @@ from tooluse.advisors import (
 )
 from tooluse.calling import ToolExecutionResult
 from tooluse.memory import CONVERSATION_ID
-from tooluse.messages import Message, SystemMessage, ToolResponseMessage, UserMessage
+from tooluse.messages import (
+    DeferredTools,
+    Message,
+    SystemMessage,
+    ToolResponseMessage,
+    UserMessage,
+)
 from tooluse.search._eviction import EvictionStrategy, LruEvictionStrategy
 from tooluse.search._sessions import SessionToolIndex
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
@@ -110,6 +116,17 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
     its need plainly. A tool that ran in an earlier turn of the conversation without a search
     finding it (preselected then) stays offered like the found ones.
 
+    ``defer_loading=True``, with a model that loads deferred tools (``AnthropicChatModel``):
+    every call offers the whole catalogue, the tools not yet found marked deferred
+    (``ChatOptions.deferred_tools``: Anthropic's ``defer_loading``), and a search result loads
+    the tools it names (``tool_reference`` blocks). The request's tool list then stays the same
+    as tools are found, so the provider's prompt cache keeps hitting, at the price of sending
+    every definition with each request (the provider does not put deferred ones in the
+    model's context). Found tools stay loaded while their search result is in the
+    conversation: ``max_exposed_tools`` does not apply and ``accumulate=False`` cannot be
+    combined with it. With another model the found tools are offered as usual (a warning says
+    so once).
+
     ``max_results`` is the number of search results when the model gives none (then the
     index's default, 10). The index (default :class:`HybridToolIndex`) is shared by all
     sessions and is thread-safe.
@@ -129,6 +146,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         accumulate: bool = True,
         max_exposed_tools: int | None = 32,
         preselect: int = 0,
+        defer_loading: bool = False,
         tool_category: Callable[[ToolCallback], str | None] = mcp_server_category,
         name: str = "ToolSearchToolCallingAdvisor",
         **tool_calling_options: Any,
@@ -140,6 +158,11 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             raise ValueError("session_id_key must not be blank")
         check_count("max_exposed_tools", max_exposed_tools, optional=True)
         check_count("preselect", preselect, minimum=0)
+        if defer_loading and not accumulate:
+            raise ValueError(
+                "defer_loading=True keeps every found tool loaded while its search result is "
+                "in the conversation; it cannot be combined with accumulate=False"
+            )
         if tool_index is None:
             from tooluse.search._hybrid import HybridToolIndex
 
@@ -152,7 +175,9 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         self.accumulate = accumulate
         self.max_exposed_tools = max_exposed_tools
         self.preselect = preselect
+        self.defer_loading = defer_loading
         self.tool_category = tool_category
+        self._warned_cannot_defer = False
         self._fingerprints: dict[str, str] = {}
         self._session_locks: dict[str, _SessionLock] = {}
         self._lock = ProcessLock()
@@ -290,13 +315,41 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             *request.context.get(_REPLAYED_KEY, ()),
             *request.context[_ROUNDS_KEY],
         ]
-        discovered = [request.context[_PRESELECTED_KEY], *self._counted(rounds)]
-        exposed = [self.search_tool.callback]
-        exposed += [callbacks[name] for name in self._kept(discovered, callbacks)]
+        preselected: list[str] = request.context[_PRESELECTED_KEY]
         options = request.prompt.options
         context = ToolContext(options.tool_context).merged({SESSION_ID_CONTEXT_KEY: session_id})
-        options = options.replace(tool_callbacks=exposed, tool_context=context)
+        options = options.replace(tool_context=context)
+        if self._defers_with(chain):
+            # Loaded: the search tool and the tools offered without a search; the rest wait
+            # for a search result to name them. One tool list for every call of the turn.
+            loaded = [name for name in preselected if name in callbacks]
+            deferred = [name for name in callbacks if name not in loaded]  # loaded: a few
+            exposed = [self.search_tool.callback, *(callbacks[n] for n in (*loaded, *deferred))]
+            options = options.replace(
+                tool_callbacks=exposed,
+                deferred_tools=DeferredTools(deferred, {TOOL_SEARCH_TOOL_NAME}),
+            )
+        else:
+            discovered = [preselected, *self._counted(rounds)]
+            exposed = [self.search_tool.callback]
+            exposed += [callbacks[name] for name in self._kept(discovered, callbacks)]
+            options = options.replace(tool_callbacks=exposed)
         return request.replace(prompt=request.prompt.replace(options=options))
+
+    def _defers_with(self, chain: AdvisorChain) -> bool:
+        if not self.defer_loading:
+            return False
+        if getattr(chain.model, "loads_deferred_tools", False):
+            return True
+        if not self._warned_cannot_defer:
+            self._warned_cannot_defer = True
+            logger.warning(
+                "%s: defer_loading=True, but %s cannot defer tools; the tools searches find "
+                "are offered instead",
+                self.name,
+                type(chain.model).__name__,
+            )
+        return False
 
     async def do_get_next_instructions(
         self,
