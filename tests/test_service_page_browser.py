@@ -145,6 +145,18 @@ def test_an_approval_waits_then_says_what_was_decided(tmp_path: Path, page: Brow
         assert page.console_errors() == []
 
 
+def test_the_arguments_editor_opens_only_on_edit_arguments(tmp_path: Path, page: Browser) -> None:
+    shown = "getComputedStyle(document.querySelector('.approval textarea')).display"
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        _ask(page, "Cancel order A1001")
+        before = page.run(shown)
+        _decide(page, "Edit arguments")
+        after = page.run(shown)
+        errors = page.console_errors()
+    assert (before, after) == ("none", "block") and errors == []
+
+
 def test_a_new_message_withdraws_the_approval(tmp_path: Path, page: Browser) -> None:
     with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
         page.goto(url)
