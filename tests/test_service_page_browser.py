@@ -145,6 +145,18 @@ def test_an_approval_waits_then_says_what_was_decided(tmp_path: Path, page: Brow
         assert page.console_errors() == []
 
 
+def test_the_arguments_editor_opens_only_on_edit_arguments(tmp_path: Path, page: Browser) -> None:
+    shown = "getComputedStyle(document.querySelector('.approval textarea')).display"
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        _ask(page, "Cancel order A1001")
+        before = page.run(shown)
+        _decide(page, "Edit arguments")
+        after = page.run(shown)
+        errors = page.console_errors()
+    assert (before, after) == ("none", "block") and errors == []
+
+
 def test_a_new_message_withdraws_the_approval(tmp_path: Path, page: Browser) -> None:
     with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
         page.goto(url)
@@ -200,23 +212,94 @@ def test_an_approval_restored_by_a_reload_expires_on_the_page(
     assert errors == []
 
 
-def test_a_reload_says_the_conversation_goes_on_from_turns_it_does_not_show(
+def test_a_reload_shows_the_earlier_turns_and_the_approval_still_waiting(
     tmp_path: Path, page: Browser
 ) -> None:
     with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
         page.goto(url)
-        assert _texts(page, ".note") == []  # a conversation without turns yet
+        assert _texts(page, ".msg") == []  # a conversation without turns yet
         _ask(page, "What's the weather in Paris?")
+        _ask(page, "Any refund rules?")
         _ask(page, "Cancel order A1001")
+        asked = _texts(page, ".user .text")
         page.reload()
         page.wait_for("!!document.querySelector('.approval')")
-        (note,) = _texts(page, ".note")
-        shown = _texts(page, ".user .text")
+        shown = _texts(page, ".user .text"), _texts(page, ".bot .text"), _texts(page, ".note")
+        held = _texts(page, ".trace summary")
+        assert _panel(page)[1] == WAITING
+        _decide(page, "Approve", "Continue")
+        page.wait_for("[...document.querySelectorAll('.bot .text')].at(-1).textContent !== ''")
+        page.reload()
+        page.wait_for("document.querySelectorAll('.bot').length === 3")
+        after_decision = _texts(page, ".bot .text"), _texts(page, ".approval")
         page.run("document.getElementById('new').click()")
         page.reload()
         page.wait_for("document.getElementById('tools').textContent.includes('get_weather')")
-        after_new = _texts(page, ".note"), _texts(page, ".msg")
+        after_new = _texts(page, ".msg")
         errors = page.console_errors()
-    assert note.startswith("Earlier messages of this conversation are not shown after a reload")
-    assert shown == ["Cancel order A1001"]  # the run waiting for approval
-    assert after_new == ([], []) and errors == []
+    assert asked == ["What's the weather in Paris?", "Any refund rules?", "Cancel order A1001"]
+    assert shown == (asked, ["From live data.", "From the knowledge base.", ""], [])
+    assert held == ['→ cancel_order {"order_id":"A1001"}']  # pairs with its result once run
+    assert after_decision == (
+        ["From live data.", "From the knowledge base.", "From live data."],
+        [],
+    )
+    assert after_new == [] and errors == []
+
+
+def test_a_reload_says_that_only_the_last_messages_are_kept(tmp_path: Path, page: Browser) -> None:
+    settings = config(tmp_path / "s.db", model=fake_llm(), memory_window=4)
+    with serving(create_app(settings)) as url:
+        page.goto(url)
+        for question in ("First?", "Second?", "Third?"):
+            _ask(page, question)
+        page.reload()
+        page.wait_for("document.querySelectorAll('.user').length === 2")
+        shown, (note,) = _texts(page, ".user .text"), _texts(page, ".note")
+        errors = page.console_errors()
+    assert shown == ["Second?", "Third?"]
+    assert note == (
+        "The service keeps the last 4 messages of a conversation: older ones are not shown, and"
+        " the assistant no longer has them."
+    )
+    assert errors == []
+
+
+def test_a_reload_says_when_the_service_no_longer_has_the_conversation(
+    tmp_path: Path, page: Browser
+) -> None:
+    app = create_app(config(tmp_path / "s.db", model=fake_llm()))
+    with serving(app) as url:
+        page.goto(url)
+        _ask(page, "Any refund rules?")
+        app.state.service.memory.clear(page.run("localStorage.getItem('tooluse.conversation')"))
+        page.reload()
+        page.wait_for("!!document.querySelector('.note')")
+        shown = _texts(page, ".msg")
+        errors = page.console_errors()
+    assert shown == [
+        "The service has no earlier messages of this conversation (its memory was cleared, or no"
+        " question in it was answered)."
+    ]
+    # The browser logs the 404 itself; nothing else went wrong.
+    assert [e for e in errors if "status of 404 (Not Found)" not in e] == []
+
+
+def test_a_reload_whose_conversation_cannot_be_read_says_why(tmp_path: Path, page: Browser) -> None:
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        # An id the service refuses (longer than 200 characters), as if asked in.
+        page.run(
+            "const id = 'x'.repeat(201); localStorage.setItem('tooluse.conversation', id);"
+            " localStorage.setItem('tooluse.conversation.asked', id)"
+        )
+        page.reload()
+        page.wait_for("!!document.querySelector('.msg.error')")
+        (error,) = _texts(page, ".msg.error")
+        errors = page.console_errors()
+    assert error == (
+        "Earlier messages of this conversation could not be shown (path.conversation_id: String"
+        " should have at most 200 characters); the assistant may still have them. Reload to try"
+        " again."
+    )
+    assert [e for e in errors if "status of 422 (Unprocessable" not in e] == []

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import pydantic
-from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Path, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tooluse.calling import Approve, Decision, Deny
+from tooluse.memory._api import validate_conversation_id
 from tooluse.service._approvals import (
     GONE,
     ApprovalConflict,
@@ -28,6 +29,7 @@ from tooluse.service._approvals import (
     StoredApproval,
     UnknownApproval,
 )
+from tooluse.service._conversations import message_views
 from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._openai_api import (
     is_openai_path,
@@ -42,6 +44,8 @@ __all__ = ["ApprovalRequest", "ChatRequest", "DecisionRequest", "create_app"]
 
 logger = logging.getLogger("tooluse.service")
 
+CONVERSATION_ID_MAX_LENGTH = 200
+
 
 class ChatRequest(pydantic.BaseModel):
     """``POST /api/chat``: a question, in a conversation (a new one when left out)."""
@@ -49,7 +53,9 @@ class ChatRequest(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
     message: str = pydantic.Field(min_length=1, max_length=32_000)
-    conversation_id: str | None = pydantic.Field(default=None, min_length=1, max_length=200)
+    conversation_id: str | None = pydantic.Field(
+        default=None, min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH
+    )
 
 
 class DecisionRequest(pydantic.BaseModel):
@@ -97,8 +103,18 @@ def _approval_view(stored: StoredApproval) -> dict[str, Any]:
         "error": stored.error,
         "question": stored.pause.question,
         "conversation_id": stored.pause.conversation_id,
+        "turn_id": stored.pause.turn_id,
         "pending_tool_calls": [c.to_dict() for c in stored.pause.pending_tool_calls],
     }
+
+
+def _check_conversation_id(conversation_id: str) -> None:
+    """422 for a conversation id from a URL that no chat memory can store (a NUL, a blank
+    id), as ``POST /api/chat`` refuses it."""
+    try:
+        validate_conversation_id(conversation_id)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc
 
 
 def _api_key_guard(api_key: str | None) -> list[Any]:
@@ -204,9 +220,35 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             qa_event_stream(service, events, conversation_id), keepalive_seconds=keepalive
         )
 
+    @api.get("/api/conversations/{conversation_id:path}")
+    async def conversation(
+        conversation_id: Annotated[str, Path(min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH)],
+    ) -> dict[str, Any]:
+        """The conversation's messages in memory and its runs waiting for a decision (a
+        reloaded page shows them)."""
+        _check_conversation_id(conversation_id)
+        messages = await service.memory.aget(conversation_id)
+        pending = await asyncio.to_thread(service.approvals.pending, conversation_id)
+        if not messages and not pending:
+            raise HTTPException(
+                404,
+                f"No conversation {conversation_id!r} is stored: its memory holds no messages "
+                "(none of its questions was answered, or it was cleared) and no run in it "
+                "waits for approval",
+            )
+        return {
+            "conversation_id": conversation_id,
+            "messages": message_views(messages),
+            "pending_approvals": [_approval_view(stored) for stored in pending],
+            "memory_window": service.config.memory_window,
+        }
+
     @api.get("/api/approvals")
-    async def pending_approvals(conversation_id: str) -> list[dict[str, Any]]:
-        """The conversation's runs waiting for a decision (a reloaded page shows them)."""
+    async def pending_approvals(
+        conversation_id: Annotated[str, Query(min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH)],
+    ) -> list[dict[str, Any]]:
+        """The conversation's runs waiting for a decision."""
+        _check_conversation_id(conversation_id)
         pending = await asyncio.to_thread(service.approvals.pending, conversation_id)
         return [_approval_view(stored) for stored in pending]
 

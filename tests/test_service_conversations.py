@@ -1,0 +1,203 @@
+"""``GET /api/conversations/{id}``: a conversation's stored turns and its runs waiting for
+approval, as a reloaded page shows them; unknown and invalid ids."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from _service_helpers import fake_llm, names, parse_sse, service
+from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
+from tooluse.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
+from tooluse.qa import PAUSED_TURN_NOTE
+
+
+class _TurnId:
+    """Equal to any turn id (32 hex digits)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str) and len(other) == 32
+
+
+ANY_TURN_ID: Any = _TurnId()
+
+
+async def ask(client: httpx.AsyncClient, question: str, conversation_id: str) -> list[Any]:
+    response = await client.post(
+        "/api/chat", json={"message": question, "conversation_id": conversation_id}
+    )
+    assert response.status_code == 200
+    return parse_sse(response.text)
+
+
+def said(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(m["role"], m["text"]) for m in messages]
+
+
+async def test_a_conversation_comes_back_with_its_turns_and_its_waiting_approval(
+    tmp_path: Path,
+) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        await ask(client, "What's the weather in Paris?", "c1")
+        await ask(client, "Any refund rules?", "c1")
+        paused = (await ask(client, "Cancel order A1001", "c1"))[-1][1]
+        response = await client.get("/api/conversations/c1")
+    assert response.status_code == 200
+    conversation = response.json()
+    assert conversation["conversation_id"] == "c1"
+    assert conversation["memory_window"] == 20
+    messages = conversation["messages"]
+    assert said(messages[:4]) == [
+        ("user", "What's the weather in Paris?"),
+        ("assistant", "From live data."),
+        ("user", "Any refund rules?"),
+        ("assistant", "From the knowledge base."),
+    ]
+    assert all(m["paused_turn"] is None and m.get("tool_calls", []) == [] for m in messages[:4])
+    # The paused turn's record: its question, and the account the assistant reads.
+    question, account = messages[4:]
+    assert question == {"role": "user", "text": "Cancel order A1001", "paused_turn": ANY_TURN_ID}
+    assert account["text"].startswith(PAUSED_TURN_NOTE)
+    assert account["paused_turn"] == question["paused_turn"]
+    # ... and its run, waiting, which stands for it on the page.
+    (pending,) = conversation["pending_approvals"]
+    assert pending["approval_id"] == paused["approval_id"]
+    assert (pending["status"], pending["turn_id"]) == ("pending", question["paused_turn"])
+    assert [c["name"] for c in pending["pending_tool_calls"]] == ["cancel_order"]
+
+
+async def test_an_approved_run_comes_back_as_its_answered_turn(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        paused = (await ask(client, "Cancel order A1001", "c1"))[-1][1]
+        decided = await client.post(
+            f"/api/approvals/{paused['approval_id']}",
+            json={"decisions": {"cancel-1": {"approve": True}}},
+        )
+        assert names(parse_sse(decided.text))[-1] == "done"
+        conversation = (await client.get("/api/conversations/c1")).json()
+    assert said(conversation["messages"]) == [
+        ("user", "Cancel order A1001"),
+        ("assistant", "From live data."),
+    ]
+    assert conversation["pending_approvals"] == []
+
+
+async def test_a_withdrawn_approval_comes_back_as_the_account_of_what_did_not_run(
+    tmp_path: Path,
+) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        await ask(client, "Cancel order A1001", "c1")
+        await ask(client, "Any refund rules?", "c1")
+        conversation = (await client.get("/api/conversations/c1")).json()
+    question, account, *later = conversation["messages"]
+    assert question["text"] == "Cancel order A1001"
+    assert account["text"].startswith(PAUSED_TURN_NOTE)
+    assert 'Not run: cancel_order {"order_id": "A1001"}' in account["text"]
+    assert said(later) == [("user", "Any refund rules?"), ("assistant", "From the knowledge base.")]
+    assert conversation["pending_approvals"] == []
+
+
+async def test_stored_tool_calls_come_back_in_the_shapes_of_the_stream(tmp_path: Path) -> None:
+    # A memory that keeps tool traffic (a ChatClient whose memory advisor sits inside the
+    # tool loop), written to the service's file.
+    db = tmp_path / "s.db"
+    call = ToolCall(id="w1", name="get_weather", arguments='{"city": "Paris"}')
+    with SqliteChatMemoryRepository(db) as repository:
+        MessageWindowChatMemory(repository=repository).add(
+            "tools",
+            [
+                SystemMessage(text="Be brief."),
+                UserMessage(text="Weather in Paris?"),
+                AssistantMessage(text=None, tool_calls=(call,)),
+                ToolResponseMessage(
+                    responses=(ToolResponse(id="w1", name="get_weather", data='{"sky": "sun"}'),)
+                ),
+                AssistantMessage(text="Sunny."),
+            ],
+        )
+    async with service(db, model=fake_llm()) as client:
+        messages = (await client.get("/api/conversations/tools")).json()["messages"]
+    assert messages == [  # the system message is for the model, not shown
+        {"role": "user", "text": "Weather in Paris?", "paused_turn": None},
+        {
+            "role": "assistant",
+            "text": None,
+            "tool_calls": [{"id": "w1", "name": "get_weather", "arguments": '{"city": "Paris"}'}],
+            "paused_turn": None,
+        },
+        {
+            "role": "tool",
+            "results": [
+                {"id": "w1", "name": "get_weather", "result": '{"sky": "sun"}', "is_error": False}
+            ],
+            "paused_turn": None,
+        },
+        {"role": "assistant", "text": "Sunny.", "tool_calls": [], "paused_turn": None},
+    ]
+
+
+async def test_an_id_with_a_slash_is_read_percent_encoded(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        await ask(client, "Any refund rules?", "team/a?b#c")
+        response = await client.get("/api/conversations/team%2Fa%3Fb%23c")
+    assert response.status_code == 200
+    assert response.json()["conversation_id"] == "team/a?b#c"
+
+
+async def test_an_unknown_conversation_is_a_404_that_says_so(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        await ask(client, "Any refund rules?", "c1")
+        response = await client.get("/api/conversations/" + "c" * 200)
+    assert response.status_code == 404
+    assert response.json()["detail"] == (
+        f"No conversation {'c' * 200!r} is stored: its memory holds no messages (none of its "
+        "questions was answered, or it was cleared) and no run in it waits for approval"
+    )
+
+
+async def test_an_id_no_memory_can_store_is_a_422_that_says_why(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        nul = await client.get("/api/conversations/a%00b")
+        blank = await client.get("/api/conversations/%20%20")
+        too_long = await client.get("/api/conversations/" + "c" * 201)
+        # The approvals of a conversation are looked up under the same rules.
+        approvals_nul = await client.get("/api/approvals", params={"conversation_id": "a\0b"})
+        approvals_too_long = await client.get("/api/approvals?conversation_id=" + "c" * 201)
+    assert [r.status_code for r in (nul, blank, too_long)] == [422] * 3
+    assert nul.json()["detail"] == (
+        "conversation id must be text every repository can store; it holds a NUL character at "
+        "position 1: 'a\\x00b'"
+    )
+    assert blank.json()["detail"] == "conversation id must not be blank"
+    (error,) = too_long.json()["detail"]
+    assert (error["loc"], error["msg"]) == (
+        ["path", "conversation_id"],
+        "String should have at most 200 characters",
+    )
+    assert approvals_nul.status_code == approvals_too_long.status_code == 422
+    assert "NUL character" in approvals_nul.json()["detail"]
+    assert approvals_too_long.json()["detail"][0]["loc"] == ["query", "conversation_id"]
+
+
+async def test_an_api_key_guards_the_conversations(tmp_path: Path) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm(), api_key="s3cret") as client:
+        right = {"Authorization": "Bearer s3cret"}
+        await client.post(
+            "/api/chat", json={"message": "Hi", "conversation_id": "c1"}, headers=right
+        )
+        refused = await client.get("/api/conversations/c1")
+        shown = await client.get("/api/conversations/c1", headers=right)
+    assert refused.status_code == 401
+    assert said(shown.json()["messages"]) == [
+        ("user", "Hi"),
+        ("assistant", "From the knowledge base."),
+    ]
