@@ -65,6 +65,7 @@ from tooluse.embedding import (
     Vectors,
 )
 from tooluse.memory import CONVERSATION_ID
+from tooluse.messages import Prompt, ToolResponseMessage
 from tooluse.search import (
     BM25ToolIndex,
     Fusion,
@@ -637,28 +638,70 @@ def tokens(sizes: Sequence[int]) -> None:
         calls = [tool_call(name, {}, id=f"call-{i}") for i, name in enumerate(question.gold)]
         plain = ScriptedModel([calls, "answer"])
         ChatClient(plain, tools=callbacks).prompt().user(question.query).call()
-        search = ScriptedModel(
-            [tool_call("toolSearchTool", {"query": question.query}, id="search"), calls, "answer"]
-        )
         index = HybridToolIndex(model, background_embedding=False)
-        advisor = ToolSearchToolCallingAdvisor(tool_index=index)
-        client = ChatClient(search, tools=callbacks, tool_calling_advisor=advisor)
-        client.prompt().user(question.query).context({CONVERSATION_ID: f"t{size}"}).call()
-        found = [c.definition.name for c in search.requests[1].options.tool_callbacks]
+        searching: dict[str, ScriptedModel] = {}
+        for mode, model_class, defer in (
+            ("tool search", ScriptedModel, False),
+            ("deferred loading", _DeferringScriptedModel, True),
+        ):
+            script = [tool_call("toolSearchTool", {"query": question.query}, id="s"), calls, "ok"]
+            searching[mode] = scripted = model_class(script)
+            advisor = ToolSearchToolCallingAdvisor(tool_index=index, defer_loading=defer)
+            client = ChatClient(scripted, tools=callbacks, tool_calling_advisor=advisor)
+            client.prompt().user(question.query).context({CONVERSATION_ID: f"t{size}"}).call()
+        found = [
+            c.definition.name for c in searching["tool search"].requests[1].options.tool_callbacks
+        ]
         missing = set(question.gold) - set(found)
         if missing:
             print(f"warning: the search did not find {missing} among {size} tools", file=sys.stderr)
         totals = {}
-        for mode, scripted in (("all tools", plain), ("tool search", search)):
-            texts = [_definitions_json(p.options.tool_callbacks) for p in scripted.requests]
+        rows = [
+            ("all tools", plain.requests, _offered),
+            ("tool search", searching["tool search"].requests, _offered),
+            ("deferred loading: sent", searching["deferred loading"].requests, _offered),
+            ("deferred loading: loaded", searching["deferred loading"].requests, _loaded),
+        ]
+        for mode, requests, tools_of in rows:
+            texts = [_definitions_json(tools_of(p)) for p in requests]
             chars = sum(len(t) for t in texts)
             count = sum(len(encoding.encode(t)) for t in texts)
             totals[mode] = count
             saved = "" if mode == "all tools" else f"{1 - count / totals['all tools']:.1%}"
             print(
-                f"| {size} | {mode} | {len(scripted.requests)} | {chars:,} | {count:,} | {saved} |",
+                f"| {size} | {mode} | {len(requests)} | {chars:,} | {count:,} | {saved} |",
                 flush=True,
             )
+
+
+class _DeferringScriptedModel(ScriptedModel):
+    """A scripted model that takes deferred tools, as ``AnthropicChatModel`` does."""
+
+    loads_deferred_tools = True
+
+
+def _offered(prompt: Prompt) -> Sequence[ToolCallback]:
+    return prompt.options.tool_callbacks
+
+
+def _loaded(prompt: Prompt) -> Sequence[ToolCallback]:
+    """The tools of a request in the model's context: not deferred, or named by a loader's
+    result in the request's messages (Anthropic loads those from ``tool_reference`` blocks)."""
+    deferred = prompt.options.deferred_tools
+    if deferred is None:
+        return prompt.options.tool_callbacks
+    referenced = {
+        name
+        for message in prompt.messages
+        if isinstance(message, ToolResponseMessage)
+        for response in message.responses
+        for name in deferred.referenced(response)
+    }
+    return [
+        c
+        for c in prompt.options.tool_callbacks
+        if c.definition.name not in deferred.names or c.definition.name in referenced
+    ]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
