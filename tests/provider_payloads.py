@@ -4,6 +4,7 @@ minimal tool stub, for the model adapter tests that run against :mod:`provider_s
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from tooluse.tools import ToolContext, ToolDefinition, ToolMetadata
@@ -135,6 +136,36 @@ def tool_use_block(block_id: str, name: str, input: dict[str, Any]) -> dict[str,
     return {"type": "tool_use", "id": block_id, "name": name, "input": input}
 
 
+# A web search, as the server tool's blocks come: the call, its results, a text citing them.
+SEARCH_CALL: dict[str, Any] = {
+    "type": "server_tool_use",
+    "id": "srvtoolu_1",
+    "name": "web_search",
+    "input": {"query": "Paris weather"},
+}
+SEARCH_RESULT: dict[str, Any] = {
+    "type": "web_search_tool_result",
+    "tool_use_id": "srvtoolu_1",
+    "content": [
+        {
+            "type": "web_search_result",
+            "url": "https://example.com/paris",
+            "title": "Paris weather",
+            "encrypted_content": "enc-1",
+            "page_age": None,
+        }
+    ],
+}
+CITATION: dict[str, Any] = {
+    "type": "web_search_result_location",
+    "url": "https://example.com/paris",
+    "title": "Paris weather",
+    "encrypted_index": "idx-1",
+    "cited_text": "Sunny all day",
+}
+CITED_TEXT: dict[str, Any] = {"type": "text", "text": "It is sunny.", "citations": [CITATION]}
+
+
 # Stream events (``content_block_*`` carry the block's ``index``).
 
 
@@ -174,3 +205,40 @@ def anthropic_message_delta(stop_reason: str, output_tokens: int) -> dict[str, A
         "delta": {"stop_reason": stop_reason, "stop_sequence": None},
         "usage": {"output_tokens": output_tokens},
     }
+
+
+def anthropic_streamed(
+    *blocks: dict[str, Any], stop_reason: str = "end_turn"
+) -> list[dict[str, Any]]:
+    """The events of a message of ``blocks`` streamed the way the API streams them: text as a
+    ``text_delta`` then a ``citations_delta`` per citation, thinking as a ``thinking_delta``
+    closed by its ``signature_delta``, a tool call's input (client or server tool) as an
+    ``input_json_delta``; any other block whole in its ``content_block_start``."""
+    events = [anthropic_message_start({"input_tokens": 10, "output_tokens": 1})]
+    for index, block in enumerate(blocks):
+        kind = block["type"]
+        if kind == "text":
+            events.append(anthropic_block_start(index, text_block("")))
+            events.append(anthropic_text_delta(index, block["text"]))
+            events.extend(
+                _delta(index, {"type": "citations_delta", "citation": citation})
+                for citation in block.get("citations") or ()
+            )
+        elif kind == "thinking":
+            events.append(anthropic_block_start(index, {**block, "thinking": "", "signature": ""}))
+            events.append(_delta(index, {"type": "thinking_delta", "thinking": block["thinking"]}))
+            events.append(
+                _delta(index, {"type": "signature_delta", "signature": block["signature"]})
+            )
+        elif kind in ("tool_use", "server_tool_use"):
+            events.append(anthropic_block_start(index, {**block, "input": {}}))
+            events.append(anthropic_json_delta(index, json.dumps(block["input"])))
+        else:
+            events.append(anthropic_block_start(index, block))
+        events.append(anthropic_block_stop(index))
+    events += [anthropic_message_delta(stop_reason, 5), {"type": "message_stop"}]
+    return events
+
+
+def _delta(index: int, delta: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": delta}

@@ -16,6 +16,7 @@ from tooluse.memory import UNANSWERED_TOOL_CALL_RESULT, repair_tool_pairs
 from tooluse.messages import (
     AssistantMessage,
     Message,
+    ProviderContent,
     ToolCall,
     ToolResponse,
     ToolResponseMessage,
@@ -257,3 +258,16 @@ def test_repair_never_answers_a_call_that_had_its_result(history: list[Message])
                 r.id for r in group if r.data == UNANSWERED_TOOL_CALL_RESULT
             ]
             assert sorted(r.id for r in group) == sorted(c.id for c in message.tool_calls)
+
+
+def test_the_repair_keeps_a_turns_provider_content() -> None:
+    """The blocks a provider wants back unchanged (Anthropic's server tool calls and results)
+    stay on the turn, whether the repair answers its calls or gives them ids of their own."""
+    content = ProviderContent(provider="anthropic", blocks=[{"type": "server_tool_use", "id": "s"}])
+    unanswered = calls("a").model_copy(update={"provider_content": content})
+    sharing = calls("b", "b").model_copy(update={"provider_content": content})
+    repaired = repair_tool_pairs([user("Q"), unanswered, user("Q2"), sharing, results("b", "b")])
+
+    turns = [m for m in repaired if isinstance(m, AssistantMessage)]
+    assert [[call.id for call in turn.tool_calls] for turn in turns] == [["a"], ["b", "b_2"]]
+    assert [turn.provider_content for turn in turns] == [content, content]

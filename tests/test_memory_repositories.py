@@ -34,6 +34,7 @@ from tooluse.memory import (
 from tooluse.messages import (
     AssistantMessage,
     Message,
+    ProviderContent,
     ToolCall,
     ToolResponse,
     ToolResponseMessage,
@@ -126,6 +127,29 @@ def test_save_all_replaces_and_find_returns_a_copy(repository: ChatMemoryReposit
 def test_tool_calls_and_results_round_trip_intact(repository: ChatMemoryRepository) -> None:
     repository.save_all("c", RICH_CONVERSATION)
     assert repository.find_by_conversation_id("c") == RICH_CONVERSATION
+
+
+def test_provider_content_round_trips_block_for_block(repository: ChatMemoryRepository) -> None:
+    blocks = [
+        {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": "北京"}},
+        {
+            "type": "web_search_tool_result",
+            "tool_use_id": "s1",
+            "content": [{"type": "web_search_result", "url": "u", "page_age": None}],
+        },
+        {"type": "text", "text": "晴", "citations": [{"encrypted_index": "i", "n": 1.5}]},
+        {"type": "tool_use", "id": "c1", "name": "weather", "input": {}},
+    ]
+    turn = AssistantMessage(
+        text="晴",
+        tool_calls=(ToolCall(id="c1", name="weather"),),
+        provider_content=ProviderContent(provider="anthropic", blocks=blocks),
+    )
+    repository.save_all("c", [user("北京天气？"), turn])
+    found = repository.find_by_conversation_id("c")[1]
+    assert found == turn
+    assert isinstance(found, AssistantMessage) and found.provider_content is not None
+    assert list(found.provider_content.blocks) == blocks
 
 
 def test_ids_listing_and_delete(repository: ChatMemoryRepository) -> None:

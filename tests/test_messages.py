@@ -7,6 +7,7 @@ from tooluse import (
     ChatResponse,
     Generation,
     Prompt,
+    ProviderContent,
     SystemMessage,
     ToolCall,
     ToolContext,
@@ -42,6 +43,15 @@ def test_messages_are_immutable_and_keyword_built() -> None:
         message.text = "changed"  # type: ignore[misc]
     with pytest.raises(ValidationError):
         UserMessage(txt="typo")  # type: ignore[call-arg]
+
+
+def test_provider_content_names_its_provider_and_holds_json_blocks() -> None:
+    content = ProviderContent("anthropic", [{"type": "server_tool_use", "input": {}}])
+    assert content.blocks == ({"type": "server_tool_use", "input": {}},)
+    with pytest.raises(ValidationError, match="provider"):
+        ProviderContent(provider="", blocks=[])
+    with pytest.raises(ValidationError, match="blocks"):
+        ProviderContent(provider="anthropic", blocks=["text"])  # type: ignore[list-item]
 
 
 def test_chat_response_reports_tool_calls_from_any_generation() -> None:

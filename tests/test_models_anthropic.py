@@ -14,6 +14,10 @@ import pytest
 
 from provider_models import ask, collect, model_maker
 from provider_payloads import (
+    CITATION,
+    CITED_TEXT,
+    SEARCH_CALL,
+    SEARCH_RESULT,
     anthropic_block_start,
     anthropic_block_stop,
     anthropic_json_delta,
@@ -525,34 +529,6 @@ def test_constructor_rejects_bad_settings() -> None:
 
 # -- pause_turn: a server tool loop (web search, code execution) paused a long turn ------------
 
-SEARCH_CALL: dict[str, Any] = {
-    "type": "server_tool_use",
-    "id": "srvtoolu_1",
-    "name": "web_search",
-    "input": {"query": "Paris weather"},
-}
-SEARCH_RESULT: dict[str, Any] = {
-    "type": "web_search_tool_result",
-    "tool_use_id": "srvtoolu_1",
-    "content": [
-        {
-            "type": "web_search_result",
-            "url": "https://example.com/paris",
-            "title": "Paris weather",
-            "encrypted_content": "enc-1",
-            "page_age": None,
-        }
-    ],
-}
-CITATION: dict[str, Any] = {
-    "type": "web_search_result_location",
-    "url": "https://example.com/paris",
-    "title": "Paris weather",
-    "encrypted_index": "idx-1",
-    "cited_text": "Sunny all day",
-}
-CITED_TEXT: dict[str, Any] = {"type": "text", "text": "It is sunny.", "citations": [CITATION]}
-
 
 def paused_message() -> dict[str, Any]:
     paused = anthropic_message(
@@ -584,6 +560,9 @@ async def test_a_paused_turn_is_sent_back_as_it_is_until_the_model_finishes_it(
     assert second["container"] == "container_1"  # the code execution container goes on
     assert response.text == "It is sunny. More later."
     assert response.generations[0].finish_reason == "end_turn"
+    kept = response.generations[0].message.provider_content  # the blocks of both requests
+    assert kept is not None
+    assert kept.blocks == (SEARCH_CALL, SEARCH_RESULT, CITED_TEXT, text_block(" More later."))
     assert response.usage == Usage(prompt_tokens=40, completion_tokens=12, total_tokens=52)
 
 
@@ -629,6 +608,9 @@ async def test_a_paused_stream_goes_on_in_a_second_request(
     assert second["stream"] is True
     merged = merge_chunks(chunks)
     assert merged.generations[0].finish_reason == "end_turn"
+    kept = merged.generations[0].message.provider_content
+    assert kept is not None
+    assert kept.blocks == (SEARCH_CALL, SEARCH_RESULT, CITED_TEXT, text_block(" More later."))
     assert merged.usage == Usage(prompt_tokens=40, completion_tokens=12, total_tokens=52)
 
 

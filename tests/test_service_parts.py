@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 import urllib.error
 import urllib.request
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -317,6 +318,46 @@ def test_serve_refuses_a_port_out_of_range(
             main(["serve", "--port", port, "--db", db, "--no-sample-knowledge"])
         assert exit_.value.code == 2
         assert "argument --port" in capsys.readouterr().err
+
+
+def serving_loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> asyncio.AbstractEventLoop:
+    """The event loop ``tooluse serve`` serves its app on."""
+    from tooluse.cli import main
+
+    monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
+    # uvicorn's uvloop module binds the uvloop it imported first: import it afresh.
+    monkeypatch.delitem(sys.modules, "uvicorn.loops.uvloop", raising=False)
+    loops: list[asyncio.AbstractEventLoop] = []
+    serve_without_listening(monkeypatch, lambda config: loops.append(asyncio.get_running_loop()))
+    assert main(["serve", "--db", str(tmp_path / "s.db"), "--no-sample-knowledge"]) == 0
+    return loops[0]
+
+
+class StandInUvloop(asyncio.SelectorEventLoop):
+    """What the stand-in ``uvloop`` module below makes: a loop of a class of its own."""
+
+
+def test_serve_runs_on_uvloop_when_it_can_be_imported_as_uvicorn_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    stand_in = types.ModuleType("uvloop")
+    stand_in.new_event_loop = StandInUvloop  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "uvloop", stand_in)
+    assert type(serving_loop(monkeypatch, tmp_path)) is StandInUvloop
+
+
+def test_serve_runs_on_uvloop_when_it_is_installed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    uvloop = pytest.importorskip("uvloop", reason="uvloop is not installed")
+    assert isinstance(serving_loop(monkeypatch, tmp_path), uvloop.Loop)
+
+
+def test_serve_runs_on_asyncios_loop_without_uvloop(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # its import fails
+    assert type(serving_loop(monkeypatch, tmp_path)) is asyncio.SelectorEventLoop
 
 
 def test_serve_takes_how_long_approvals_wait(

@@ -1,4 +1,6 @@
-from tooluse import AssistantMessage, ChatResponse, Generation, ToolCall, Usage
+import pytest
+
+from tooluse import AssistantMessage, ChatResponse, Generation, ProviderContent, ToolCall, Usage
 from tooluse.streaming import merge_chunks
 
 
@@ -35,3 +37,26 @@ def test_empty_stream_gives_empty_response() -> None:
     merged = merge_chunks([])
     assert merged.generations == ()
     assert not merged.has_tool_calls()
+
+
+def content_chunk(provider: str, *types: str) -> ChatResponse:
+    content = ProviderContent(provider=provider, blocks=[{"type": kind} for kind in types])
+    return ChatResponse(
+        generations=(Generation(message=AssistantMessage(provider_content=content)),)
+    )
+
+
+def test_provider_content_of_chunks_is_joined_in_order() -> None:
+    merged = merge_chunks(
+        [content_chunk("anthropic", "a", "b"), chunk("x"), content_chunk("anthropic", "c")]
+    )
+    message = merged.generations[0].message
+    assert message.provider_content == ProviderContent(
+        provider="anthropic", blocks=[{"type": "a"}, {"type": "b"}, {"type": "c"}]
+    )
+    assert message.text == "x"
+
+
+def test_provider_content_of_two_providers_in_one_generation_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"two providers \('anthropic', then 'other'\)"):
+        merge_chunks([content_chunk("anthropic", "a"), content_chunk("other", "b")])

@@ -26,6 +26,7 @@ __all__ = [
     "Generation",
     "Message",
     "Prompt",
+    "ProviderContent",
     "Reasoning",
     "SystemMessage",
     "ToolCall",
@@ -136,6 +137,30 @@ class Reasoning(_Value):
     redacted: str | None = None
 
 
+class ProviderContent(_Value):
+    """An assistant turn as the provider that produced it sent it: its content blocks, in
+    their order, each as the provider's JSON. It holds what the other fields of the message
+    cannot: blocks no field models (Anthropic's server tool calls and results, such as
+    ``server_tool_use`` and ``web_search_tool_result``), citations on text, and the order of
+    text, thinking, tool calls and those blocks. Anthropic wants an assistant turn back
+    unchanged; the message's own fields (``text``, ``tool_calls``, ``reasoning``) stay the
+    portable view every layer reads.
+
+    Only the adapter of ``provider`` (a ``ChatModel.provider``, e.g. ``"anthropic"``) reads
+    it, and only while the message's own fields are still those the blocks give; the others
+    send those fields and ignore it.
+    """
+
+    _positional = ("provider", "blocks")
+
+    if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
+
+        def __init__(self, provider: str, blocks: Sequence[Mapping[str, Any]]) -> None: ...
+
+    provider: str = Field(min_length=1)
+    blocks: tuple[dict[str, Any], ...]
+
+
 class AssistantMessage(_Value):
     _positional = ("text", "tool_calls")
 
@@ -147,6 +172,7 @@ class AssistantMessage(_Value):
             tool_calls: Sequence[ToolCall] = ...,
             *,
             reasoning: Sequence[Reasoning] = ...,
+            provider_content: ProviderContent | None = ...,
             metadata: Mapping[str, Any] = ...,
             role: Literal["assistant"] = ...,
         ) -> None: ...
@@ -155,6 +181,9 @@ class AssistantMessage(_Value):
     text: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     reasoning: tuple[Reasoning, ...] = ()
+    # The turn in its provider's own form, where the fields above lose something of it
+    # (see ProviderContent); None for most turns.
+    provider_content: ProviderContent | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     def reasoning_text(self) -> str:

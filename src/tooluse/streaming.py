@@ -9,17 +9,34 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tooluse.messages import AssistantMessage, ChatResponse, Generation, Reasoning, ToolCall, Usage
+from tooluse.messages import (
+    AssistantMessage,
+    ChatResponse,
+    Generation,
+    ProviderContent,
+    Reasoning,
+    ToolCall,
+    Usage,
+)
 
 __all__ = ["StreamAggregator", "merge_chunks"]
 
 
 class _GenerationBuffer:
-    __slots__ = ("arguments", "metadata", "names", "order", "reasoning", "text")
+    __slots__ = (
+        "arguments",
+        "metadata",
+        "names",
+        "order",
+        "provider_content",
+        "reasoning",
+        "text",
+    )
 
     def __init__(self) -> None:
         self.text: list[str] = []
         self.reasoning: list[Reasoning] = []
+        self.provider_content: ProviderContent | None = None
         self.names: dict[str, list[str]] = {}  # call id -> name fragments, in arrival order
         self.arguments: dict[str, list[str]] = {}  # call id -> argument fragments
         self.order: list[str] = []
@@ -33,7 +50,9 @@ class StreamAggregator:
     the unsigned part before it, a part with only a signature signs it (a signed or redacted
     part closes it). Tool-call fragments are merged by id (an empty
     id continues the previous call), which tolerates names and arguments split anywhere and
-    calls whose arguments never arrive (they become ``"{}"``). Metadata is merged with later
+    calls whose arguments never arrive (they become ``"{}"``). Provider content blocks
+    (:class:`~tooluse.messages.ProviderContent`) are joined in arrival order; chunks of one
+    generation giving content of two providers are an error. Metadata is merged with later
     chunks winning; the last non-empty usage wins (providers report the total once).
     """
 
@@ -58,6 +77,10 @@ class StreamAggregator:
                 self._add_fragment(buffer, fragment)
             for part in message.reasoning:
                 _add_reasoning(buffer.reasoning, part)
+            if message.provider_content is not None:
+                buffer.provider_content = _joined_content(
+                    buffer.provider_content, message.provider_content
+                )
 
     @staticmethod
     def _add_fragment(buffer: _GenerationBuffer, fragment: ToolCall) -> None:
@@ -90,6 +113,7 @@ class StreamAggregator:
                         text=text or None,
                         tool_calls=tuple(calls),
                         reasoning=tuple(buffer.reasoning),
+                        provider_content=buffer.provider_content,
                     ),
                     metadata=buffer.metadata,
                 )
@@ -110,6 +134,17 @@ def _add_reasoning(parts: list[Reasoning], part: Reasoning) -> None:
             parts[-1] = last.model_copy(update={"signature": part.signature})
             return
     parts.append(part)
+
+
+def _joined_content(earlier: ProviderContent | None, later: ProviderContent) -> ProviderContent:
+    if earlier is None:
+        return later
+    if earlier.provider != later.provider:
+        raise ValueError(
+            f"a stream gave one generation provider content of two providers "
+            f"({earlier.provider!r}, then {later.provider!r}); one turn comes from one provider"
+        )
+    return ProviderContent(provider=earlier.provider, blocks=(*earlier.blocks, *later.blocks))
 
 
 def merge_chunks(chunks: Iterable[ChatResponse]) -> ChatResponse:

@@ -359,7 +359,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
                     owed = loop.usage if loop.usage != emitted_usage else None
                     if merged.has_tool_calls():
                         # Calls the checker left unexecuted were in hidden chunks: hand them
-                        # over whole, in one chunk (its text and reasoning were streamed).
+                        # over whole, in one chunk (the rest of the round was streamed).
                         unexecuted = _without_streamed(merged).model_copy(update={"usage": owed})
                         yield ChatClientResponse(unexecuted, context)
                     elif owed is not None:
@@ -371,7 +371,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             final = self._finish(loop, final, span)
             await self._tell_inner_advisors(loop, final, chain)
             if final.generations and final.generations[0].finish_reason == APPROVAL_REQUIRED:
-                final = _without_streamed(final)  # its text and reasoning were streamed
+                final = _without_streamed(final)  # streamed but for its tool calls
             yield ChatClientResponse(final, loop.context)
 
     # -- the steps both paths share ------------------------------------------------------
@@ -523,10 +523,13 @@ def _paused_assistant_index(history: Sequence[Message]) -> int:
 
 def _emittable(chunk: ChatResponse, previous_usage: Usage | None) -> ChatResponse | None:
     """What a stream chunk becomes for the caller: ``None`` for a chunk carrying tool-call
-    fragments (dropped, or kept without them when it also carries text or reasoning), and the
-    usage of the rounds before added to a chunk that reports its own usage."""
+    fragments (dropped, or kept without them when it also carries text, reasoning or provider
+    content), and the usage of the rounds before added to a chunk that reports its own usage."""
     if any(g.message.tool_calls for g in chunk.generations):
-        if not any(g.message.text or g.message.reasoning for g in chunk.generations):
+        if not any(
+            g.message.text or g.message.reasoning or g.message.provider_content
+            for g in chunk.generations
+        ):
             return None
         chunk = chunk.model_copy(
             update={
@@ -547,12 +550,11 @@ def _emittable(chunk: ChatResponse, previous_usage: Usage | None) -> ChatRespons
 
 
 def _without_streamed(response: ChatResponse) -> ChatResponse:
-    """``response`` without what its round's chunks already gave the caller: the text and
-    the reasoning (:func:`_emittable` never hides either)."""
+    """``response`` without what its round's chunks already gave the caller: the text, the
+    reasoning and the provider content (:func:`_emittable` never hides any of them)."""
+    streamed = {"text": None, "reasoning": (), "provider_content": None}
     generations = tuple(
-        g.model_copy(
-            update={"message": g.message.model_copy(update={"text": None, "reasoning": ()})}
-        )
+        g.model_copy(update={"message": g.message.model_copy(update=streamed)})
         for g in response.generations
     )
     return response.model_copy(update={"generations": generations})

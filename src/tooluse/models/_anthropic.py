@@ -12,6 +12,18 @@ Extended thinking (``ChatOptions(extra={"thinking": {"type": "enabled", "budget_
 first in their assistant turn, as the API requires of a tool-use turn. Reasoning without a
 signature (from another provider) cannot be verified by the API and is not sent.
 
+Anthropic wants an assistant turn back unchanged in a tool loop. What the message's fields do
+not hold of a turn (server tool calls and results such as ``server_tool_use`` and
+``web_search_tool_result``, blocks of server tools the SDK does not know, citations on text,
+``caller`` on a tool call, and the order of all blocks, thinking after a search included) is
+kept by keeping the whole turn, every block as the API sent it, as the message's
+:class:`~tooluse.messages.ProviderContent` (provider ``"anthropic"``); a turn its fields give
+back exactly gets none. That content is what goes back, its ``tool_use`` blocks carrying the
+message's tool calls (ids, names, arguments as the message has them, e.g. repaired), as long
+as the message's text, reasoning and number of tool calls are those of the blocks; a message
+changed beyond that is sent from its fields, with a warning. Other providers' content is
+never sent here.
+
 A turn that stops with ``pause_turn`` (a server tool loop, such as web search or code
 execution, ran long) is continued as Anthropic documents: the response goes back as it is, every
 block as the API sent it, as the last (assistant) message of the same request, with the code
@@ -62,6 +74,7 @@ from tooluse.messages import (
     Generation,
     Message,
     Prompt,
+    ProviderContent,
     Reasoning,
     SystemMessage,
     ToolCall,
@@ -84,6 +97,7 @@ _FAILURES = sdk_failures(anthropic.AnthropicError)
 logger = logging.getLogger(__name__)
 
 _PAUSED = "pause_turn"
+_PROVIDER = "anthropic"
 
 
 class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthropic]):
@@ -110,7 +124,7 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
     (``loads_deferred_tools``; see ``ToolSearchToolCallingAdvisor(defer_loading=True)``).
     """
 
-    provider = "anthropic"
+    provider = _PROVIDER
     loads_deferred_tools = True
     _new_async_client = anthropic.AsyncAnthropic
     _new_sync_client = anthropic.Anthropic
@@ -203,7 +217,12 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
                         response = state.add(event)
                         if response is not None:
                             yield response
-                sent = turn.continuation(content.stop_reason, content.blocks(), content.container)
+                blocks = content.blocks()
+                sent = turn.continuation(content.stop_reason, blocks, content.container)
+            # What the chunks' fields lose of the turn comes last, whole, in a chunk of its own.
+            kept = _assistant_message([*turn.paused_blocks, *blocks], calls).provider_content
+            if kept is not None:
+                yield state.chunk(AssistantMessage(provider_content=kept))
         except _FAILURES as exc:
             raise from_sdk_error(
                 self.provider, exc, anthropic, chunks_received=state.events_received
@@ -327,29 +346,75 @@ def _turns(
         elif isinstance(message, ToolResponseMessage):
             add("user", [_tool_result(r, aliases, deferred) for r in message.responses])
         elif isinstance(message, AssistantMessage):
-            blocks: list[dict[str, Any]] = [
-                _thinking_block(part)
-                for part in message.reasoning
-                if part.signature or part.redacted
-            ]
-            if message.text:
-                blocks.append({"type": "text", "text": message.text})
-            blocks.extend(
-                {
-                    "type": "tool_use",
-                    "id": call.id,
-                    "name": aliases.to_provider(call.name),
-                    "input": _input_object(call.arguments),
-                }
-                for call in message.tool_calls
-            )
+            blocks = _assistant_blocks(message, aliases)
             if blocks:  # the API rejects empty assistant turns
                 add("assistant", blocks)
     for turn in turns:  # a lone text block is sent as a plain string, the common form
         content = turn["content"]
-        if len(content) == 1 and content[0]["type"] == "text":
+        if len(content) == 1 and content[0].keys() == {"type", "text"}:
             turn["content"] = content[0]["text"]
     return turns
+
+
+def _assistant_blocks(message: AssistantMessage, aliases: ToolNameAliases) -> list[dict[str, Any]]:
+    """The blocks an assistant message goes back as: its Anthropic content while the message's
+    fields still agree with it, else blocks made from those fields."""
+    kept = message.provider_content
+    if kept is None or kept.provider != _PROVIDER:
+        return _field_blocks(message, aliases)
+    text, reasoning, tool_uses = _fields_of(kept.blocks)
+    if (text, reasoning, len(tool_uses)) == (
+        message.text,
+        message.reasoning,
+        len(message.tool_calls),
+    ):
+        return _kept_blocks(kept.blocks, message.tool_calls, aliases)
+    logger.warning(
+        "anthropic: an assistant message's text, reasoning or number of tool calls differ "
+        "from those of its provider_content (the message was changed after the model made "
+        "it); it is sent from its fields, without what only provider_content holds (server "
+        "tool calls and results, citations)"
+    )
+    return _field_blocks(message, aliases)
+
+
+def _field_blocks(message: AssistantMessage, aliases: ToolNameAliases) -> list[dict[str, Any]]:
+    """Signed and redacted thinking first, as the API requires of a tool-use turn; then the
+    text and the tool calls."""
+    blocks: list[dict[str, Any]] = [
+        _thinking_block(part) for part in message.reasoning if part.signature or part.redacted
+    ]
+    if message.text:
+        blocks.append({"type": "text", "text": message.text})
+    blocks.extend({"type": "tool_use", **_tool_use(call, aliases)} for call in message.tool_calls)
+    return blocks
+
+
+def _kept_blocks(
+    blocks: Sequence[Mapping[str, Any]],
+    calls: Sequence[ToolCall],
+    aliases: ToolNameAliases,
+) -> list[dict[str, Any]]:
+    """``blocks`` as they came, the n-th ``tool_use`` block carrying the n-th of ``calls``
+    (its other fields, such as ``caller``, kept), and without empty text blocks (a stream
+    may open one that no delta fills; the API rejects them)."""
+    remaining = iter(calls)
+    sent: list[dict[str, Any]] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "tool_use":
+            sent.append({**block, **_tool_use(next(remaining), aliases)})
+        elif kind != "text" or block.get("text"):
+            sent.append(dict(block))
+    return sent
+
+
+def _tool_use(call: ToolCall, aliases: ToolNameAliases) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "name": aliases.to_provider(call.name),
+        "input": _input_object(call.arguments),
+    }
 
 
 def _thinking_block(part: Reasoning) -> dict[str, Any]:
@@ -418,11 +483,14 @@ class _Turn:
     def continuation_after(self, message: AnthropicMessage) -> dict[str, Any] | None:
         if message.stop_reason != _PAUSED:
             return None
-        # The blocks as the API sent them (unset fields left out), as the SDK would send
-        # ``message.content`` back; the container as a plain dict, on every SDK version.
-        sent = message.to_dict(mode="json", warnings=False)
-        content = cast("list[dict[str, Any]]", sent["content"])  # a list of block objects
-        return self.continuation(message.stop_reason, content, _container_id(sent))
+        # The container as a plain dict, on every SDK version.
+        container = _container_id(message.to_dict(mode="json", warnings=False))
+        return self.continuation(message.stop_reason, _content_of(message), container)
+
+    @property
+    def paused_blocks(self) -> tuple[dict[str, Any], ...]:
+        """The blocks of the responses that paused the turn, sent back to continue it."""
+        return tuple(self._paused)
 
     def continuation(
         self, stop_reason: str | None, content: list[dict[str, Any]], container: str | None
@@ -470,24 +538,10 @@ def _is_text_delta(delta: object) -> TypeGuard[TextDelta]:
 
 def _response(messages: Sequence[AnthropicMessage], incoming: IncomingCalls) -> ChatResponse:
     """The turn the ``messages`` made: one, or a paused one and its continuations."""
-    texts: list[str] = []
-    calls: list[ToolCall] = []
-    reasoning: list[Reasoning] = []
-    for block in (block for message in messages for block in message.content):
-        if _is_text_block(block):
-            texts.append(block.text)
-        elif isinstance(block, ThinkingBlock):
-            reasoning.append(Reasoning(text=block.thinking, signature=block.signature))
-        elif isinstance(block, RedactedThinkingBlock):
-            reasoning.append(Reasoning(redacted=block.data))
-        elif isinstance(block, ToolUseBlock):
-            arguments = json.dumps(block.input, ensure_ascii=False)
-            calls.append(incoming.tool_call(block.id, block.name, arguments))
+    blocks = [block for message in messages for block in _content_of(message)]
     last = messages[-1]
     generation = Generation(
-        message=AssistantMessage(
-            text="".join(texts) or None, tool_calls=tuple(calls), reasoning=tuple(reasoning)
-        ),
+        message=_assistant_message(blocks, incoming),
         metadata={"finish_reason": last.stop_reason},
     )
     usage = _message_usage(messages[0])
@@ -498,6 +552,61 @@ def _response(messages: Sequence[AnthropicMessage], incoming: IncomingCalls) -> 
         usage=usage,
         metadata={"id": last.id, "model": last.model, "provider": "anthropic"},
     )
+
+
+def _content_of(message: AnthropicMessage) -> list[dict[str, Any]]:
+    """The content blocks as the API sent them (unset fields left out), as the SDK would send
+    ``message.content`` back (a block of a type the SDK does not know keeps its own)."""
+    sent = message.to_dict(mode="json", warnings=False)
+    return cast("list[dict[str, Any]]", sent["content"])  # a list of block objects
+
+
+def _assistant_message(
+    blocks: Sequence[Mapping[str, Any]], incoming: IncomingCalls
+) -> AssistantMessage:
+    """The message a turn's ``blocks`` make: its text, reasoning and tool calls, and the
+    blocks themselves as its provider content when those fields would not give them back."""
+    text, reasoning, tool_uses = _fields_of(blocks)
+    calls = tuple(
+        incoming.tool_call(
+            block["id"], block["name"], json.dumps(block["input"], ensure_ascii=False)
+        )
+        for block in tool_uses
+    )
+    message = AssistantMessage(text=text, tool_calls=calls, reasoning=reasoning)
+    as_kept = _kept_blocks(blocks, calls, incoming.aliases)
+    if _without_nulls(as_kept) == _without_nulls(_field_blocks(message, incoming.aliases)):
+        return message
+    content = ProviderContent(provider=_PROVIDER, blocks=tuple(dict(block) for block in blocks))
+    return message.model_copy(update={"provider_content": content})
+
+
+def _fields_of(
+    blocks: Iterable[Mapping[str, Any]],
+) -> tuple[str | None, tuple[Reasoning, ...], list[Mapping[str, Any]]]:
+    """What a message's fields hold of ``blocks``: the text (of all text blocks), the
+    reasoning (thinking blocks) and the ``tool_use`` blocks."""
+    texts: list[str] = []
+    reasoning: list[Reasoning] = []
+    tool_uses: list[Mapping[str, Any]] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block["text"])
+        elif kind == "thinking":  # an empty signature is none (as a stream without one)
+            reasoning.append(
+                Reasoning(text=block["thinking"], signature=block.get("signature") or None)
+            )
+        elif kind == "redacted_thinking":
+            reasoning.append(Reasoning(redacted=block["data"]))
+        elif kind == "tool_use":
+            tool_uses.append(block)
+    return "".join(texts) or None, tuple(reasoning), tool_uses
+
+
+def _without_nulls(blocks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A field sent as null says no more than one left out (``"citations": null``)."""
+    return [{key: value for key, value in block.items() if value is not None} for block in blocks]
 
 
 def _message_usage(message: AnthropicMessage) -> Usage:
@@ -612,11 +721,11 @@ class _StreamState:
             elif _is_text_block(block):
                 return self._streamed(event.index, block.text, thinking=False)
             elif isinstance(block, RedactedThinkingBlock):
-                return self._chunk(AssistantMessage(reasoning=(Reasoning(redacted=block.data),)))
+                return self.chunk(AssistantMessage(reasoning=(Reasoning(redacted=block.data),)))
             elif isinstance(block, ThinkingBlock) and block.signature:
                 # Some gateways send the block whole; nothing to join it with.
                 part = Reasoning(text=block.thinking, signature=block.signature)
-                return self._chunk(AssistantMessage(reasoning=(part,)))
+                return self.chunk(AssistantMessage(reasoning=(part,)))
             elif isinstance(block, ThinkingBlock):  # usually empty, the text following as deltas
                 return self._streamed(event.index, block.thinking, thinking=True)
         elif isinstance(event, RawContentBlockDeltaEvent):
@@ -633,24 +742,24 @@ class _StreamState:
                 streamed = self._blocks.pop(event.index, None)
                 held = streamed.end() if streamed is not None else None
                 signed = (*(held.reasoning if held else ()), Reasoning(signature=delta.signature))
-                return self._chunk(AssistantMessage(reasoning=signed))
+                return self.chunk(AssistantMessage(reasoning=signed))
         elif isinstance(event, RawContentBlockStopEvent):
             pending = self._tool_uses.pop(event.index, None)
             if pending is not None:
                 arguments = "".join(pending.parts)
                 call = self._incoming.tool_call(pending.block_id, pending.name, arguments)
-                return self._chunk(AssistantMessage(tool_calls=(call,)))
+                return self.chunk(AssistantMessage(tool_calls=(call,)))
             streamed = self._blocks.pop(event.index, None)
             held = streamed.end() if streamed is not None else None
             if held is not None:
-                return self._chunk(held)
+                return self.chunk(held)
         elif isinstance(event, RawMessageDeltaEvent):
             usage = self._final_usage(event)
             if self._paused_usage is not None:  # every request of a paused turn is billed
                 usage = self._paused_usage + usage
             if event.delta.stop_reason == _PAUSED:
                 self._paused_usage = usage
-            return self._chunk(
+            return self.chunk(
                 AssistantMessage(),
                 metadata={"finish_reason": event.delta.stop_reason},
                 usage=usage,
@@ -659,7 +768,7 @@ class _StreamState:
 
     def _streamed(self, index: int, delta: str, *, thinking: bool) -> ChatResponse | None:
         message = self._blocks.setdefault(index, _StreamedBlock(thinking)).add(delta)
-        return self._chunk(message) if message is not None else None
+        return self.chunk(message) if message is not None else None
 
     def _final_usage(self, event: RawMessageDeltaEvent) -> Usage:
         # The delta's counts are cumulative; input counts in it (newer API versions send
@@ -675,7 +784,7 @@ class _StreamState:
             ),
         )
 
-    def _chunk(
+    def chunk(
         self,
         message: AssistantMessage,
         *,

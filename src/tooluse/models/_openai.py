@@ -22,6 +22,10 @@ ignores it there; its older reasoner model rejected the field anywhere, and had 
 OpenAI's own API never gets the field: it returns no reasoning and rejects unknown message
 fields.
 
+A message's ``provider_content`` (a turn in another provider's own form, such as Anthropic's
+server tool blocks) is not sent: an assistant message goes as its text, tool calls and
+reasoning, which every message has whichever model made it.
+
 Retries (429, 408, 409, 5xx, connection errors; exponential backoff with jitter, capped at
 8 s, honouring ``Retry-After`` up to 120 s) and timeouts are the SDK's own, configured through
 ``max_retries`` and ``timeout``.

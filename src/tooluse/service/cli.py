@@ -22,6 +22,7 @@ from tooluse.service._options import (
 )
 
 if TYPE_CHECKING:
+    import uvicorn
     from fastapi import FastAPI
 
 __all__ = ["add_arguments", "run"]
@@ -93,27 +94,28 @@ def run(args: argparse.Namespace) -> int:
             "unless a proxy in front authenticates the requests",
             args.host,
         )
+    import uvicorn
+
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)
     try:
-        return asyncio.run(_serve(app, args))
+        # The event loop uvicorn.run would serve on: uvloop when it is installed, else
+        # asyncio's (asyncio.run would always take asyncio's).
+        with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+            return runner.run(_serve(app, uvicorn.Server(config), args))
     except KeyboardInterrupt:  # uvicorn raises the Ctrl+C again once it has shut down
         return 0
 
 
-async def _serve(app: FastAPI, args: argparse.Namespace) -> int:
+async def _serve(app: FastAPI, server: uvicorn.Server, args: argparse.Namespace) -> int:
     """Start the service (its MCP servers connect), then serve it on this event loop, where
     the MCP sessions live. Started here rather than by uvicorn's lifespan so that a server
     that cannot start is a message and status 2, before the port is taken."""
-    import uvicorn
-
     service = app.state.service
     try:
         await start_service(service, args)
     except OptionError as exc:
         print(f"tooluse serve: {exc}", file=sys.stderr)
         return 2
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)
-    )
     try:
         await server.serve()
     finally:
