@@ -194,14 +194,23 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             events = service.pipeline.stream(request.message, conversation_id=conversation_id)
         except ValueError as exc:  # e.g. a blank conversation_id
             raise HTTPException(422, str(exc)) from exc
-        # The conversation goes on: what still waits for a decision in it is withdrawn, so
-        # an action asked for again cannot also run from the old approval.
-        if request.conversation_id is not None:
+
+        async def supersede() -> None:
+            # The conversation goes on: what still waits for a decision in it is withdrawn,
+            # so an action asked for again cannot also run from the old approval. Once the
+            # turn has begun: a pause of the turn it waited for is withdrawn too.
             superseded = await asyncio.to_thread(service.approvals.supersede, conversation_id)
             if superseded:
                 logger.info("approval %s superseded by a new message", ", ".join(superseded))
+
         return sse_response(
-            qa_event_stream(service, events, conversation_id), keepalive_seconds=keepalive
+            qa_event_stream(
+                service,
+                events,
+                conversation_id,
+                on_start=None if request.conversation_id is None else supersede,
+            ),
+            keepalive_seconds=keepalive,
         )
 
     @api.get("/api/approvals")
