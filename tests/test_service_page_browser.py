@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from _browser import CHROMIUM, Browser, browser, serving
-from _service_helpers import config, fake_llm
+from _service_helpers import BIG_ACCOUNT, config, fake_llm, transfer, transferring
 from tooluse.mcp import InProcessServer, mcp_server
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
 from tooluse.search import TOOL_SEARCH_TOOL_NAME
@@ -179,6 +179,39 @@ def test_an_approval_withdrawn_elsewhere_says_so_when_decided(
     assert buttons == [] and not page.run("document.querySelector('.bot .error')")
     # The browser logs the refused request itself; nothing else went wrong.
     assert [e for e in errors if "status of 410 (Gone)" not in e] == []
+
+
+def test_big_integers_in_arguments_are_shown_edited_and_sent_as_written(
+    tmp_path: Path, page: Browser
+) -> None:
+    settings = config(tmp_path / "s.db", model=FunctionModel(transferring), tools=[transfer])
+    big = str(BIG_ACCOUNT)
+    with serving(create_app(settings)) as url:
+        page.goto(url)
+        _ask(page, "Pay")
+        shown = _texts(page, ".approval code"), _texts(page, ".trace summary")
+        arguments = _texts(page, ".trace pre")
+        _decide(page, "Edit arguments")
+        editor = "document.querySelector('.approval textarea')"
+        in_editor = page.run(f"{editor}.value")
+        page.run(
+            f"{editor}.value = {editor}.value.replace('\"amount\": 5', '\"amount\": 6');"
+            f"{editor}.dispatchEvent(new Event('input'))"
+        )
+        _decide(page, "Approve", "Continue")
+        page.wait_for("document.querySelector('.bot .text').textContent === 'Transferred.'")
+        decided = _texts(page, ".approval .decided")
+        (result,) = [r for r in _texts(page, ".trace pre") if r.startswith("result: ")]
+        errors = page.console_errors()
+    assert shown == (
+        [f'transfer {{"account":{big},"amount":5}} '],
+        [f'→ transfer {{"account":{big},"amount":5}}'],
+    )
+    assert arguments == [f'arguments: {{\n  "account": {big},\n  "amount": 5\n}}']
+    assert in_editor == f'{{\n  "account": {big},\n  "amount": 5\n}}'
+    assert decided == ["approved with edited arguments"]
+    assert result == f'result: {{\n  "account": {big},\n  "amount": 6\n}}'
+    assert errors == []
 
 
 def test_an_approval_restored_by_a_reload_expires_on_the_page(

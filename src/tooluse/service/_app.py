@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import html
 import importlib.resources
+import json
 import logging
+import math
 import secrets
 import uuid
 from collections.abc import AsyncIterator
@@ -52,14 +54,58 @@ class ChatRequest(pydantic.BaseModel):
     conversation_id: str | None = pydantic.Field(default=None, min_length=1, max_length=200)
 
 
+def _not_json(constant: str) -> object:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if not math.isfinite(value):  # JSON text for the tool could not hold it again
+        raise ValueError(f"the number {number} is out of range")
+    return value
+
+
+def _json_object(arguments: object) -> object:
+    """Edited arguments sent as JSON text as the object the text holds (other values as they
+    are). The page sends the text as edited: its JSON.parse would round the numbers a
+    double cannot hold exactly, such as integers above 2**53."""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        value = json.loads(arguments, parse_constant=_not_json, parse_float=_finite)
+    except ValueError as exc:
+        raise ValueError(f"the edited arguments are not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"the edited arguments must be a JSON object ({{...}}), got {arguments!r:.100}"
+        )
+    return value
+
+
+EditedArguments = Annotated[
+    dict[str, Any] | None,
+    pydantic.BeforeValidator(_json_object),
+    pydantic.WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "object"},
+                {"type": "string", "description": "a JSON object as text"},
+                {"type": "null"},
+            ]
+        }
+    ),
+]
+
+
 class DecisionRequest(pydantic.BaseModel):
-    """A decision on one held tool call: approve (optionally with edited ``arguments``), or
-    deny (``message`` is what the model is told)."""
+    """A decision on one held tool call: approve (optionally with edited ``arguments``: an
+    object, or its JSON text, which keeps every number as written), or deny (``message`` is
+    what the model is told)."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
 
     approve: bool
-    arguments: dict[str, Any] | None = None
+    arguments: EditedArguments = None
     message: str | None = None
 
     def decision(self) -> Decision:
