@@ -132,6 +132,11 @@ def _decide(page: Browser, *buttons: str) -> None:
 WAITING = ["Approve", "Deny", "Edit arguments"]
 
 
+def _errors_shown(page: Browser) -> list[str]:
+    """The errors the page shows (an approval panel has an empty one, for a failed send)."""
+    return [text for text in _texts(page, ".error") if text]
+
+
 def test_an_approval_waits_then_says_what_was_decided(tmp_path: Path, page: Browser) -> None:
     with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
         page.goto(url)
@@ -176,9 +181,39 @@ def test_an_approval_withdrawn_elsewhere_says_so_when_decided(
         heading, buttons = _panel(page)
         errors = page.console_errors()
     assert heading.startswith("Withdrawn: a new message was sent, so this did not run.")
-    assert buttons == [] and not page.run("document.querySelector('.bot .error')")
+    assert buttons == [] and _errors_shown(page) == []
     # The browser logs the refused request itself; nothing else went wrong.
     assert [e for e in errors if "status of 410 (Gone)" not in e] == []
+
+
+def test_an_approval_decided_in_another_tab_says_so_when_decided_again(
+    tmp_path: Path, page: Browser
+) -> None:
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        _ask(page, "Cancel order A1001")
+        # Another tab approves it, and its run ends there.
+        answered_there = page.run(
+            "(async () => {"
+            " const conversation = localStorage.getItem('tooluse.conversation');"
+            " const [run] = await (await fetch('/api/approvals?conversation_id='"
+            " + encodeURIComponent(conversation))).json();"
+            " const response = await fetch('/api/approvals/' + run.approval_id, {method: 'POST',"
+            " headers: {'Content-Type': 'application/json'},"
+            " body: JSON.stringify({decisions: {'cancel-1': {approve: true}}})});"
+            " return (await response.text()).includes('event: done'); })()"
+        )
+        _decide(page, "Deny", "Continue")
+        page.wait_for(
+            "document.querySelector('.approval').firstChild.textContent !== 'Your decision:'"
+            " || [...document.querySelectorAll('.error')].some(e => e.textContent)"
+        )
+        heading, buttons = _panel(page)
+        errors = page.console_errors()
+    assert answered_there
+    assert heading == "Already decided in another tab or window; the run has ended there."
+    assert buttons == [] and _errors_shown(page) == []
+    assert [e for e in errors if "status of 409 (Conflict)" not in e] == []
 
 
 def test_big_integers_in_arguments_are_shown_edited_and_sent_as_written(
