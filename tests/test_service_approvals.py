@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -265,6 +266,47 @@ async def test_a_message_sent_while_a_turn_runs_withdraws_the_approval_that_turn
     question, account, *later = remembered(db, "c1")
     assert question.text == "Cancel order A1001" and account.text.startswith(PAUSED_TURN_NOTE)
     assert [m.text for m in later] == ["Is it done?", "From the knowledge base."]
+
+
+async def test_decisions_on_runs_without_a_conversation_do_not_wait_for_each_other(
+    tmp_path: Path,
+) -> None:
+    # Runs paused from /v1/chat/completions (the history sent with the question) have no
+    # conversation, hence no turns to order.
+    held = Held()
+    tools = tools_holding(held, "cancel_order")
+    async with service(
+        tmp_path / "s.db", model=FunctionModel(RecordingLlm()), tools=tools
+    ) as client:
+        approval_ids = []
+        for _ in range(2):
+            completion = await client.post(
+                "/v1/chat/completions",
+                json={
+                    "model": "tooluse-qa",
+                    "messages": [{"role": "user", "content": "Cancel A1"}],
+                },
+            )
+            answer = completion.json()["choices"][0]["message"]["content"]
+            approval_ids.append(re.search(r"/api/approvals/(\w+)", answer)[1])
+        approving = asyncio.create_task(
+            client.post(
+                f"/api/approvals/{approval_ids[0]}",
+                json={"decisions": {"cancel-1": {"approve": True}}},
+            )
+        )
+        await asyncio.wait_for(held.started.wait(), 5)
+        denied = await asyncio.wait_for(
+            client.post(
+                f"/api/approvals/{approval_ids[1]}",
+                json={"decisions": {"cancel-1": {"approve": False}}},
+            ),
+            5,
+        )
+        held.release.set()
+        approved = await approving
+    assert [names(parse_sse(r.text))[-1] for r in (denied, approved)] == ["done", "done"]
+    assert parse_sse(approved.text)[-1][1]["conversation_id"] is None
 
 
 async def test_an_approval_expires_when_no_decision_comes(tmp_path: Path) -> None:

@@ -297,9 +297,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         def finished(error: str | None) -> None:
             service.approvals.finish(approval_id, error)
 
-        conversation_id = stored.pause.conversation_id or ""
         return sse_response(
-            qa_event_stream(service, events, conversation_id, on_end=finished),
+            qa_event_stream(service, events, stored.pause.conversation_id, on_end=finished),
             keepalive_seconds=keepalive,
         )
 

@@ -120,16 +120,17 @@ def _has_surrogate(text: str) -> bool:
 async def qa_event_stream(
     service: QaService,
     events: AsyncIterator[QaEvent],
-    conversation_id: str,
+    conversation_id: str | None,
     *,
     on_start: Callable[[], Awaitable[None]] | None = None,
     on_end: Callable[[str | None], None] | None = None,
 ) -> AsyncGenerator[bytes, None]:
     """The pipeline's events as SSE: ``tool_call``, ``tool_result``, ``route``, ``delta``,
-    ``done`` (with the conversation id), or ``approval_required`` (the paused run is stored
-    and its ``approval_id`` sent); a failure ends the stream with an ``error`` event.
+    ``done`` (with the conversation id: ``None`` for a run given its history), or
+    ``approval_required`` (the paused run is stored and its ``approval_id`` sent); a failure
+    ends the stream with an ``error`` event.
 
-    The run is a turn of its conversation (:class:`ConversationTurns`): it waits for the
+    A run in a conversation is a turn of it (:class:`ConversationTurns`): it waits for the
     turn running in the conversation to end, then calls ``on_start()`` and runs; the next
     turn starts once this one's pause, if any, is stored. ``on_end(error)`` is told how the
     run ended (``None``: completely), also when it ended waiting for its turn."""

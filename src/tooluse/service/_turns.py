@@ -30,8 +30,12 @@ class ConversationTurns:
         self._users: Counter[str] = Counter()  # the turns holding or waiting for each lock
 
     @contextlib.asynccontextmanager
-    async def turn(self, conversation_id: str) -> AsyncIterator[None]:
-        """Held while a turn of ``conversation_id`` runs; waits for the one running."""
+    async def turn(self, conversation_id: str | None) -> AsyncIterator[None]:
+        """Held while a turn of ``conversation_id`` runs; waits for the one running. A run
+        without a conversation (``None``: its history came with it) waits for nothing."""
+        if conversation_id is None:
+            yield
+            return
         lock = self._locks.setdefault(conversation_id, asyncio.Lock())
         self._users[conversation_id] += 1
         try:
