@@ -22,6 +22,7 @@ from _rag_helpers import HashingEmbeddingModel
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
 from tooluse.service import ServiceConfig, create_app
 from tooluse.testing import FunctionModel, ResponseLike, tool_call
+from tooluse.tools import tool
 
 
 def config(db: Path, **changes: Any) -> ServiceConfig:
@@ -111,6 +112,26 @@ def respond(prompt: Prompt) -> ResponseLike:
 
 def fake_llm() -> FunctionModel:
     return FunctionModel(respond)
+
+
+BIG_ACCOUNT = 9007199254740993
+"""2**53 + 1: JavaScript's JSON.parse reads it as 9007199254740992."""
+
+
+@tool(requires_approval=True)
+def transfer(account: int, amount: int) -> dict[str, int]:
+    """Transfer an amount to an account (a test tool: it says what it was given)."""
+    return {"account": account, "amount": amount}
+
+
+def transferring(prompt: Prompt) -> ResponseLike:
+    """A fake LLM whose router calls transfer(BIG_ACCOUNT, 5), as JSON text with the number
+    as written; the answer stage answers."""
+    if not prompt.options.tool_callbacks:
+        return "Transferred."
+    if isinstance(prompt.messages[-1], ToolResponseMessage):
+        return ""
+    return tool_call("transfer", f'{{"account": {BIG_ACCOUNT}, "amount": 5}}', id="t1")
 
 
 def read_until(process: subprocess.Popen[bytes], text: str, seconds: float = 30.0) -> str:

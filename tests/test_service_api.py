@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from _service_helpers import fake_llm, names, parse_sse, respond, service
+from _service_helpers import (
+    BIG_ACCOUNT,
+    fake_llm,
+    names,
+    parse_sse,
+    respond,
+    service,
+    transfer,
+    transferring,
+)
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
 from tooluse.messages import Prompt, UserMessage
 from tooluse.search import TOOL_SEARCH_TOOL_NAME
@@ -162,6 +171,54 @@ async def test_an_approval_with_edited_arguments_runs_them(tmp_path: Path) -> No
     assert names(events)[-1] == "done"
 
 
+async def test_edited_arguments_sent_as_json_text_keep_their_numbers_exactly(
+    tmp_path: Path,
+) -> None:
+    # The page sends the edited text as it is: JSON.parse in the browser would round
+    # integers above 2**53. The service parses it.
+    settings = {"model": FunctionModel(transferring), "tools": [transfer]}
+    async with service(tmp_path / "s.db", **settings) as client:
+        paused = parse_sse((await client.post("/api/chat", json={"message": "pay"})).text)
+        approval_id = paused[-1][1]["approval_id"]
+        url = f"/api/approvals/{approval_id}"
+        refused = {
+            text: await client.post(
+                url, json={"decisions": {"t1": {"approve": True, "arguments": text}}}
+            )
+            for text in (
+                '{"account": 1,',
+                f"[{BIG_ACCOUNT}]",
+                '{"account": NaN, "amount": 1}',
+                '{"account": 1e400, "amount": 1}',
+            )
+        }
+        still = (await client.get(url)).json()["status"]
+        edited = f'{{"account": {BIG_ACCOUNT}, "amount": 6}}'
+        response = await client.post(
+            url, json={"decisions": {"t1": {"approve": True, "arguments": edited}}}
+        )
+    # The pending call's arguments are the model's text, the number as written.
+    assert paused[-1][1]["pending_tool_calls"][0]["arguments"] == (
+        f'{{"account": {BIG_ACCOUNT}, "amount": 5}}'
+    )
+    details = {text: r.json()["detail"] for text, r in refused.items()}
+    assert {r.status_code for r in refused.values()} == {422} and still == "pending"
+    assert {tuple(d["loc"]) for (d,) in details.values()} == {
+        ("body", "decisions", "t1", "arguments")
+    }
+    assert [d["msg"] for (d,) in details.values()] == [
+        "Value error, the edited arguments are not JSON: Expecting property name enclosed in "
+        "double quotes: line 1 column 15 (char 14)",
+        f"Value error, the edited arguments must be a JSON object ({{...}}), got '[{BIG_ACCOUNT}]'",
+        "Value error, the edited arguments are not JSON: NaN is not a JSON number",
+        "Value error, the edited arguments are not JSON: the number 1e400 is out of range",
+    ]
+    events = parse_sse(response.text)
+    assert events[0][0] == "tool_result"
+    assert json.loads(events[0][1]["result"]) == {"account": BIG_ACCOUNT, "amount": 6}
+    assert names(events)[-1] == "done"
+
+
 async def test_a_failing_model_ends_the_stream_with_an_error_event(tmp_path: Path) -> None:
     from tooluse.testing import FunctionModel
 
@@ -246,9 +303,10 @@ async def test_the_page_keeps_what_a_browser_test_found(tmp_path: Path) -> None:
     # message in the sidebar, not "tools is not iterable".
     assert 'localStorage.getItem("tooluse-api-key") !== key) continue' in html
     assert "Tools not shown" in html
-    # Approvals: arguments can be edited; a decision that could not be sent can be sent
-    # again; the calls of a run restored after a reload pair with their results.
-    assert "Edit arguments" in html and "arguments: edited" in html
+    # Approvals: arguments can be edited (sent as the text edited, whose numbers JSON.parse
+    # would round); a decision that could not be sent can be sent again; the calls of a run
+    # restored after a reload pair with their results.
+    assert "Edit arguments" in html and "arguments: editor.value" in html
     assert "(try again)" in html
     assert 'turn.handle("tool_call", call)' in html
     # A call's line shows its arguments parsed (a model's \u escapes as the characters), and

@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from _service_helpers import config, names, parse_sse, respond, service
+from _service_helpers import config, names, parse_sse, respond, running, service
 from tooluse.calling import PendingToolCall
 from tooluse.client import RunState
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
@@ -25,9 +26,11 @@ from tooluse.messages import (
     UserMessage,
 )
 from tooluse.qa import PAUSED_TURN_NOTE, QaPause
-from tooluse.service import QaService, ServiceConfig
+from tooluse.service import QaService, ServiceConfig, create_app
 from tooluse.service._approvals import ApprovalConflict, ApprovalGone, ApprovalStore
+from tooluse.service._samples import get_weather
 from tooluse.testing import FunctionModel, ResponseLike, tool_call
+from tooluse.tools import tool
 
 
 class RecordingLlm:
@@ -146,6 +149,164 @@ async def test_an_approved_run_replaces_its_paused_turn_in_memory(tmp_path: Path
         "Thanks",
         "From the knowledge base.",
     ]
+
+
+class Held:
+    """A tool call that runs until the test releases it."""
+
+    def __init__(self) -> None:
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self) -> None:
+        self.started.set()
+        await self.release.wait()
+
+
+def tools_holding(held: Held, name: str) -> list[object]:
+    """The order tools and get_weather; the call of the tool ``name`` is ``held``."""
+
+    @tool(requires_approval=True)
+    async def cancel_order(order_id: str) -> dict[str, object]:
+        """Cancel an order."""
+        if name == "cancel_order":
+            await held()
+        return {"order_id": order_id, "cancelled": True}
+
+    @tool
+    async def get_order_status(order_id: str) -> dict[str, object]:
+        """Live status of an order."""
+        if name == "get_order_status":
+            await held()
+        return {"order_id": order_id, "status": "shipped"}
+
+    return [get_order_status, get_weather, cancel_order]
+
+
+async def test_a_new_message_waits_for_the_approved_run_of_its_conversation(
+    tmp_path: Path,
+) -> None:
+    """A message sent while an approved call is running must not read the paused turn's
+    "Not run" account: it waits for the resumed turn to be stored. Other conversations are
+    not held up by the slow call."""
+    db, llm, held = tmp_path / "s.db", RecordingLlm(), Held()
+    app = create_app(
+        config(db, model=FunctionModel(llm), tools=tools_holding(held, "cancel_order"))
+    )
+    async with running(app) as client:
+        paused = await pause_a_cancellation(client, "c1")
+        resuming = asyncio.create_task(
+            client.post(
+                f"/api/approvals/{paused['approval_id']}",
+                json={"decisions": {"cancel-1": {"approve": True}}},
+            )
+        )
+        await asyncio.wait_for(held.started.wait(), 5)
+        elsewhere = await asyncio.wait_for(
+            client.post(
+                "/api/chat", json={"message": "Weather in Paris?", "conversation_id": "c2"}
+            ),
+            5,
+        )
+        before = len(llm.prompts)
+        asking = asyncio.create_task(
+            client.post("/api/chat", json={"message": "Is it done?", "conversation_id": "c1"})
+        )
+        await asyncio.sleep(0.3)  # time enough for the new turn to run, were it not held
+        held_while_the_call_ran = not asking.done() and len(llm.prompts) == before
+        held.release.set()
+        resumed, asked = await resuming, await asking
+        shown = (await client.get(f"/api/approvals/{paused['approval_id']}")).json()
+        turns_left = len(app.state.service.turns)
+
+    assert names(parse_sse(elsewhere.text))[-1] == "done"
+    assert held_while_the_call_ran
+    assert names(parse_sse(resumed.text))[-1] == "done" and shown["status"] == "done"
+    assert names(parse_sse(asked.text))[-1] == "done"
+    # The new turn's router read the resumed turn's answer, not "Not run: cancel_order".
+    (router,) = [
+        prompt.messages[1:]
+        for prompt in llm.prompts[before:]
+        if prompt.options.tool_callbacks and prompt.messages[-1] == UserMessage(text="Is it done?")
+    ]
+    assert [m.text for m in router] == ["Cancel order A1001", "From live data.", "Is it done?"]
+    assert [m.text for m in remembered(db, "c1")] == [
+        "Cancel order A1001",
+        "From live data.",
+        "Is it done?",
+        "From the knowledge base.",
+    ]
+    assert turns_left == 0  # no lock kept for a conversation without a turn running
+
+
+async def test_a_message_sent_while_a_turn_runs_withdraws_the_approval_that_turn_asks(
+    tmp_path: Path,
+) -> None:
+    """The new message waits for the running turn, which pauses; then it goes on from the
+    paused turn's account, and withdraws its approval, as it would have had it come later."""
+    db, held = tmp_path / "s.db", Held()
+    tools = tools_holding(held, "get_order_status")
+    async with service(db, model=FunctionModel(RecordingLlm()), tools=tools) as client:
+        pausing = asyncio.create_task(
+            client.post(
+                "/api/chat", json={"message": "Cancel order A1001", "conversation_id": "c1"}
+            )
+        )
+        await asyncio.wait_for(held.started.wait(), 5)
+        going_on = asyncio.create_task(
+            client.post("/api/chat", json={"message": "Is it done?", "conversation_id": "c1"})
+        )
+        await asyncio.sleep(0.3)  # time enough for the new turn to run, were it not held
+        held.release.set()
+        paused, went_on = parse_sse((await pausing).text), parse_sse((await going_on).text)
+        approval_id = paused[-1][1]["approval_id"]
+        shown = (await client.get(f"/api/approvals/{approval_id}")).json()
+
+    assert names(paused)[-1] == "approval_required" and names(went_on)[-1] == "done"
+    assert shown["status"] == "superseded"
+    question, account, *later = remembered(db, "c1")
+    assert question.text == "Cancel order A1001" and account.text.startswith(PAUSED_TURN_NOTE)
+    assert [m.text for m in later] == ["Is it done?", "From the knowledge base."]
+
+
+async def test_decisions_on_runs_without_a_conversation_do_not_wait_for_each_other(
+    tmp_path: Path,
+) -> None:
+    # Runs paused from /v1/chat/completions (the history sent with the question) have no
+    # conversation, hence no turns to order.
+    held = Held()
+    tools = tools_holding(held, "cancel_order")
+    async with service(
+        tmp_path / "s.db", model=FunctionModel(RecordingLlm()), tools=tools
+    ) as client:
+        approval_ids = []
+        for _ in range(2):
+            completion = await client.post(
+                "/v1/chat/completions",
+                json={
+                    "model": "tooluse-qa",
+                    "messages": [{"role": "user", "content": "Cancel A1"}],
+                },
+            )
+            answer = completion.json()["choices"][0]["message"]["content"]
+            approval_ids.append(re.search(r"/api/approvals/(\w+)", answer)[1])
+        approving = asyncio.create_task(
+            client.post(
+                f"/api/approvals/{approval_ids[0]}",
+                json={"decisions": {"cancel-1": {"approve": True}}},
+            )
+        )
+        await asyncio.wait_for(held.started.wait(), 5)
+        denied = await asyncio.wait_for(
+            client.post(
+                f"/api/approvals/{approval_ids[1]}",
+                json={"decisions": {"cancel-1": {"approve": False}}},
+            ),
+            5,
+        )
+        held.release.set()
+        approved = await approving
+    assert [names(parse_sse(r.text))[-1] for r in (denied, approved)] == ["done", "done"]
+    assert parse_sse(approved.text)[-1][1]["conversation_id"] is None
 
 
 async def test_an_approval_expires_when_no_decision_comes(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from _browser import CHROMIUM, Browser, browser, serving
-from _service_helpers import config, fake_llm
+from _service_helpers import BIG_ACCOUNT, config, fake_llm, transfer, transferring
 from tooluse.mcp import InProcessServer, mcp_server
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
 from tooluse.search import TOOL_SEARCH_TOOL_NAME
@@ -132,6 +132,11 @@ def _decide(page: Browser, *buttons: str) -> None:
 WAITING = ["Approve", "Deny", "Edit arguments"]
 
 
+def _errors_shown(page: Browser) -> list[str]:
+    """The errors the page shows (an approval panel has an empty one, for a failed send)."""
+    return [text for text in _texts(page, ".error") if text]
+
+
 def test_an_approval_waits_then_says_what_was_decided(tmp_path: Path, page: Browser) -> None:
     with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
         page.goto(url)
@@ -188,9 +193,72 @@ def test_an_approval_withdrawn_elsewhere_says_so_when_decided(
         heading, buttons = _panel(page)
         errors = page.console_errors()
     assert heading.startswith("Withdrawn: a new message was sent, so this did not run.")
-    assert buttons == [] and not page.run("document.querySelector('.bot .error')")
+    assert buttons == [] and _errors_shown(page) == []
     # The browser logs the refused request itself; nothing else went wrong.
     assert [e for e in errors if "status of 410 (Gone)" not in e] == []
+
+
+def test_an_approval_decided_in_another_tab_says_so_when_decided_again(
+    tmp_path: Path, page: Browser
+) -> None:
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        _ask(page, "Cancel order A1001")
+        # Another tab approves it, and its run ends there.
+        answered_there = page.run(
+            "(async () => {"
+            " const conversation = localStorage.getItem('tooluse.conversation');"
+            " const [run] = await (await fetch('/api/approvals?conversation_id='"
+            " + encodeURIComponent(conversation))).json();"
+            " const response = await fetch('/api/approvals/' + run.approval_id, {method: 'POST',"
+            " headers: {'Content-Type': 'application/json'},"
+            " body: JSON.stringify({decisions: {'cancel-1': {approve: true}}})});"
+            " return (await response.text()).includes('event: done'); })()"
+        )
+        _decide(page, "Deny", "Continue")
+        page.wait_for(
+            "document.querySelector('.approval').firstChild.textContent !== 'Your decision:'"
+            " || [...document.querySelectorAll('.error')].some(e => e.textContent)"
+        )
+        heading, buttons = _panel(page)
+        errors = page.console_errors()
+    assert answered_there
+    assert heading == "Already decided in another tab or window; the run has ended there."
+    assert buttons == [] and _errors_shown(page) == []
+    assert [e for e in errors if "status of 409 (Conflict)" not in e] == []
+
+
+def test_big_integers_in_arguments_are_shown_edited_and_sent_as_written(
+    tmp_path: Path, page: Browser
+) -> None:
+    settings = config(tmp_path / "s.db", model=FunctionModel(transferring), tools=[transfer])
+    big = str(BIG_ACCOUNT)
+    with serving(create_app(settings)) as url:
+        page.goto(url)
+        _ask(page, "Pay")
+        shown = _texts(page, ".approval code"), _texts(page, ".trace summary")
+        arguments = _texts(page, ".trace pre")
+        _decide(page, "Edit arguments")
+        editor = "document.querySelector('.approval textarea')"
+        in_editor = page.run(f"{editor}.value")
+        page.run(
+            f"{editor}.value = {editor}.value.replace('\"amount\": 5', '\"amount\": 6');"
+            f"{editor}.dispatchEvent(new Event('input'))"
+        )
+        _decide(page, "Approve", "Continue")
+        page.wait_for("document.querySelector('.bot .text').textContent === 'Transferred.'")
+        decided = _texts(page, ".approval .decided")
+        (result,) = [r for r in _texts(page, ".trace pre") if r.startswith("result: ")]
+        errors = page.console_errors()
+    assert shown == (
+        [f'transfer {{"account":{big},"amount":5}} '],
+        [f'→ transfer {{"account":{big},"amount":5}}'],
+    )
+    assert arguments == [f'arguments: {{\n  "account": {big},\n  "amount": 5\n}}']
+    assert in_editor == f'{{\n  "account": {big},\n  "amount": 5\n}}'
+    assert decided == ["approved with edited arguments"]
+    assert result == f'result: {{\n  "account": {big},\n  "amount": 6\n}}'
+    assert errors == []
 
 
 def test_an_approval_restored_by_a_reload_expires_on_the_page(

@@ -24,6 +24,7 @@ import pytest
 
 from _ports import free_port
 from _rag_helpers import HashingEmbeddingModel
+from _service_helpers import config as service_config
 from _service_helpers import read_until, serve_without_listening
 from provider_payloads import openai_call, openai_chunk, openai_completion
 from provider_server import Reply, openai_sse, shared_server
@@ -31,7 +32,7 @@ from tooluse import tool_callbacks
 from tooluse.calling import PendingToolCall
 from tooluse.client import RunState
 from tooluse.messages import ChatOptions, Prompt, UserMessage
-from tooluse.qa import FetchRecord, QaPause
+from tooluse.qa import FetchRecord, QaEvent, QaPause
 from tooluse.rag import Document, SqliteVectorStore
 from tooluse.service import (
     SAMPLE_TOOLS,
@@ -39,6 +40,7 @@ from tooluse.service import (
     ApprovalStore,
     KnowledgeBase,
     OfflineModel,
+    QaService,
     UnknownApproval,
     mentioned_tools,
     sync_sample_documents,
@@ -46,7 +48,7 @@ from tooluse.service import (
 from tooluse.service import chat as chat_command
 from tooluse.service._options import OptionError, add_service_arguments, config_from_arguments
 from tooluse.service._service import local_tools
-from tooluse.service._sse import sse_response
+from tooluse.service._sse import qa_event_stream, sse_response
 
 DEFINITIONS = [callback.definition for callback in tool_callbacks(*SAMPLE_TOOLS)]
 
@@ -520,6 +522,54 @@ async def test_leaving_a_kept_alive_stream_early_cancels_the_run() -> None:
     assert await anext(stream) == b"first"
     await stream.aclose()  # what the server does when the client goes away
     await asyncio.wait_for(finished.wait(), 1)
+
+
+async def test_leaving_a_kept_alive_stream_closes_a_run_waiting_to_hand_over_an_event() -> None:
+    # The run is held at a yield (the stream's one-slot queue is full), not at an await that
+    # a cancellation reaches: it is closed at once all the same, so that what it holds (its
+    # conversation's turn) is let go now, not whenever the garbage collector finds it.
+    finished = asyncio.Event()
+
+    async def events() -> AsyncIterator[bytes]:
+        try:
+            for number in range(10):
+                yield str(number).encode()
+        finally:
+            finished.set()
+
+    stream = sse_response(events(), keepalive_seconds=10).body_iterator
+    assert isinstance(stream, AsyncGenerator)
+    assert await anext(stream) == b"0"
+    await asyncio.sleep(0.01)  # the run goes on until its event waits for the full queue
+    await stream.aclose()
+    assert finished.is_set()
+
+
+async def test_a_run_that_ends_waiting_for_its_turn_is_told_so_and_lets_go(
+    tmp_path: Path,
+) -> None:
+    # A decision's run whose client leaves while another turn of its conversation runs:
+    # its approval must end (not stay "resuming"), and the conversation keep no lock.
+    service = QaService(service_config(tmp_path / "s.db"))
+    ended: list[str | None] = []
+
+    async def run() -> AsyncIterator[QaEvent]:
+        raise AssertionError("the run started")
+        yield  # an async generator
+
+    try:
+        async with service.turns.turn("c1"):  # a turn of c1 is running
+            stream = qa_event_stream(service, run(), "c1", on_end=ended.append)
+            waiting = asyncio.create_task(anext(stream))
+            await asyncio.sleep(0.01)
+            assert not waiting.done()
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+        assert ended == ["interrupted: the client went away before the run ended"]
+        assert len(service.turns) == 0
+    finally:
+        service.close()
 
 
 async def test_a_failing_run_raises_through_the_kept_alive_stream() -> None:

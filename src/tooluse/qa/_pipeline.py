@@ -130,6 +130,8 @@ class QaPipeline:
     by the answer stage, or at a pause for approval with an account of the paused turn that
     its resumption replaces). ``router_advisor`` configures the router's tool loop (limits,
     approval rules: a ``ToolCallingAdvisor(tool_calling_manager=ToolCallingManager(...))``).
+    Run a conversation's turns one at a time: a turn reads the memory as it starts, so one
+    started while another runs (a resumed run's approved call, say) reads it as it was.
     """
 
     def __init__(

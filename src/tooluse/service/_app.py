@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import html
 import importlib.resources
+import json
 import logging
+import math
 import secrets
 import uuid
 from collections.abc import AsyncIterator
@@ -58,14 +60,58 @@ class ChatRequest(pydantic.BaseModel):
     )
 
 
+def _not_json(constant: str) -> object:
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+def _finite(number: str) -> float:
+    value = float(number)
+    if not math.isfinite(value):  # JSON text for the tool could not hold it again
+        raise ValueError(f"the number {number} is out of range")
+    return value
+
+
+def _json_object(arguments: object) -> object:
+    """Edited arguments sent as JSON text as the object the text holds (other values as they
+    are). The page sends the text as edited: its JSON.parse would round the numbers a
+    double cannot hold exactly, such as integers above 2**53."""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        value = json.loads(arguments, parse_constant=_not_json, parse_float=_finite)
+    except ValueError as exc:
+        raise ValueError(f"the edited arguments are not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"the edited arguments must be a JSON object ({{...}}), got {arguments!r:.100}"
+        )
+    return value
+
+
+EditedArguments = Annotated[
+    dict[str, Any] | None,
+    pydantic.BeforeValidator(_json_object),
+    pydantic.WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "object"},
+                {"type": "string", "description": "a JSON object as text"},
+                {"type": "null"},
+            ]
+        }
+    ),
+]
+
+
 class DecisionRequest(pydantic.BaseModel):
-    """A decision on one held tool call: approve (optionally with edited ``arguments``), or
-    deny (``message`` is what the model is told)."""
+    """A decision on one held tool call: approve (optionally with edited ``arguments``: an
+    object, or its JSON text, which keeps every number as written), or deny (``message`` is
+    what the model is told)."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
 
     approve: bool
-    arguments: dict[str, Any] | None = None
+    arguments: EditedArguments = None
     message: str | None = None
 
     def decision(self) -> Decision:
@@ -210,14 +256,23 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             events = service.pipeline.stream(request.message, conversation_id=conversation_id)
         except ValueError as exc:  # e.g. a blank conversation_id
             raise HTTPException(422, str(exc)) from exc
-        # The conversation goes on: what still waits for a decision in it is withdrawn, so
-        # an action asked for again cannot also run from the old approval.
-        if request.conversation_id is not None:
+
+        async def supersede() -> None:
+            # The conversation goes on: what still waits for a decision in it is withdrawn,
+            # so an action asked for again cannot also run from the old approval. Once the
+            # turn has begun: a pause of the turn it waited for is withdrawn too.
             superseded = await asyncio.to_thread(service.approvals.supersede, conversation_id)
             if superseded:
                 logger.info("approval %s superseded by a new message", ", ".join(superseded))
+
         return sse_response(
-            qa_event_stream(service, events, conversation_id), keepalive_seconds=keepalive
+            qa_event_stream(
+                service,
+                events,
+                conversation_id,
+                on_start=None if request.conversation_id is None else supersede,
+            ),
+            keepalive_seconds=keepalive,
         )
 
     @api.get("/api/conversations/{conversation_id:path}")
@@ -284,9 +339,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         def finished(error: str | None) -> None:
             service.approvals.finish(approval_id, error)
 
-        conversation_id = stored.pause.conversation_id or ""
         return sse_response(
-            qa_event_stream(service, events, conversation_id, on_end=finished),
+            qa_event_stream(service, events, stored.pause.conversation_id, on_end=finished),
             keepalive_seconds=keepalive,
         )
 

@@ -8,7 +8,7 @@ import datetime
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import pydantic
@@ -364,7 +364,7 @@ async def _chunks(
     completion_id: str,
     created: int,
     include_usage: bool,
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         return sse(
             None,

@@ -27,6 +27,7 @@ from tooluse.service._approvals import (
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
 from tooluse.service._samples import SAMPLE_TOOLS
+from tooluse.service._turns import ConversationTurns
 from tooluse.tools import ToolCallback, tool_callbacks
 
 if TYPE_CHECKING:  # the mcp extra is imported only for a service with MCP servers
@@ -168,8 +169,9 @@ def router_advisor(
 
 
 class QaService:
-    """The pipeline, its memory, knowledge base and store of paused runs, built from a
-    :class:`ServiceConfig`. The files are opened here. :meth:`astart` (or :meth:`start`
+    """The pipeline, its memory, knowledge base and store of paused runs, and the turns of
+    its conversations (:class:`ConversationTurns`: one at a time per conversation), built
+    from a :class:`ServiceConfig`. The files are opened here. :meth:`astart` (or :meth:`start`
     without MCP servers) connects the MCP servers, builds the pipeline and begins loading
     the knowledge base in the background; :meth:`aclose` (or :meth:`close`) stops the MCP
     servers and releases the files."""
@@ -200,6 +202,7 @@ class QaService:
         self.memory = MessageWindowChatMemory(
             max_messages=config.memory_window, repository=self._repository
         )
+        self.turns = ConversationTurns()
         self.knowledge = KnowledgeBase(
             config.db,
             embedding_model=config.embedding_model,

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi.sse import format_sse_event
@@ -32,7 +32,9 @@ KEEPALIVE_COMMENT = b": keep-alive\n\n"  # a comment line: clients ignore it
 _END = object()
 
 
-def sse_response(events: AsyncIterator[bytes], keepalive_seconds: float) -> StreamingResponse:
+def sse_response(
+    events: AsyncGenerator[bytes, None], keepalive_seconds: float
+) -> StreamingResponse:
     """``events`` as a ``text/event-stream`` response that sends :data:`KEEPALIVE_COMMENT`
     whenever ``keepalive_seconds`` pass without an event."""
     return StreamingResponse(
@@ -40,16 +42,20 @@ def sse_response(events: AsyncIterator[bytes], keepalive_seconds: float) -> Stre
     )
 
 
-async def _with_keepalive(events: AsyncIterator[bytes], interval: float) -> AsyncIterator[bytes]:
+async def _with_keepalive(
+    events: AsyncGenerator[bytes, None], interval: float
+) -> AsyncIterator[bytes]:
     # The events are read in one task of their own (a generator must not hop between tasks:
     # its cancel scopes would break), through a one-slot queue; this side waits with a
-    # timeout. Leaving early (the client went away) cancels the reader, which ends the run.
+    # timeout. Leaving early (the client went away) cancels the reader, which closes the
+    # run, even one held at a yield while the queue is full: it lets go of its turn now.
     queue: asyncio.Queue[object] = asyncio.Queue(maxsize=1)
 
     async def read() -> None:
         try:
-            async for event in events:
-                await queue.put(event)
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    await queue.put(event)
         except asyncio.CancelledError:  # the response side left and cancelled this reader
             raise
         except BaseException as exc:  # handed over and raised on the response's side
@@ -114,25 +120,35 @@ def _has_surrogate(text: str) -> bool:
 async def qa_event_stream(
     service: QaService,
     events: AsyncIterator[QaEvent],
-    conversation_id: str,
+    conversation_id: str | None,
+    *,
+    on_start: Callable[[], Awaitable[None]] | None = None,
     on_end: Callable[[str | None], None] | None = None,
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """The pipeline's events as SSE: ``tool_call``, ``tool_result``, ``route``, ``delta``,
-    ``done`` (with the conversation id), or ``approval_required`` (the paused run is stored
-    and its ``approval_id`` sent); a failure ends the stream with an ``error`` event.
-    ``on_end(error)`` is told how the run ended (``None``: completely)."""
+    ``done`` (with the conversation id: ``None`` for a run given its history), or
+    ``approval_required`` (the paused run is stored and its ``approval_id`` sent); a failure
+    ends the stream with an ``error`` event.
+
+    A run in a conversation is a turn of it (:class:`ConversationTurns`): it waits for the
+    turn running in the conversation to end, then calls ``on_start()`` and runs; the next
+    turn starts once this one's pause, if any, is stored. ``on_end(error)`` is told how the
+    run ended (``None``: completely), also when it ended waiting for its turn."""
     error: str | None = "interrupted: the client went away before the run ended"
     try:
-        async for event in events:
-            data = event.to_dict()
-            if isinstance(event, ApprovalRequiredEvent):
-                stored = await asyncio.to_thread(service.approvals.save, event.pause)
-                data["approval_id"] = stored.id
-                data["expires_at"] = stored.expires_at
-                data["conversation_id"] = conversation_id
-            elif isinstance(event, DoneEvent):
-                data["conversation_id"] = conversation_id
-            yield sse(event.kind, data)
+        async with service.turns.turn(conversation_id):
+            if on_start is not None:
+                await on_start()
+            async for event in events:
+                data = event.to_dict()
+                if isinstance(event, ApprovalRequiredEvent):
+                    stored = await asyncio.to_thread(service.approvals.save, event.pause)
+                    data["approval_id"] = stored.id
+                    data["expires_at"] = stored.expires_at
+                    data["conversation_id"] = conversation_id
+                elif isinstance(event, DoneEvent):
+                    data["conversation_id"] = conversation_id
+                yield sse(event.kind, data)
         error = None
     except Exception as exc:
         logger.exception("chat %s failed", conversation_id)
