@@ -5,6 +5,7 @@ of the page statically)."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -371,3 +372,37 @@ def test_a_reload_whose_conversation_cannot_be_read_says_why(tmp_path: Path, pag
         " again."
     )
     assert [e for e in errors if "status of 422 (Unprocessable" not in e] == []
+
+
+def test_enter_while_an_answer_streams_keeps_the_next_question_in_the_box(
+    tmp_path: Path, page: Browser
+) -> None:
+    answering = threading.Event()
+    release = threading.Event()
+
+    def slow_answer(prompt: Prompt) -> ResponseLike:
+        if prompt.options.tool_callbacks:
+            return ""  # the router: no tool
+        answering.set()
+        assert release.wait(10)
+        return "First answer."
+
+    with serving(create_app(config(tmp_path / "s.db", model=FunctionModel(slow_answer)))) as url:
+        page.goto(url)
+        page.run(
+            "document.getElementById('message').value = 'first';"
+            "document.getElementById('chat').requestSubmit()"
+        )
+        assert answering.wait(10)
+        page.run(
+            "const box = document.getElementById('message'); box.value = 'second';"
+            "box.dispatchEvent(new KeyboardEvent('keydown', {key: 'Enter', bubbles: true}))"
+        )
+        asked_while_streaming = _texts(page, ".msg.user")
+        release.set()
+        page.wait_for("!document.getElementById('send').disabled")
+        box = page.run("document.getElementById('message').value")
+        errors = page.console_errors()
+    assert asked_while_streaming == ["first"]
+    assert box == "second"
+    assert errors == []
