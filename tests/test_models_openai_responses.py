@@ -158,7 +158,7 @@ async def test_request_carries_instructions_input_items_tools_and_parameters(
     }
 
 
-async def test_stop_sequences_and_a_named_choice_without_tools_are_refused_before_sending(
+async def test_requests_that_cannot_be_sent_as_asked_are_refused_before_sending(
     server: ProviderServer, make_model: Callable[..., OpenAIResponsesChatModel]
 ) -> None:
     model = make_model()
@@ -166,6 +166,8 @@ async def test_stop_sequences_and_a_named_choice_without_tools_are_refused_befor
         await model.acall(ask(stop=("END",)))
     with pytest.raises(ValueError, match="tool_choice='get_weather' needs tools"):
         await model.acall(ask(tool_choice="get_weather"))
+    with pytest.raises(ValueError, match=r"extra=\{'store': ...\}: pass store= to"):
+        await model.acall(ask(extra={"store": True}))
     assert server.requests == []
 
 

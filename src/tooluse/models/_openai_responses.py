@@ -81,7 +81,8 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
 
     ``default_options`` apply to every request (the request's own options win);
     ``ChatOptions.max_tokens`` is sent as ``max_output_tokens``; the API has no stop
-    sequences, so ``ChatOptions.stop`` is refused. ``extra`` is merged into the JSON body
+    sequences, so ``ChatOptions.stop`` is refused (and ``store`` in ``extra``: it is
+    ``store=``). ``extra`` is merged into the JSON body
     (``{"reasoning": {"effort": "low", "summary": "auto"}}``, ``{"service_tier": "flex"}``;
     an ``include`` list there is sent beside the encrypted reasoning).
     ``strict_tools=True`` sends strict-mode schemas with ``"strict": true`` (a tool whose
@@ -205,6 +206,11 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
         if options.max_tokens is not None:
             params["max_output_tokens"] = options.max_tokens
         body = dict(options.extra)
+        if "store" in body:
+            raise ValueError(
+                "extra={'store': ...}: pass store= to OpenAIResponsesChatModel instead (it "
+                "also decides which reasoning items can go back)"
+            )
         if "include" in body:  # beside ours: the body would replace the list
             params["include"] = list(dict.fromkeys([_ENCRYPTED_REASONING, *body.pop("include")]))
         if body:
