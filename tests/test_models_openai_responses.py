@@ -326,6 +326,21 @@ async def test_a_stream_gives_text_as_it_comes_and_each_call_whole_when_its_item
     assert merged.metadata == plain.metadata
 
 
+async def test_a_done_call_without_its_arguments_gets_those_of_its_deltas(
+    server: ProviderServer, make_model: Callable[..., OpenAIResponsesChatModel]
+) -> None:
+    call = responses_call("call_1", "get_weather", '{"city": "Paris"}')
+    events = responses_events(responses_body(call))
+    for event in events:
+        if event["type"] == "response.output_item.done":  # a gateway that sends it bare
+            event["item"] = {**call, "arguments": ""}
+    server.expect(openai_responses_sse(events))
+    merged = merge_chunks(await collect(make_model(), ask()))
+    assert merged.generations[0].message.tool_calls == (
+        ToolCall("call_1", "get_weather", '{"city": "Paris"}'),
+    )
+
+
 async def test_a_reasoning_summary_sent_only_with_its_done_item_is_kept(
     server: ProviderServer, make_model: Callable[..., OpenAIResponsesChatModel]
 ) -> None:

@@ -419,13 +419,6 @@ def _failure(what: str, code: str | None, message: str) -> ProviderResponseError
 
 
 @dataclasses.dataclass(slots=True)
-class _PendingCall:
-    call_id: str
-    name: str
-    arguments: list[str]
-
-
-@dataclasses.dataclass(slots=True)
 class _Summary:
     """The summary part of a reasoning item being streamed."""
 
@@ -441,7 +434,7 @@ class _StreamState:
 
     def __init__(self, incoming: IncomingCalls) -> None:
         self._incoming = incoming
-        self._calls: dict[str, _PendingCall] = {}  # function call items by item id
+        self._arguments: dict[str, list[str]] = {}  # function call deltas by item id
         self._texts: dict[tuple[str, int], StreamedText] = {}  # by item id, content index
         self._summaries: dict[str, _Summary] = {}  # by reasoning item id
         self._metadata: dict[str, Any] = {"provider": "openai"}
@@ -463,13 +456,9 @@ class _StreamState:
         elif _is(event, ResponseOutputItemAddedEvent):
             item = event.item
             if _is(item, ResponseFunctionToolCall) and item.id:
-                # Some servers send the arguments whole here instead of as deltas.
-                arguments = [item.arguments] if item.arguments else []
-                self._calls[item.id] = _PendingCall(item.call_id, item.name, arguments)
+                self._arguments[item.id] = [item.arguments] if item.arguments else []
         elif _is(event, ResponseFunctionCallArgumentsDeltaEvent):
-            pending = self._calls.get(event.item_id)
-            if pending is not None:
-                pending.arguments.append(event.delta)
+            self._arguments.setdefault(event.item_id, []).append(event.delta)
         elif _is(event, ResponseOutputItemDoneEvent):
             return self._item_done(event.item)
         elif _is(event, ResponseCompletedEvent) or _is(event, ResponseIncompleteEvent):
@@ -500,9 +489,9 @@ class _StreamState:
 
     def _item_done(self, item: object) -> ChatResponse | None:
         if _is(item, ResponseFunctionToolCall):
-            pending = self._calls.pop(item.id or "", None)
+            deltas = self._arguments.pop(item.id or "", [])
             # The done item carries the whole arguments; the deltas are the fallback.
-            arguments = item.arguments or ("".join(pending.arguments) if pending else "")
+            arguments = item.arguments or "".join(deltas)
             call = self._incoming.tool_call(item.call_id, item.name, arguments)
             return self._chunk(AssistantMessage(tool_calls=(call,)))
         if _is(item, ResponseReasoningItem):
