@@ -8,9 +8,16 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from tooluse import ChatOptions, ChatResponse, Prompt, UserMessage
-from tooluse.models import AnthropicChatModel, ChatModel, OpenAIChatModel
+from tooluse.models import (
+    AnthropicChatModel,
+    ChatModel,
+    OpenAIChatModel,
+    OpenAIResponsesChatModel,
+)
 
-ProviderModel = TypeVar("ProviderModel", OpenAIChatModel, AnthropicChatModel)
+ProviderModel = TypeVar(
+    "ProviderModel", OpenAIChatModel, OpenAIResponsesChatModel, AnthropicChatModel
+)
 
 
 def ask(text: str = "Weather in Paris?", **options: Any) -> Prompt:
@@ -43,10 +50,14 @@ async def model_maker(
 
 
 @contextlib.asynccontextmanager
-async def both_providers(url: str) -> AsyncIterator[dict[str, Callable[..., Any]]]:
-    """Model factories for both wire formats against the server at ``url``, by provider."""
+async def all_providers(url: str) -> AsyncIterator[dict[str, Callable[..., Any]]]:
+    """Model factories for every wire format against the server at ``url``: ``openai``
+    (Chat Completions), ``openai-responses`` and ``anthropic``."""
     async with (
         model_maker(OpenAIChatModel, "gpt-test", base_url=f"{url}/v1", api_key="k") as openai,
+        model_maker(
+            OpenAIResponsesChatModel, "gpt-test", base_url=f"{url}/v1", api_key="k"
+        ) as responses,
         model_maker(AnthropicChatModel, "claude-test", base_url=url, api_key="k") as anthropic,
     ):
-        yield {"openai": openai, "anthropic": anthropic}
+        yield {"openai": openai, "openai-responses": responses, "anthropic": anthropic}

@@ -1,5 +1,6 @@
-"""Builders for provider wire payloads (OpenAI Chat Completions, Anthropic Messages) and a
-minimal tool stub, for the model adapter tests that run against :mod:`provider_server`."""
+"""Builders for provider wire payloads (OpenAI Chat Completions and Responses, Anthropic
+Messages) and a minimal tool stub, for the model adapter tests that run against
+:mod:`provider_server`."""
 
 from __future__ import annotations
 
@@ -106,6 +107,150 @@ def openai_usage(prompt: int, completion: int, **details: int) -> dict[str, Any]
     if details:
         usage["prompt_tokens_details"] = details
     return usage
+
+
+# -- OpenAI Responses ------------------------------------------------------------------------
+
+
+def responses_body(
+    *output: dict[str, Any],
+    status: str = "completed",
+    usage: dict[str, Any] | None = None,
+    incomplete_reason: str | None = None,
+    error: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A ``Response`` object: the JSON body of a plain request, the ``response`` of the
+    stream's ``response.created`` / ``.completed`` / ``.incomplete`` / ``.failed`` events."""
+    body: dict[str, Any] = {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1700000000,
+        "model": "gpt-test",
+        "status": status,
+        "output": list(output),
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "error": error,
+        "incomplete_details": {"reason": incomplete_reason} if incomplete_reason else None,
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def responses_message(text: str, item_id: str = "msg_1") -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": item_id,
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+
+
+def responses_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """A ``function_call`` item; its item id (``fc_...``) is not the ``call_id``."""
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": "completed",
+    }
+
+
+def responses_reasoning(
+    item_id: str, *summary: str, encrypted: str | None = "gAAAA-encrypted"
+) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "type": "reasoning",
+        "id": item_id,
+        "summary": [{"type": "summary_text", "text": text} for text in summary],
+    }
+    if encrypted is not None:
+        item["encrypted_content"] = encrypted
+    return item
+
+
+def responses_usage(
+    input_tokens: int, output_tokens: int, *, cached: int = 0, reasoning: int = 0
+) -> dict[str, Any]:
+    return {
+        "input_tokens": input_tokens,
+        "input_tokens_details": {"cached_tokens": cached},
+        "output_tokens": output_tokens,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": input_tokens + output_tokens,
+    }
+
+
+def responses_events(body: dict[str, Any], *, pieces: int = 2) -> list[dict[str, Any]]:
+    """The stream OpenAI sends for ``body``: ``response.created``, each output item added,
+    its text, arguments or summary parts in ``pieces`` deltas each, the item done, then
+    ``response.completed`` (``.incomplete`` for an incomplete body)."""
+    created = {**body, "status": "in_progress", "output": [], "usage": None}
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": created}]
+    for index, item in enumerate(body["output"]):
+        events.append(
+            {"type": "response.output_item.added", "output_index": index, "item": _begun(item)}
+        )
+        events.extend(_item_deltas(index, item, pieces))
+        events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+    done = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
+    events.append({"type": done, "response": body})
+    return events
+
+
+def _begun(item: dict[str, Any]) -> dict[str, Any]:
+    """The item as ``response.output_item.added`` shows it: nothing generated yet."""
+    if item["type"] == "function_call":
+        return {**item, "arguments": "", "status": "in_progress"}
+    if item["type"] == "message":
+        return {**item, "content": [], "status": "in_progress"}
+    return {key: value for key, value in item.items() if key != "encrypted_content"} | {
+        "summary": []
+    }
+
+
+def _item_deltas(index: int, item: dict[str, Any], pieces: int) -> list[dict[str, Any]]:
+    at = {"output_index": index, "item_id": item["id"]}
+    if item["type"] == "function_call":
+        return [
+            *(
+                {"type": "response.function_call_arguments.delta", **at, "delta": piece}
+                for piece in _split(item["arguments"], pieces)
+            ),
+            {"type": "response.function_call_arguments.done", **at, "arguments": item["arguments"]},
+        ]
+    if item["type"] == "message":
+        events = []
+        for content_index, part in enumerate(item["content"]):
+            where = {**at, "content_index": content_index}
+            events.extend(
+                {"type": "response.output_text.delta", **where, "delta": piece, "logprobs": []}
+                for piece in _split(part["text"], pieces)
+            )
+            events.append(
+                {"type": "response.output_text.done", **where, "text": part["text"], "logprobs": []}
+            )
+        return events
+    return [
+        {
+            "type": "response.reasoning_summary_text.delta",
+            **at,
+            "summary_index": summary_index,
+            "delta": piece,
+        }
+        for summary_index, summary in enumerate(item["summary"])
+        for piece in _split(summary["text"], pieces)
+    ]
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    size = max(1, -(-len(text) // pieces))
+    return [text[start : start + size] for start in range(0, len(text), size)]
 
 
 # -- Anthropic -------------------------------------------------------------------------------

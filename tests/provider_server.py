@@ -107,6 +107,18 @@ def openai_sse(chunks: Iterable[Mapping[str, Any]], **options: Any) -> Reply:
     return Reply.sse([*events, SSEEvent("[DONE]")], **options)
 
 
+def openai_responses_sse(events: Iterable[Mapping[str, Any]], **options: Any) -> Reply:
+    """An OpenAI Responses stream: each event named after its ``type`` and numbered
+    (``sequence_number``) in order, without a ``[DONE]``."""
+    return Reply.sse(
+        [
+            SSEEvent(json.dumps({**event, "sequence_number": number}), event=str(event["type"]))
+            for number, event in enumerate(events)
+        ],
+        **options,
+    )
+
+
 def anthropic_sse(events: Iterable[Mapping[str, Any]], **options: Any) -> Reply:
     """An Anthropic Messages stream: each event named after its ``type``."""
     return Reply.sse(

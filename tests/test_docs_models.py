@@ -10,7 +10,7 @@ import pytest
 from _doc_examples import DOCS, python_examples, run_examples
 from provider_payloads import openai_call, openai_completion
 from provider_server import Reply, shared_server
-from tooluse.models import AnthropicChatModel
+from tooluse.models import AnthropicChatModel, OpenAIResponsesChatModel
 
 DOC = DOCS / "models.md"
 
@@ -31,7 +31,7 @@ def test_the_examples_run_in_order(
     monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     examples = python_examples(DOC)
-    assert len(examples) == 3
+    assert len(examples) == 4
     run_examples(DOC, examples, {"__name__": "models_doc"})
     assert capsys.readouterr().out == "It is sunny in Paris.\n"
     first, second = (request.body for request in server.requests)
@@ -44,10 +44,14 @@ def test_the_examples_run_in_order(
     }
 
 
-def test_the_anthropic_settings_shown_are_the_defaults() -> None:
-    example = python_examples(DOC)[2]
+@pytest.mark.parametrize(
+    ("position", "model_class"), [(2, OpenAIResponsesChatModel), (3, AnthropicChatModel)]
+)
+def test_the_settings_shown_are_the_defaults(position: int, model_class: type) -> None:
+    example = python_examples(DOC)[position]
     call = next(node for node in ast.walk(ast.parse(example)) if isinstance(node, ast.Call))
+    assert isinstance(call.func, ast.Name) and call.func.id == model_class.__name__
     shown = {keyword.arg: ast.literal_eval(keyword.value) for keyword in call.keywords}
-    parameters = inspect.signature(AnthropicChatModel).parameters
+    parameters = inspect.signature(model_class).parameters
     assert set(shown) == set(parameters) - {"model"}
     assert shown == {name: parameters[name].default for name in shown}

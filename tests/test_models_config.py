@@ -10,7 +10,14 @@ import pytest
 from provider_payloads import openai_completion
 from provider_server import ProviderServer, Reply, shared_server
 from tooluse import Prompt, UserMessage
-from tooluse.models import AnthropicChatModel, ChatModel, OpenAIChatModel, from_config
+from tooluse.models import (
+    AnthropicChatModel,
+    ChatModel,
+    OpenAIChatModel,
+    OpenAIResponsesChatModel,
+    from_config,
+)
+from tooluse.models._sdk_model import SdkChatModel
 
 
 @pytest.fixture
@@ -23,7 +30,7 @@ def made() -> Iterator[list[ChatModel]]:
     models: list[ChatModel] = []
     yield models
     for model in models:
-        if isinstance(model, OpenAIChatModel | AnthropicChatModel):
+        if isinstance(model, SdkChatModel):
             model.close()
 
 
@@ -54,6 +61,20 @@ def sent_key(server: ProviderServer, model: ChatModel) -> str:
             {"OPENAI_API_KEY": "sk", "OPENAI_BASE_URL": "https://gateway.example/v1"},
             OpenAIChatModel,
             "gpt-4o-mini",
+            "https://gateway.example/v1/",
+        ),
+        (
+            "openai-responses:gpt-5-mini",
+            {"OPENAI_API_KEY": "sk"},
+            OpenAIResponsesChatModel,
+            "gpt-5-mini",
+            "https://api.openai.com/v1/",
+        ),
+        (
+            "OpenAI-Responses:gpt-5",
+            {"OPENAI_API_KEY": "sk", "OPENAI_BASE_URL": "https://gateway.example/v1"},
+            OpenAIResponsesChatModel,
+            "gpt-5",
             "https://gateway.example/v1/",
         ),
         (
@@ -112,7 +133,7 @@ def test_specs_build_the_right_model(
 ) -> None:
     model = build(made, spec, env=env)
     assert isinstance(model, kind)
-    assert isinstance(model, OpenAIChatModel | AnthropicChatModel)
+    assert isinstance(model, SdkChatModel)
     assert model.model == model_name
     assert model.base_url.rstrip("/") == base_url.rstrip("/")
 
@@ -162,7 +183,7 @@ def test_explicit_settings_reach_the_model(made: list[ChatModel]) -> None:
             "gpt-4o-mini",
             {},
             r"needs a provider prefix, '<provider>:<model>', with provider one of "
-            "anthropic, deepseek, ollama, openai, openai-compatible, qwen",
+            "anthropic, deepseek, ollama, openai, openai-compatible, openai-responses, qwen",
         ),
         (
             "gemini:flash",
@@ -174,6 +195,11 @@ def test_explicit_settings_reach_the_model(made: list[ChatModel]) -> None:
             "openai:gpt-4o-mini",
             {},
             r"'openai:gpt-4o-mini' needs an API key: set OPENAI_API_KEY or pass api_key=",
+        ),
+        (
+            "openai-responses:gpt-5-mini",
+            {},
+            r"'openai-responses:gpt-5-mini' needs an API key: set OPENAI_API_KEY or pass api_key=",
         ),
         ("anthropic:claude-x", {}, "set ANTHROPIC_API_KEY"),
         ("deepseek:deepseek-chat", {"OPENAI_API_KEY": "sk"}, "set DEEPSEEK_API_KEY"),
@@ -198,6 +224,12 @@ def test_bad_configuration_gets_a_specific_error(
     [
         ("openai:gpt-4o-mini", "OPENAI_API_KEY", "OPENAI_BASE_URL", "https://api.openai.com/v1/"),
         (
+            "openai-responses:gpt-5-mini",
+            "OPENAI_API_KEY",
+            "OPENAI_BASE_URL",
+            "https://api.openai.com/v1/",
+        ),
+        (
             "anthropic:claude-haiku-4-5",
             "ANTHROPIC_API_KEY",
             "ANTHROPIC_BASE_URL",
@@ -216,10 +248,10 @@ def test_a_given_environment_replaces_the_process_one_for_the_base_url_too(
     # The SDKs read their *_BASE_URL from os.environ when given no URL.
     monkeypatch.setenv(url_env, "http://process-environment.invalid/v1")
     model = build(made, spec, env={key_env: "sk"})
-    assert isinstance(model, OpenAIChatModel | AnthropicChatModel)
+    assert isinstance(model, SdkChatModel)
     assert model.base_url == official
     model = build(made, spec, env={key_env: "sk", url_env: "https://gateway.example/v1"})
-    assert isinstance(model, OpenAIChatModel | AnthropicChatModel)
+    assert isinstance(model, SdkChatModel)
     assert model.base_url.rstrip("/") == "https://gateway.example/v1"
 
 

@@ -1,6 +1,7 @@
-"""The whole loop over each provider: ChatClient -> ToolCallingAdvisor -> real SDK -> local
-wire-format server -> tools -> back. The tools include a dotted name (aliased on the wire) and
-the model sends parallel calls, one of them with broken JSON arguments."""
+"""The whole loop over each provider (OpenAI Chat Completions and Responses, Anthropic):
+ChatClient -> ToolCallingAdvisor -> real SDK -> local wire-format server -> tools -> back. The
+tools include a dotted name (aliased on the wire) and the model sends parallel calls, one of
+them with broken JSON arguments."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from provider_models import both_providers
+from provider_models import all_providers
 from provider_payloads import (
     anthropic_block_start,
     anthropic_block_stop,
@@ -24,13 +25,25 @@ from provider_payloads import (
     openai_chunk,
     openai_completion,
     openai_usage,
+    responses_body,
+    responses_call,
+    responses_events,
+    responses_message,
+    responses_usage,
     text_block,
     tool_use_block,
 )
-from provider_server import ProviderServer, Reply, anthropic_sse, openai_sse, shared_server
+from provider_server import (
+    ProviderServer,
+    Reply,
+    anthropic_sse,
+    openai_responses_sse,
+    openai_sse,
+    shared_server,
+)
 from tooluse import Usage
 from tooluse.client import ChatClient
-from tooluse.models import AnthropicChatModel, OpenAIChatModel, provider_safe_name
+from tooluse.models import ChatModel, provider_safe_name
 from tooluse.tools import tool
 
 FACTORIAL = provider_safe_name("math.factorial")
@@ -62,11 +75,11 @@ def server() -> ProviderServer:
 
 @pytest.fixture
 async def models(server: ProviderServer) -> AsyncIterator[dict[str, Callable[..., Any]]]:
-    async with both_providers(server.url) as models:
+    async with all_providers(server.url) as models:
         yield models
 
 
-def client_for(model: OpenAIChatModel | AnthropicChatModel) -> ChatClient:
+def client_for(model: ChatModel) -> ChatClient:
     return ChatClient(model, system="Use the tools.", tools=[get_weather, factorial])
 
 
@@ -174,6 +187,60 @@ async def test_openai_strict_loop_gives_tools_their_defaults(
     assert server.requests[0].body["tools"][0]["function"]["strict"] is True
 
 
+# -- OpenAI Responses ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["acall", "stream"])
+async def test_responses_loop_with_aliases_parallel_calls_and_broken_arguments(
+    server: ProviderServer, models: dict[str, Callable[..., Any]], mode: str
+) -> None:
+    rounds = [
+        responses_body(
+            responses_call("call_w", "get_weather", '{"city": "Paris"}'),
+            responses_call("call_f", FACTORIAL, '{"n": 5}'),
+            responses_call("call_x", "get_weather", '{"city": "Ro'),
+            usage=responses_usage(100, 10, cached=50),
+        ),
+        responses_body(
+            responses_message("Paris is sunny; 5! = 120."), usage=responses_usage(200, 20)
+        ),
+    ]
+    if mode == "stream":
+        server.expect(*(openai_responses_sse(responses_events(body)) for body in rounds))
+    else:
+        server.expect(*(Reply.json(body) for body in rounds))
+    prompt = client_for(models["openai-responses"]()).prompt("Weather in Paris, and 5!?")
+    if mode == "stream":
+        stream = prompt.stream()
+        answer = "".join([piece async for piece in stream.content()])
+        usage = stream.chat_response().usage
+    else:
+        response = await prompt.acall()
+        answer, usage = response.content(), response.chat_response().usage
+
+    assert answer == "Paris is sunny; 5! = 120."
+    assert sorted(calls_seen) == [("get_weather", ("Paris", "c")), ("math.factorial", 5)]
+    second = server.requests[1].body
+    assert second["instructions"] == "Use the tools."
+    assert [item["type"] for item in second["input"]] == [
+        "message",
+        *["function_call"] * 3,
+        *["function_call_output"] * 3,
+    ]
+    assert [item["name"] for item in second["input"][1:4]] == [
+        "get_weather",
+        FACTORIAL,
+        "get_weather",
+    ]
+    results = {item["call_id"]: item["output"] for item in second["input"][4:]}
+    assert results["call_w"] == '"Sunny in Paris, 21C"'
+    assert results["call_f"] == "120"
+    assert "the arguments are not valid JSON" in results["call_x"]
+    assert usage == Usage(
+        prompt_tokens=300, completion_tokens=30, total_tokens=330, cache_read_tokens=50
+    )
+
+
 # -- Anthropic -----------------------------------------------------------------------------------
 
 
@@ -263,7 +330,7 @@ async def test_anthropic_stream_loop(
 # -- both ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "openai-responses", "anthropic"])
 @pytest.mark.parametrize("mode", ["call", "acall", "stream"])
 async def test_a_lone_surrogate_is_sent_as_a_replacement_character(
     server: ProviderServer, models: dict[str, Callable[..., Any]], provider: str, mode: str
@@ -275,6 +342,11 @@ async def test_a_lone_surrogate_is_sent_as_a_replacement_character(
             openai_sse([openai_chunk({"content": "ok"}, finish_reason="stop")])
             if mode == "stream"
             else Reply.json(openai_completion("ok"))
+        )
+    elif provider == "openai-responses":
+        body = responses_body(responses_message("ok"))
+        reply = (
+            openai_responses_sse(responses_events(body)) if mode == "stream" else Reply.json(body)
         )
     else:
         reply = (
@@ -299,6 +371,7 @@ async def test_a_lone_surrogate_is_sent_as_a_replacement_character(
     else:
         answer = "".join([piece async for piece in prompt.stream().content()])
     assert answer == "ok"
-    content = server.requests[-1].body["messages"][-1]["content"]
+    body = server.requests[-1].body
+    content = (body["input"] if provider == "openai-responses" else body["messages"])[-1]["content"]
     text = content if isinstance(content, str) else content[0]["text"]
     assert text == "smile \ufffd please"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from provider_models import ask, both_providers, collect
+from provider_models import ask, all_providers, collect
 from provider_payloads import (
     CITED_TEXT,
     SEARCH_CALL,
@@ -96,7 +96,7 @@ def server() -> ProviderServer:
 
 @pytest.fixture
 async def models(server: ProviderServer) -> AsyncIterator[dict[str, Callable[..., Any]]]:
-    async with both_providers(server.url) as models:
+    async with all_providers(server.url) as models:
         yield models
 
 

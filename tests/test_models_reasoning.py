@@ -2,12 +2,15 @@
 
 DeepSeek's thinking mode answers 400 when a tool-call turn comes back without its
 ``reasoning_content``; Claude's extended thinking when a tool-use turn comes back without its
-signed thinking blocks (first in the turn). These tests run the loop against local servers in
-those formats and read what the second request carried.
+signed thinking blocks (first in the turn); OpenAI's Responses API, used statelessly, carries a
+reasoning model's thinking into the next round only through the reasoning items (with their
+encrypted content) sent back before the calls they led to. These tests run the loop against
+local servers in those formats and read what the later requests carried.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -16,7 +19,7 @@ import httpx
 import openai
 import pytest
 
-from provider_models import both_providers
+from provider_models import all_providers
 from provider_payloads import (
     anthropic_block_start,
     anthropic_block_stop,
@@ -29,10 +32,22 @@ from provider_payloads import (
     openai_call_delta,
     openai_chunk,
     openai_completion,
+    responses_body,
+    responses_call,
+    responses_events,
+    responses_message,
+    responses_reasoning,
     text_block,
     tool_use_block,
 )
-from provider_server import ProviderServer, Reply, anthropic_sse, openai_sse, shared_server
+from provider_server import (
+    ProviderServer,
+    Reply,
+    anthropic_sse,
+    openai_responses_sse,
+    openai_sse,
+    shared_server,
+)
 from tooluse import (
     AssistantMessage,
     ChatResponse,
@@ -63,7 +78,7 @@ def server() -> ProviderServer:
 
 @pytest.fixture
 async def models(server: ProviderServer) -> AsyncIterator[dict[str, Callable[..., Any]]]:
-    async with both_providers(server.url) as models:
+    async with all_providers(server.url) as models:
         yield models
 
 
@@ -262,6 +277,90 @@ async def test_an_empty_reasoning_of_a_tool_call_turn_goes_back_empty(
     assistant = server.requests[1].body["messages"][1]
     assert assistant["tool_calls"][0]["id"] == "call_1"
     assert assistant["reasoning_content"] == ""
+
+
+# -- OpenAI Responses -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["call", "acall", "stream"])
+async def test_reasoning_items_go_back_before_the_calls_they_led_to_in_every_later_round(
+    server: ProviderServer, models: dict[str, Callable[..., Any]], mode: str
+) -> None:
+    rounds = [
+        responses_body(
+            responses_reasoning("rs_1", "Paris first.", "Then Rome.", encrypted="gAAAA-1"),
+            responses_call("call_1", "get_weather", '{"city": "Paris"}'),
+            responses_call("call_2", "get_weather", '{"city": "Rome"}'),
+        ),
+        responses_body(
+            responses_reasoning("rs_2", encrypted="gAAAA-2"),  # no summary asked for
+            responses_call("call_3", "get_weather", '{"city": "Oslo"}'),
+        ),
+        responses_body(responses_message("Sunny everywhere.")),
+    ]
+    if mode == "stream":
+        server.expect(*(openai_responses_sse(responses_events(body)) for body in rounds))
+    else:
+        server.expect(*(Reply.json(body) for body in rounds))
+    prompt = ChatClient(models["openai-responses"](), tools=[get_weather]).prompt("Weather?")
+    if mode == "stream":
+        answer = "".join([piece async for piece in prompt.stream().content()])
+    elif mode == "call":
+        answer = (await asyncio.to_thread(prompt.call)).content()
+    else:
+        answer = (await prompt.acall()).content()
+
+    assert answer == "Sunny everywhere."
+    first_reasoning = {
+        "type": "reasoning",
+        "id": "rs_1",
+        "summary": [
+            {"type": "summary_text", "text": "Paris first."},
+            {"type": "summary_text", "text": "Then Rome."},
+        ],
+        "encrypted_content": "gAAAA-1",
+    }
+    second_reasoning = {
+        "type": "reasoning",
+        "id": "rs_2",
+        "summary": [],
+        "encrypted_content": "gAAAA-2",
+    }
+    first, second, third = (request.body for request in server.requests)
+    assert first["store"] is False and first["include"] == ["reasoning.encrypted_content"]
+    assert second["input"][1] == first_reasoning
+    assert [item["type"] for item in second["input"]] == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call",
+        "function_call_output",
+        "function_call_output",
+    ]
+    assert third["input"][1] == first_reasoning  # the whole conversation, every round
+    assert third["input"][6] == second_reasoning
+    assert third["input"][7]["call_id"] == "call_3"
+
+
+def test_openai_reasoning_parts_stay_apart_in_a_merged_stream() -> None:
+    def chunk(*parts: Reasoning) -> ChatResponse:
+        return ChatResponse(generations=(Generation(message=AssistantMessage(reasoning=parts)),))
+
+    merged = merge_chunks(
+        [
+            chunk(Reasoning(text="a")),
+            chunk(Reasoning(text="b")),
+            chunk(Reasoning(id="rs_1")),  # the item's next summary part begins
+            chunk(Reasoning(text="c")),
+            chunk(Reasoning(id="rs_1", encrypted_content="e1")),  # the item is done
+            chunk(Reasoning(id="rs_2", encrypted_content="e2")),  # an item without summary
+        ]
+    )
+    assert merged.generations[0].message.reasoning == (
+        Reasoning(text="ab", id="rs_1"),
+        Reasoning(text="c", id="rs_1", encrypted_content="e1"),
+        Reasoning(id="rs_2", encrypted_content="e2"),
+    )
 
 
 # -- Anthropic extended thinking ------------------------------------------------------------------

@@ -14,7 +14,13 @@ import sys
 from collections.abc import Mapping
 from types import ModuleType
 
-__all__ = ["ProviderError", "ProviderTimeoutError", "from_sdk_error", "sdk_failures"]
+__all__ = [
+    "ProviderError",
+    "ProviderResponseError",
+    "ProviderTimeoutError",
+    "from_sdk_error",
+    "sdk_failures",
+]
 
 # The SDKs' HTTP transport (httpx2 in current releases, httpx in older ones); its errors escape
 # unwrapped when a stream breaks after the response started.
@@ -54,6 +60,27 @@ class ProviderError(Exception):
 
 class ProviderTimeoutError(ProviderError):
     """The provider did not answer within the configured timeout."""
+
+
+class ProviderResponseError(ProviderError):
+    """The provider took the request and then failed the response it was generating: the
+    OpenAI Responses API's ``response.failed`` (its ``error``) or an ``error`` event in a stream
+    that had started. ``code`` is the provider's error code (``server_error``,
+    ``rate_limit_exceeded``, ``invalid_prompt``, ...; ``None`` when it sent none)."""
+
+    # Failures that are the provider's state, not the request's; a failure without a code is
+    # taken as one too (like a lost connection).
+    _TRANSIENT_CODES = frozenset({"server_error", "rate_limit_exceeded", "vector_store_timeout"})
+
+    def __init__(
+        self, message: str, *, provider: str, code: str | None, provider_message: str
+    ) -> None:
+        super().__init__(message, provider=provider, provider_message=provider_message)
+        self.code = code
+
+    @property
+    def retryable(self) -> bool:
+        return self.code is None or self.code in self._TRANSIENT_CODES
 
 
 def sdk_failures(sdk_error: type[Exception]) -> tuple[type[Exception], ...]:

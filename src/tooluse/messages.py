@@ -129,12 +129,17 @@ class Reasoning(_Value):
     Claude's extended thinking one whose tool-use turn lacks its signed thinking blocks.
 
     ``signature`` (Anthropic) certifies ``text`` unaltered; ``redacted`` is the encrypted data
-    of a ``redacted_thinking`` block (``text`` is then empty).
+    of a ``redacted_thinking`` block (``text`` is then empty). ``id`` and ``encrypted_content``
+    come from an OpenAI Responses reasoning item: a part per summary part (``text``), each with
+    the item's id, the last with the item's encrypted reasoning (one empty part when the item
+    has no summary); the API reads them back when the conversation is sent whole.
     """
 
     text: str = ""
     signature: str | None = None
     redacted: str | None = None
+    id: str | None = None
+    encrypted_content: str | None = None
 
 
 class ProviderContent(_Value):

@@ -46,9 +46,10 @@ class _GenerationBuffer:
 class StreamAggregator:
     """Feed chunks with :meth:`add`; :meth:`response` gives the merged response.
 
-    Text is concatenated per generation index, and so is reasoning: an unsigned part continues
-    the unsigned part before it, a part with only a signature signs it (a signed or redacted
-    part closes it). Tool-call fragments are merged by id (an empty
+    Text is concatenated per generation index, and so is reasoning: an open part (no signature,
+    redaction or OpenAI item id) continues the open part before it, a part with only a
+    signature, or only an item id and encrypted reasoning, closes it (a signed, redacted or
+    identified part stays closed). Tool-call fragments are merged by id (an empty
     id continues the previous call), which tolerates names and arguments split anywhere and
     calls whose arguments never arrive (they become ``"{}"``). Provider content blocks
     (:class:`~tooluse.messages.ProviderContent`) are joined in arrival order; chunks of one
@@ -125,15 +126,26 @@ class StreamAggregator:
 
 def _add_reasoning(parts: list[Reasoning], part: Reasoning) -> None:
     last = parts[-1] if parts else None
-    open_part = last is not None and last.signature is None and last.redacted is None
-    if open_part and last is not None and part.redacted is None:
-        if part.signature is None:
+    if last is not None and not _sealed(last) and part.redacted is None:
+        if not _sealed(part):
             parts[-1] = last.model_copy(update={"text": last.text + part.text})
             return
-        if not part.text:
-            parts[-1] = last.model_copy(update={"signature": part.signature})
+        if not part.text:  # a signature, or an OpenAI item's id (and encrypted reasoning)
+            seal = part.model_dump(include=_SEALS, exclude_none=True)
+            parts[-1] = last.model_copy(update=seal)
             return
     parts.append(part)
+
+
+_SEALS = {"signature", "id", "encrypted_content"}
+
+
+def _sealed(part: Reasoning) -> bool:
+    """Whether the part is closed: text that later chunks no longer continue."""
+    return any(
+        value is not None
+        for value in (part.signature, part.redacted, part.id, part.encrypted_content)
+    )
 
 
 def _joined_content(earlier: ProviderContent | None, later: ProviderContent) -> ProviderContent:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from tooluse._provider_errors import ProviderError, ProviderTimeoutError
+from tooluse._provider_errors import ProviderError, ProviderResponseError, ProviderTimeoutError
 from tooluse.models._base import ChatModel
 from tooluse.models._names import ToolNameAliases, provider_safe_name
 
@@ -17,13 +17,16 @@ if TYPE_CHECKING:
     from tooluse.models._anthropic import AnthropicChatModel
     from tooluse.models._config import MODEL_ENV, from_config
     from tooluse.models._openai import OpenAIChatModel
+    from tooluse.models._openai_responses import OpenAIResponsesChatModel
 
 __all__ = [
     "MODEL_ENV",
     "AnthropicChatModel",
     "ChatModel",
     "OpenAIChatModel",
+    "OpenAIResponsesChatModel",
     "ProviderError",
+    "ProviderResponseError",
     "ProviderTimeoutError",
     "ToolNameAliases",
     "from_config",
@@ -33,6 +36,7 @@ __all__ = [
 _LAZY = {
     "AnthropicChatModel": "tooluse.models._anthropic",
     "OpenAIChatModel": "tooluse.models._openai",
+    "OpenAIResponsesChatModel": "tooluse.models._openai_responses",
     "MODEL_ENV": "tooluse.models._config",
     "from_config": "tooluse.models._config",
 }

@@ -16,8 +16,9 @@ class ChatModel(Protocol):
     *fragments*: fragments with the same ``id`` belong to one call (name and arguments are
     concatenated in order) and a fragment with an empty ``id`` continues the call before it.
     Providers that number calls by index translate the index to the call's id. A whole call
-    is a single fragment: ``OpenAIChatModel`` and ``AnthropicChatModel`` send each call whole
-    once it is complete, so names can be mapped back from provider aliases. See
+    is a single fragment: ``OpenAIChatModel``, ``OpenAIResponsesChatModel`` and
+    ``AnthropicChatModel`` send each call whole once it is complete, so names can be mapped
+    back from provider aliases. See
     :func:`tooluse.streaming.merge_chunks`.
     """
 

@@ -1,6 +1,8 @@
 """``from_config``: a chat model from a ``"<provider>:<model>"`` string and the environment.
 
 - ``openai:gpt-4o-mini``: ``OPENAI_BASE_URL`` or OpenAI's API; key ``OPENAI_API_KEY``.
+- ``openai-responses:gpt-5-mini``: the same endpoint and key, over the Responses API
+  (:class:`~tooluse.models.OpenAIResponsesChatModel`).
 - ``anthropic:claude-sonnet-4-5``: ``ANTHROPIC_BASE_URL`` or Anthropic's API; key
   ``ANTHROPIC_API_KEY``.
 - ``deepseek:deepseek-chat``: ``https://api.deepseek.com``; key ``DEEPSEEK_API_KEY``.
@@ -30,7 +32,7 @@ MODEL_ENV = "TOOLUSE_MODEL"
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Provider:
-    api: Literal["openai", "anthropic"]
+    api: Literal["openai", "openai-responses", "anthropic"]
     key_env: str | None  # where the API key comes from
     key_required: bool
     base_url: str | None = None
@@ -50,6 +52,13 @@ _PROVIDERS: dict[str, _Provider] = {
         base_url="https://api.openai.com/v1",
         base_url_env="OPENAI_BASE_URL",
         max_tokens_field="max_completion_tokens",
+    ),
+    "openai-responses": _Provider(
+        "openai-responses",
+        "OPENAI_API_KEY",
+        key_required=True,
+        base_url="https://api.openai.com/v1",
+        base_url_env="OPENAI_BASE_URL",
     ),
     "anthropic": _Provider(
         "anthropic",
@@ -149,6 +158,17 @@ def from_config(
         from tooluse.models._anthropic import AnthropicChatModel
 
         return AnthropicChatModel(
+            model,
+            api_key=key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            default_options=default_options,
+        )
+    if provider.api == "openai-responses":
+        from tooluse.models._openai_responses import OpenAIResponsesChatModel
+
+        return OpenAIResponsesChatModel(
             model,
             api_key=key,
             base_url=base_url,

@@ -46,7 +46,7 @@ from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
-from tooluse._provider_errors import ProviderError, from_sdk_error, sdk_failures
+from tooluse._provider_errors import ProviderError
 from tooluse.history import distinct_call_ids
 from tooluse.messages import (
     AssistantMessage,
@@ -64,14 +64,11 @@ from tooluse.messages import (
 )
 from tooluse.models._calls import IncomingCalls
 from tooluse.models._names import ToolNameAliases
-from tooluse.models._schema_cache import StrictMode, tool_input_schema
-from tooluse.models._sdk_model import SdkChatModel
+from tooluse.models._openai_sdk import FAILURES, OpenAISdkChatModel
 from tooluse.models._utf16 import StreamedText
 from tooluse.tools import ToolDefinition
 
 __all__ = ["OpenAIChatModel"]
-
-_FAILURES = sdk_failures(openai.OpenAIError)
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +99,7 @@ def _new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
+class OpenAIChatModel(OpenAISdkChatModel):
     """A chat model behind an OpenAI-compatible Chat Completions API.
 
     ``default_options`` apply to every request (the request's own options win).
@@ -123,14 +120,6 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
     ``ChatClient.call()``, ``asyncio.run(...)`` after ``asyncio.run(...)`` and a test suite
     with a loop per test.
     """
-
-    provider = "openai"
-    _new_async_client = openai.AsyncOpenAI
-    _new_sync_client = openai.OpenAI
-    _async_client_type = openai.AsyncOpenAI  # Azure's and Bedrock's clients subclass them
-    _sync_client_type = openai.OpenAI
-    _async_client_name = "openai.AsyncOpenAI"
-    _sync_client_name = "openai.OpenAI"
 
     def __init__(
         self,
@@ -157,10 +146,10 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
             extra_headers=extra_headers,
             timeout=timeout,
             max_retries=max_retries,
+            strict_tools=strict_tools,
             client=client,
             sync_client=sync_client,
         )
-        self.strict_tools = strict_tools
         self.stream_usage = stream_usage
         self.max_tokens_field = max_tokens_field
         self.send_reasoning = (
@@ -174,16 +163,16 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         request = self._request(prompt)
         try:
             completion = self._send(self._blocking_client().chat.completions.create, request.params)
-        except _FAILURES as exc:
-            raise from_sdk_error(self.provider, exc, openai) from exc
+        except FAILURES as exc:
+            raise self._provider_error(exc) from exc
         return self._response(completion, request)
 
     async def acall(self, prompt: Prompt) -> ChatResponse:
         request = self._request(prompt)
         try:
             completion = await self._asend(self._client.chat.completions.create, request.params)
-        except _FAILURES as exc:
-            raise from_sdk_error(self.provider, exc, openai) from exc
+        except FAILURES as exc:
+            raise self._provider_error(exc) from exc
         return self._response(completion, request)
 
     async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
@@ -202,10 +191,8 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
                     response = state.add(chunk)
                     if response is not None:
                         yield response
-        except _FAILURES as exc:
-            raise from_sdk_error(
-                self.provider, exc, openai, chunks_received=state.chunks_received
-            ) from exc
+        except FAILURES as exc:
+            raise self._provider_error(exc, chunks_received=state.chunks_received) from exc
         final = state.finish()
         if final is not None:
             yield final
@@ -245,11 +232,7 @@ class OpenAIChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         aliases: ToolNameAliases,
         strict_schemas: dict[str, Mapping[str, Any]],
     ) -> dict[str, Any]:
-        function: dict[str, Any] = {"name": aliases.to_provider(definition.name)}
-        if definition.description:
-            function["description"] = definition.description
-        mode: StrictMode | None = "openai-strict" if self.strict_tools else None
-        function["parameters"], strict = tool_input_schema(definition, mode, strict_schemas)
+        function, strict = self._function(definition, aliases, strict_schemas)
         if strict:
             function["strict"] = True
         return {"type": "function", "function": function}

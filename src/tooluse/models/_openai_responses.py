@@ -1,0 +1,541 @@
+"""``OpenAIResponsesChatModel``: OpenAI's Responses API (``POST /v1/responses``) over the
+official SDK, the API OpenAI recommends for its reasoning models.
+
+Stateless: every request carries the whole conversation and, by default, ``"store": false``
+(OpenAI keeps nothing). A reasoning model's reasoning items come back with their encrypted
+content (``"include": ["reasoning.encrypted_content"]``) and are kept on the message as
+:class:`~tooluse.messages.Reasoning` parts (item id, summary, encrypted content); they go back
+before the calls and text of their turn, which is how OpenAI has the model carry its
+reasoning across the rounds of a tool loop without storing it.
+
+Mapping: leading system messages become ``instructions``, later ones ``developer`` messages in
+place; user and assistant text are ``message`` items; tool calls ``function_call`` items (the
+call's ``call_id`` is :attr:`ToolCall.id <tooluse.messages.ToolCall.id>`) and tool results
+``function_call_output`` items. Tools are sent flat (``{"type": "function", "name", ...}``)
+with ``strict`` always given, as the API takes a missing one for ``true``.
+
+Retries and timeouts are the SDK's own, as for :class:`~tooluse.models.OpenAIChatModel`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from itertools import groupby
+from typing import Any, TypeGuard, TypeVar, get_args
+
+import openai
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseCreatedEvent,
+    ResponseErrorEvent,
+    ResponseFailedEvent,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseFunctionToolCall,
+    ResponseIncompleteEvent,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
+    ResponseOutputMessage,
+    ResponseOutputRefusal,
+    ResponseOutputText,
+    ResponseReasoningItem,
+    ResponseReasoningSummaryTextDeltaEvent,
+    ResponseTextDeltaEvent,
+    ResponseTextDoneEvent,
+    ResponseUsage,
+)
+from pydantic import BaseModel
+
+from tooluse._provider_errors import ProviderError, ProviderResponseError
+from tooluse.history import distinct_call_ids
+from tooluse.messages import (
+    AssistantMessage,
+    ChatOptions,
+    ChatResponse,
+    Generation,
+    Message,
+    Prompt,
+    Reasoning,
+    SystemMessage,
+    ToolCall,
+    ToolResponseMessage,
+    Usage,
+    UserMessage,
+)
+from tooluse.models._calls import IncomingCalls
+from tooluse.models._names import ToolNameAliases
+from tooluse.models._openai_sdk import FAILURES, OpenAISdkChatModel
+from tooluse.models._utf16 import StreamedText
+from tooluse.tools import ToolDefinition
+
+__all__ = ["OpenAIResponsesChatModel"]
+
+_ENCRYPTED_REASONING = "reasoning.encrypted_content"
+_TOOL_CHOICE_KEYWORDS = frozenset({"auto", "none", "required"})
+
+
+class OpenAIResponsesChatModel(OpenAISdkChatModel):
+    """A chat model behind OpenAI's Responses API (``client.responses.create``).
+
+    ``default_options`` apply to every request (the request's own options win);
+    ``ChatOptions.max_tokens`` is sent as ``max_output_tokens``; the API has no stop
+    sequences, so ``ChatOptions.stop`` is refused (and ``store`` in ``extra``: it is
+    ``store=``). ``extra`` is merged into the JSON body
+    (``{"reasoning": {"effort": "low", "summary": "auto"}}``, ``{"service_tier": "flex"}``;
+    an ``include`` list there is sent beside the encrypted reasoning).
+    ``strict_tools=True`` sends strict-mode schemas with ``"strict": true`` (a tool whose
+    schema strict mode cannot express is sent ``"strict": false``, with a warning).
+    ``store=True`` lets OpenAI keep the responses (it then also takes reasoning items back by
+    id alone); the request still carries the whole conversation. ``client`` /
+    ``sync_client`` inject preconfigured SDK clients, as for ``OpenAIChatModel``.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        default_options: ChatOptions | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        max_retries: int = 2,
+        strict_tools: bool = False,
+        store: bool = False,
+        client: openai.AsyncOpenAI | None = None,
+        sync_client: openai.OpenAI | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            default_options=default_options,
+            extra_headers=extra_headers,
+            timeout=timeout,
+            max_retries=max_retries,
+            strict_tools=strict_tools,
+            client=client,
+            sync_client=sync_client,
+        )
+        self.store = store
+
+    # -- the ChatModel protocol -----------------------------------------------------------
+
+    def call(self, prompt: Prompt) -> ChatResponse:
+        """Blocking form of :meth:`acall` (uses the SDK's blocking client, no event loop)."""
+        params, incoming = self._request(prompt)
+        try:
+            response = self._send(self._blocking_client().responses.create, params)
+        except FAILURES as exc:
+            raise self._provider_error(exc) from exc
+        return _response(response, incoming)
+
+    async def acall(self, prompt: Prompt) -> ChatResponse:
+        params, incoming = self._request(prompt)
+        try:
+            response = await self._asend(self._client.responses.create, params)
+        except FAILURES as exc:
+            raise self._provider_error(exc) from exc
+        return _response(response, incoming)
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        """Text and reasoning summaries arrive as they are generated; each tool call arrives
+        whole (real name, complete arguments, its ``call_id``) when its item is done; the last
+        chunk has the finish reason and the usage. A failure the API reports in the stream
+        (``response.failed``, an ``error`` event) raises :class:`ProviderResponseError`
+        after the chunks that came before it."""
+        params, incoming = self._request(prompt)
+        state = _StreamState(incoming)
+        create = self._client.responses.create
+        try:
+            events = await self._asend(lambda **sent: create(**sent, stream=True), params)
+            async with events:
+                async for event in events:
+                    chunk = state.add(event)
+                    if chunk is not None:
+                        yield chunk
+        except FAILURES as exc:
+            raise self._stream_error(exc, state.events_received) from exc
+        if not state.finished:
+            raise ProviderError(
+                f"openai: the stream ended after {state.events_received} events without "
+                "response.completed",
+                provider=self.provider,
+            )
+
+    def _stream_error(self, exc: Exception, events_received: int) -> ProviderError:
+        # The SDK raises a bare APIError for an event whose data has an ``error`` object
+        # (the form some servers give the ``error`` event).
+        if type(exc) is openai.APIError:
+            body = exc.body if isinstance(exc.body, Mapping) else {}
+            code = body.get("code")
+            return _failure("error", code if isinstance(code, str) else None, exc.message)
+        return self._provider_error(exc, chunks_received=events_received)
+
+    # -- request ----------------------------------------------------------------------------
+
+    def _request(self, prompt: Prompt) -> tuple[dict[str, Any], IncomingCalls]:
+        options, definitions, aliases = self._options_and_tools(prompt)
+        if options.stop:
+            raise ValueError(
+                f"stop={options.stop!r}: the Responses API has no stop sequences "
+                "(OpenAIChatModel sends them over Chat Completions)"
+            )
+        instructions, messages = _instructions(prompt.messages)
+        params: dict[str, Any] = {
+            "model": options.model or self.model,
+            "input": _input_items(messages, aliases, self.store),
+            "store": self.store,
+            "include": [_ENCRYPTED_REASONING],
+        }
+        if instructions:
+            params["instructions"] = instructions
+        strict_schemas: dict[str, Mapping[str, Any]] = {}
+        if definitions:
+            params["tools"] = [self._tool(d, aliases, strict_schemas) for d in definitions]
+            if options.tool_choice is not None:
+                params["tool_choice"] = _tool_choice(options.tool_choice, aliases)
+            if options.parallel_tool_calls is not None:
+                params["parallel_tool_calls"] = options.parallel_tool_calls
+        if options.temperature is not None:
+            params["temperature"] = options.temperature
+        if options.top_p is not None:
+            params["top_p"] = options.top_p
+        if options.max_tokens is not None:
+            params["max_output_tokens"] = options.max_tokens
+        body = dict(options.extra)
+        if "store" in body:
+            raise ValueError(
+                "extra={'store': ...}: pass store= to OpenAIResponsesChatModel instead (it "
+                "also decides which reasoning items can go back)"
+            )
+        if "include" in body:  # beside ours: the body would replace the list
+            params["include"] = list(dict.fromkeys([_ENCRYPTED_REASONING, *body.pop("include")]))
+        if body:
+            params["extra_body"] = body
+        if self._extra_headers:
+            params["extra_headers"] = self._extra_headers
+        return params, IncomingCalls(aliases, strict_schemas)
+
+    def _tool(
+        self,
+        definition: ToolDefinition,
+        aliases: ToolNameAliases,
+        strict_schemas: dict[str, Mapping[str, Any]],
+    ) -> dict[str, Any]:
+        function, strict = self._function(definition, aliases, strict_schemas)
+        return {"type": "function", **function, "strict": strict}
+
+
+def _instructions(messages: Sequence[Message]) -> tuple[str, Sequence[Message]]:
+    """The leading system messages as ``instructions``, and the messages after them."""
+    texts: list[str] = []
+    for message in messages:
+        if not isinstance(message, SystemMessage):
+            break
+        texts.append(message.text)
+    return "\n\n".join(texts), messages[len(texts) :]
+
+
+def _input_items(
+    messages: Iterable[Message], aliases: ToolNameAliases, store: bool
+) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            items.append({"type": "message", "role": "developer", "content": message.text})
+        elif isinstance(message, UserMessage):
+            items.append({"type": "message", "role": "user", "content": message.text})
+        elif isinstance(message, AssistantMessage):
+            # A reasoning item goes back only with the item it led to (the API refuses one
+            # "provided without its required following item").
+            if message.text or message.tool_calls:
+                items.extend(_reasoning_items(message.reasoning, store))
+            if message.text:
+                items.append({"type": "message", "role": "assistant", "content": message.text})
+            items.extend(
+                {
+                    "type": "function_call",
+                    "call_id": call.id,
+                    "name": aliases.to_provider(call.name),
+                    "arguments": call.arguments or "{}",
+                }
+                for call in message.tool_calls
+            )
+        elif isinstance(message, ToolResponseMessage):
+            items.extend(
+                {"type": "function_call_output", "call_id": response.id, "output": response.data}
+                for response in message.responses
+            )
+    return items
+
+
+def _reasoning_items(parts: Sequence[Reasoning], store: bool) -> list[dict[str, Any]]:
+    """The reasoning items the parts came from (consecutive parts with one item id; parts
+    without one came from another provider). Without ``store`` an item goes back only with
+    its encrypted content: OpenAI would look its id up among stored items and fail."""
+    items = []
+    for item_id, group in groupby(parts, key=lambda part: part.id):
+        if item_id is None:
+            continue
+        item_parts = list(group)
+        encrypted = next((p.encrypted_content for p in item_parts if p.encrypted_content), None)
+        if encrypted is None and not store:
+            continue
+        item: dict[str, Any] = {
+            "type": "reasoning",
+            "id": item_id,
+            "summary": [{"type": "summary_text", "text": p.text} for p in item_parts if p.text],
+        }
+        if encrypted is not None:
+            item["encrypted_content"] = encrypted
+        items.append(item)
+    return items
+
+
+def _tool_choice(choice: str, aliases: ToolNameAliases) -> str | dict[str, Any]:
+    if choice in _TOOL_CHOICE_KEYWORDS:
+        return choice
+    return {"type": "function", "name": aliases.to_provider(choice)}
+
+
+# -- response -------------------------------------------------------------------------------
+
+_Kind = TypeVar("_Kind", bound=BaseModel)
+
+
+def _is(value: object, kind: type[_Kind]) -> TypeGuard[_Kind]:
+    """``isinstance``, and the wire ``type`` is the class's own: the SDK builds an event or
+    item of a type it does not know as the first class of its union."""
+    return isinstance(value, kind) and getattr(value, "type", None) == _wire_type(kind)
+
+
+@functools.cache
+def _wire_type(kind: type[BaseModel]) -> str:
+    (literal,) = get_args(kind.model_fields["type"].annotation)
+    return str(literal)
+
+
+def _response(response: Response, incoming: IncomingCalls) -> ChatResponse:
+    if response.status == "failed":
+        error = response.error
+        raise _failure(
+            "response failed",
+            error.code if error is not None else None,
+            error.message if error is not None else "no error given",
+        )
+    texts: list[str] = []
+    refusals: list[str] = []
+    calls: list[ToolCall] = []
+    reasoning: list[Reasoning] = []
+    for item in response.output:
+        if _is(item, ResponseOutputMessage):
+            texts.extend(part.text for part in item.content if _is(part, ResponseOutputText))
+            refusals.extend(
+                part.refusal for part in item.content if _is(part, ResponseOutputRefusal)
+            )
+        elif _is(item, ResponseFunctionToolCall):
+            calls.append(incoming.tool_call(item.call_id, item.name, item.arguments))
+        elif _is(item, ResponseReasoningItem):
+            reasoning.extend(_reasoning_parts(item))
+    metadata: dict[str, Any] = {"finish_reason": _finish_reason(response)}
+    if refusals:
+        metadata["refusal"] = "".join(refusals)
+    generation = Generation(
+        message=AssistantMessage(
+            text="".join(texts) or None,
+            tool_calls=distinct_call_ids(calls),
+            reasoning=tuple(reasoning),
+        ),
+        metadata=metadata,
+    )
+    return ChatResponse(
+        generations=(generation,),
+        usage=_usage(response.usage) if response.usage is not None else None,
+        metadata=_response_metadata(response),
+    )
+
+
+def _reasoning_parts(item: ResponseReasoningItem) -> list[Reasoning]:
+    """A part per summary part, each with the item's id, the last with its encrypted content
+    (one empty part for an item without summary)."""
+    summaries = [summary.text for summary in item.summary or ()] or [""]
+    parts = [Reasoning(text=text, id=item.id) for text in summaries[:-1]]
+    parts.append(
+        Reasoning(text=summaries[-1], id=item.id, encrypted_content=item.encrypted_content)
+    )
+    return parts
+
+
+def _finish_reason(response: Response) -> str | None:
+    """``completed``, or why the response is incomplete (``max_output_tokens``,
+    ``content_filter``, ...)."""
+    if response.status == "incomplete":
+        details = response.incomplete_details
+        return (details.reason if details is not None else None) or "incomplete"
+    return response.status
+
+
+def _response_metadata(response: Response) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"id": response.id, "model": response.model, "provider": "openai"}
+    reasoning_tokens = _reasoning_tokens(response.usage)
+    if reasoning_tokens is not None:
+        metadata["reasoning_tokens"] = reasoning_tokens
+    return metadata
+
+
+def _usage(usage: ResponseUsage) -> Usage:
+    """``completion_tokens`` includes the reasoning tokens (OpenAI bills them as output);
+    their count is in the response metadata as ``reasoning_tokens``."""
+    details = usage.input_tokens_details
+    return Usage(
+        prompt_tokens=usage.input_tokens or 0,
+        completion_tokens=usage.output_tokens or 0,
+        total_tokens=usage.total_tokens or 0,
+        # Optional on the wire, though the SDK types them as always there.
+        cache_read_tokens=getattr(details, "cached_tokens", None),
+        cache_write_tokens=getattr(details, "cache_write_tokens", None),
+    )
+
+
+def _reasoning_tokens(usage: ResponseUsage | None) -> int | None:
+    details = usage.output_tokens_details if usage is not None else None
+    count = getattr(details, "reasoning_tokens", None)
+    return count if isinstance(count, int) else None
+
+
+def _failure(what: str, code: str | None, message: str) -> ProviderResponseError:
+    return ProviderResponseError(
+        f"openai: {what}: {code}: {message}" if code else f"openai: {what}: {message}",
+        provider="openai",
+        code=code,
+        provider_message=message,
+    )
+
+
+# -- stream ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(slots=True)
+class _Summary:
+    """The summary part of a reasoning item being streamed."""
+
+    index: int
+    text: StreamedText = dataclasses.field(default_factory=StreamedText)
+
+
+class _StreamState:
+    """Translates the stream's events into ``ChatResponse`` chunks: text and summary deltas
+    as they come (a surrogate half ending one held for the next), each function call whole
+    when its item is done, a reasoning item's id and encrypted content when it is done (they
+    close its last summary part: see :class:`~tooluse.streaming.StreamAggregator`)."""
+
+    def __init__(self, incoming: IncomingCalls) -> None:
+        self._incoming = incoming
+        self._arguments: dict[str, list[str]] = {}  # function call deltas by item id
+        self._texts: dict[tuple[str, int], StreamedText] = {}  # by item id, content index
+        self._summaries: dict[str, _Summary] = {}  # by reasoning item id
+        self._metadata: dict[str, Any] = {"provider": "openai"}
+        self.events_received = 0
+        self.finished = False
+
+    def add(self, event: object) -> ChatResponse | None:
+        self.events_received += 1
+        if _is(event, ResponseCreatedEvent):
+            self._metadata.update(id=event.response.id, model=event.response.model)
+        elif _is(event, ResponseTextDeltaEvent):
+            text = self._texts.setdefault((event.item_id, event.content_index), StreamedText())
+            return self._text(text.add(event.delta))
+        elif _is(event, ResponseTextDoneEvent):
+            held = self._texts.pop((event.item_id, event.content_index), None)
+            return self._text(held.end() if held is not None else "")
+        elif _is(event, ResponseReasoningSummaryTextDeltaEvent):
+            return self._summary_delta(event)
+        elif _is(event, ResponseOutputItemAddedEvent):
+            item = event.item
+            if _is(item, ResponseFunctionToolCall) and item.id:
+                self._arguments[item.id] = [item.arguments] if item.arguments else []
+        elif _is(event, ResponseFunctionCallArgumentsDeltaEvent):
+            self._arguments.setdefault(event.item_id, []).append(event.delta)
+        elif _is(event, ResponseOutputItemDoneEvent):
+            return self._item_done(event.item)
+        elif _is(event, ResponseCompletedEvent) or _is(event, ResponseIncompleteEvent):
+            self.finished = True
+            return self._finish(event.response)
+        elif _is(event, ResponseFailedEvent):
+            error = event.response.error
+            raise _failure(
+                "response failed",
+                error.code if error is not None else None,
+                error.message if error is not None else "no error given",
+            )
+        elif _is(event, ResponseErrorEvent):
+            raise _failure("error", event.code, event.message)
+        return None
+
+    def _summary_delta(self, event: ResponseReasoningSummaryTextDeltaEvent) -> ChatResponse | None:
+        summary = self._summaries.get(event.item_id)
+        parts: list[Reasoning] = []
+        if summary is None or summary.index != event.summary_index:
+            if summary is not None:  # the item's next summary part: the last one is done
+                parts.extend(_closing(summary.text.end(), Reasoning(id=event.item_id)))
+            summary = self._summaries[event.item_id] = _Summary(event.summary_index)
+        text = summary.text.add(event.delta)
+        if text:
+            parts.append(Reasoning(text=text))
+        return self._chunk(AssistantMessage(reasoning=tuple(parts))) if parts else None
+
+    def _item_done(self, item: object) -> ChatResponse | None:
+        if _is(item, ResponseFunctionToolCall):
+            deltas = self._arguments.pop(item.id or "", [])
+            # The done item carries the whole arguments; the deltas are the fallback.
+            arguments = item.arguments or "".join(deltas)
+            call = self._incoming.tool_call(item.call_id, item.name, arguments)
+            return self._chunk(AssistantMessage(tool_calls=(call,)))
+        if _is(item, ResponseReasoningItem):
+            summary = self._summaries.pop(item.id, None)
+            held = summary.text.end() if summary is not None else ""
+            seal = Reasoning(id=item.id, encrypted_content=item.encrypted_content)
+            if summary is None and item.summary:  # a server that sent the summary only here
+                parts = _reasoning_parts(item)
+            else:
+                parts = _closing(held, seal)
+            return self._chunk(AssistantMessage(reasoning=tuple(parts)))
+        if _is(item, ResponseOutputMessage):
+            refusal = "".join(
+                part.refusal for part in item.content or () if _is(part, ResponseOutputRefusal)
+            )
+            if refusal:
+                return self._chunk(AssistantMessage(), metadata={"refusal": refusal})
+        return None
+
+    def _finish(self, response: Response) -> ChatResponse:
+        self._metadata.update(_response_metadata(response))
+        return self._chunk(
+            AssistantMessage(),
+            metadata={"finish_reason": _finish_reason(response)},
+            usage=_usage(response.usage) if response.usage is not None else None,
+        )
+
+    def _text(self, text: str) -> ChatResponse | None:
+        return self._chunk(AssistantMessage(text=text)) if text else None
+
+    def _chunk(
+        self,
+        message: AssistantMessage,
+        *,
+        metadata: dict[str, Any] | None = None,
+        usage: Usage | None = None,
+    ) -> ChatResponse:
+        return ChatResponse(
+            generations=(Generation(message=message, metadata=metadata or {}),),
+            usage=usage,
+            metadata=dict(self._metadata),
+        )
+
+
+def _closing(held: str, seal: Reasoning) -> list[Reasoning]:
+    """The end of a streamed summary part: its held text, then the part that closes it."""
+    return [Reasoning(text=held), seal] if held else [seal]

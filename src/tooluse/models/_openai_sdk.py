@@ -1,0 +1,81 @@
+"""What the two adapters over the ``openai`` SDK share (Chat Completions in
+:mod:`~tooluse.models._openai`, Responses in :mod:`~tooluse.models._openai_responses`): the
+SDK's clients and settings, its errors made :class:`~tooluse.models.ProviderError`, and a
+tool's function fields (name as sent, description, schema shaped for strict mode or plain)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import openai
+
+from tooluse._provider_errors import ProviderError, from_sdk_error, sdk_failures
+from tooluse.messages import ChatOptions
+from tooluse.models._names import ToolNameAliases
+from tooluse.models._schema_cache import StrictMode, tool_input_schema
+from tooluse.models._sdk_model import SdkChatModel
+from tooluse.tools import ToolDefinition
+
+__all__ = ["FAILURES", "OpenAISdkChatModel"]
+
+# What a request through the SDK may raise: its errors and its transport's.
+FAILURES = sdk_failures(openai.OpenAIError)
+
+
+class OpenAISdkChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
+    """Base of the chat models over the ``openai`` SDK."""
+
+    provider = "openai"
+    _new_async_client = openai.AsyncOpenAI
+    _new_sync_client = openai.OpenAI
+    _async_client_type = openai.AsyncOpenAI  # Azure's and Bedrock's clients subclass them
+    _sync_client_type = openai.OpenAI
+    _async_client_name = "openai.AsyncOpenAI"
+    _sync_client_name = "openai.OpenAI"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        default_options: ChatOptions | None,
+        extra_headers: Mapping[str, str] | None,
+        timeout: float | None,
+        max_retries: int,
+        strict_tools: bool,
+        client: openai.AsyncOpenAI | None,
+        sync_client: openai.OpenAI | None,
+    ) -> None:
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            default_options=default_options,
+            extra_headers=extra_headers,
+            timeout=timeout,
+            max_retries=max_retries,
+            client=client,
+            sync_client=sync_client,
+        )
+        self.strict_tools = strict_tools
+
+    def _provider_error(self, exc: Exception, *, chunks_received: int = 0) -> ProviderError:
+        return from_sdk_error(self.provider, exc, openai, chunks_received=chunks_received)
+
+    def _function(
+        self,
+        definition: ToolDefinition,
+        aliases: ToolNameAliases,
+        strict_schemas: dict[str, Mapping[str, Any]],
+    ) -> tuple[dict[str, Any], bool]:
+        """The tool's function fields (``name``, ``description`` when it has one,
+        ``parameters``) and whether its schema went strict (``strict_tools`` and a schema
+        strict mode can express)."""
+        function: dict[str, Any] = {"name": aliases.to_provider(definition.name)}
+        if definition.description:
+            function["description"] = definition.description
+        mode: StrictMode | None = "openai-strict" if self.strict_tools else None
+        function["parameters"], strict = tool_input_schema(definition, mode, strict_schemas)
+        return function, strict
