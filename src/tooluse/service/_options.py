@@ -56,8 +56,9 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         default=os.environ.get("TOOLUSE_MODEL"),
-        help="model spec such as openai:gpt-4o-mini or ollama:qwen2.5 (default: "
-        "$TOOLUSE_MODEL; none: the offline TestModel)",
+        help="model spec: openai:gpt-4o-mini, openai-responses:gpt-5-mini, "
+        "anthropic:claude-sonnet-4-5, deepseek:deepseek-chat, qwen:qwen-plus, ollama:qwen2.5, "
+        "openai-compatible:MODEL@URL (default: $TOOLUSE_MODEL; none: the offline TestModel)",
     )
     add_tools_argument(parser)
     parser.add_argument(
