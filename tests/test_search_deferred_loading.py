@@ -25,6 +25,7 @@ from provider_payloads import (
 )
 from provider_server import ProviderServer, Reply, anthropic_sse, shared_server
 from tooluse import (
+    Approve,
     AssistantMessage,
     ChatOptions,
     Prompt,
@@ -33,7 +34,8 @@ from tooluse import (
     ToolResponseMessage,
     UserMessage,
 )
-from tooluse.client import ChatClient
+from tooluse.calling import PendingToolCall
+from tooluse.client import ChatClient, RunState
 from tooluse.memory import (
     CONVERSATION_ID,
     InMemoryChatMemoryRepository,
@@ -66,6 +68,12 @@ def send_email(to: str, body: str) -> str:
 def book_flight(destination: str) -> str:
     """Book a flight to a destination."""
     return "booked"
+
+
+@tool(requires_approval=True)
+def wire_money(account: str) -> str:
+    """Wire money to an account."""
+    return "wired"
 
 
 TOOLS = [get_weather, send_email, book_flight]
@@ -323,3 +331,45 @@ async def test_a_reference_to_a_tool_the_request_does_not_offer_is_sent_as_text(
     await make_model().acall(prompt)
 
     assert tool_results(server.requests[0].body) == {"toolu_s": '["gone"]'}
+
+
+async def test_deferred_tools_set_by_hand_survive_a_pause_stored_as_json(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    server.expect(
+        Reply.json(
+            anthropic_message(
+                tool_use_block("toolu_w", "wire_money", {"account": "x"}), stop_reason="tool_use"
+            )
+        ),
+        Reply.json(anthropic_message(text_block("Wired."))),
+    )
+    deferred = DeferredTools(["wire_money", "book_flight"], ["toolSearchTool"])
+    client = ChatClient(
+        make_model(), tools=[get_weather, wire_money, book_flight], options=ChatOptions()
+    )
+    paused = await client.prompt().user("wire it").options(deferred_tools=deferred).acall()
+    assert paused.state is not None
+
+    state = RunState.from_json(paused.state.to_json())
+    answer = await client.aresume(state, {"toolu_w": Approve()})
+
+    assert answer.content() == "Wired."
+    first, resumed = (r.body for r in server.requests)
+    assert resumed["tools"] == first["tools"]
+    assert [t.get("defer_loading") for t in resumed["tools"]] == [None, True, True]
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [["wire_money"], {"names": ["wire_money"]}, {"names": [1], "loaders": ["toolSearchTool"]}],
+)
+def test_a_run_state_with_broken_deferred_tools_is_refused(stored: object) -> None:
+    state = RunState(
+        messages=(UserMessage(text="wire it"),),
+        history=(),
+        pending_tool_calls=(PendingToolCall("toolu_w", "wire_money", "{}", "needs approval"),),
+        options={"deferred_tools": stored},
+    )
+    with pytest.raises(ValueError, match="'deferred_tools' must be an object"):
+        RunState.from_json(state.to_json())

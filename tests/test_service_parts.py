@@ -32,7 +32,7 @@ from tooluse import tool_callbacks
 from tooluse.calling import PendingToolCall
 from tooluse.client import RunState
 from tooluse.messages import ChatOptions, Prompt, UserMessage
-from tooluse.qa import FetchRecord, QaEvent, QaPause
+from tooluse.qa import DeltaEvent, FetchRecord, QaEvent, QaPause
 from tooluse.rag import Document, SqliteVectorStore
 from tooluse.service import (
     SAMPLE_TOOLS,
@@ -567,6 +567,32 @@ async def test_a_run_that_ends_waiting_for_its_turn_is_told_so_and_lets_go(
             with pytest.raises(asyncio.CancelledError):
                 await waiting
         assert ended == ["interrupted: the client went away before the run ended"]
+        assert len(service.turns) == 0
+    finally:
+        service.close()
+
+
+async def test_a_run_left_at_an_event_is_closed_before_its_turn_is_let_go(
+    tmp_path: Path,
+) -> None:
+    # The client went away while the run was held at an event (the stream's queue full): the
+    # run (its router task, the record of a stopped resumed turn) must be closed before the
+    # conversation's next turn may start, not whenever the garbage collector finds it.
+    service = QaService(service_config(tmp_path / "s.db"))
+    turns_held_at_close: list[int] = []
+
+    async def run() -> AsyncIterator[QaEvent]:
+        try:
+            for number in range(10):
+                yield DeltaEvent(str(number))
+        finally:
+            turns_held_at_close.append(len(service.turns))
+
+    try:
+        stream = qa_event_stream(service, run(), "c1")
+        assert b"delta" in await anext(stream)
+        await stream.aclose()
+        assert turns_held_at_close == [1]
         assert len(service.turns) == 0
     finally:
         service.close()

@@ -11,7 +11,7 @@ import pydantic
 
 from tooluse._json_state import dump_state, load_state
 from tooluse.calling import PendingToolCall
-from tooluse.messages import ChatOptions, Message, Usage
+from tooluse.messages import ChatOptions, DeferredTools, Message, Usage
 
 __all__ = ["RunState"]
 
@@ -25,13 +25,17 @@ _MODEL_PARAMETERS = tuple(
 
 def model_parameters(options: ChatOptions) -> dict[str, Any]:
     """The options of a request minus its tools and tool context (which are re-attached on
-    resume), with only the parameters that are set."""
+    resume), with only the parameters that are set, as values JSON holds."""
     parameters: dict[str, Any] = {}
     for name in _MODEL_PARAMETERS:
         value = getattr(options, name)
         if value is None or (name == "extra" and not value):
             continue
-        parameters[name] = list(value) if name == "stop" else value
+        if name == "stop":
+            value = list(value)
+        elif isinstance(value, DeferredTools):
+            value = {"names": sorted(value.names), "loaders": sorted(value.loaders)}
+        parameters[name] = value
     return parameters
 
 
@@ -43,7 +47,25 @@ def options_from_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     values = dict(parameters)
     if values.get("stop") is not None:
         values["stop"] = tuple(values["stop"])
+    if values.get("deferred_tools") is not None:
+        values["deferred_tools"] = _deferred_tools(values["deferred_tools"])
     return values
+
+
+def _deferred_tools(value: object) -> DeferredTools:
+    if (
+        isinstance(value, Mapping)
+        and value.keys() == {"names", "loaders"}
+        and all(
+            isinstance(names, list) and all(isinstance(name, str) for name in names)
+            for names in value.values()
+        )
+    ):
+        return DeferredTools(value["names"], value["loaders"])
+    raise ValueError(
+        "RunState options 'deferred_tools' must be an object with the lists 'names' and "
+        f"'loaders' of tool names, got {value!r:.100}"
+    )
 
 
 _STATE_KEYS = frozenset(

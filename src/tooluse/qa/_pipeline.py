@@ -199,7 +199,7 @@ class QaPipeline:
         *,
         conversation_id: str | None = None,
         history: Sequence[Message] = (),
-    ) -> AsyncIterator[QaEvent]:
+    ) -> AsyncGenerator[QaEvent, None]:
         """Run both stages, reporting as they go: ``ToolCallEvent`` / ``ToolResultEvent``
         while the router works, then ``RouteEvent``, ``DeltaEvent``s of the answer and
         ``DoneEvent``; or, when tool calls need approval, ``ApprovalRequiredEvent`` last.
@@ -225,7 +225,7 @@ class QaPipeline:
 
     def resume_stream(
         self, pause: QaPause, decisions: Mapping[str, Decision]
-    ) -> AsyncIterator[QaEvent]:
+    ) -> AsyncGenerator[QaEvent, None]:
         """Continue a paused run with a decision per pending call id (``Approve()``,
         ``Approve(arguments={...})``, ``Deny("why")``); reports as :meth:`stream` does. Calls
         that already ran never run again; resume a pause once.
@@ -351,7 +351,7 @@ class QaPipeline:
         ledger: FetchLedger,
         route: _Router,
         make_trace: Callable[[Callable[[QaEvent], None]], ToolTrace],
-    ) -> AsyncIterator[QaEvent]:
+    ) -> AsyncGenerator[QaEvent, None]:
         answered = False
         try:
             # Closed here, so that a consumer leaving early stops the router before the

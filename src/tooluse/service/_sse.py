@@ -119,7 +119,7 @@ def _has_surrogate(text: str) -> bool:
 
 async def qa_event_stream(
     service: QaService,
-    events: AsyncIterator[QaEvent],
+    events: AsyncGenerator[QaEvent, None],
     conversation_id: str | None,
     *,
     on_start: Callable[[], Awaitable[None]] | None = None,
@@ -133,10 +133,12 @@ async def qa_event_stream(
     A run in a conversation is a turn of it (:class:`ConversationTurns`): it waits for the
     turn running in the conversation to end, then calls ``on_start()`` and runs; the next
     turn starts once this one's pause, if any, is stored. ``on_end(error)`` is told how the
-    run ended (``None``: completely), also when it ended waiting for its turn."""
+    run ended (``None``: completely), also when it ended waiting for its turn. The run is
+    closed before its turn ends, wherever it stopped (its client gone while it was held at
+    an event): its router task and its record of a stopped turn are done by then."""
     error: str | None = "interrupted: the client went away before the run ended"
     try:
-        async with service.turns.turn(conversation_id):
+        async with service.turns.turn(conversation_id), contextlib.aclosing(events):
             if on_start is not None:
                 await on_start()
             async for event in events:
