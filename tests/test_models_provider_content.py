@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from provider_models import ask, all_providers, collect
+from provider_models import all_providers, ask, collect
 from provider_payloads import (
     CITED_TEXT,
     SEARCH_CALL,

@@ -598,6 +598,31 @@ async def test_a_run_left_at_an_event_is_closed_before_its_turn_is_let_go(
         service.close()
 
 
+async def test_an_openai_stream_left_by_its_client_closes_its_run(tmp_path: Path) -> None:
+    # /v1/chat/completions streaming: the client went away after the first chunks; the run
+    # (router task, tool calls) stops then, not whenever the garbage collector finds it.
+    from tooluse.service._openai_api import _chunks
+
+    closed: list[str] = []
+
+    async def run() -> AsyncGenerator[QaEvent, None]:
+        try:
+            for number in range(10):
+                yield DeltaEvent(str(number))
+        finally:
+            closed.append("run")
+
+    service = QaService(service_config(tmp_path / "s.db"))
+    try:
+        chunks = _chunks(service, run(), "chatcmpl-1", 0, include_usage=False)
+        assert b'"role": "assistant"' in await anext(chunks)
+        assert b'"content": "0"' in await anext(chunks)
+        await chunks.aclose()
+        assert closed == ["run"]
+    finally:
+        service.close()
+
+
 async def test_a_failing_run_raises_through_the_kept_alive_stream() -> None:
     async def events() -> AsyncIterator[bytes]:
         yield b"first"

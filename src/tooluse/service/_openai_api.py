@@ -4,6 +4,7 @@ OpenAI client (the official SDKs, LangChain, curl) can use the service."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import time
@@ -360,7 +361,7 @@ async def _answer(
 
 async def _chunks(
     service: QaService,
-    events: AsyncIterator[QaEvent],
+    events: AsyncGenerator[QaEvent, None],
     completion_id: str,
     created: int,
     include_usage: bool,
@@ -380,14 +381,17 @@ async def _chunks(
     yield chunk({"role": "assistant", "content": ""})
     usage: Usage | None = None
     try:
-        async for event in events:
-            if isinstance(event, DeltaEvent):
-                yield chunk({"content": event.text})
-            elif isinstance(event, ApprovalRequiredEvent):
-                stored = await asyncio.to_thread(service.approvals.save, event.pause)
-                yield chunk({"content": _approval_text(stored)})
-            elif isinstance(event, DoneEvent):
-                usage = event.usage
+        # Closed here when the client goes away, not whenever the garbage collector finds it:
+        # a client that leaves cancels its run (its router task and tool calls).
+        async with contextlib.aclosing(events):
+            async for event in events:
+                if isinstance(event, DeltaEvent):
+                    yield chunk({"content": event.text})
+                elif isinstance(event, ApprovalRequiredEvent):
+                    stored = await asyncio.to_thread(service.approvals.save, event.pause)
+                    yield chunk({"content": _approval_text(stored)})
+                elif isinstance(event, DoneEvent):
+                    usage = event.usage
     except Exception as exc:
         logger.exception("chat completion %s failed", completion_id)
         # OpenAI's SDKs raise an APIError for a chunk that carries "error".
