@@ -225,6 +225,34 @@ async def test_the_turn_stored_in_sqlite_memory_goes_back_whole_in_the_next_ques
         assert reopened.find_by_conversation_id("c")[1] == TURN_MESSAGE
 
 
+async def test_a_streamed_loop_stored_by_memory_outside_it_goes_back_without_its_ran_calls(
+    server: ProviderServer, models: dict[str, Callable[..., Any]], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Memory outside the loop stores the streamed answer: every round's text and blocks, the
+    # calls that ran inside the loop left out. It goes back as those blocks, citations kept.
+    # (A last round whose fields give its blocks exactly has no provider content to join, so
+    # such an answer is sent from its fields, with a warning: docs/models.md.)
+    server.expect(
+        anthropic_sse(anthropic_streamed(*TURN, stop_reason="tool_use")),
+        anthropic_sse(anthropic_streamed(CITED_TEXT)),
+        answered("Bye."),
+    )
+    memory = MessageChatMemoryAdvisor(MessageWindowChatMemory())
+    client = ChatClient(models["anthropic"](), tools=[get_weather], advisors=[memory])
+    context = {CONVERSATION_ID: "c"}
+    stream = client.prompt("Weather in Paris?").context(context).stream()
+    [piece async for piece in stream.content()]
+    with caplog.at_level(logging.WARNING, logger="tooluse.models._anthropic"):
+        await client.prompt("Thanks!").context(context).acall()
+
+    _, answer, _ = server.requests[2].body["messages"]
+    assert answer == {
+        "role": "assistant",
+        "content": [*TURN[:-1], CITED_TEXT],
+    }
+    assert caplog.records == []
+
+
 async def test_a_call_the_memory_repair_answers_goes_back_with_the_whole_turn(
     server: ProviderServer, models: dict[str, Callable[..., Any]]
 ) -> None:

@@ -362,13 +362,18 @@ def _assistant_blocks(message: AssistantMessage, aliases: ToolNameAliases) -> li
     kept = message.provider_content
     if kept is None or kept.provider != _PROVIDER:
         return _field_blocks(message, aliases)
-    text, reasoning, tool_uses = _fields_of(kept.blocks)
+    blocks = kept.blocks
+    if not message.tool_calls:
+        # A streamed tool loop's answer: every round's blocks, whose client calls ran inside
+        # the loop and are not part of the message (a memory outside the loop stores it so).
+        blocks = tuple(block for block in blocks if block.get("type") != "tool_use")
+    text, reasoning, tool_uses = _fields_of(blocks)
     if (text, reasoning, len(tool_uses)) == (
         message.text,
         message.reasoning,
         len(message.tool_calls),
     ):
-        return _kept_blocks(kept.blocks, message.tool_calls, aliases)
+        return _kept_blocks(blocks, message.tool_calls, aliases)
     logger.warning(
         "anthropic: an assistant message's text, reasoning or number of tool calls differ "
         "from those of its provider_content (the message was changed after the model made "
