@@ -161,6 +161,18 @@ def responses_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     }
 
 
+def responses_tool_search(call_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A client-executed ``tool_search_call`` item."""
+    return {
+        "type": "tool_search_call",
+        "id": f"tsc_{call_id}",
+        "call_id": call_id,
+        "execution": "client",
+        "arguments": arguments,
+        "status": "completed",
+    }
+
+
 def responses_reasoning(
     item_id: str, *summary: str, encrypted: str | None = "gAAAA-encrypted"
 ) -> dict[str, Any]:
@@ -209,12 +221,16 @@ def _begun(item: dict[str, Any]) -> dict[str, Any]:
         return {**item, "arguments": "", "status": "in_progress"}
     if item["type"] == "message":
         return {**item, "content": [], "status": "in_progress"}
+    if item["type"] == "tool_search_call":
+        return {**item, "status": "in_progress"}
     return {key: value for key, value in item.items() if key != "encrypted_content"} | {
         "summary": []
     }
 
 
 def _item_deltas(index: int, item: dict[str, Any], pieces: int) -> list[dict[str, Any]]:
+    if item["type"] == "tool_search_call":
+        return []  # its arguments come whole in the done item
     at = {"output_index": index, "item_id": item["id"]}
     if item["type"] == "function_call":
         return [

@@ -19,11 +19,22 @@ from provider_payloads import (
     anthropic_message_delta,
     anthropic_message_start,
     anthropic_text_delta,
+    responses_body,
+    responses_call,
+    responses_events,
+    responses_message,
+    responses_tool_search,
     stub_tool,
     text_block,
     tool_use_block,
 )
-from provider_server import ProviderServer, Reply, anthropic_sse, shared_server
+from provider_server import (
+    ProviderServer,
+    Reply,
+    anthropic_sse,
+    openai_responses_sse,
+    shared_server,
+)
 from tooluse import (
     Approve,
     AssistantMessage,
@@ -43,7 +54,7 @@ from tooluse.memory import (
     MessageWindowChatMemory,
 )
 from tooluse.messages import DeferredTools
-from tooluse.models import AnthropicChatModel
+from tooluse.models import AnthropicChatModel, OpenAIResponsesChatModel, ProviderError
 from tooluse.search import RegexToolIndex, ToolSearchToolCallingAdvisor
 from tooluse.testing import ScriptedModel, tool_call
 from tooluse.tools import tool
@@ -373,3 +384,100 @@ def test_a_run_state_with_broken_deferred_tools_is_refused(stored: object) -> No
     )
     with pytest.raises(ValueError, match="'deferred_tools' must be an object"):
         RunState.from_json(state.to_json())
+
+
+# -- OpenAI's Responses API: client-executed tool search -----------------------------------------
+
+
+@pytest.fixture
+async def make_responses_model(
+    server: ProviderServer,
+) -> AsyncIterator[Callable[..., OpenAIResponsesChatModel]]:
+    async with model_maker(
+        OpenAIResponsesChatModel, "gpt-test", base_url=f"{server.url}/v1", api_key="k"
+    ) as make:
+        yield make
+
+
+SEARCH_THEN_WEATHER = (
+    responses_body(responses_tool_search("call_s", {"query": "weather"})),
+    responses_body(responses_call("call_w", "get_weather", '{"city": "Paris"}')),
+    responses_body(responses_message("Sunny.")),
+)
+
+
+def items_of(body: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [item for item in body["input"] if item.get("type") == kind]
+
+
+def check_responses_search_round_trip(server: ProviderServer) -> None:
+    bodies = [r.body for r in server.requests]
+    assert len(bodies) == 3
+    (search_tool,) = bodies[0]["tools"]  # the deferred tools are not in the request
+    assert search_tool["type"] == "tool_search" and search_tool["execution"] == "client"
+    assert "query" in search_tool["parameters"]["properties"]
+    assert all(body["tools"] == bodies[0]["tools"] for body in bodies)
+    assert items_of(bodies[1], "tool_search_call") == [
+        {
+            "type": "tool_search_call",
+            "call_id": "call_s",
+            "execution": "client",
+            "status": "completed",
+            "arguments": {"query": "weather"},
+        }
+    ]
+    (output,) = items_of(bodies[1], "tool_search_output")
+    assert output["call_id"] == "call_s" and output["execution"] == "client"
+    (loaded,) = output["tools"]
+    assert loaded["type"] == "function" and loaded["name"] == "get_weather"
+    assert loaded["defer_loading"] is True and "city" in loaded["parameters"]["properties"]
+    (result,) = items_of(bodies[2], "function_call_output")
+    assert result == {
+        "type": "function_call_output",
+        "call_id": "call_w",
+        "output": '"sunny in Paris"',
+    }
+
+
+async def test_responses_search_is_a_client_tool_search_that_loads_the_found_tool(
+    server: ProviderServer, make_responses_model: Callable[..., OpenAIResponsesChatModel]
+) -> None:
+    server.expect(*(Reply.json(body) for body in SEARCH_THEN_WEATHER))
+    client = deferring_client(make_responses_model())
+
+    answer = await client.prompt().user("weather in Paris?").context({CONVERSATION_ID: "c"}).acall()
+
+    assert answer.content() == "Sunny." and ran == ["Paris"]
+    check_responses_search_round_trip(server)
+
+
+async def test_a_streamed_responses_search_loads_the_found_tool_the_same_way(
+    server: ProviderServer, make_responses_model: Callable[..., OpenAIResponsesChatModel]
+) -> None:
+    server.expect(*(openai_responses_sse(responses_events(b)) for b in SEARCH_THEN_WEATHER))
+    client = deferring_client(make_responses_model())
+
+    stream = client.prompt().user("weather in Paris?").context({CONVERSATION_ID: "c"}).stream()
+    text = "".join([piece async for piece in stream.content()])
+
+    assert text == "Sunny." and ran == ["Paris"]
+    check_responses_search_round_trip(server)
+
+
+async def test_the_responses_api_takes_one_loader(
+    make_responses_model: Callable[..., OpenAIResponsesChatModel],
+) -> None:
+    prompt = ask(
+        tool_callbacks=(stub_tool("a"), stub_tool("b"), stub_tool("c")),
+        deferred_tools=DeferredTools(["c"], ["a", "b"]),
+    )
+    with pytest.raises(ValueError, match="exactly one of its loaders"):
+        await make_responses_model().acall(prompt)
+
+
+async def test_a_tool_search_call_the_request_did_not_ask_for_is_an_error(
+    server: ProviderServer, make_responses_model: Callable[..., OpenAIResponsesChatModel]
+) -> None:
+    server.expect(Reply.json(responses_body(responses_tool_search("call_s", {"query": "x"}))))
+    with pytest.raises(ProviderError, match="without a client tool_search tool"):
+        await make_responses_model().acall(ask())

@@ -373,10 +373,12 @@ class ChatResponse(_Value):
 class DeferredTools:
     """Offered tools the provider keeps out of the model's context until a result of a
     ``loaders`` tool (a JSON list of tool names, as ``toolSearchTool`` returns) names them:
-    Anthropic's ``defer_loading`` with ``tool_reference`` results. The request's tool list
+    Anthropic's ``defer_loading`` with ``tool_reference`` results, OpenAI's client-executed
+    ``tool_search`` with ``tool_search_output`` items. The request's tool list
     stays the same as tools are found, so the provider's prompt cache keeps hitting.
 
-    Only models with ``loads_deferred_tools = True`` read it (``AnthropicChatModel``);
+    Only models with ``loads_deferred_tools = True`` read it (``AnthropicChatModel``,
+    ``OpenAIResponsesChatModel``);
     ``ToolSearchToolCallingAdvisor(defer_loading=True)`` sets it for those models only.
     """
 

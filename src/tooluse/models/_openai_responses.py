@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from itertools import groupby
 from typing import Any, TypeGuard, TypeVar, get_args
@@ -44,6 +45,7 @@ from openai.types.responses import (
     ResponseReasoningSummaryTextDeltaEvent,
     ResponseTextDeltaEvent,
     ResponseTextDoneEvent,
+    ResponseToolSearchCall,
     ResponseUsage,
 )
 from pydantic import BaseModel
@@ -54,12 +56,14 @@ from tooluse.messages import (
     AssistantMessage,
     ChatOptions,
     ChatResponse,
+    DeferredTools,
     Generation,
     Message,
     Prompt,
     Reasoning,
     SystemMessage,
     ToolCall,
+    ToolResponse,
     ToolResponseMessage,
     Usage,
     UserMessage,
@@ -90,7 +94,16 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
     ``store=True`` lets OpenAI keep the responses (it then also takes reasoning items back by
     id alone); the request still carries the whole conversation. ``client`` /
     ``sync_client`` inject preconfigured SDK clients, as for ``OpenAIChatModel``.
+
+    ``ChatOptions.deferred_tools`` use OpenAI's client-executed tool search
+    (``loads_deferred_tools``; ``ToolSearchToolCallingAdvisor(defer_loading=True)``): the
+    loader is sent as the ``tool_search`` tool (``"execution": "client"``), the deferred
+    tools are left out of ``tools``, the model's ``tool_search_call`` is a call of the loader,
+    and its result goes back as a ``tool_search_output`` carrying the definitions of the
+    deferred tools it names, which loads them. (Tool search needs gpt-5.4 or later.)
     """
+
+    loads_deferred_tools = True
 
     def __init__(
         self,
@@ -176,7 +189,7 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
 
     # -- request ----------------------------------------------------------------------------
 
-    def _request(self, prompt: Prompt) -> tuple[dict[str, Any], IncomingCalls]:
+    def _request(self, prompt: Prompt) -> tuple[dict[str, Any], _Incoming]:
         options, definitions, aliases = self._options_and_tools(prompt)
         if options.stop:
             raise ValueError(
@@ -184,17 +197,24 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
                 "(OpenAIChatModel sends them over Chat Completions)"
             )
         instructions, messages = _instructions(prompt.messages)
+        strict_schemas: dict[str, Mapping[str, Any]] = {}
+        search = self._client_search(options.deferred_tools, definitions, aliases, strict_schemas)
         params: dict[str, Any] = {
             "model": options.model or self.model,
-            "input": _input_items(messages, aliases, self.store),
+            "input": _input_items(messages, aliases, self.store, search),
             "store": self.store,
             "include": [_ENCRYPTED_REASONING],
         }
         if instructions:
             params["instructions"] = instructions
-        strict_schemas: dict[str, Mapping[str, Any]] = {}
         if definitions:
-            params["tools"] = [self._tool(d, aliases, strict_schemas) for d in definitions]
+            params["tools"] = [
+                search.tool
+                if search is not None and d.name == search.name
+                else self._tool(d, aliases, strict_schemas)
+                for d in definitions
+                if search is None or d.name not in search.loadable
+            ]
             if options.tool_choice is not None:
                 params["tool_choice"] = _tool_choice(options.tool_choice, aliases)
             if options.parallel_tool_calls is not None:
@@ -217,7 +237,37 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
             params["extra_body"] = body
         if self._extra_headers:
             params["extra_headers"] = self._extra_headers
-        return params, IncomingCalls(aliases, strict_schemas)
+        return params, _Incoming(aliases, strict_schemas, search.name if search else None)
+
+    def _client_search(
+        self,
+        deferred: DeferredTools | None,
+        definitions: Sequence[ToolDefinition],
+        aliases: ToolNameAliases,
+        strict_schemas: dict[str, Mapping[str, Any]],
+    ) -> _ClientSearch | None:
+        """Deferred tools as OpenAI's client-executed tool search: the loader becomes the
+        request's ``tool_search`` tool, the deferred tools leave ``tools`` and go out in the
+        ``tool_search_output`` of the searches that name them."""
+        if deferred is None:
+            return None
+        loaders = [d for d in definitions if d.name in deferred.loaders]
+        if len(loaders) != 1:
+            raise ValueError(
+                f"ChatOptions.deferred_tools needs exactly one of its loaders "
+                f"{sorted(deferred.loaders)} among the request's tools for the Responses API's "
+                f"one tool_search tool, got {len(loaders)}"
+            )
+        (loader,) = loaders
+        function, _ = self._function(loader, aliases, strict_schemas)
+        tool: dict[str, Any] = {"type": "tool_search", "execution": "client"}
+        tool.update((k, function[k]) for k in ("description", "parameters") if k in function)
+        loadable = {
+            d.name: {**self._tool(d, aliases, strict_schemas), "defer_loading": True}
+            for d in definitions
+            if d.name in deferred.names
+        }
+        return _ClientSearch(loader.name, tool, loadable, deferred)
 
     def _tool(
         self,
@@ -239,8 +289,63 @@ def _instructions(messages: Sequence[Message]) -> tuple[str, Sequence[Message]]:
     return "\n\n".join(texts), messages[len(texts) :]
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ClientSearch:
+    """A request's client-executed tool search: the loader tool's name, the ``tool_search``
+    tool it is sent as, and the deferred tools' definitions by name."""
+
+    name: str
+    tool: dict[str, Any]
+    loadable: dict[str, dict[str, Any]]
+    deferred: DeferredTools
+
+    def call_item(self, call: ToolCall) -> dict[str, Any]:
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError:
+            arguments = {}  # answered with an error result; the text cannot be sent
+        return {
+            "type": "tool_search_call",
+            "call_id": call.id,
+            "execution": "client",
+            "status": "completed",
+            "arguments": arguments if isinstance(arguments, dict) else {},
+        }
+
+    def output_item(self, response: ToolResponse) -> dict[str, Any]:
+        names = [n for n in self.deferred.referenced(response) if n in self.loadable]
+        return {
+            "type": "tool_search_output",
+            "call_id": response.id,
+            "execution": "client",
+            "status": "completed",
+            "tools": [self.loadable[name] for name in names],
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Incoming(IncomingCalls):
+    """The calls' way back, and the loader a ``tool_search_call`` of the model stands for."""
+
+    tool_search: str | None = None
+
+    def search_call(self, call_id: str | None, item_id: str | None, arguments: object) -> ToolCall:
+        if self.tool_search is None:
+            raise ProviderError(
+                "openai: a client tool_search_call came back for a request without a "
+                "client tool_search tool",
+                provider="openai",
+            )
+        return ToolCall(
+            id=call_id or item_id or "", name=self.tool_search, arguments=json.dumps(arguments)
+        )
+
+
 def _input_items(
-    messages: Iterable[Message], aliases: ToolNameAliases, store: bool
+    messages: Iterable[Message],
+    aliases: ToolNameAliases,
+    store: bool,
+    search: _ClientSearch | None,
 ) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for message in messages:
@@ -256,7 +361,9 @@ def _input_items(
             if message.text:
                 items.append({"type": "message", "role": "assistant", "content": message.text})
             items.extend(
-                {
+                search.call_item(call)
+                if search is not None and call.name == search.name
+                else {
                     "type": "function_call",
                     "call_id": call.id,
                     "name": aliases.to_provider(call.name),
@@ -266,7 +373,13 @@ def _input_items(
             )
         elif isinstance(message, ToolResponseMessage):
             items.extend(
-                {"type": "function_call_output", "call_id": response.id, "output": response.data}
+                search.output_item(response)
+                if search is not None and response.name == search.name
+                else {
+                    "type": "function_call_output",
+                    "call_id": response.id,
+                    "output": response.data,
+                }
                 for response in message.responses
             )
     return items
@@ -318,7 +431,7 @@ def _wire_type(kind: type[BaseModel]) -> str:
     return str(literal)
 
 
-def _response(response: Response, incoming: IncomingCalls) -> ChatResponse:
+def _response(response: Response, incoming: _Incoming) -> ChatResponse:
     if response.status == "failed":
         error = response.error
         raise _failure(
@@ -338,6 +451,8 @@ def _response(response: Response, incoming: IncomingCalls) -> ChatResponse:
             )
         elif _is(item, ResponseFunctionToolCall):
             calls.append(incoming.tool_call(item.call_id, item.name, item.arguments))
+        elif _is(item, ResponseToolSearchCall) and item.execution == "client":
+            calls.append(incoming.search_call(item.call_id, item.id, item.arguments))
         elif _is(item, ResponseReasoningItem):
             reasoning.extend(_reasoning_parts(item))
     metadata: dict[str, Any] = {"finish_reason": _finish_reason(response)}
@@ -432,7 +547,7 @@ class _StreamState:
     when its item is done, a reasoning item's id and encrypted content when it is done (they
     close its last summary part: see :class:`~tooluse.streaming.StreamAggregator`)."""
 
-    def __init__(self, incoming: IncomingCalls) -> None:
+    def __init__(self, incoming: _Incoming) -> None:
         self._incoming = incoming
         self._arguments: dict[str, list[str]] = {}  # function call deltas by item id
         self._texts: dict[tuple[str, int], StreamedText] = {}  # by item id, content index
@@ -493,6 +608,9 @@ class _StreamState:
             # The done item carries the whole arguments; the deltas are the fallback.
             arguments = item.arguments or "".join(deltas)
             call = self._incoming.tool_call(item.call_id, item.name, arguments)
+            return self._chunk(AssistantMessage(tool_calls=(call,)))
+        if _is(item, ResponseToolSearchCall) and item.execution == "client":
+            call = self._incoming.search_call(item.call_id, item.id, item.arguments)
             return self._chunk(AssistantMessage(tool_calls=(call,)))
         if _is(item, ResponseReasoningItem):
             summary = self._summaries.pop(item.id, None)

@@ -116,16 +116,16 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
     its need plainly. A tool that ran in an earlier turn of the conversation without a search
     finding it (preselected then) stays offered like the found ones.
 
-    ``defer_loading=True``, with a model that loads deferred tools (``AnthropicChatModel``):
-    every call offers the whole catalogue, the tools not yet found marked deferred
-    (``ChatOptions.deferred_tools``: Anthropic's ``defer_loading``), and a search result loads
-    the tools it names (``tool_reference`` blocks). The request's tool list then stays the same
-    as tools are found, so the provider's prompt cache keeps hitting, at the price of sending
-    every definition with each request (the provider does not put deferred ones in the
-    model's context). Found tools stay loaded while their search result is in the
-    conversation: ``max_exposed_tools`` does not apply and ``accumulate=False`` cannot be
-    combined with it. With another model the found tools are offered as usual (a warning says
-    so once).
+    ``defer_loading=True``, with a model that loads deferred tools (``AnthropicChatModel``,
+    ``OpenAIResponsesChatModel``): every call offers the whole catalogue, the tools not yet
+    found marked deferred (``ChatOptions.deferred_tools``), and a search result loads the tools
+    it names (Anthropic: ``defer_loading`` and ``tool_reference`` blocks; OpenAI: a client
+    ``tool_search`` whose output carries their definitions). The provider's tool list then
+    stays the same as tools are found, so its prompt cache keeps hitting (on Anthropic every
+    request carries every definition, kept out of the model's context). Found tools stay
+    loaded while their search result is in the conversation: ``max_exposed_tools`` does not
+    apply and ``accumulate=False`` cannot be combined with it. With another model the found
+    tools are offered as usual (a warning says so once).
 
     ``max_results`` is the number of search results when the model gives none (then the
     index's default, 10). The index (default :class:`HybridToolIndex`) is shared by all
