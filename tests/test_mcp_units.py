@@ -320,6 +320,31 @@ async def test_served_tools_end_to_end_in_process(mode: str) -> None:
         )
 
 
+async def test_served_images_go_out_as_mcp_image_and_audio_blocks_after_the_text() -> None:
+    wav = Image(b"RIFF", "audio/wav")
+
+    @tool
+    def album() -> dict[str, Any]:
+        """Captioned media."""
+        return {"caption": "home", "media": [Image(b"\x89PNG unit"), wav]}
+
+    async with McpToolProvider(InProcessServer(mcp_server(snapshot, album))) as provider:
+        connection = provider.connections[0]
+        assert (await connection.call_tool("snapshot", {})).content == [
+            ImageContent(
+                type="image", data=base64.b64encode(b"\x89PNG unit").decode(), mime_type="image/png"
+            )
+        ]
+        text, picture, sound = (await connection.call_tool("album", {})).content
+        assert isinstance(text, TextContent)
+        assert json.loads(text.text) == {
+            "caption": "home",
+            "media": [{"image": 1, "mimeType": "image/png"}, {"image": 2, "mimeType": "audio/wav"}],
+        }
+        assert isinstance(picture, ImageContent) and picture.mime_type == "image/png"
+        assert sound == AudioContent(type="audio", data="UklGRg==", mime_type="audio/wav")
+
+
 async def test_an_unknown_tool_is_a_protocol_error_that_propagates() -> None:
     async with McpToolProvider(InProcessServer(mcp_server(greet, name="local"))) as provider:
         ghost = McpToolCallback(
