@@ -126,6 +126,10 @@ def test_image_parts_take_only_the_types_models_are_shown_and_round_trip_as_json
     with pytest.raises(ValidationError, match="at least 1 character"):
         ImagePart("image/png", "")
     assert PNG_PART.data_url() == f"data:image/png;base64,{PNG_PART.data}"
+    # A screenshot's base64 stays out of logs and test diffs.
+    assert repr(ImagePart("image/png", "iVBORw==")) == (
+        "ImagePart(mime_type='image/png', data='<8 base64 characters>')"
+    )
     messages = [
         UserMessage("look"),
         ToolResponseMessage([ToolResponse("c1", "screenshot", "", images=[PNG_PART])]),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -106,6 +106,11 @@ class ImagePart(_Value):
 
     def data_url(self) -> str:
         return f"data:{self.mime_type};base64,{self.data}"
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # The base64 of a screenshot is 100,000s of characters: not for logs and test diffs.
+        yield "mime_type", self.mime_type
+        yield "data", f"<{len(self.data)} base64 characters>"
 
 
 class ToolResponse(_Value):
