@@ -58,8 +58,8 @@ async def test_per_tool_limit_raises_with_the_partial_results() -> None:
     assert generation.metadata == {
         "finish_reason": "toolCallLimitExceeded",
         "partial_tool_responses": [
-            {"id": "c0", "name": "b", "data": "b ok", "is_error": False},
-            {"id": "c1", "name": "a", "data": "a ok", "is_error": False},
+            {"id": "c0", "name": "b", "data": "b ok", "is_error": False, "images": ()},
+            {"id": "c1", "name": "a", "data": "a ok", "is_error": False, "images": ()},
         ],
     }
 

@@ -10,6 +10,7 @@ Tests that change a server (its tool list, or killing it) have servers of their 
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import json
 import sys
@@ -37,12 +38,12 @@ from tooluse.mcp import (
     StdioServer,
     tool_context_to_meta,
 )
-from tooluse.messages import ToolResponseMessage
+from tooluse.messages import ImagePart, ToolResponse, ToolResponseMessage
 from tooluse.qa import LedgerToolCallback
 from tooluse.schema import ensure_valid_input_schema
 from tooluse.search import mcp_server_category
 from tooluse.testing import ScriptedModel, tool_call
-from tooluse.tools import convert_result
+from tooluse.tools import Image, ToolResult, convert_result
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -178,20 +179,21 @@ async def test_the_tools_are_listed_with_repaired_schemas(servers: Servers) -> N
     assert provider.connections[0].protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-async def test_results_are_text_for_the_model(servers: Servers) -> None:
+async def test_results_are_text_for_the_model_with_images_beside(servers: Servers) -> None:
     tools = tools_of(await servers.get("sdk"))
     assert await tools["echo"].acall('{"text": "héllo\\nthere"}') == "héllo\nthere"
     assert await tools["add"].acall('{"a": 2, "b": 3}') == "5"
-    assert json.loads(await tools["pixel"].acall("")) == {
-        "mimeType": "image/png",
-        "data": json.loads(await tools["mixed"].acall("null"))[1]["data"],
-    }
-    mixed = json.loads(await tools["mixed"].acall("{}"))
-    assert mixed[0] == "first"
-    assert mixed[2:] == [
+    pixel = Image(b"\x89PNG fake pixel", "image/png")
+    assert await tools["pixel"].acall("") == ToolResult("", [pixel])
+    mixed = await tools["mixed"].acall("null")
+    assert isinstance(mixed, ToolResult)
+    assert json.loads(mixed.text) == [
+        "first",
+        {"image": 1, "mimeType": "image/png"},
         {"uri": "file:///a.txt", "mimeType": "text/plain", "text": "A"},
         {"type": "resource_link", "uri": "file:///b.txt", "name": "b"},
     ]
+    assert mixed.images == (pixel,)
     assert json.loads(await tools["structured"].acall("{}")) == {"temperature": 21.5}
 
 
@@ -519,6 +521,26 @@ async def test_a_chat_client_loop_calls_an_mcp_tool(servers: Servers) -> None:
         "unit": "c",
     }
     assert not results.responses[0].is_error
+
+
+@pytest.mark.parametrize(("key", "tool"), [("sdk", "pixel"), ("weather", "picture")])
+async def test_a_chat_client_loop_shows_the_model_an_mcp_tool_s_image(
+    servers: Servers, key: str, tool: str
+) -> None:
+    # The SDK's own server, and a tooluse tool returning Image served by `tooluse mcp serve`.
+    provider = await servers.get(key)
+    model = ScriptedModel([tool_call(tool), "A tiny picture."])
+    response = await ChatClient(model, tools=[provider]).prompt().user("Look.").acall()
+    assert response.content() == "A tiny picture."
+    results = model.requests[1].messages[-1]
+    assert isinstance(results, ToolResponseMessage)
+    expected = b"\x89PNG fake pixel" if key == "sdk" else tooluse_tools.PICTURE.data
+    assert results.responses[0] == ToolResponse(
+        results.responses[0].id,
+        tool,
+        "",
+        images=[ImagePart("image/png", base64.b64encode(expected).decode())],
+    )
 
 
 async def test_a_chat_client_loop_hands_is_error_to_the_model(servers: Servers) -> None:

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mcp.server.mcpserver import MCPServer
 from mcp.types import (
+    AudioContent,
     CallToolResult,
     EmbeddedResource,
     ImageContent,
@@ -42,10 +43,10 @@ from tooluse.mcp import (
     mcp_server,
     tool_context_to_meta,
 )
-from tooluse.mcp._convert import error_text, result_text
+from tooluse.mcp._convert import error_text, result_content
 from tooluse.mcp._naming import ToolNamer
 from tooluse.testing import ScriptedModel, tool_call
-from tooluse.tools import Image, ToolMetadata, convert_result
+from tooluse.tools import Image, ToolMetadata, ToolResult, convert_result
 
 MODES = ["auto", "legacy"]
 
@@ -202,10 +203,10 @@ PIXEL = base64.b64encode(b"\x89PNG pixel").decode()
 
 def test_one_text_block_is_the_result_unchanged() -> None:
     result = CallToolResult(content=[TextContent(type="text", text="It is 21°C\nand sunny")])
-    assert result_text(result) == "It is 21°C\nand sunny"
+    assert result_content(result) == "It is 21°C\nand sunny"
 
 
-def test_other_content_becomes_json_like_tooluse_results() -> None:
+def test_other_content_becomes_json_like_tooluse_results_with_images_beside() -> None:
     result = CallToolResult(
         content=[
             TextContent(type="text", text="first"),
@@ -215,22 +216,38 @@ def test_other_content_becomes_json_like_tooluse_results() -> None:
                 resource=TextResourceContents(uri="file:///a", mime_type="text/plain", text="A"),
             ),
             ResourceLink(type="resource_link", uri="file:///b", name="b"),
+            AudioContent(type="audio", data=PIXEL, mime_type="audio/wav"),
         ]
     )
-    assert json.loads(result_text(result)) == [
+    content = result_content(result)
+    assert isinstance(content, ToolResult)
+    assert json.loads(content.text) == [
         "first",
-        {"mimeType": "image/png", "data": PIXEL},
+        {"image": 1, "mimeType": "image/png"},
         {"uri": "file:///a", "mimeType": "text/plain", "text": "A"},
         {"type": "resource_link", "uri": "file:///b", "name": "b"},
+        {"image": 2, "mimeType": "audio/wav"},
     ]
+    assert content.images == (
+        Image(b"\x89PNG pixel", "image/png"),
+        Image(b"\x89PNG pixel", "audio/wav"),
+    )
     image_only = CallToolResult(content=[ImageContent(type="image", data=PIXEL, mime_type="x/y")])
-    assert result_text(image_only) == convert_result(Image(b"\x89PNG pixel", "x/y"))
+    assert result_content(image_only) == ToolResult("", [Image(b"\x89PNG pixel", "x/y")])
+    # Data that is not base64 is named, never passed on as text.
+    broken = CallToolResult(content=[ImageContent(type="image", data="%%", mime_type="image/png")])
+    named = result_content(broken)
+    assert isinstance(named, str)
+    assert json.loads(named) == {
+        "mimeType": "image/png",
+        "error": "the server sent data that is not base64",
+    }
 
 
 def test_structured_or_empty_results() -> None:
     structured = CallToolResult(content=[], structured_content={"t": 21.5, "城市": "北京"})
-    assert json.loads(result_text(structured)) == {"t": 21.5, "城市": "北京"}
-    assert result_text(CallToolResult(content=[])) == ""
+    assert json.loads(result_content(structured)) == {"t": 21.5, "城市": "北京"}
+    assert result_content(CallToolResult(content=[])) == ""
 
 
 def test_error_text_joins_the_text_blocks() -> None:
@@ -301,6 +318,31 @@ async def test_served_tools_end_to_end_in_process(mode: str) -> None:
         assert await by_name(provider, "snapshot").acall("{}") == convert_result(
             Image(b"\x89PNG unit", "image/png")
         )
+
+
+async def test_served_images_go_out_as_mcp_image_and_audio_blocks_after_the_text() -> None:
+    wav = Image(b"RIFF", "audio/wav")
+
+    @tool
+    def album() -> dict[str, Any]:
+        """Captioned media."""
+        return {"caption": "home", "media": [Image(b"\x89PNG unit"), wav]}
+
+    async with McpToolProvider(InProcessServer(mcp_server(snapshot, album))) as provider:
+        connection = provider.connections[0]
+        assert (await connection.call_tool("snapshot", {})).content == [
+            ImageContent(
+                type="image", data=base64.b64encode(b"\x89PNG unit").decode(), mime_type="image/png"
+            )
+        ]
+        text, picture, sound = (await connection.call_tool("album", {})).content
+        assert isinstance(text, TextContent)
+        assert json.loads(text.text) == {
+            "caption": "home",
+            "media": [{"image": 1, "mimeType": "image/png"}, {"image": 2, "mimeType": "audio/wav"}],
+        }
+        assert isinstance(picture, ImageContent) and picture.mime_type == "image/png"
+        assert sound == AudioContent(type="audio", data="UklGRg==", mime_type="audio/wav")
 
 
 async def test_an_unknown_tool_is_a_protocol_error_that_propagates() -> None:

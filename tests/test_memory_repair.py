@@ -15,6 +15,7 @@ from tooluse.history import held_round_record
 from tooluse.memory import UNANSWERED_TOOL_CALL_RESULT, repair_tool_pairs
 from tooluse.messages import (
     AssistantMessage,
+    ImagePart,
     Message,
     ProviderContent,
     ToolCall,
@@ -22,6 +23,8 @@ from tooluse.messages import (
     ToolResponseMessage,
 )
 from tooluse.testing import ScriptedModel, tool_call
+
+PICTURE = ImagePart("image/png", "iVBORw==")
 
 
 def error_results(*ids: str) -> ToolResponseMessage:
@@ -146,7 +149,7 @@ def test_calls_of_one_round_sharing_an_id_get_ids_of_their_own_and_keep_their_re
             responses=(
                 ToolResponse(id="x", name="lookup", data="one"),
                 ToolResponse(id="x_2", name="lookup", data="two"),
-                ToolResponse(id="x", name="lookup", data="three"),
+                ToolResponse(id="x", name="lookup", data="three", images=[PICTURE]),
             )
         ),
     ]
@@ -166,6 +169,7 @@ def test_calls_of_one_round_sharing_an_id_get_ids_of_their_own_and_keep_their_re
         ("x_2", "two"),
         ("x_3", "three"),
     ]
+    assert results_message.responses[2].images == (PICTURE,)  # renamed, images kept
     assert repair_tool_pairs(repaired) == repaired
 
 

@@ -33,6 +33,7 @@ from tooluse.memory import (
 )
 from tooluse.messages import (
     AssistantMessage,
+    ImagePart,
     Message,
     ProviderContent,
     ToolCall,
@@ -127,6 +128,15 @@ def test_save_all_replaces_and_find_returns_a_copy(repository: ChatMemoryReposit
 def test_tool_calls_and_results_round_trip_intact(repository: ChatMemoryRepository) -> None:
     repository.save_all("c", RICH_CONVERSATION)
     assert repository.find_by_conversation_id("c") == RICH_CONVERSATION
+
+
+def test_tool_result_images_round_trip(repository: ChatMemoryRepository) -> None:
+    screenshot = ToolResponse(
+        "c1", "lookup", '{"page": "home"}', images=[ImagePart("image/png", "iVBORw0KGgo=")]
+    )
+    conversation = [user("What is on screen?"), calls("c1"), ToolResponseMessage([screenshot])]
+    repository.save_all("c", conversation)
+    assert repository.find_by_conversation_id("c") == conversation
 
 
 def test_provider_content_round_trips_block_for_block(repository: ChatMemoryRepository) -> None:

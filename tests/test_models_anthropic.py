@@ -42,6 +42,7 @@ from tooluse import (
     Usage,
     UserMessage,
 )
+from tooluse.messages import ImagePart
 from tooluse.models import (
     AnthropicChatModel,
     ProviderError,
@@ -159,6 +160,42 @@ async def test_request_maps_system_tools_tool_use_and_merged_tool_results(
         "stop_sequences": ["END"],
         "temperature": 0.3,
         "metadata": {"user_id": "u1"},
+    }
+
+
+async def test_a_result_s_images_are_image_blocks_after_its_text(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    server.expect(Reply.json(anthropic_message(text_block("ok"))))
+    images = (ImagePart("image/png", "iVBORw=="), ImagePart("image/jpeg", "/9j/"))
+    history = [
+        UserMessage(text="Compare the pages."),
+        AssistantMessage(tool_calls=(ToolCall(id="toolu_1", name="get_weather"),)),
+        ToolResponseMessage((ToolResponse("toolu_1", "get_weather", '["a", "b"]', images=images),)),
+        UserMessage(text="Which is newer?"),
+    ]
+    await make_model().acall(Prompt(history))
+
+    assert server.requests[0].body["messages"][-1] == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_1",
+                "content": [
+                    {"type": "text", "text": '["a", "b"]'},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="},
+                    },
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/"},
+                    },
+                ],
+            },
+            {"type": "text", "text": "Which is newer?"},
+        ],
     }
 
 

@@ -6,6 +6,7 @@ them with broken JSON arguments."""
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -44,7 +45,7 @@ from provider_server import (
 from tooluse import Usage
 from tooluse.client import ChatClient
 from tooluse.models import ChatModel, provider_safe_name
-from tooluse.tools import tool
+from tooluse.tools import Image, tool
 
 FACTORIAL = provider_safe_name("math.factorial")
 calls_seen: list[tuple[str, Any]] = []
@@ -67,6 +68,18 @@ def factorial(n: int) -> int:
     return result
 
 
+# A 100 KB screenshot: 136,536 characters of base64, which must never be sent as text.
+SCREENSHOT = Image(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 400, "image/png")
+SCREENSHOT_BASE64 = base64.b64encode(SCREENSHOT.data).decode()
+
+
+@tool
+def screenshot() -> Image:
+    """The browser page as it looks."""
+    calls_seen.append(("screenshot", None))
+    return SCREENSHOT
+
+
 @pytest.fixture
 def server() -> ProviderServer:
     calls_seen.clear()
@@ -80,7 +93,7 @@ async def models(server: ProviderServer) -> AsyncIterator[dict[str, Callable[...
 
 
 def client_for(model: ChatModel) -> ChatClient:
-    return ChatClient(model, system="Use the tools.", tools=[get_weather, factorial])
+    return ChatClient(model, system="Use the tools.", tools=[get_weather, factorial, screenshot])
 
 
 # -- OpenAI --------------------------------------------------------------------------------------
@@ -122,6 +135,64 @@ async def test_openai_call_loop_with_aliases_parallel_calls_and_broken_arguments
     assert response.chat_response().usage == Usage(
         prompt_tokens=300, completion_tokens=30, total_tokens=330, cache_read_tokens=50
     )
+
+
+async def test_openai_loop_shows_a_tool_s_image_in_a_user_message_after_the_tool_messages(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    server.expect(
+        Reply.json(
+            openai_completion(
+                None,
+                [
+                    openai_call("call_s", "screenshot", "{}"),
+                    openai_call("call_w", "get_weather", '{"city": "Paris"}'),
+                ],
+                finish_reason="tool_calls",
+            )
+        ),
+        Reply.json(openai_completion("A weather page for Paris.")),
+    )
+    response = await client_for(models["openai"]()).prompt("What is on screen?").acall()
+
+    assert response.content() == "A weather page for Paris."
+    second = server.requests[1].body["messages"]
+    # A tool message takes only text: the image follows every tool message of the round.
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert second[3] == {
+        "role": "tool",
+        "tool_call_id": "call_s",
+        "content": "(The image(s) of this result follow in the next user message.)",
+    }
+    assert second[4]["content"] == '"Sunny in Paris, 21C"'
+    assert second[5]["content"] == [
+        {"type": "text", "text": "The image(s) of the result of screenshot (call_s):"},
+        {
+            "type": "image_url",
+            "image_url": {"url": f"data:image/png;base64,{SCREENSHOT_BASE64}"},
+        },
+    ]
+
+
+async def test_responses_loop_puts_a_tool_s_image_in_the_function_call_output(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    server.expect(
+        Reply.json(responses_body(responses_call("call_s", "screenshot", "{}"))),
+        Reply.json(responses_body(responses_message("A weather page for Paris."))),
+    )
+    client = client_for(models["openai-responses"]())
+    response = await client.prompt("What is on screen?").acall()
+
+    assert response.content() == "A weather page for Paris."
+    (output,) = [i for i in server.requests[1].body["input"] if i["type"] == "function_call_output"]
+    assert output == {
+        "type": "function_call_output",
+        "call_id": "call_s",
+        "output": [
+            {"type": "input_image", "image_url": f"data:image/png;base64,{SCREENSHOT_BASE64}"}
+        ],
+    }
 
 
 async def test_openai_stream_loop(
@@ -283,6 +354,45 @@ async def test_anthropic_call_loop_with_aliases_parallel_calls_and_error_results
     assert response.chat_response().usage == Usage(
         prompt_tokens=120, completion_tokens=12, total_tokens=132, cache_read_tokens=90
     )
+
+
+async def test_anthropic_loop_shows_a_tool_s_image_as_an_image_block_of_its_result(
+    server: ProviderServer, models: dict[str, Callable[..., Any]]
+) -> None:
+    server.expect(
+        Reply.json(
+            anthropic_message(
+                tool_use_block("toolu_s", "screenshot", {}),
+                tool_use_block("toolu_w", "get_weather", {"city": "Paris"}),
+                stop_reason="tool_use",
+            )
+        ),
+        Reply.json(anthropic_message(text_block("A weather page for Paris."))),
+    )
+    response = await client_for(models["anthropic"]()).prompt("What is on screen?").acall()
+
+    assert response.content() == "A weather page for Paris."
+    results = server.requests[1].body["messages"][-1]
+    assert results == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_s",
+                "content": [
+                    {
+                        "type": "image",
+                        "source": {
+                            "type": "base64",
+                            "media_type": "image/png",
+                            "data": SCREENSHOT_BASE64,
+                        },
+                    }
+                ],
+            },
+            {"type": "tool_result", "tool_use_id": "toolu_w", "content": '"Sunny in Paris, 21C"'},
+        ],
+    }
 
 
 async def test_anthropic_stream_loop(

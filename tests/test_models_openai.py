@@ -36,6 +36,7 @@ from tooluse import (
     Usage,
     UserMessage,
 )
+from tooluse.messages import ImagePart
 from tooluse.models import OpenAIChatModel, ProviderError, ProviderTimeoutError, provider_safe_name
 from tooluse.models._openai import _StreamState
 from tooluse.streaming import merge_chunks
@@ -137,6 +138,43 @@ async def test_request_carries_messages_tools_and_parameters(
         "stop": ["END"],
         "seed": 7,
     }
+
+
+async def test_images_of_a_round_s_results_follow_its_tool_messages_in_one_user_message(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    server.expect(Reply.json(openai_completion("ok")))
+    png, jpeg = ImagePart("image/png", "iVBORw=="), ImagePart("image/jpeg", "/9j/")
+    history = [
+        UserMessage(text="Compare the pages."),
+        AssistantMessage(
+            tool_calls=(ToolCall("call_1", "get_weather"), ToolCall("call_2", "get_weather"))
+        ),
+        ToolResponseMessage(
+            (
+                ToolResponse("call_1", "get_weather", '{"page": "a"}', images=[png]),
+                ToolResponse("call_2", "get_weather", "", images=[jpeg]),
+            )
+        ),
+        UserMessage(text="Which is newer?"),
+    ]
+    await make_model().acall(Prompt(history))
+
+    follows = "(The image(s) of this result follow in the next user message.)"
+    assert server.requests[0].body["messages"][2:] == [
+        {"role": "tool", "tool_call_id": "call_1", "content": f'{{"page": "a"}}\n{follows}'},
+        {"role": "tool", "tool_call_id": "call_2", "content": follows},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "The image(s) of the result of get_weather (call_1):"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}},
+                {"type": "text", "text": "The image(s) of the result of get_weather (call_2):"},
+                {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/"}},
+            ],
+        },
+        {"role": "user", "content": "Which is newer?"},
+    ]
 
 
 async def test_default_options_apply_and_request_options_win(

@@ -119,7 +119,7 @@ def test_sub_module_names() -> None:
 
 def test_message_fields() -> None:
     assert fields(ToolCall) == ["id", "name", "arguments"]
-    assert fields(ToolResponse) == ["id", "name", "data", "is_error"]
+    assert fields(ToolResponse) == ["id", "name", "data", "is_error", "images"]
     assert fields(ToolResponseMessage)[:2] == ["role", "responses"]
     assert fields(Generation) == ["message", "metadata"]
     assert fields(ChatResponse) == ["generations", "usage", "metadata"]

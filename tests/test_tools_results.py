@@ -3,7 +3,6 @@ DefaultToolCallResultConverter, with the strict JSON check SPEC asks for)."""
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime
 import enum
@@ -16,7 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 from tooluse import FunctionToolCallback
-from tooluse.tools import Image, convert_result
+from tooluse.tools import Image, ToolResult, convert_result
 
 
 class Weather(BaseModel):
@@ -151,13 +150,24 @@ async def test_async_none_annotated_function_gives_done() -> None:
     assert await FunctionToolCallback(log).acall('{"message": "x"}') == '"Done"'
 
 
-def test_images_become_mime_type_and_base64() -> None:
-    png = b"\x89PNG\r\n\x1a\n fake"
-    expected = {"mimeType": "image/png", "data": base64.b64encode(png).decode()}
-    assert json.loads(convert_result(Image(png))) == expected
+def test_images_travel_beside_the_text_never_as_base64() -> None:
+    png = Image(b"\x89PNG\r\n\x1a\n fake")
+    assert convert_result(png) == ToolResult("", [png])
     jpeg = Image(b"\xff\xd8", mime_type="image/jpeg")
-    nested = json.loads(convert_result({"thumbs": [jpeg]}))
-    assert nested == {"thumbs": [{"mimeType": "image/jpeg", "data": "/9g="}]}
+    nested = convert_result({"caption": "two", "thumbs": [jpeg, png]})
+    assert isinstance(nested, ToolResult)
+    assert json.loads(nested.text) == {
+        "caption": "two",
+        "thumbs": [{"image": 1, "mimeType": "image/jpeg"}, {"image": 2, "mimeType": "image/png"}],
+    }
+    assert nested.images == (jpeg, png)
+    # The path for text that is not UTF-8 finds the images too.
+    odd = convert_result({"name": "\ud800", "shot": png})
+    assert isinstance(odd, ToolResult)
+    assert json.loads(odd.text) == {"name": "\ud800", "shot": {"image": 1, "mimeType": "image/png"}}
+    assert odd.images == (png,)
+    with pytest.raises(TypeError, match="ToolResult images must be Image objects, got bytes"):
+        ToolResult("x", [b"raw"])  # type: ignore[list-item]
 
 
 def test_image_validation() -> None:

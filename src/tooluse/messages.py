@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
@@ -19,11 +19,13 @@ if TYPE_CHECKING:
     from tooluse.tools import ToolCallback
 
 __all__ = [
+    "IMAGE_MIME_TYPES",
     "AssistantMessage",
     "ChatOptions",
     "ChatResponse",
     "DeferredTools",
     "Generation",
+    "ImagePart",
     "Message",
     "Prompt",
     "ProviderContent",
@@ -80,19 +82,63 @@ class ToolCall(_Value):
     arguments: str = ""
 
 
+ImageMimeType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+IMAGE_MIME_TYPES: Final[frozenset[str]] = frozenset(get_args(ImageMimeType))
+"""The image types a tool result can show the model: those both Anthropic (``image`` blocks)
+and OpenAI (``image_url`` parts) take."""
+
+
+class ImagePart(_Value):
+    """An image a tool result shows the model: ``data`` is the image's bytes in base64.
+
+    Adapters send it as the provider's image (never as text); ``data_url()`` is the
+    ``data:`` URL form OpenAI's APIs take.
+    """
+
+    _positional = ("mime_type", "data")
+
+    if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
+
+        def __init__(self, mime_type: str, data: str) -> None: ...
+
+    mime_type: ImageMimeType
+    data: str = Field(min_length=1)
+
+    def data_url(self) -> str:
+        return f"data:{self.mime_type};base64,{self.data}"
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # The base64 of a screenshot is 100,000s of characters: not for logs and test diffs.
+        yield "mime_type", self.mime_type
+        yield "data", f"<{len(self.data)} base64 characters>"
+
+
 class ToolResponse(_Value):
-    """The result of one tool call, sent back to the model under the call's ``id``."""
+    """The result of one tool call, sent back to the model under the call's ``id``.
+
+    ``images`` are shown to the model next to ``data`` (see ``ImagePart``); the executor
+    fills them from a tool's ``ToolResult``.
+    """
 
     _positional = ("id", "name", "data")
 
     if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
 
-        def __init__(self, id: str, name: str, data: str, *, is_error: bool = ...) -> None: ...
+        def __init__(
+            self,
+            id: str,
+            name: str,
+            data: str,
+            *,
+            is_error: bool = ...,
+            images: Sequence[ImagePart] = ...,
+        ) -> None: ...
 
     id: str
     name: str
     data: str
     is_error: bool = False
+    images: tuple[ImagePart, ...] = ()
 
 
 class SystemMessage(_Value):

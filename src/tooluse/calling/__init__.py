@@ -8,7 +8,11 @@ from tooluse.calling._exceptions import (
     ToolExecutionExceptionProcessor,
     UnknownToolError,
 )
-from tooluse.calling._manager import DEFAULT_MAX_ARGUMENT_CHARS, ToolCallingManager
+from tooluse.calling._manager import (
+    DEFAULT_MAX_ARGUMENT_CHARS,
+    DEFAULT_MAX_IMAGE_BYTES,
+    ToolCallingManager,
+)
 from tooluse.calling._resolvers import (
     DelegatingToolCallbackResolver,
     StaticToolCallbackResolver,
@@ -18,6 +22,7 @@ from tooluse.calling._result import ToolExecutionResult
 
 __all__ = [
     "DEFAULT_MAX_ARGUMENT_CHARS",
+    "DEFAULT_MAX_IMAGE_BYTES",
     "ApprovalPredicate",
     "Approve",
     "Decision",

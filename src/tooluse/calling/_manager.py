@@ -25,6 +25,7 @@ from tooluse.calling._exceptions import (
     ToolExecutionExceptionProcessor,
     UnknownToolError,
 )
+from tooluse.calling._images import DEFAULT_MAX_IMAGE_BYTES, image_response
 from tooluse.calling._limits import LimitBreach, ToolCallLimits, TurnTally
 from tooluse.calling._resolvers import ToolCallbackResolver
 from tooluse.calling._result import ToolExecutionResult
@@ -38,10 +39,16 @@ from tooluse.messages import (
     ToolResponse,
     ToolResponseMessage,
 )
-from tooluse.tools import ToolCallback, ToolContext, ToolDefinition, is_tool_callback
+from tooluse.tools import (
+    ToolCallback,
+    ToolContext,
+    ToolDefinition,
+    ToolResult,
+    is_tool_callback,
+)
 from tooluse.tools._arguments import normalise_arguments
 
-__all__ = ["DEFAULT_MAX_ARGUMENT_CHARS", "ToolCallingManager"]
+__all__ = ["DEFAULT_MAX_ARGUMENT_CHARS", "DEFAULT_MAX_IMAGE_BYTES", "ToolCallingManager"]
 
 logger = logging.getLogger("tooluse.calling")
 
@@ -94,6 +101,9 @@ class ToolCallingManager:
     - limits per turn: ``max_calls_per_tool``, ``max_total_tool_calls`` (``None``: unlimited),
       ``per_tool_limits``, ``excluded_from_limits``, ``on_limit_exceeded``.
     - ``max_argument_chars``: longer argument strings are refused with an error response.
+    - ``max_image_bytes``: a result whose images (a tool's ``ToolResult``) are larger in all
+      is an error response (``None``: no limit). The default keeps each request under
+      Anthropic's 5 MiB of base64 per image.
     - ``requires_approval``: a predicate ``(call, context)`` holding calls for a human, in
       addition to each tool's own ``metadata.requires_approval``.
     """
@@ -112,6 +122,7 @@ class ToolCallingManager:
         excluded_from_limits: Iterable[str] = (),
         on_limit_exceeded: Literal["raise", "return_error"] = "raise",
         max_argument_chars: int | None = DEFAULT_MAX_ARGUMENT_CHARS,
+        max_image_bytes: int | None = DEFAULT_MAX_IMAGE_BYTES,
         requires_approval: ApprovalPredicate | None = None,
     ) -> None:
         if resolver_fallback and resolver is None:
@@ -125,6 +136,7 @@ class ToolCallingManager:
         for what, value in (
             ("max_concurrency", max_concurrency),
             ("max_argument_chars", max_argument_chars),
+            ("max_image_bytes", max_image_bytes),
         ):
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value <= 0
@@ -144,6 +156,7 @@ class ToolCallingManager:
         )
         self._raise_on_limit = on_limit_exceeded == "raise"
         self._max_argument_chars = max_argument_chars
+        self._max_image_bytes = max_image_bytes
         self._requires_approval = requires_approval
         # The loop passes the same options every round: remember the last name index by the
         # identity of its (immutable) callback tuple, which the entry keeps alive.
@@ -434,10 +447,12 @@ class ToolCallingManager:
                 return _error(call, text)
         if result is None:
             result = ""
+        elif isinstance(result, ToolResult):
+            return image_response(call, result, self._max_image_bytes)
         elif not isinstance(result, str):
             raise TypeError(
                 f"Tool '{call.name}' returned {type(result).__name__}; a ToolCallback must "
-                "return str"
+                "return str or ToolResult"
             )
         return ToolResponse(id=call.id, name=call.name, data=result)
 

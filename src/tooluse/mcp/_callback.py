@@ -11,9 +11,9 @@ from pydantic import TypeAdapter, ValidationError
 from tooluse._sync import run_sync
 from tooluse.errors import ToolArgumentsError, ToolExecutionException
 from tooluse.mcp._connection import McpConnection
-from tooluse.mcp._convert import error_text, result_text
+from tooluse.mcp._convert import error_text, result_content
 from tooluse.schema import ensure_valid_input_schema
-from tooluse.tools import ToolContext, ToolDefinition, ToolMetadata
+from tooluse.tools import ToolContext, ToolDefinition, ToolMetadata, ToolResult
 from tooluse.tools._argument_errors import describe_validation_error
 from tooluse.tools._arguments import normalise_arguments
 
@@ -35,7 +35,8 @@ class McpToolCallback:
       ``ToolExecutionException`` tells the model what to fix; the server validates the rest.
       The call goes to the server under its own name, with the tool context as the request's
       ``_meta`` (see ``tool_context_to_meta``);
-    - results: text for the model (see ``tooluse.mcp._convert``); an ``isError`` result raises
+    - results: text for the model, or a ``ToolResult`` when the server sent images (see
+      ``tooluse.mcp._convert``); an ``isError`` result raises
       ``ToolExecutionException`` with the server's error text, so the model reads it;
     - a server that died, broke the protocol or did not answer in time raises
       ``McpServerError``, which reaches the caller.
@@ -86,14 +87,14 @@ class McpToolCallback:
         """The tool's name on its server (the model may see another, see ``NamingStrategy``)."""
         return self.tool.name
 
-    def call(self, arguments: str, context: ToolContext | None = None) -> str:
+    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         return run_sync(
             self.acall(arguments, context),
             sync_name=f"call() of the MCP tool '{self._definition.name}'",
             async_name="callback.acall(...)",
         )
 
-    async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
+    async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         try:
             parsed = _ARGUMENTS.validate_json(normalise_arguments(arguments))
         except ValidationError as exc:
@@ -110,4 +111,4 @@ class McpToolCallback:
                 "error without a message"
             )
             raise ToolExecutionException(text, definition=self._definition)
-        return result_text(result)
+        return result_content(result)

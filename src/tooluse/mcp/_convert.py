@@ -1,14 +1,19 @@
-"""Conversions at the MCP boundary: a tool result's content to the text the model reads, and
-a ``ToolContext`` to a request's ``_meta``.
+"""Conversions at the MCP boundary: a tool result's content to what the model reads, and a
+``ToolContext`` to a request's ``_meta``.
 
-Result text:
+Result (text, or a ``ToolResult`` when images go with it, as ``convert_result`` gives for
+``Image`` values):
 
 - one text block: its text, unchanged (servers write it for the model; quoting it as JSON
   would only add escapes);
+- one image or audio block: an ``Image`` with empty text. The executor shows images to the
+  model as images and names the type of the rest (audio: no provider here takes audio in a
+  tool result) in a note;
 - one other block: its JSON; several blocks: a JSON list of the blocks' JSON, text as
-  strings. An image or audio is ``{"mimeType", "data"}`` (the shape ``tooluse.tools`` gives
-  ``Image`` results), an embedded resource ``{"uri", "mimeType", "text"}`` (or ``"blob"``),
-  a resource link what the server sent (``{"type": "resource_link", "uri", "name", ...}``);
+  strings, each image or audio ``{"image": n, "mimeType"}`` with the ``Image`` beside the
+  text. An embedded resource is ``{"uri", "mimeType", "text"}`` (or ``"blob"``), a resource
+  link what the server sent (``{"type": "resource_link", "uri", "name", ...}``), media whose
+  data is not base64 ``{"mimeType", "error"}`` (the data is never sent as text);
 - no blocks but ``structuredContent``: that value as JSON; nothing at all: ``""``.
 
 The error text of an ``isError`` result is its text blocks joined by newlines.
@@ -33,15 +38,15 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from tooluse.tools import Image, convert_result
+from tooluse.tools import Image, ToolResult, convert_result
 
-__all__ = ["error_text", "result_text", "tool_context_to_meta"]
+__all__ = ["error_text", "result_content", "tool_context_to_meta"]
 
 logger = logging.getLogger("tooluse.mcp")
 
 
-def result_text(result: CallToolResult) -> str:
-    """The text the model reads for a successful result (see the module docstring)."""
+def result_content(result: CallToolResult) -> str | ToolResult:
+    """What the model reads for a successful result (see the module docstring)."""
     content = result.content
     if len(content) == 1:
         block = content[0]
@@ -54,11 +59,13 @@ def result_text(result: CallToolResult) -> str:
 
 
 def error_text(result: CallToolResult) -> str:
-    """The message of an ``isError`` result: its text, or the JSON of its other blocks."""
+    """The message of an ``isError`` result: its text, or the JSON of its other blocks (its
+    images left out: an error message is text)."""
     texts = [block.text for block in result.content if isinstance(block, TextContent)]
     if texts:
         return "\n".join(texts)
-    return result_text(result)
+    content = result_content(result)
+    return content.text if isinstance(content, ToolResult) else content
 
 
 def tool_context_to_meta(context: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -107,6 +114,5 @@ def _media(data: str, mime_type: str) -> Any:
     try:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
-        # Not base64 after all: pass the server's text on rather than lose the block.
-        return {"mimeType": mime_type, "data": data}
+        return {"mimeType": mime_type, "error": "the server sent data that is not base64"}
     return Image(raw, mime_type)

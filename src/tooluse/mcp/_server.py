@@ -11,6 +11,7 @@ a JSON-RPC ``-32602`` error, as the MCP specification asks.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
@@ -38,7 +39,7 @@ from tooluse.calling import (
     DefaultToolExecutionExceptionProcessor,
     ToolExecutionExceptionProcessor,
 )
-from tooluse.tools import ToolCallback, ToolContext, tool_callbacks
+from tooluse.tools import Image, ToolCallback, ToolContext, ToolResult, tool_callbacks
 
 __all__ = [
     "MCP_META_KEY",
@@ -58,8 +59,6 @@ ServedToolContext: TypeAlias = (
 )
 """The tool context of served calls: fixed entries, or a function of the SDK's request
 context (its ``request`` is the HTTP request on streamable HTTP, e.g. for auth headers)."""
-
-_MEDIA_PREFIX = '{"mimeType": "'  # how tooluse.tools.Image results start
 
 
 class ApprovalToolsError(ValueError):
@@ -215,7 +214,7 @@ async def _run(
     deadline = asyncio.timeout(timeout)
     try:
         async with deadline:
-            text = await callback.acall(arguments, context)
+            result = await callback.acall(arguments, context)
     except Exception as exc:
         # Only our deadline is "did not finish"; a TimeoutError the tool raised itself (a read
         # that timed out) goes to the processor like any other failure, as in the manager.
@@ -225,28 +224,30 @@ async def _run(
             return _error(processor.process(exc, name))
         except Exception as raised:  # the processor says the caller must hear of it
             raise MCPError(INTERNAL_ERROR, f"Tool '{name}' failed: {raised}") from raised
-    return CallToolResult(content=_content(text))
+    return CallToolResult(content=_content(result))
 
 
 def _error(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
-def _content(text: str) -> Sequence[ContentBlock]:
-    # An Image result (tooluse.tools) goes out as an MCP image (or audio) block.
-    if text.startswith(_MEDIA_PREFIX):
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = None
-        if isinstance(value, dict) and value.keys() == {"mimeType", "data"}:
-            mime_type, data = value["mimeType"], value["data"]
-            if isinstance(mime_type, str) and isinstance(data, str):
-                if mime_type.startswith("image/"):
-                    return [ImageContent(type="image", data=data, mime_type=mime_type)]
-                if mime_type.startswith("audio/"):
-                    return [AudioContent(type="audio", data=data, mime_type=mime_type)]
-    return [TextContent(type="text", text=text)]
+def _content(result: str | ToolResult) -> list[ContentBlock]:
+    """A result's text, then its images (``tooluse.tools.Image``) as MCP image or audio
+    blocks; an ``Image`` of another type has no block of its own and goes as its JSON."""
+    if isinstance(result, str):
+        return [TextContent(type="text", text=result)]
+    blocks: list[ContentBlock] = [TextContent(type="text", text=result.text)] if result.text else []
+    blocks.extend(_media_block(image) for image in result.images)
+    return blocks or [TextContent(type="text", text="")]
+
+
+def _media_block(image: Image) -> ContentBlock:
+    data = base64.b64encode(image.data).decode("ascii")
+    if image.mime_type.startswith("image/"):
+        return ImageContent(type="image", data=data, mime_type=image.mime_type)
+    if image.mime_type.startswith("audio/"):
+        return AudioContent(type="audio", data=data, mime_type=image.mime_type)
+    return TextContent(type="text", text=json.dumps(image.to_json_object()))
 
 
 def _context_for(

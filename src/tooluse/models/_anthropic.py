@@ -438,6 +438,16 @@ def _tool_result(
             {"type": "tool_reference", "tool_name": aliases.to_provider(name)}
             for name in references
         ]
+    elif response.images:
+        # Images go in the result itself as image blocks, next to its text.
+        text = [{"type": "text", "text": response.data}] if response.data else []
+        block["content"] = text + [
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": image.mime_type, "data": image.data},
+            }
+            for image in response.images
+        ]
     elif response.data:  # the API rejects empty text content
         block["content"] = response.data
     if response.is_error:

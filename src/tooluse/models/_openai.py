@@ -58,6 +58,7 @@ from tooluse.messages import (
     Reasoning,
     SystemMessage,
     ToolCall,
+    ToolResponse,
     ToolResponseMessage,
     Usage,
     UserMessage,
@@ -308,10 +309,44 @@ def _messages(
                 entry["reasoning_content"] = message.reasoning_text()
             wire.append(entry)
         elif isinstance(message, ToolResponseMessage):
-            wire.extend(
-                {"role": "tool", "tool_call_id": response.id, "content": response.data}
-                for response in message.responses
+            wire.extend(_tool_messages(message.responses))
+    return wire
+
+
+_IMAGES_FOLLOW = "(The image(s) of this result follow in the next user message.)"
+
+
+def _tool_messages(responses: Sequence[ToolResponse]) -> list[dict[str, Any]]:
+    """One ``tool`` message per result, then, when results have images, one ``user`` message
+    holding them as ``image_url`` parts (data URLs).
+
+    A Chat Completions ``tool`` message takes only text parts, so the images follow in a
+    user message, after every tool message of the round (the API wants those right after
+    the assistant's tool calls): the workaround pydantic-ai uses
+    (``ToolReturnPart.model_response_str_and_user_content`` and ``_map_user_message`` in
+    ``pydantic_ai/models/openai.py``); openai-agents drops the images instead. The
+    Responses API takes images in a ``function_call_output`` itself: an adapter for it
+    sends ``ImagePart.data_url()`` there, not this.
+    """
+    wire: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    for response in responses:
+        content = response.data
+        if response.images:
+            content = f"{content}\n{_IMAGES_FOLLOW}" if content else _IMAGES_FOLLOW
+            images.append(
+                {
+                    "type": "text",
+                    "text": f"The image(s) of the result of {response.name} ({response.id}):",
+                }
             )
+            images.extend(
+                {"type": "image_url", "image_url": {"url": image.data_url()}}
+                for image in response.images
+            )
+        wire.append({"role": "tool", "tool_call_id": response.id, "content": content})
+    if images:
+        wire.append({"role": "user", "content": images})
     return wire
 
 

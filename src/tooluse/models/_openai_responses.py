@@ -378,11 +378,21 @@ def _input_items(
                 else {
                     "type": "function_call_output",
                     "call_id": response.id,
-                    "output": response.data,
+                    "output": _output(response),
                 }
                 for response in message.responses
             )
     return items
+
+
+def _output(response: ToolResponse) -> str | list[dict[str, Any]]:
+    """A result's text, or with images its text and images as input parts (the Responses
+    API takes them in the output itself, unlike Chat Completions' tool messages)."""
+    if not response.images:
+        return response.data
+    parts = [{"type": "input_text", "text": response.data}] if response.data else []
+    parts += [{"type": "input_image", "image_url": image.data_url()} for image in response.images]
+    return parts
 
 
 def _reasoning_items(parts: Sequence[Reasoning], store: bool) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from tooluse.tools import (
     ToolContext,
     ToolDefinition,
     ToolMetadata,
+    ToolResult,
     is_tool_callback,
     is_tool_callback_provider,
     tool_callbacks,
@@ -46,7 +47,7 @@ class LedgerToolCallback:
     def metadata(self) -> ToolMetadata:
         return self._delegate.metadata
 
-    def call(self, arguments: str, context: ToolContext | None = None) -> str:
+    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         ledger = FetchLedger.of(context)
         position = ledger.reserve() if ledger is not None else 0
         result = self._delegate.call(arguments, context)
@@ -54,7 +55,7 @@ class LedgerToolCallback:
             _record(ledger, self.definition.name, arguments, result, position)
         return result
 
-    async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
+    async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         ledger = FetchLedger.of(context)
         position = ledger.reserve() if ledger is not None else 0
         result = await self._delegate.acall(arguments, context)
@@ -67,10 +68,13 @@ class LedgerToolCallback:
 
 
 def _record(ledger: FetchLedger, tool: str, arguments: str, result: object, position: int) -> None:
-    """Record what the model is sent: ``None`` is sent as ``""`` (as the executor does), and
-    a result that is not text is not sent at all (the executor refuses it)."""
+    """Record what the model is sent: ``None`` is sent as ``""`` (as the executor does), a
+    ``ToolResult`` as its text (its images are not text to cite), and a result of another
+    type is not sent at all (the executor refuses it)."""
     if result is None:
         result = ""
+    elif isinstance(result, ToolResult):
+        result = result.text
     if isinstance(result, str):
         ledger.add(tool, arguments, result, position=position)
 

@@ -12,7 +12,7 @@ from tooluse.tools._decorator import tool
 from tooluse.tools._definition import ToolDefinition, ToolMetadata
 from tooluse.tools._function import FunctionToolCallback
 from tooluse.tools._param import ToolParam
-from tooluse.tools._results import Image, ResultConverter, convert_result
+from tooluse.tools._results import Image, ResultConverter, ToolResult, convert_result
 from tooluse.tools._sources import tool_callbacks
 
 __all__ = [
@@ -25,6 +25,7 @@ __all__ = [
     "ToolDefinition",
     "ToolMetadata",
     "ToolParam",
+    "ToolResult",
     "convert_result",
     "is_tool_callback",
     "is_tool_callback_provider",

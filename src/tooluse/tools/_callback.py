@@ -7,13 +7,15 @@ from typing import Protocol, TypeGuard, runtime_checkable
 
 from tooluse.tools._context import ToolContext
 from tooluse.tools._definition import ToolDefinition, ToolMetadata
+from tooluse.tools._results import ToolResult
 
 
 @runtime_checkable
 class ToolCallback(Protocol):
     """A callable tool: its definition for the model, its metadata for the executor, and the
     call itself. ``arguments`` is the JSON text the model produced; the result is text for the
-    model. A failure the model can fix is raised as ``ToolExecutionException``."""
+    model, or a ``ToolResult`` when images go with the text. A failure the model can fix is
+    raised as ``ToolExecutionException``."""
 
     @property
     def definition(self) -> ToolDefinition: ...
@@ -21,9 +23,11 @@ class ToolCallback(Protocol):
     @property
     def metadata(self) -> ToolMetadata: ...
 
-    def call(self, arguments: str, context: ToolContext | None = None) -> str: ...
+    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult: ...
 
-    async def acall(self, arguments: str, context: ToolContext | None = None) -> str: ...
+    async def acall(
+        self, arguments: str, context: ToolContext | None = None
+    ) -> str | ToolResult: ...
 
 
 @runtime_checkable

@@ -69,7 +69,8 @@ def tool(
       wait for a human decision.
     - ``sequential``: never run concurrently with the other calls of a round.
     - ``timeout``: seconds; a slower call becomes an error result for the model.
-    - ``result_converter``: ``(value) -> str`` replacing the default result conversion.
+    - ``result_converter``: ``(value) -> str | ToolResult`` replacing the default result
+      conversion (``convert_result``).
 
     Works on ``async def`` functions, on methods (collect them with
     ``tool_callbacks(instance)``) and on top of ``@staticmethod``/``@classmethod``.

@@ -20,7 +20,7 @@ from tooluse.tools._context import ToolContext
 from tooluse.tools._decorator import ToolOptions, tool_options
 from tooluse.tools._definition import ToolDefinition, ToolMetadata
 from tooluse.tools._names import check_tool_name, function_tool_name, words_of_name
-from tooluse.tools._results import ResultConverter, convert_result
+from tooluse.tools._results import ResultConverter, ToolResult, convert_result
 from tooluse.tools._signature import ToolSignature, read_signature
 from tooluse.tools._threads import run_in_tool_thread
 
@@ -125,7 +125,7 @@ class FunctionToolCallback:
     def function(self) -> Callable[..., Any]:
         return self._function
 
-    def call(self, arguments: str, context: ToolContext | None = None) -> str:
+    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         args, kwargs = self._arguments.bind(arguments, context, self._definition)
         if self._is_async:
             result = run_sync(
@@ -137,7 +137,7 @@ class FunctionToolCallback:
             result = self._function(*args, **kwargs)
         return self._convert(result)
 
-    async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
+    async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         args, kwargs = self._arguments.bind(arguments, context, self._definition)
         if self._is_async:
             result = await self._run_async(args, kwargs)
@@ -150,16 +150,16 @@ class FunctionToolCallback:
         # sync wrappers around coroutine functions return the awaitable
         return await result if inspect.isawaitable(result) else result
 
-    def _convert(self, value: Any) -> str:
+    def _convert(self, value: Any) -> str | ToolResult:
         if self._result_converter is None:
             return convert_result(value, returns_none=self._returns_none)
-        text = self._result_converter(value)
-        if not isinstance(text, str):
+        converted = self._result_converter(value)
+        if not isinstance(converted, str | ToolResult):
             raise TypeError(
                 f"The result_converter of tool '{self._definition.name}' returned "
-                f"{type(text).__name__}, not str"
+                f"{type(converted).__name__}, not str or ToolResult"
             )
-        return text
+        return converted
 
     def __repr__(self) -> str:
         return f"FunctionToolCallback(name={self._definition.name!r}, function={self._function!r})"
