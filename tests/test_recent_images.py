@@ -216,9 +216,11 @@ def test_a_result_keeps_its_text_and_loses_all_its_images_at_once() -> None:
         [ToolResponse("a", "pages", '[{"image": 1}, {"image": 2}]', images=images)]
     )
     newer = ToolResponseMessage([ToolResponse("b", "pages", "", images=images[:1])])
-    question = UserMessage("Compare.")
+    text_only = ToolResponseMessage([ToolResponse("t", "search", "two pages")])
     messages = [
-        question,
+        UserMessage("Compare."),
+        AssistantMessage(tool_calls=[tool_call("search", id="t")]),
+        text_only,
         AssistantMessage(tool_calls=[tool_call("pages", id="a")]),
         older,
         AssistantMessage(tool_calls=[tool_call("pages", id="b")]),
@@ -227,14 +229,23 @@ def test_a_result_keeps_its_text_and_loses_all_its_images_at_once() -> None:
 
     result = omit_older_images(messages, keep=1, removal_chunk=1)
 
-    (trimmed,) = result[2].responses  # type: ignore[union-attr]
+    (trimmed,) = result[4].responses  # type: ignore[union-attr]
     assert trimmed == ToolResponse(
         "a",
         "pages",
         '[{"image": 1}, {"image": 2}]\n' + OMITTED_IMAGES_NOTE.format(images="2 images"),
     )
-    assert result[0] is question and result[4] is newer  # untouched messages are not copied
-    assert omit_older_images(messages, keep=2)[2] is older
+    # The messages it leaves as they were are the same objects: nothing else is copied.
+    assert [new is old for new, old in zip(result, messages, strict=True)] == [
+        True,
+        True,
+        True,
+        True,
+        False,
+        True,
+        True,
+    ]
+    assert omit_older_images(messages, keep=2)[4] is older
 
 
 KEEP_MUST_BE_AN_INT = (

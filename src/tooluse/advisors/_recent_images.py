@@ -67,7 +67,8 @@ def omit_older_images(
                     to_omit -= 1
                     response = _without_images(response)
                 responses.append(response)
-            message = message.model_copy(update={"responses": tuple(responses)})
+            if any(new is not old for new, old in zip(responses, message.responses, strict=True)):
+                message = message.model_copy(update={"responses": tuple(responses)})
         result.append(message)
     return result
 
