@@ -13,6 +13,11 @@ from tooluse.advisors._api import (
     ToolAdvisor,
 )
 from tooluse.advisors._logging import LoggingAdvisor
+from tooluse.advisors._recent_images import (
+    OMITTED_IMAGES_NOTE,
+    RecentImagesAdvisor,
+    omit_older_images,
+)
 from tooluse.advisors._tool_calling import (
     APPROVAL_REQUIRED,
     HISTORY_CONTEXT_KEY,
@@ -34,6 +39,7 @@ __all__ = [
     "HIGHEST_PRECEDENCE",
     "HISTORY_CONTEXT_KEY",
     "LOWEST_PRECEDENCE",
+    "OMITTED_IMAGES_NOTE",
     "PAUSE_CONTEXT_KEY",
     "PENDING_TOOL_CALLS_METADATA",
     "RESUME_CONTEXT_KEY",
@@ -49,9 +55,11 @@ __all__ = [
     "LoggingAdvisor",
     "LoopPause",
     "LoopResume",
+    "RecentImagesAdvisor",
     "StreamAdvisor",
     "ToolAdvisor",
     "ToolCallingAdvisor",
     "ToolLoopListener",
     "has_tool_calls",
+    "omit_older_images",
 ]
