@@ -759,3 +759,41 @@ async def test_a_turn_still_paused_after_the_continuations_allowed_is_returned_a
     assert response.generations[0].finish_reason == "pause_turn"
     assert response.text == "It is sunny.It is sunny."
     assert "still paused after 1 continuation" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("prompt_cache", "sent"),
+    [
+        (None, None),
+        ("5m", {"type": "ephemeral"}),
+        ("1h", {"type": "ephemeral", "ttl": "1h"}),
+    ],
+)
+async def test_prompt_cache_is_anthropics_top_level_cache_control(
+    server: ProviderServer,
+    make_model: Callable[..., AnthropicChatModel],
+    prompt_cache: str | None,
+    sent: dict[str, str] | None,
+) -> None:
+    server.expect(
+        Reply.json(anthropic_message(text_block("ok"))),
+        anthropic_sse(
+            [
+                anthropic_message_start({"input_tokens": 5, "output_tokens": 0}),
+                anthropic_block_start(0, text_block("")),
+                anthropic_text_delta(0, "ok"),
+                anthropic_block_stop(0),
+                anthropic_message_delta("end_turn", 1),
+            ]
+        ),
+    )
+    model = make_model(prompt_cache=prompt_cache)
+    await model.acall(ask())
+    await collect(model, ask())
+
+    assert [r.body.get("cache_control") for r in server.requests] == [sent, sent]
+
+
+def test_prompt_cache_takes_only_anthropics_lifetimes() -> None:
+    with pytest.raises(ValueError, match=r"prompt_cache must be '5m', '1h' or None.*'10m'"):
+        AnthropicChatModel("claude-test", api_key="k", prompt_cache="10m")  # type: ignore[arg-type]

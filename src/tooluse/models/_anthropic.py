@@ -41,7 +41,7 @@ import dataclasses
 import json
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Any, TypeGuard, cast
+from typing import Any, Literal, TypeGuard, cast
 
 import anthropic
 from anthropic._base_client import AsyncAPIClient, SyncAPIClient
@@ -119,6 +119,11 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
     connections belong to the loop that opened them: use it from one loop only. The async
     clients the model builds itself are one per event loop.
 
+    ``prompt_cache="5m"`` or ``"1h"`` turns on Anthropic's automatic prompt caching (a
+    top-level ``cache_control``: each request's prefix is written to the cache, and the next
+    request of a tool loop or conversation reads it at a tenth of the input price; writes cost
+    1.25 times, or twice for ``"1h"``). Off by default, as in the API.
+
     ``ChatOptions.deferred_tools`` are sent with ``"defer_loading": true`` and a loader's
     result naming them as ``tool_reference`` blocks, which load them into the model's context
     (``loads_deferred_tools``; see ``ToolSearchToolCallingAdvisor(defer_loading=True)``).
@@ -147,11 +152,17 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         max_retries: int = 2,
         strict_tools: bool = False,
         max_pause_continuations: int = 8,
+        prompt_cache: Literal["5m", "1h"] | None = None,
         client: anthropic.AsyncAnthropic | None = None,
         sync_client: anthropic.Anthropic | None = None,
     ) -> None:
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        if prompt_cache not in (None, "5m", "1h"):
+            raise ValueError(
+                f"prompt_cache must be '5m', '1h' or None (the cache lifetimes Anthropic "
+                f"offers), got {prompt_cache!r}"
+            )
         if max_pause_continuations < 0:
             raise ValueError(f"max_pause_continuations must be >= 0, got {max_pause_continuations}")
         super().__init__(
@@ -168,6 +179,7 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         self.max_tokens = max_tokens
         self.strict_tools = strict_tools
         self.max_pause_continuations = max_pause_continuations
+        self.prompt_cache = prompt_cache
 
     # -- the ChatModel protocol -----------------------------------------------------------
 
@@ -251,6 +263,10 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
                 params["tool_choice"] = tool_choice
         if options.stop:
             params["stop_sequences"] = list(options.stop)
+        if self.prompt_cache is not None:
+            # Automatic caching: the API puts the breakpoint on the request's last cacheable
+            # block, so each request reads what the one before it wrote.
+            params["cache_control"] = _cache_control(self.prompt_cache)
         body: dict[str, Any] = {}
         if options.temperature is not None:
             body["temperature"] = options.temperature
@@ -285,6 +301,10 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
 
 
 _MAX_DEFERRED_TOOLS = 10_000  # the Messages API's limit per request
+
+
+def _cache_control(lifetime: Literal["5m", "1h"]) -> dict[str, str]:
+    return {"type": "ephemeral"} if lifetime == "5m" else {"type": "ephemeral", "ttl": lifetime}
 
 
 def _loadable(options: ChatOptions, definitions: Sequence[ToolDefinition]) -> DeferredTools | None:
