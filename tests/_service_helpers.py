@@ -3,12 +3,15 @@ run as processes."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
 import select
+import struct
 import subprocess
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -19,10 +22,19 @@ import uvicorn
 from fastapi import FastAPI
 
 from _rag_helpers import HashingEmbeddingModel
-from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
+from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
+from tooluse.messages import (
+    AssistantMessage,
+    ImagePart,
+    Prompt,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
 from tooluse.service import ServiceConfig, create_app
 from tooluse.testing import FunctionModel, ResponseLike, tool_call
-from tooluse.tools import tool
+from tooluse.tools import Image, tool
 
 
 def config(db: Path, **changes: Any) -> ServiceConfig:
@@ -149,3 +161,54 @@ def read_until(process: subprocess.Popen[bytes], text: str, seconds: float = 30.
             assert chunk, f"the process exited ({process.wait()}) before {text!r}: {received!r}"
             received += chunk
     return received.decode()
+
+
+def png(width: int, height: int) -> bytes:
+    """A real PNG of ``width`` x ``height`` red pixels (browsers decode it)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+    pixels = chunk(b"IDAT", zlib.compress(rows))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + pixels + chunk(b"IEND", b"")
+
+
+SCREEN = png(3, 2)
+SCREEN_URL = "data:image/png;base64," + base64.b64encode(SCREEN).decode()
+
+
+@tool
+def screenshot() -> dict[str, Any]:
+    """The screen as it looks now (a test tool: a captioned 3x2 PNG)."""
+    return {"caption": "the screen", "shot": Image(SCREEN, "image/png")}
+
+
+def screenshotting(prompt: Prompt) -> ResponseLike:
+    """A fake LLM whose router calls screenshot once; the answer stage answers."""
+    if not prompt.options.tool_callbacks:
+        return "A red screen."
+    if isinstance(prompt.messages[-1], ToolResponseMessage):
+        return ""
+    return tool_call("screenshot", {}, id="s1")
+
+
+def store_screenshot_turn(db: Path, conversation_id: str) -> None:
+    """Writes a turn with a screenshot result to the service's memory, as a memory that keeps
+    tool traffic (a memory advisor inside the tool loop) would."""
+    call = ToolCall(id="s1", name="screenshot", arguments="{}")
+    shot = ImagePart("image/png", base64.b64encode(SCREEN).decode())
+    with SqliteChatMemoryRepository(db) as repository:
+        MessageWindowChatMemory(repository=repository).add(
+            conversation_id,
+            [
+                UserMessage(text="What is on screen?"),
+                AssistantMessage(text=None, tool_calls=(call,)),
+                ToolResponseMessage(
+                    responses=(ToolResponse("s1", "screenshot", "the screen", images=[shot]),)
+                ),
+                AssistantMessage(text="A red screen."),
+            ],
+        )

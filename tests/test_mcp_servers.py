@@ -185,6 +185,10 @@ async def test_results_are_text_for_the_model_with_images_beside(servers: Server
     assert await tools["add"].acall('{"a": 2, "b": 3}') == "5"
     pixel = Image(b"\x89PNG fake pixel", "image/png")
     assert await tools["pixel"].acall("") == ToolResult("", [pixel])
+    # Text blocks with images: the text as the text blocks alone give it, the images beside.
+    captioned = await tools["pixel"].acall('{"caption": "Took screenshot"}')
+    assert captioned == ToolResult("Took screenshot", [pixel])
+    # Other mixes: the JSON of the blocks.
     mixed = await tools["mixed"].acall("null")
     assert isinstance(mixed, ToolResult)
     assert json.loads(mixed.text) == [
@@ -494,6 +498,9 @@ async def test_served_tools_behave_as_local_ones(servers: Servers, key: str) -> 
         arguments
     )
     assert await served["picture"].acall("") == convert_result(tooluse_tools.PICTURE)
+    # A ToolResult goes out as a text block and an image block, and comes back as it was.
+    captioned = '{"caption": "Took screenshot"}'
+    assert await served["picture"].acall(captioned) == await local["picture"].acall(captioned)
     with pytest.raises(ToolExecutionException, match="the weather service is down"):
         await served["broken"].acall("")
     with pytest.raises(ToolExecutionException, match="Invalid arguments for tool 'get_weather'"):
@@ -524,12 +531,14 @@ async def test_a_chat_client_loop_calls_an_mcp_tool(servers: Servers) -> None:
 
 
 @pytest.mark.parametrize(("key", "tool"), [("sdk", "pixel"), ("weather", "picture")])
+@pytest.mark.parametrize("caption", ["", "Took screenshot"])
 async def test_a_chat_client_loop_shows_the_model_an_mcp_tool_s_image(
-    servers: Servers, key: str, tool: str
+    servers: Servers, key: str, tool: str, caption: str
 ) -> None:
-    # The SDK's own server, and a tooluse tool returning Image served by `tooluse mcp serve`.
+    # The SDK's own server, and a tooluse tool returning ToolResult served by `tooluse mcp
+    # serve`; the caption, when there is one, is the text.
     provider = await servers.get(key)
-    model = ScriptedModel([tool_call(tool), "A tiny picture."])
+    model = ScriptedModel([tool_call(tool, {"caption": caption}), "A tiny picture."])
     response = await ChatClient(model, tools=[provider]).prompt().user("Look.").acall()
     assert response.content() == "A tiny picture."
     results = model.requests[1].messages[-1]
@@ -538,7 +547,7 @@ async def test_a_chat_client_loop_shows_the_model_an_mcp_tool_s_image(
     assert results.responses[0] == ToolResponse(
         results.responses[0].id,
         tool,
-        "",
+        caption,
         images=[ImagePart("image/png", base64.b64encode(expected).decode())],
     )
 

@@ -244,6 +244,33 @@ def test_other_content_becomes_json_like_tooluse_results_with_images_beside() ->
     }
 
 
+def test_text_blocks_with_images_are_the_text_they_give_alone_with_the_images_beside() -> None:
+    def text(value: str) -> TextContent:
+        return TextContent(type="text", text=value)
+
+    png = ImageContent(type="image", data=PIXEL, mime_type="image/png")
+    wav = AudioContent(type="audio", data=PIXEL, mime_type="audio/wav")
+    pixel, sound = Image(b"\x89PNG pixel", "image/png"), Image(b"\x89PNG pixel", "audio/wav")
+    captioned = CallToolResult(content=[text("Took screenshot"), png])
+    assert result_content(captioned) == ToolResult("Took screenshot", [pixel])
+    # Several text blocks read as they do without the images: a JSON list of their texts.
+    texts = [text("page 1"), text("page 2")]
+    assert result_content(CallToolResult(content=texts)) == '["page 1","page 2"]'
+    interleaved = CallToolResult(content=[texts[0], png, texts[1], wav])
+    assert result_content(interleaved) == ToolResult('["page 1","page 2"]', [pixel, sound])
+    assert result_content(CallToolResult(content=[png, wav])) == ToolResult("", [pixel, sound])
+    # Media that is not base64 is not an image: the JSON of the blocks names it.
+    broken = ImageContent(type="image", data="%%", mime_type="image/png")
+    named = result_content(CallToolResult(content=[text("shot"), broken, png]))
+    assert isinstance(named, ToolResult)
+    assert json.loads(named.text) == [
+        "shot",
+        {"mimeType": "image/png", "error": "the server sent data that is not base64"},
+        {"image": 1, "mimeType": "image/png"},
+    ]
+    assert named.images == (pixel,)
+
+
 def test_structured_or_empty_results() -> None:
     structured = CallToolResult(content=[], structured_content={"t": 21.5, "城市": "北京"})
     assert json.loads(result_content(structured)) == {"t": 21.5, "城市": "北京"}

@@ -10,10 +10,13 @@ import pytest
 
 from _service_helpers import (
     BIG_ACCOUNT,
+    SCREEN_URL,
     fake_llm,
     names,
     parse_sse,
     respond,
+    screenshot,
+    screenshotting,
     service,
     transfer,
     transferring,
@@ -44,6 +47,21 @@ async def test_tool_question_streams_the_trace_then_the_answer(tmp_path: Path) -
         done["answer"] == "From live data." == "".join(d["text"] for n, d in events if n == "delta")
     )
     assert (done["route"], done["sources"], done["conversation_id"]) == ("tools", [], "c1")
+
+
+async def test_a_tool_result_s_images_stream_as_data_urls(tmp_path: Path) -> None:
+    model = FunctionModel(screenshotting)
+    async with service(tmp_path / "s.db", model=model, tools=[screenshot]) as client:
+        response = await client.post("/api/chat", json={"message": "What is on screen?"})
+    events = parse_sse(response.text)
+    assert names(events) == ["tool_call", "tool_result", "route", "delta", "done"]
+    assert events[1][1] == {
+        "id": "s1",
+        "name": "screenshot",
+        "result": '{"caption":"the screen","shot":{"image":1,"mimeType":"image/png"}}',
+        "is_error": False,
+        "images": [SCREEN_URL],
+    }
 
 
 async def test_knowledge_question_is_answered_from_the_sample_documents(tmp_path: Path) -> None:
@@ -145,7 +163,13 @@ async def test_a_denied_call_is_answered_without_data(tmp_path: Path) -> None:
     events = parse_sse(response.text)
     assert events[0] == (
         "tool_result",
-        {"id": "cancel-1", "name": "cancel_order", "result": "Not today.", "is_error": True},
+        {
+            "id": "cancel-1",
+            "name": "cancel_order",
+            "result": "Not today.",
+            "is_error": True,
+            "images": [],
+        },
     )
     assert events[1][1]["route"] == "knowledge"
 

@@ -8,7 +8,14 @@ from typing import Any
 
 import httpx
 
-from _service_helpers import fake_llm, names, parse_sse, service
+from _service_helpers import (
+    SCREEN_URL,
+    fake_llm,
+    names,
+    parse_sse,
+    service,
+    store_screenshot_turn,
+)
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
 from tooluse.messages import (
     AssistantMessage,
@@ -137,12 +144,37 @@ async def test_stored_tool_calls_come_back_in_the_shapes_of_the_stream(tmp_path:
         {
             "role": "tool",
             "results": [
-                {"id": "w1", "name": "get_weather", "result": '{"sky": "sun"}', "is_error": False}
+                {
+                    "id": "w1",
+                    "name": "get_weather",
+                    "result": '{"sky": "sun"}',
+                    "is_error": False,
+                    "images": [],
+                }
             ],
             "paused_turn": None,
         },
         {"role": "assistant", "text": "Sunny.", "tool_calls": [], "paused_turn": None},
     ]
+
+
+async def test_a_stored_result_s_images_come_back_as_data_urls(tmp_path: Path) -> None:
+    store_screenshot_turn(tmp_path / "s.db", "screen")
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        messages = (await client.get("/api/conversations/screen")).json()["messages"]
+    assert messages[2] == {
+        "role": "tool",
+        "results": [
+            {
+                "id": "s1",
+                "name": "screenshot",
+                "result": "the screen",
+                "is_error": False,
+                "images": [SCREEN_URL],
+            }
+        ],
+        "paused_turn": None,
+    }
 
 
 async def test_an_id_with_a_slash_is_read_percent_encoded(tmp_path: Path) -> None:

@@ -13,7 +13,17 @@ from typing import Any
 import pytest
 
 from _browser import CHROMIUM, Browser, browser, serving
-from _service_helpers import BIG_ACCOUNT, config, fake_llm, transfer, transferring
+from _service_helpers import (
+    BIG_ACCOUNT,
+    SCREEN_URL,
+    config,
+    fake_llm,
+    screenshot,
+    screenshotting,
+    store_screenshot_turn,
+    transfer,
+    transferring,
+)
 from tooluse.mcp import InProcessServer, mcp_server
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
 from tooluse.search import TOOL_SEARCH_TOOL_NAME
@@ -109,6 +119,58 @@ def test_mcp_tools_are_listed_with_their_server_and_called(tmp_path: Path, page:
         errors = page.console_errors()
     assert listed == (["get_weather"], ["MCP: live"])
     assert call == '→ get_weather {"city":"Paris"}  ✓'
+    assert errors == []
+
+
+def _thumbnails(page: Browser) -> Any:
+    """Each tool-result image of the trace, once decoded: whether its source is the
+    screenshot's data URL, its size, the height it is shown at, and its alt text."""
+    page.wait_for(
+        "[...document.querySelectorAll('.trace .images img')]"
+        ".every(img => img.complete && img.naturalWidth > 0)"
+    )
+    return page.run(
+        "[...document.querySelectorAll('.trace .images img')].map(img =>"
+        f" [img.src === {json.dumps(SCREEN_URL)}, img.naturalWidth, img.naturalHeight,"
+        " Math.round(img.getBoundingClientRect().height), img.alt])"
+    )
+
+
+def test_a_tool_result_s_images_show_as_thumbnails_that_open_full_size(
+    tmp_path: Path, page: Browser
+) -> None:
+    db = tmp_path / "s.db"
+    store_screenshot_turn(db, "screen")  # an earlier conversation, tool traffic kept
+    settings = config(db, model=FunctionModel(screenshotting), tools=[screenshot])
+    with serving(create_app(settings)) as url:
+        page.goto(url)
+        _ask(page, "What is on screen?")
+        live = _thumbnails(page)
+        trace = _texts(page, ".trace summary")
+        page.run("document.querySelector('.trace .images img').click()")
+        page.wait_for("document.querySelector('#viewer img').naturalWidth > 0")
+        opened = page.run(
+            "(() => { const viewer = document.getElementById('viewer');"
+            " const full = viewer.querySelector('img');"
+            f" return [viewer.open, full.src === {json.dumps(SCREEN_URL)},"
+            " Math.round(full.getBoundingClientRect().width)]; })()"
+        )
+        page.run("document.getElementById('viewer').click()")
+        closed = page.run("document.getElementById('viewer').open")
+        page.run(
+            "localStorage.setItem('tooluse.conversation', 'screen');"
+            "localStorage.setItem('tooluse.conversation.asked', 'screen')"
+        )
+        page.reload()
+        page.wait_for("!!document.querySelector('.trace .images img')")
+        stored = _thumbnails(page)
+        errors = page.console_errors()
+    thumbnail = [True, 3, 2, 72, "screenshot image 1 (image/png)"]
+    assert trace == ["→ screenshot {}  ✓"]
+    assert live == [thumbnail]  # shown 72 px high, whatever the image's size
+    assert opened == [True, True, 3]  # at its own size
+    assert closed is False
+    assert stored == [thumbnail]
     assert errors == []
 
 

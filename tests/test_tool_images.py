@@ -149,6 +149,19 @@ async def test_the_test_models_run_a_loop_with_an_image_tool() -> None:
     assert isinstance(results, ToolResponseMessage)
     assert results.responses[0].images == (PNG_PART,)
 
-    model = TestModel(call_tools=["screenshot"])
-    answer = await ChatClient(model, tools=[screenshot]).prompt("What is on screen?").acall()
-    assert json.loads(answer.content()) == {"screenshot": ""}
+    # TestModel's summary names the images it was shown, after the text if there is any.
+    @tool
+    def gallery() -> dict[str, Any]:
+        """Captioned pictures."""
+        return {"caption": "home", "shots": [PNG, Image(b"GIF89a", "image/gif")]}
+
+    model = TestModel(call_tools=["screenshot", "gallery"])
+    client = ChatClient(model, tools=[screenshot, gallery])
+    answer = await client.prompt("What is on screen?").acall()
+    assert json.loads(answer.content()) == {
+        "screenshot": "[1 image: image/png]",
+        "gallery": (
+            '{"caption":"home","shots":[{"image":1,"mimeType":"image/png"},'
+            '{"image":2,"mimeType":"image/gif"}]}\n[2 images: image/png, image/gif]'
+        ),
+    }

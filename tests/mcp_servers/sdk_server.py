@@ -1,11 +1,12 @@
 """An MCP server built with the SDK's own ``MCPServer`` (independent of tooluse), for the client
 tests. Run: ``python sdk_server.py``; it speaks MCP over stdio.
 
-Tools: ``echo``, ``add``, ``pixel`` (an image), ``mixed`` (text, image, resource, link),
-``structured`` (structured content only), ``fail`` (an ``isError`` result), ``crash`` (the
-process exits mid-call), ``sleep``, ``meta`` (returns the request's ``_meta``), ``add_tool`` /
-``remove_tool`` (change the tool list and notify the client, in either protocol era), and
-``counter`` (how many calls this process served, to check one session serves them all).
+Tools: ``echo``, ``add``, ``pixel`` (an image, captioned or not), ``mixed`` (text, image,
+resource, link), ``structured`` (structured content only), ``fail`` (an ``isError`` result),
+``crash`` (the process exits mid-call), ``sleep``, ``meta`` (returns the request's ``_meta``),
+``add_tool`` / ``remove_tool`` (change the tool list and notify the client, in either protocol
+era), and ``counter`` (how many calls this process served, to check one session serves them
+all).
 """
 
 from __future__ import annotations
@@ -53,9 +54,12 @@ def add(a: int, b: int) -> int:
 
 
 @server.tool()
-def pixel() -> CallToolResult:
-    """One image."""
-    return CallToolResult(content=[ImageContent(type="image", data=PIXEL, mime_type="image/png")])
+def pixel(caption: str = "") -> CallToolResult:
+    """One image, after a text block with the caption if one is given (as browser-automation
+    servers answer: "Took screenshot", then the image)."""
+    image = ImageContent(type="image", data=PIXEL, mime_type="image/png")
+    text = [TextContent(type="text", text=caption)] if caption else []
+    return CallToolResult(content=[*text, image])
 
 
 @server.tool()

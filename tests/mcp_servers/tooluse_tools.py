@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from tooluse import ToolContext, ToolParam, tool
-from tooluse.tools import Image
+from tooluse.tools import Image, ToolResult
 
 PICTURE = Image(b"\x89PNG tooluse picture", "image/png")
 
@@ -26,10 +26,11 @@ def whoami(context: ToolContext) -> dict[str, Any]:
     return dict(context)
 
 
-@tool
-def picture() -> Image:
-    """A picture."""
-    return PICTURE
+@tool(result_converter=lambda caption: ToolResult(caption, [PICTURE]))
+def picture(caption: str = "") -> str:
+    """A picture, captioned if a caption is given (served as a text block, then an image
+    block)."""
+    return caption
 
 
 @tool

@@ -4,16 +4,18 @@
 Result (text, or a ``ToolResult`` when images go with it, as ``convert_result`` gives for
 ``Image`` values):
 
-- one text block: its text, unchanged (servers write it for the model; quoting it as JSON
-  would only add escapes);
-- one image or audio block: an ``Image`` with empty text. The executor shows images to the
-  model as images and names the type of the rest (audio: no provider here takes audio in a
-  tool result) in a note;
-- one other block: its JSON; several blocks: a JSON list of the blocks' JSON, text as
-  strings, each image or audio ``{"image": n, "mimeType"}`` with the ``Image`` beside the
-  text. An embedded resource is ``{"uri", "mimeType", "text"}`` (or ``"blob"``), a resource
-  link what the server sent (``{"type": "resource_link", "uri", "name", ...}``), media whose
-  data is not base64 ``{"mimeType", "error"}`` (the data is never sent as text);
+- text blocks and image or audio blocks only: the text the text blocks alone give (one: its
+  text, unchanged, since servers write it for the model and quoting it as JSON would only
+  add escapes; several: a JSON list of their texts; none: ``""``) with an ``Image`` per
+  image or audio block beside it. So a caption with a screenshot reads as the caption, and
+  a ``ToolResult`` served by ``tooluse mcp serve`` (its text block, then its images) comes
+  back as it was. The executor shows images to the model as images and names the type of
+  the rest (audio: no provider here takes audio in a tool result) in a note;
+- any other mix: the JSON of one block, or a JSON list of the blocks' JSON, text as strings,
+  each image or audio ``{"image": n, "mimeType"}`` with the ``Image`` beside the text. An
+  embedded resource is ``{"uri", "mimeType", "text"}`` (or ``"blob"``), a resource link what
+  the server sent (``{"type": "resource_link", "uri", "name", ...}``), media whose data is
+  not base64 ``{"mimeType", "error"}`` (the data is never sent as text);
 - no blocks but ``structuredContent``: that value as JSON; nothing at all: ``""``.
 
 The error text of an ``isError`` result is its text blocks joined by newlines.
@@ -47,15 +49,16 @@ logger = logging.getLogger("tooluse.mcp")
 
 def result_content(result: CallToolResult) -> str | ToolResult:
     """What the model reads for a successful result (see the module docstring)."""
-    content = result.content
-    if len(content) == 1:
-        block = content[0]
-        return block.text if isinstance(block, TextContent) else convert_result(_block_value(block))
-    if content:
-        return convert_result([_block_value(block) for block in content])
-    if result.structured_content is not None:
-        return convert_result(result.structured_content)
-    return ""
+    if not result.content:
+        structured = result.structured_content
+        return "" if structured is None else convert_result(structured)
+    values = [_block_value(block) for block in result.content]
+    texts = [value for value in values if isinstance(value, str)]  # the text blocks'
+    images = [value for value in values if isinstance(value, Image)]
+    if len(texts) + len(images) < len(values):
+        return convert_result(values[0] if len(values) == 1 else values)
+    text = texts[0] if len(texts) == 1 else _json_text(texts) if texts else ""
+    return ToolResult(text, images) if images else text
 
 
 def error_text(result: CallToolResult) -> str:
@@ -89,6 +92,12 @@ def tool_context_to_meta(context: Mapping[str, Any] | None) -> dict[str, Any] | 
             continue
         meta[key] = value
     return meta or None
+
+
+def _json_text(texts: list[str]) -> str:
+    converted = convert_result(texts)
+    assert isinstance(converted, str)  # a list of strings holds no images
+    return converted
 
 
 def _block_value(block: ContentBlock) -> Any:

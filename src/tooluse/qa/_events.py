@@ -6,7 +6,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from tooluse.calling import PendingToolCall
-from tooluse.messages import Usage
+from tooluse.messages import ImagePart, ToolResponse, Usage
 from tooluse.rag import Document
 
 if TYPE_CHECKING:
@@ -43,16 +43,30 @@ class ToolCallEvent:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ToolResultEvent:
-    """A tool call finished (``is_error``: the result is an error message for the model)."""
+    """A tool call finished (``is_error``: the result is an error message for the model;
+    ``images``: the images shown to the model with ``result``)."""
 
     kind: ClassVar[str] = "tool_result"
     id: str
     name: str
     result: str
     is_error: bool
+    images: tuple[ImagePart, ...] = ()
+
+    @classmethod
+    def of(cls, response: ToolResponse) -> ToolResultEvent:
+        return cls(response.id, response.name, response.data, response.is_error, response.images)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "result": self.result, "is_error": self.is_error}
+        """The JSON form; each image as a ``data:`` URL, which a page can show as it is (the
+        executor's ``max_image_bytes`` bounds their size)."""
+        return {
+            "id": self.id,
+            "name": self.name,
+            "result": self.result,
+            "is_error": self.is_error,
+            "images": [image.data_url() for image in self.images],
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

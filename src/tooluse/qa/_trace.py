@@ -102,7 +102,7 @@ class ToolTrace:
         for position, result in _aligned(calls, _round_results(messages, calls)):
             if position not in self._reported:
                 self._reported.add(position)
-                self._emit(ToolResultEvent(result.id, result.name, result.data, result.is_error))
+                self._emit(ToolResultEvent.of(result))
 
 
 def _round_results(

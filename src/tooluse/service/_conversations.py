@@ -31,10 +31,7 @@ def _view(message: Message) -> dict[str, Any]:
             for call in message.tool_calls
         ]
     elif isinstance(message, ToolResponseMessage):
-        view["results"] = [
-            ToolResultEvent(response.id, response.name, response.data, response.is_error).to_dict()
-            for response in message.responses
-        ]
+        view["results"] = [ToolResultEvent.of(response).to_dict() for response in message.responses]
     else:
         view["text"] = message.text
     view["paused_turn"] = paused_turn_of(message)

@@ -13,6 +13,7 @@ from tooluse.messages import (
     Message,
     Prompt,
     ToolCall,
+    ToolResponse,
     ToolResponseMessage,
     UserMessage,
 )
@@ -39,7 +40,9 @@ class TestModel(RespondingModel):
     current turn (the messages since the last user message), with arguments generated from
     the tool's input schema (valid against it; see :func:`generate_arguments`). When nothing
     is left to call it answers with ``final_text``, or by default a JSON object mapping each
-    tool called in the turn to its result (``"success (no tool calls)"`` when none was).
+    tool called in the turn to its result (``"success (no tool calls)"`` when none was). A
+    result with images is its text, then a line naming them (``[1 image: image/png]``): the
+    model cannot look at them, but an offline run shows that they came.
 
     ``call_tools`` limits which tools it calls: ``"all"`` (default), or a collection of names
     (offered tools not named are left alone; names never offered are never called). A turn
@@ -124,14 +127,26 @@ class TestModel(RespondingModel):
     def _answer(self, turn: tuple[Message, ...]) -> str:
         if self.final_text is not None:
             return self.final_text
-        results: dict[str, Any] = {}
-        for message in turn:
-            if isinstance(message, ToolResponseMessage):
-                for response in message.responses:
-                    try:
-                        results[response.name] = json.loads(response.data)
-                    except ValueError:
-                        results[response.name] = response.data
+        results = {
+            response.name: _result_value(response)
+            for message in turn
+            if isinstance(message, ToolResponseMessage)
+            for response in message.responses
+        }
         if not results:
             return "success (no tool calls)"
         return json.dumps(results, ensure_ascii=False)
+
+
+def _result_value(response: ToolResponse) -> Any:
+    """A result in the summary: its JSON value, or its text; with images, its text and a line
+    naming them."""
+    if response.images:
+        count = len(response.images)
+        types = ", ".join(image.mime_type for image in response.images)
+        named = f"[{count} image{'s' if count > 1 else ''}: {types}]"
+        return "\n".join(filter(None, (response.data, named)))
+    try:
+        return json.loads(response.data)
+    except ValueError:
+        return response.data
