@@ -48,6 +48,18 @@ async def test_a_returned_image_becomes_an_image_part_not_text() -> None:
     assert response == ToolResponse("c0", "screenshot", "", images=[PNG_PART])
 
 
+async def test_a_function_may_return_its_own_text_beside_its_images() -> None:
+    @tool
+    def capture() -> ToolResult:
+        """Take a screenshot."""
+        return ToolResult("Took a screenshot of the home page", [PNG])
+
+    response = await run_one(FunctionToolCallback(capture))
+    assert response == ToolResponse(
+        "c0", "capture", "Took a screenshot of the home page", images=[PNG_PART]
+    )
+
+
 async def test_images_of_other_types_are_named_in_a_note_and_left_out() -> None:
     tiff = Image(b"II*\x00", "image/tiff")
     wav = Image(b"RIFF", "audio/wav")

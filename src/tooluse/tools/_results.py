@@ -99,6 +99,8 @@ def convert_result(value: Any, *, returns_none: bool = False) -> str | ToolResul
         return value if is_json(value) else json.dumps(value, ensure_ascii=False)
     if isinstance(value, Image):
         return ToolResult("", (value,))
+    if isinstance(value, ToolResult):  # a function that words its own text beside its images
+        return value
     images = _Images()
     try:
         text = to_json(value, bytes_mode="base64", fallback=images.to_json).decode()
