@@ -230,8 +230,6 @@ async def test_a_streamed_loop_stored_by_memory_outside_it_goes_back_without_its
 ) -> None:
     # Memory outside the loop stores the streamed answer: every round's text and blocks, the
     # calls that ran inside the loop left out. It goes back as those blocks, citations kept.
-    # (A last round whose fields give its blocks exactly has no provider content to join, so
-    # such an answer is sent from its fields, with a warning: docs/models.md.)
     server.expect(
         anthropic_sse(anthropic_streamed(*TURN, stop_reason="tool_use")),
         anthropic_sse(anthropic_streamed(CITED_TEXT)),
@@ -249,6 +247,32 @@ async def test_a_streamed_loop_stored_by_memory_outside_it_goes_back_without_its
     assert answer == {
         "role": "assistant",
         "content": [*TURN[:-1], CITED_TEXT],
+    }
+    assert caplog.records == []
+
+
+async def test_a_streamed_loop_answer_whose_last_round_had_no_blocks_goes_back_whole(
+    server: ProviderServer, models: dict[str, Callable[..., Any]], caplog: pytest.LogCaptureFixture
+) -> None:
+    # The last round was plain text (its fields give its blocks, so it brought no provider
+    # content): its text follows the first round's blocks.
+    server.expect(
+        anthropic_sse(anthropic_streamed(*TURN, stop_reason="tool_use")),
+        anthropic_sse(anthropic_streamed(text_block(" Sunny in Paris."))),
+        answered("Bye."),
+    )
+    memory = MessageChatMemoryAdvisor(MessageWindowChatMemory())
+    client = ChatClient(models["anthropic"](), tools=[get_weather], advisors=[memory])
+    context = {CONVERSATION_ID: "c"}
+    stream = client.prompt("Weather in Paris?").context(context).stream()
+    [piece async for piece in stream.content()]
+    with caplog.at_level(logging.WARNING, logger="tooluse.models._anthropic"):
+        await client.prompt("Thanks!").context(context).acall()
+
+    _, answer, _ = server.requests[2].body["messages"]
+    assert answer == {
+        "role": "assistant",
+        "content": [*TURN[:-1], text_block(" Sunny in Paris.")],
     }
     assert caplog.records == []
 

@@ -394,6 +394,9 @@ def _assistant_blocks(message: AssistantMessage, aliases: ToolNameAliases) -> li
         len(message.tool_calls),
     ):
         return _kept_blocks(blocks, message.tool_calls, aliases)
+    later = _later_rounds(message, text, reasoning) if not message.tool_calls else None
+    if later is not None:
+        return [*_kept_blocks(blocks, (), aliases), *_field_blocks(later, aliases)]
     logger.warning(
         "anthropic: an assistant message's text, reasoning or number of tool calls differ "
         "from those of its provider_content (the message was changed after the model made "
@@ -401,6 +404,21 @@ def _assistant_blocks(message: AssistantMessage, aliases: ToolNameAliases) -> li
         "tool calls and results, citations)"
     )
     return _field_blocks(message, aliases)
+
+
+def _later_rounds(
+    message: AssistantMessage, text: str | None, reasoning: tuple[Reasoning, ...]
+) -> AssistantMessage | None:
+    """What ``message`` holds after its provider content, when its fields continue the
+    blocks' (the answer of a streamed tool loop whose last rounds needed no blocks of their
+    own: their fields give them exactly); ``None`` when they do not (the message was
+    changed)."""
+    full_text, kept_text = message.text or "", text or ""
+    if not full_text.startswith(kept_text) or message.reasoning[: len(reasoning)] != reasoning:
+        return None
+    return AssistantMessage(
+        text=full_text[len(kept_text) :] or None, reasoning=message.reasoning[len(reasoning) :]
+    )
 
 
 def _field_blocks(message: AssistantMessage, aliases: ToolNameAliases) -> list[dict[str, Any]]:
