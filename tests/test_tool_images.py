@@ -60,6 +60,20 @@ async def test_a_function_may_return_its_own_text_beside_its_images() -> None:
     )
 
 
+def test_a_return_direct_image_reaches_the_caller() -> None:
+    @tool(return_direct=True)
+    def chart() -> ToolResult:
+        """Draw the chart."""
+        return ToolResult("Sales by month", [PNG])
+
+    model = ScriptedModel([tool_call("chart", {})])
+    response = ChatClient(model, tools=[chart]).prompt("chart please").call().chat_response()
+    (generation,) = response.generations
+    assert generation.message.text == "Sales by month"
+    assert generation.metadata["images"] == (PNG_PART,)
+    assert generation.finish_reason == "returnDirect"
+
+
 async def test_images_of_other_types_are_named_in_a_note_and_left_out() -> None:
     tiff = Image(b"II*\x00", "image/tiff")
     wav = Image(b"RIFF", "audio/wav")

@@ -26,6 +26,7 @@ class ToolExecutionResult:
     FINISH_REASON: ClassVar[str] = "returnDirect"
     METADATA_TOOL_ID: ClassVar[str] = "tool_id"
     METADATA_TOOL_NAME: ClassVar[str] = "tool_name"
+    METADATA_IMAGES: ClassVar[str] = "images"
 
     conversation_history: tuple[Message, ...]
     return_direct: bool = False
@@ -34,7 +35,8 @@ class ToolExecutionResult:
     def build_generations(self) -> list[Generation]:
         """One generation per tool response of the last message, for a return-direct answer:
         its text is the tool's result and its metadata names the call (``tool_id``,
-        ``tool_name``) with ``finish_reason`` ``"returnDirect"``. Empty when the history does
+        ``tool_name``) with ``finish_reason`` ``"returnDirect"``, and holds the result's
+        images, if any, as ``images`` (a tuple of ``ImagePart``). Empty when the history does
         not end with tool responses."""
         if not self.conversation_history:
             raise ValueError("The conversation history is empty: there are no tool results")
@@ -48,6 +50,7 @@ class ToolExecutionResult:
                     "finish_reason": self.FINISH_REASON,
                     self.METADATA_TOOL_ID: response.id,
                     self.METADATA_TOOL_NAME: response.name,
+                    **({self.METADATA_IMAGES: response.images} if response.images else {}),
                 },
             )
             for response in last.responses
