@@ -14,6 +14,7 @@ from _service_helpers import (
     fake_llm,
     names,
     parse_sse,
+    respond,
     screenshot,
     screenshotting,
     service,
@@ -29,7 +30,7 @@ from tooluse.messages import (
     ToolResponseMessage,
     UserMessage,
 )
-from tooluse.qa import PAUSED_TURN_NOTE, RouteEvent
+from tooluse.qa import PAUSED_TURN_NOTE, STOPPED_TURN_NOTE, RouteEvent
 from tooluse.service._turn_displays import (
     MAX_SHOWN_RESULT_CHARS,
     MAX_TOOL_EVENTS,
@@ -315,6 +316,32 @@ async def test_an_approved_turn_comes_back_with_its_trace_before_and_after_the_p
         "route",
         "sources",
     ]
+
+
+async def test_an_approved_turn_that_failed_comes_back_with_the_calls_that_ran(
+    tmp_path: Path,
+) -> None:
+    answering: list[bool] = []  # the answer stage fails once this holds True
+
+    def failing_answer(prompt: Prompt) -> ResponseLike:
+        if answering and not prompt.options.tool_callbacks:
+            raise ConnectionError("the model went away")
+        return respond(prompt)
+
+    async with service(tmp_path / "s.db", model=FunctionModel(failing_answer)) as client:
+        paused = (await ask(client, "Cancel order A1001", "c1"))[-1][1]
+        answering.append(True)
+        decided = await client.post(
+            f"/api/approvals/{paused['approval_id']}",
+            json={"decisions": {"cancel-1": {"approve": True}}},
+        )
+        assert names(parse_sse(decided.text))[-1] == "error"
+        question, account = (await client.get("/api/conversations/c1")).json()["messages"]
+    assert account["text"].startswith(STOPPED_TURN_NOTE)  # memory's record of the turn
+    # The answer failed after the route: no sources.
+    call, result, route = question["events"]
+    assert (call["event"], result["event"], route["event"]) == ("tool_call", "tool_result", "route")
+    assert result["data"]["name"] == "cancel_order" and not result["data"]["is_error"]
 
 
 async def test_a_screenshot_comes_back_with_its_image(tmp_path: Path) -> None:
