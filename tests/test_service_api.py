@@ -339,9 +339,11 @@ async def test_the_page_keeps_what_a_browser_test_found(tmp_path: Path) -> None:
     assert f'const TOOL_SEARCH = "{TOOL_SEARCH_TOOL_NAME}";' in html
     # An approval's panel closes when its run expires, and a 410 reads as why it was gone.
     assert "close(gone.expired)" in html and "close(gone[run.status] || detail)" in html
-    # A reload shows the stored turns through the live events' handlers, each run still
-    # waiting in place of its turn's record, and says why when it cannot.
-    assert 'turn.handle("done", {answer: message.text, sources: []})' in html
+    # A reload shows the stored turns through the live events' handlers (their stored trace,
+    # route and sources too), each run still waiting in place of its turn's record, and says
+    # why when it cannot.
+    assert 'turn.handle("done", {answer: message.text, sources})' in html
+    assert "sources = showEvents(turn, message.events)" in html
     assert "!waiting.has(message.paused_turn)" in html
     assert "Earlier messages of this conversation could not be shown" in html
     # An MCP tool is listed with its server.

@@ -7,25 +7,38 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from _service_helpers import (
     SCREEN_URL,
     fake_llm,
     names,
     parse_sse,
+    respond,
+    screenshot,
+    screenshotting,
     service,
     store_screenshot_turn,
 )
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
 from tooluse.messages import (
     AssistantMessage,
+    Prompt,
     SystemMessage,
     ToolCall,
     ToolResponse,
     ToolResponseMessage,
     UserMessage,
 )
-from tooluse.qa import PAUSED_TURN_NOTE
+from tooluse.qa import PAUSED_TURN_NOTE, STOPPED_TURN_NOTE, RouteEvent
+from tooluse.service._turn_displays import (
+    MAX_SHOWN_RESULT_CHARS,
+    MAX_TOOL_EVENTS,
+    TurnDisplay,
+    TurnDisplayStore,
+)
+from tooluse.testing import FunctionModel, ResponseLike, tool_call
+from tooluse.tools import tool
 
 
 class _TurnId:
@@ -72,7 +85,13 @@ async def test_a_conversation_comes_back_with_its_turns_and_its_waiting_approval
     assert all(m["paused_turn"] is None and m.get("tool_calls", []) == [] for m in messages[:4])
     # The paused turn's record: its question, and the account the assistant reads.
     question, account = messages[4:]
-    assert question == {"role": "user", "text": "Cancel order A1001", "paused_turn": ANY_TURN_ID}
+    held_call = {"id": "cancel-1", "name": "cancel_order", "arguments": '{"order_id": "A1001"}'}
+    assert question == {
+        "role": "user",
+        "text": "Cancel order A1001",
+        "paused_turn": ANY_TURN_ID,
+        "events": [{"event": "tool_call", "data": held_call}],  # what its page showed
+    }
     assert account["text"].startswith(PAUSED_TURN_NOTE)
     assert account["paused_turn"] == question["paused_turn"]
     # ... and its run, waiting, which stands for it on the page.
@@ -80,6 +99,7 @@ async def test_a_conversation_comes_back_with_its_turns_and_its_waiting_approval
     assert pending["approval_id"] == paused["approval_id"]
     assert (pending["status"], pending["turn_id"]) == ("pending", question["paused_turn"])
     assert [c["name"] for c in pending["pending_tool_calls"]] == ["cancel_order"]
+    assert pending["events"] == question["events"]
 
 
 async def test_an_approved_run_comes_back_as_its_answered_turn(tmp_path: Path) -> None:
@@ -134,7 +154,7 @@ async def test_stored_tool_calls_come_back_in_the_shapes_of_the_stream(tmp_path:
     async with service(db, model=fake_llm()) as client:
         messages = (await client.get("/api/conversations/tools")).json()["messages"]
     assert messages == [  # the system message is for the model, not shown
-        {"role": "user", "text": "Weather in Paris?", "paused_turn": None},
+        {"role": "user", "text": "Weather in Paris?", "paused_turn": None, "events": []},
         {
             "role": "assistant",
             "text": None,
@@ -233,3 +253,152 @@ async def test_an_api_key_guards_the_conversations(tmp_path: Path) -> None:
         ("user", "Hi"),
         ("assistant", "From the knowledge base."),
     ]
+
+
+SHOWN = {"tool_call", "tool_result", "route"}
+
+
+def shown(events: list[Any]) -> list[dict[str, Any]]:
+    """What a turn's stream showed besides its answer: its display events as the service
+    keeps them (the sources of ``done`` as a ``sources`` event)."""
+    kept = [{"event": name, "data": data} for name, data in events if name in SHOWN]
+    kept += [
+        {"event": "sources", "data": {"sources": data["sources"]}}
+        for name, data in events
+        if name == "done"
+    ]
+    return kept
+
+
+async def test_a_reloaded_conversation_brings_back_each_turn_s_route_tool_trace_and_sources(
+    tmp_path: Path,
+) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        weather = await ask(client, "What's the weather in Paris?", "c1")
+        refunds = await ask(client, "Any refund rules?", "c1")
+        again = await ask(client, "What's the weather in Paris?", "c1")  # the same question
+        messages = (await client.get("/api/conversations/c1")).json()["messages"]
+    assert [m["events"] for m in messages if m["role"] == "user"] == [
+        shown(weather),
+        shown(refunds),
+        shown(again),
+    ]
+    call, result, route, sources = messages[0]["events"]
+    assert (call["event"], call["data"]["name"], result["event"]) == (
+        "tool_call",
+        "get_weather",
+        "tool_result",
+    )
+    assert route == {"event": "route", "data": {"route": "tools", "fetched": 1}}
+    assert sources == {"event": "sources", "data": {"sources": []}}
+    knowledge_route, knowledge_sources = messages[2]["events"]
+    assert knowledge_route["data"]["route"] == "knowledge"
+    assert knowledge_sources["data"]["sources"]  # the documents the answer was given
+    assert "events" not in messages[1]  # an answer's text is in memory
+
+
+async def test_an_approved_turn_comes_back_with_its_trace_before_and_after_the_pause(
+    tmp_path: Path,
+) -> None:
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        asked = await ask(client, "Cancel order A1001", "c1")
+        paused = asked[-1][1]
+        decided = await client.post(
+            f"/api/approvals/{paused['approval_id']}",
+            json={"decisions": {"cancel-1": {"approve": True}}},
+        )
+        conversation = (await client.get("/api/conversations/c1")).json()
+    question = conversation["messages"][0]
+    assert question["events"] == shown(asked) + shown(parse_sse(decided.text))
+    assert [e["event"] for e in question["events"]] == [
+        "tool_call",
+        "tool_result",
+        "route",
+        "sources",
+    ]
+
+
+async def test_an_approved_turn_that_failed_comes_back_with_the_calls_that_ran(
+    tmp_path: Path,
+) -> None:
+    answering: list[bool] = []  # the answer stage fails once this holds True
+
+    def failing_answer(prompt: Prompt) -> ResponseLike:
+        if answering and not prompt.options.tool_callbacks:
+            raise ConnectionError("the model went away")
+        return respond(prompt)
+
+    async with service(tmp_path / "s.db", model=FunctionModel(failing_answer)) as client:
+        paused = (await ask(client, "Cancel order A1001", "c1"))[-1][1]
+        answering.append(True)
+        decided = await client.post(
+            f"/api/approvals/{paused['approval_id']}",
+            json={"decisions": {"cancel-1": {"approve": True}}},
+        )
+        assert names(parse_sse(decided.text))[-1] == "error"
+        question, account = (await client.get("/api/conversations/c1")).json()["messages"]
+    assert account["text"].startswith(STOPPED_TURN_NOTE)  # memory's record of the turn
+    # The answer failed after the route: no sources.
+    call, result, route = question["events"]
+    assert (call["event"], result["event"], route["event"]) == ("tool_call", "tool_result", "route")
+    assert result["data"]["name"] == "cancel_order" and not result["data"]["is_error"]
+
+
+async def test_a_screenshot_comes_back_with_its_image(tmp_path: Path) -> None:
+    model = FunctionModel(screenshotting)
+    async with service(tmp_path / "s.db", model=model, tools=[screenshot]) as client:
+        await ask(client, "What is on screen?", "c1")
+        messages = (await client.get("/api/conversations/c1")).json()["messages"]
+    result = next(e["data"] for e in messages[0]["events"] if e["event"] == "tool_result")
+    assert (result["name"], result["images"]) == ("screenshot", [SCREEN_URL])
+
+
+async def test_a_turn_s_trace_is_kept_within_bounds(tmp_path: Path) -> None:
+    def chatty(prompt: Prompt) -> ResponseLike:
+        """Calls shout and whisper 30 times each, in one round (a tool is called 40 times
+        a turn at most), then answers."""
+        if not prompt.options.tool_callbacks:
+            return "Done."
+        if isinstance(prompt.messages[-1], ToolResponseMessage):
+            return ""
+        return [
+            tool_call(name, {}, id=f"{name}{n}") for name in ("shout", "whisper") for n in range(30)
+        ]
+
+    @tool
+    def shout() -> str:
+        """A long text (a test tool)."""
+        return "a" * (MAX_SHOWN_RESULT_CHARS + 10)
+
+    @tool
+    def whisper() -> str:
+        """A short text (a test tool)."""
+        return "a"
+
+    async with service(
+        tmp_path / "s.db", model=FunctionModel(chatty), tools=[shout, whisper]
+    ) as client:
+        await ask(client, "Shout", "c1")
+        (question, _) = (await client.get("/api/conversations/c1")).json()["messages"]
+    *tool_events, route, sources, omitted = question["events"]
+    # 60 calls, then the first 40 results.
+    assert len(tool_events) == MAX_TOOL_EVENTS == 100
+    assert [e["event"] for e in tool_events[59:61]] == ["tool_call", "tool_result"]
+    assert omitted["data"]["name"] == "20 more tool calls and results"
+    assert omitted["data"]["result"] == "not kept for display: a turn keeps its first 100"
+    assert tool_events[60]["data"]["result"] == (
+        '"' + "a" * (MAX_SHOWN_RESULT_CHARS - 1) + "… (12 more characters, not kept for display)"
+    )
+    assert (route["event"], sources["event"]) == ("route", "sources")
+
+
+def test_a_turn_s_record_is_deleted_after_its_retention(tmp_path: Path) -> None:
+    display = TurnDisplay()
+    display.add(RouteEvent("knowledge", 0))
+    with TurnDisplayStore(tmp_path / "s.db", retention=3600) as store:
+        store.save("c1", "Any refund rules?", None, display)
+        assert [r.question for r in store.recent("c1", 10)] == ["Any refund rules?"]
+    with TurnDisplayStore(tmp_path / "s.db", retention=1e-6) as store:  # deletes on opening
+        assert store.recent("c1", 10) == []
+    with pytest.raises(ValueError, match=r"retention must be > 0 seconds, got 0"):
+        TurnDisplayStore(tmp_path / "s.db", retention=0)

@@ -157,6 +157,9 @@ def test_a_tool_result_s_images_show_as_thumbnails_that_open_full_size(
         )
         page.run("document.getElementById('viewer').click()")
         closed = page.run("document.getElementById('viewer').open")
+        page.reload()  # the service kept the turn's trace, its image with it
+        page.wait_for("!!document.querySelector('.trace .images img')")
+        reloaded = _thumbnails(page), _texts(page, ".trace summary")
         page.run(
             "localStorage.setItem('tooluse.conversation', 'screen');"
             "localStorage.setItem('tooluse.conversation.asked', 'screen')"
@@ -170,6 +173,7 @@ def test_a_tool_result_s_images_show_as_thumbnails_that_open_full_size(
     assert live == [thumbnail]  # shown 72 px high, whatever the image's size
     assert opened == [True, True, 3]  # at its own size
     assert closed is False
+    assert reloaded == ([thumbnail], trace)
     assert stored == [thumbnail]
     assert errors == []
 
@@ -343,6 +347,15 @@ def test_an_approval_restored_by_a_reload_expires_on_the_page(
     assert errors == []
 
 
+def _turns_shown(page: Browser) -> Any:
+    """Each answer bubble's tool trace (its entries' summaries and texts), route and sources."""
+    return page.run(
+        "[...document.querySelectorAll('.bot')].map(bot => ["
+        " [...bot.querySelectorAll('.trace details')].map(d => d.textContent),"
+        " bot.querySelector('.route').textContent, bot.querySelector('.sources').textContent])"
+    )
+
+
 def test_a_reload_shows_the_earlier_turns_and_the_approval_still_waiting(
     tmp_path: Path, page: Browser
 ) -> None:
@@ -353,16 +366,19 @@ def test_a_reload_shows_the_earlier_turns_and_the_approval_still_waiting(
         _ask(page, "Any refund rules?")
         _ask(page, "Cancel order A1001")
         asked = _texts(page, ".user .text")
+        live = _turns_shown(page)
         page.reload()
         page.wait_for("!!document.querySelector('.approval')")
         shown = _texts(page, ".user .text"), _texts(page, ".bot .text"), _texts(page, ".note")
-        held = _texts(page, ".trace summary")
+        restored = _turns_shown(page)
         assert _panel(page)[1] == WAITING
         _decide(page, "Approve", "Continue")
         page.wait_for("[...document.querySelectorAll('.bot .text')].at(-1).textContent !== ''")
+        decided = _turns_shown(page)
         page.reload()
         page.wait_for("document.querySelectorAll('.bot').length === 3")
         after_decision = _texts(page, ".bot .text"), _texts(page, ".approval")
+        restored_decided = _turns_shown(page)
         page.run("document.getElementById('new').click()")
         page.reload()
         page.wait_for("document.getElementById('tools').textContent.includes('get_weather')")
@@ -370,7 +386,20 @@ def test_a_reload_shows_the_earlier_turns_and_the_approval_still_waiting(
         errors = page.console_errors()
     assert asked == ["What's the weather in Paris?", "Any refund rules?", "Cancel order A1001"]
     assert shown == (asked, ["From live data.", "From the knowledge base.", ""], [])
-    assert held == ['→ cancel_order {"order_id":"A1001"}']  # pairs with its result once run
+    # Each turn's trace, route and sources as it was shown live (memory has none of them).
+    weather, refunds, cancel = restored
+    assert restored == live
+    assert weather[0][0].startswith('→ get_weather {"city":"Paris"}  ✓')
+    assert weather[1:] == ["answered from live data (1 fetched)", ""]
+    assert refunds[0] == [] and refunds[1] == "answered from the knowledge base"
+    assert refunds[2].startswith("sources: ")
+    # The held call, without a result: it pairs with its result once run.
+    assert [entry.split("arguments:")[0] for entry in cancel[0]] == [
+        '→ cancel_order {"order_id":"A1001"}'
+    ]
+    assert cancel[1:] == ["", ""]
+    assert decided[2][0][0].startswith('→ cancel_order {"order_id":"A1001"}  ✓')
+    assert restored_decided == decided
     assert after_decision == (
         ["From live data.", "From the knowledge base.", "From live data."],
         [],

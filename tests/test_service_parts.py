@@ -559,7 +559,7 @@ async def test_a_run_that_ends_waiting_for_its_turn_is_told_so_and_lets_go(
 
     try:
         async with service.turns.turn("c1"):  # a turn of c1 is running
-            stream = qa_event_stream(service, run(), "c1", on_end=ended.append)
+            stream = qa_event_stream(service, run(), "c1", "q", on_end=ended.append)
             waiting = asyncio.create_task(anext(stream))
             await asyncio.sleep(0.01)
             assert not waiting.done()
@@ -589,7 +589,7 @@ async def test_a_run_left_at_an_event_is_closed_before_its_turn_is_let_go(
             turns_held_at_close.append(len(service.turns))
 
     try:
-        stream = qa_event_stream(service, run(), "c1")
+        stream = qa_event_stream(service, run(), "c1", "q")
         assert b"delta" in await anext(stream)
         await stream.aclose()
         assert turns_held_at_close == [1]
@@ -634,7 +634,9 @@ async def test_a_failing_run_raises_through_the_kept_alive_stream() -> None:
 
 
 @pytest.mark.parametrize("command", ["serve", "chat"])
-@pytest.mark.parametrize("component", ["chat_memory", "qa_approval", "vector_store"])
+@pytest.mark.parametrize(
+    "component", ["chat_memory", "qa_approval", "qa_turn_display", "vector_store"]
+)
 def test_a_db_of_another_schema_version_is_reported_without_a_traceback(
     command: str,
     component: str,

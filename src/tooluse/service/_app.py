@@ -11,7 +11,7 @@ import logging
 import math
 import secrets
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
 
 import pydantic
@@ -41,6 +41,7 @@ from tooluse.service._openai_api import (
 )
 from tooluse.service._service import QaService, ServiceConfig
 from tooluse.service._sse import JsonTextResponse, qa_event_stream, sse_response
+from tooluse.service._turn_displays import StoredTurnDisplay
 
 __all__ = ["ApprovalRequest", "ChatRequest", "DecisionRequest", "create_app"]
 
@@ -152,6 +153,15 @@ def _approval_view(stored: StoredApproval) -> dict[str, Any]:
         "turn_id": stored.pause.turn_id,
         "pending_tool_calls": [c.to_dict() for c in stored.pause.pending_tool_calls],
     }
+
+
+def _paused_events(stored: StoredApproval, displays: Sequence[StoredTurnDisplay]) -> list[Any]:
+    """The display events of the turn a waiting run paused (its calls so far, the held ones
+    last); ``[]`` when none is stored."""
+    for display in displays:
+        if display.turn_id is not None and display.turn_id == stored.pause.turn_id:
+            return display.events
+    return []
 
 
 def _check_conversation_id(conversation_id: str) -> None:
@@ -270,6 +280,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                 service,
                 events,
                 conversation_id,
+                request.message,
                 on_start=None if request.conversation_id is None else supersede,
             ),
             keepalive_seconds=keepalive,
@@ -284,6 +295,10 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         _check_conversation_id(conversation_id)
         messages = await service.memory.aget(conversation_id)
         pending = await asyncio.to_thread(service.approvals.pending, conversation_id)
+        # A record per turn memory holds, at most: the window holds fewer turns than messages.
+        displays = await asyncio.to_thread(
+            service.turn_displays.recent, conversation_id, service.config.memory_window
+        )
         if not messages and not pending:
             raise HTTPException(
                 404,
@@ -293,8 +308,11 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             )
         return {
             "conversation_id": conversation_id,
-            "messages": message_views(messages),
-            "pending_approvals": [_approval_view(stored) for stored in pending],
+            "messages": message_views(messages, displays),
+            "pending_approvals": [
+                {**_approval_view(stored), "events": _paused_events(stored, displays)}
+                for stored in pending
+            ],
             "memory_window": service.config.memory_window,
         }
 
@@ -340,7 +358,14 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             service.approvals.finish(approval_id, error)
 
         return sse_response(
-            qa_event_stream(service, events, stored.pause.conversation_id, on_end=finished),
+            qa_event_stream(
+                service,
+                events,
+                stored.pause.conversation_id,
+                stored.pause.question,
+                paused_turn=stored.pause.turn_id,
+                on_end=finished,
+            ),
             keepalive_seconds=keepalive,
         )
 

@@ -27,6 +27,7 @@ from tooluse.service._approvals import (
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
 from tooluse.service._samples import SAMPLE_TOOLS
+from tooluse.service._turn_displays import DEFAULT_TURN_DISPLAY_RETENTION, TurnDisplayStore
 from tooluse.service._turns import ConversationTurns
 from tooluse.tools import ToolCallback, tool_callbacks
 
@@ -83,7 +84,10 @@ class ServiceConfig:
       before it expires;
     - ``approval_retention_seconds``: how long a run paused for approval is kept after it
       expires or would have expired (it has ended by then: decided, superseded or expired),
-      before its row is deleted from ``db``; runs still pending or resuming are kept.
+      before its row is deleted from ``db``; runs still pending or resuming are kept;
+    - ``turn_display_retention_seconds``: how long a turn's tool calls and results, route and
+      sources are kept for a reloaded page after the turn last ran (its question and answer
+      are in memory, which keeps them as long as the memory window does).
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -100,6 +104,7 @@ class ServiceConfig:
     tool_search: bool | None = None
     approval_expiry_seconds: float = DEFAULT_APPROVAL_EXPIRY
     approval_retention_seconds: float = DEFAULT_APPROVAL_RETENTION
+    turn_display_retention_seconds: float = DEFAULT_TURN_DISPLAY_RETENTION
 
     def __post_init__(self) -> None:
         if not self.keepalive_seconds > 0:
@@ -111,6 +116,11 @@ class ServiceConfig:
         if not self.approval_retention_seconds > 0:
             raise ValueError(
                 f"approval_retention_seconds must be > 0, got {self.approval_retention_seconds}"
+            )
+        if not self.turn_display_retention_seconds > 0:
+            raise ValueError(
+                "turn_display_retention_seconds must be > 0, got "
+                f"{self.turn_display_retention_seconds}"
             )
         if self.api_key is not None and (not self.api_key.strip() or " " in self.api_key):
             raise ValueError("api_key must be a non-blank token without spaces")
@@ -169,7 +179,8 @@ def router_advisor(
 
 
 class QaService:
-    """The pipeline, its memory, knowledge base and store of paused runs, and the turns of
+    """The pipeline, its memory, knowledge base, store of paused runs and of what each turn
+    showed besides its answer (:class:`TurnDisplayStore`), and the turns of
     its conversations (:class:`ConversationTurns`: one at a time per conversation), built
     from a :class:`ServiceConfig`. The files are opened here. :meth:`astart` (or :meth:`start`
     without MCP servers) connects the MCP servers, builds the pipeline and begins loading
@@ -196,6 +207,13 @@ class QaService:
                 expire_after=config.approval_expiry_seconds,
                 retention=config.approval_retention_seconds,
             )
+            try:
+                self.turn_displays = TurnDisplayStore(
+                    config.db, retention=config.turn_display_retention_seconds
+                )
+            except BaseException:
+                self.approvals.close()
+                raise
         except BaseException:
             self._repository.close()
             raise
@@ -329,6 +347,7 @@ class QaService:
         self._closed = True
         self.knowledge.close()
         self.approvals.close()
+        self.turn_displays.close()
         self._repository.close()
 
     def health(self) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 
 from tooluse.qa import ApprovalRequiredEvent, DoneEvent, QaEvent
 from tooluse.service._service import QaService
+from tooluse.service._turn_displays import TurnDisplay
 
 __all__ = [
     "KEEPALIVE_COMMENT",
@@ -121,7 +122,9 @@ async def qa_event_stream(
     service: QaService,
     events: AsyncGenerator[QaEvent, None],
     conversation_id: str | None,
+    question: str,
     *,
+    paused_turn: str | None = None,
     on_start: Callable[[], Awaitable[None]] | None = None,
     on_end: Callable[[str | None], None] | None = None,
 ) -> AsyncGenerator[bytes, None]:
@@ -135,22 +138,33 @@ async def qa_event_stream(
     turn starts once this one's pause, if any, is stored. ``on_end(error)`` is told how the
     run ended (``None``: completely), also when it ended waiting for its turn. The run is
     closed before its turn ends, wherever it stopped (its client gone while it was held at
-    an event): its router task and its record of a stopped turn are done by then."""
+    an event): its router task and its record of a stopped turn are done by then.
+
+    A turn that memory keeps (it reached ``done``, or it paused: ``paused_turn``, the id of
+    the paused turn a resumed run continues, or its pause's) leaves its display events in
+    ``service.turn_displays`` for a reloaded page (:class:`TurnDisplay`)."""
     error: str | None = "interrupted: the client went away before the run ended"
+    display = TurnDisplay()
     try:
         async with service.turns.turn(conversation_id), contextlib.aclosing(events):
             if on_start is not None:
                 await on_start()
-            async for event in events:
-                data = event.to_dict()
-                if isinstance(event, ApprovalRequiredEvent):
-                    stored = await asyncio.to_thread(service.approvals.save, event.pause)
-                    data["approval_id"] = stored.id
-                    data["expires_at"] = stored.expires_at
-                    data["conversation_id"] = conversation_id
-                elif isinstance(event, DoneEvent):
-                    data["conversation_id"] = conversation_id
-                yield sse(event.kind, data)
+            try:
+                async for event in events:
+                    display.add(event)
+                    data = event.to_dict()
+                    if isinstance(event, ApprovalRequiredEvent):
+                        paused_turn = event.pause.turn_id
+                        stored = await asyncio.to_thread(service.approvals.save, event.pause)
+                        data["approval_id"] = stored.id
+                        data["expires_at"] = stored.expires_at
+                        data["conversation_id"] = conversation_id
+                    elif isinstance(event, DoneEvent):
+                        data["conversation_id"] = conversation_id
+                    yield sse(event.kind, data)
+            finally:  # within the turn: the records keep the order of the turns
+                if conversation_id is not None and (paused_turn is not None or display.answered):
+                    await _save_display(service, conversation_id, question, paused_turn, display)
         error = None
     except Exception as exc:
         logger.exception("chat %s failed", conversation_id)
@@ -159,3 +173,20 @@ async def qa_event_stream(
     finally:
         if on_end is not None:
             on_end(error)
+
+
+async def _save_display(
+    service: QaService,
+    conversation_id: str,
+    question: str,
+    paused_turn: str | None,
+    display: TurnDisplay,
+) -> None:
+    if not display.events and not display.omitted:
+        return
+    try:
+        await asyncio.to_thread(
+            service.turn_displays.save, conversation_id, question, paused_turn, display
+        )
+    except Exception:  # the turn ran and its answer is in memory: only its trace is lost
+        logger.exception("Could not store the tool trace of a turn of chat %s", conversation_id)
