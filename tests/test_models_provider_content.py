@@ -225,14 +225,24 @@ async def test_the_turn_stored_in_sqlite_memory_goes_back_whole_in_the_next_ques
         assert reopened.find_by_conversation_id("c")[1] == TURN_MESSAGE
 
 
+@pytest.mark.parametrize(
+    "last_round",
+    # A cited answer brings provider content of its own; a plain one does not (its fields
+    # give its blocks), so its text follows the first round's blocks.
+    [CITED_TEXT, text_block(" Sunny in Paris.")],
+    ids=["cited", "plain"],
+)
 async def test_a_streamed_loop_stored_by_memory_outside_it_goes_back_without_its_ran_calls(
-    server: ProviderServer, models: dict[str, Callable[..., Any]], caplog: pytest.LogCaptureFixture
+    server: ProviderServer,
+    models: dict[str, Callable[..., Any]],
+    caplog: pytest.LogCaptureFixture,
+    last_round: dict[str, Any],
 ) -> None:
     # Memory outside the loop stores the streamed answer: every round's text and blocks, the
     # calls that ran inside the loop left out. It goes back as those blocks, citations kept.
     server.expect(
         anthropic_sse(anthropic_streamed(*TURN, stop_reason="tool_use")),
-        anthropic_sse(anthropic_streamed(CITED_TEXT)),
+        anthropic_sse(anthropic_streamed(last_round)),
         answered("Bye."),
     )
     memory = MessageChatMemoryAdvisor(MessageWindowChatMemory())
@@ -244,36 +254,7 @@ async def test_a_streamed_loop_stored_by_memory_outside_it_goes_back_without_its
         await client.prompt("Thanks!").context(context).acall()
 
     _, answer, _ = server.requests[2].body["messages"]
-    assert answer == {
-        "role": "assistant",
-        "content": [*TURN[:-1], CITED_TEXT],
-    }
-    assert caplog.records == []
-
-
-async def test_a_streamed_loop_answer_whose_last_round_had_no_blocks_goes_back_whole(
-    server: ProviderServer, models: dict[str, Callable[..., Any]], caplog: pytest.LogCaptureFixture
-) -> None:
-    # The last round was plain text (its fields give its blocks, so it brought no provider
-    # content): its text follows the first round's blocks.
-    server.expect(
-        anthropic_sse(anthropic_streamed(*TURN, stop_reason="tool_use")),
-        anthropic_sse(anthropic_streamed(text_block(" Sunny in Paris."))),
-        answered("Bye."),
-    )
-    memory = MessageChatMemoryAdvisor(MessageWindowChatMemory())
-    client = ChatClient(models["anthropic"](), tools=[get_weather], advisors=[memory])
-    context = {CONVERSATION_ID: "c"}
-    stream = client.prompt("Weather in Paris?").context(context).stream()
-    [piece async for piece in stream.content()]
-    with caplog.at_level(logging.WARNING, logger="tooluse.models._anthropic"):
-        await client.prompt("Thanks!").context(context).acall()
-
-    _, answer, _ = server.requests[2].body["messages"]
-    assert answer == {
-        "role": "assistant",
-        "content": [*TURN[:-1], text_block(" Sunny in Paris.")],
-    }
+    assert answer == {"role": "assistant", "content": [*TURN[:-1], last_round]}
     assert caplog.records == []
 
 
