@@ -401,7 +401,10 @@ async def make_responses_model(
 
 SEARCH_THEN_WEATHER = (
     responses_body(responses_tool_search("call_s", {"query": "weather"})),
-    responses_body(responses_call("call_w", "get_weather", '{"city": "Paris"}')),
+    # As OpenAI's guide shows it: a loaded tool lives in a namespace named after it.
+    responses_body(
+        responses_call("call_w", "get_weather", '{"city": "Paris"}', namespace="get_weather")
+    ),
     responses_body(responses_message("Sunny.")),
 )
 
@@ -431,6 +434,10 @@ def check_responses_search_round_trip(server: ProviderServer) -> None:
     (loaded,) = output["tools"]
     assert loaded["type"] == "function" and loaded["name"] == "get_weather"
     assert loaded["defer_loading"] is True and "city" in loaded["parameters"]["properties"]
+    # Sent back with its namespace: without it the API refuses the request ("Missing
+    # namespace for function_call 'get_weather'").
+    (call,) = items_of(bodies[2], "function_call")
+    assert call["name"] == "get_weather" and call["namespace"] == "get_weather"
     (result,) = items_of(bodies[2], "function_call_output")
     assert result == {
         "type": "function_call_output",
