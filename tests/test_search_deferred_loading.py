@@ -252,6 +252,48 @@ async def test_a_preselected_tool_is_loaded_from_the_start_and_the_rest_deferred
     ]
 
 
+async def test_a_tool_that_ran_before_a_search_found_it_stays_loaded(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    # Preselected (loaded) and called in the first turn, found by a search in the second: it
+    # stays loaded, so its earlier call never names a tool that only a later result loads
+    # (OpenAI refuses such a call: "Missing namespace for function_call") and the tool list
+    # does not change.
+    memory = MessageChatMemoryAdvisor(
+        MessageWindowChatMemory(repository=InMemoryChatMemoryRepository()), inside_tool_loop=True
+    )
+    client = deferring_client(make_model(), preselect=1)
+    context = {CONVERSATION_ID: "c1"}
+    server.expect(
+        Reply.json(
+            anthropic_message(
+                tool_use_block("toolu_e", "send_email", {"to": "a", "body": "b"}),
+                stop_reason="tool_use",
+            )
+        ),
+        Reply.json(anthropic_message(text_block("Sent."))),
+        Reply.json(
+            anthropic_message(
+                tool_use_block("toolu_s", "toolSearchTool", {"query": "email"}),
+                stop_reason="tool_use",
+            )
+        ),
+        Reply.json(anthropic_message(text_block("Found it."))),
+        Reply.json(anthropic_message(text_block("Done."))),
+    )
+    for question in ("send an email", "which tool sends email?", "thanks"):
+        await client.prompt().user(question).advisors(memory).context(context).acall()
+
+    tools = [r.body["tools"] for r in server.requests]
+    assert [(t["name"], t.get("defer_loading")) for t in tools[0]] == [
+        ("toolSearchTool", None),
+        ("send_email", None),
+        ("get_weather", True),
+        ("book_flight", True),
+    ]
+    assert all(later == tools[0] for later in tools)
+
+
 def test_a_model_that_cannot_defer_gets_the_found_tools_with_one_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
