@@ -197,6 +197,25 @@ async def test_the_next_turn_replays_the_search_as_references_and_keeps_the_tool
     ]
 
 
+async def test_a_loop_sending_only_the_last_results_still_loads_through_the_memory(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    # conversation_history=False: the memory inside the loop replays the turn's search, so
+    # the found tool stays loaded on the later calls (nothing is re-deferred).
+    memory = MessageChatMemoryAdvisor(
+        MessageWindowChatMemory(repository=InMemoryChatMemoryRepository()), inside_tool_loop=True
+    )
+    client = deferring_client(make_model(), conversation_history=False)
+    script_search_then_weather(server)
+
+    await client.prompt().user("weather?").advisors(memory).context({CONVERSATION_ID: "c"}).acall()
+
+    bodies = [r.body for r in server.requests]
+    assert all(body["tools"] == bodies[0]["tools"] for body in bodies)
+    reference = [{"type": "tool_reference", "tool_name": "get_weather"}]
+    assert tool_results(bodies[2]) == {"toolu_s": reference, "toolu_w": '"sunny in Paris"'}
+
+
 async def test_a_streamed_turn_defers_the_same_way(
     server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
 ) -> None:
