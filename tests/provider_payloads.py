@@ -149,9 +149,12 @@ def responses_message(text: str, item_id: str = "msg_1") -> dict[str, Any]:
     }
 
 
-def responses_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
-    """A ``function_call`` item; its item id (``fc_...``) is not the ``call_id``."""
-    return {
+def responses_call(
+    call_id: str, name: str, arguments: str, namespace: str | None = None
+) -> dict[str, Any]:
+    """A ``function_call`` item; its item id (``fc_...``) is not the ``call_id``. A call of a
+    tool that a ``tool_search_output`` loaded names the tool's ``namespace`` too."""
+    item = {
         "type": "function_call",
         "id": f"fc_{call_id}",
         "call_id": call_id,
@@ -159,6 +162,9 @@ def responses_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
         "arguments": arguments,
         "status": "completed",
     }
+    if namespace is not None:
+        item["namespace"] = namespace
+    return item
 
 
 def responses_tool_search(call_id: str, arguments: dict[str, Any]) -> dict[str, Any]:

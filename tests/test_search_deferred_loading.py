@@ -197,6 +197,25 @@ async def test_the_next_turn_replays_the_search_as_references_and_keeps_the_tool
     ]
 
 
+async def test_a_loop_sending_only_the_last_results_still_loads_through_the_memory(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    # conversation_history=False: the memory inside the loop replays the turn's search, so
+    # the found tool stays loaded on the later calls (nothing is re-deferred).
+    memory = MessageChatMemoryAdvisor(
+        MessageWindowChatMemory(repository=InMemoryChatMemoryRepository()), inside_tool_loop=True
+    )
+    client = deferring_client(make_model(), conversation_history=False)
+    script_search_then_weather(server)
+
+    await client.prompt().user("weather?").advisors(memory).context({CONVERSATION_ID: "c"}).acall()
+
+    bodies = [r.body for r in server.requests]
+    assert all(body["tools"] == bodies[0]["tools"] for body in bodies)
+    reference = [{"type": "tool_reference", "tool_name": "get_weather"}]
+    assert tool_results(bodies[2]) == {"toolu_s": reference, "toolu_w": '"sunny in Paris"'}
+
+
 async def test_a_streamed_turn_defers_the_same_way(
     server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
 ) -> None:
@@ -250,6 +269,48 @@ async def test_a_preselected_tool_is_loaded_from_the_start_and_the_rest_deferred
         ("get_weather", True),
         ("book_flight", True),
     ]
+
+
+async def test_a_tool_that_ran_before_a_search_found_it_stays_loaded(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    # Preselected (loaded) and called in the first turn, found by a search in the second: it
+    # stays loaded, so its earlier call never names a tool that only a later result loads
+    # (OpenAI refuses such a call: "Missing namespace for function_call") and the tool list
+    # does not change.
+    memory = MessageChatMemoryAdvisor(
+        MessageWindowChatMemory(repository=InMemoryChatMemoryRepository()), inside_tool_loop=True
+    )
+    client = deferring_client(make_model(), preselect=1)
+    context = {CONVERSATION_ID: "c1"}
+    server.expect(
+        Reply.json(
+            anthropic_message(
+                tool_use_block("toolu_e", "send_email", {"to": "a", "body": "b"}),
+                stop_reason="tool_use",
+            )
+        ),
+        Reply.json(anthropic_message(text_block("Sent."))),
+        Reply.json(
+            anthropic_message(
+                tool_use_block("toolu_s", "toolSearchTool", {"query": "email"}),
+                stop_reason="tool_use",
+            )
+        ),
+        Reply.json(anthropic_message(text_block("Found it."))),
+        Reply.json(anthropic_message(text_block("Done."))),
+    )
+    for question in ("send an email", "which tool sends email?", "thanks"):
+        await client.prompt().user(question).advisors(memory).context(context).acall()
+
+    tools = [r.body["tools"] for r in server.requests]
+    assert [(t["name"], t.get("defer_loading")) for t in tools[0]] == [
+        ("toolSearchTool", None),
+        ("send_email", None),
+        ("get_weather", True),
+        ("book_flight", True),
+    ]
+    assert all(later == tools[0] for later in tools)
 
 
 def test_a_model_that_cannot_defer_gets_the_found_tools_with_one_warning(
@@ -401,7 +462,10 @@ async def make_responses_model(
 
 SEARCH_THEN_WEATHER = (
     responses_body(responses_tool_search("call_s", {"query": "weather"})),
-    responses_body(responses_call("call_w", "get_weather", '{"city": "Paris"}')),
+    # As OpenAI's guide shows it: a loaded tool lives in a namespace named after it.
+    responses_body(
+        responses_call("call_w", "get_weather", '{"city": "Paris"}', namespace="get_weather")
+    ),
     responses_body(responses_message("Sunny.")),
 )
 
@@ -431,6 +495,10 @@ def check_responses_search_round_trip(server: ProviderServer) -> None:
     (loaded,) = output["tools"]
     assert loaded["type"] == "function" and loaded["name"] == "get_weather"
     assert loaded["defer_loading"] is True and "city" in loaded["parameters"]["properties"]
+    # Sent back with its namespace: without it the API refuses the request ("Missing
+    # namespace for function_call 'get_weather'").
+    (call,) = items_of(bodies[2], "function_call")
+    assert call["name"] == "get_weather" and call["namespace"] == "get_weather"
     (result,) = items_of(bodies[2], "function_call_output")
     assert result == {
         "type": "function_call_output",

@@ -100,7 +100,9 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
     loader is sent as the ``tool_search`` tool (``"execution": "client"``), the deferred
     tools are left out of ``tools``, the model's ``tool_search_call`` is a call of the loader,
     and its result goes back as a ``tool_search_output`` carrying the definitions of the
-    deferred tools it names, which loads them. (Tool search needs gpt-5.4 or later.)
+    deferred tools it names, which loads them; a loaded tool's calls go back with its
+    ``namespace`` (its own name, where the output put it). (Tool search needs gpt-5.4 or
+    later.)
     """
 
     loads_deferred_tools = True
@@ -360,17 +362,7 @@ def _input_items(
                 items.extend(_reasoning_items(message.reasoning, store))
             if message.text:
                 items.append({"type": "message", "role": "assistant", "content": message.text})
-            items.extend(
-                search.call_item(call)
-                if search is not None and call.name == search.name
-                else {
-                    "type": "function_call",
-                    "call_id": call.id,
-                    "name": aliases.to_provider(call.name),
-                    "arguments": call.arguments or "{}",
-                }
-                for call in message.tool_calls
-            )
+            items.extend(_call_item(call, aliases, search) for call in message.tool_calls)
         elif isinstance(message, ToolResponseMessage):
             items.extend(
                 search.output_item(response)
@@ -383,6 +375,24 @@ def _input_items(
                 for response in message.responses
             )
     return items
+
+
+def _call_item(
+    call: ToolCall, aliases: ToolNameAliases, search: _ClientSearch | None
+) -> dict[str, Any]:
+    if search is not None and call.name == search.name:
+        return search.call_item(call)
+    item = {
+        "type": "function_call",
+        "call_id": call.id,
+        "name": aliases.to_provider(call.name),
+        "arguments": call.arguments or "{}",
+    }
+    if search is not None and call.name in search.loadable:
+        # A tool a tool_search_output loaded lives in a namespace named after it; the API
+        # refuses its call sent back without it ("Missing namespace for function_call").
+        item["namespace"] = item["name"]
+    return item
 
 
 def _output(response: ToolResponse) -> str | list[dict[str, Any]]:

@@ -113,8 +113,8 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
 
     ``preselect=n`` also searches with the user's message before the first model call and
     offers its top ``n`` tools right away, saving a search round trip when the question names
-    its need plainly. A tool that ran in an earlier turn of the conversation without a search
-    finding it (preselected then) stays offered like the found ones.
+    its need plainly. A tool that ran in an earlier turn of the conversation before a search
+    found it (preselected then) stays offered like the found ones.
 
     ``defer_loading=True``, with a model that loads deferred tools (``AnthropicChatModel``,
     ``OpenAIResponsesChatModel``): every call offers the whole catalogue, the tools not yet
@@ -290,18 +290,15 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         # (do_get_next_instructions). Not re-read from each call's messages: they hold only
         # the last round's results when the loop sends no full history
         # (conversation_history=False).
-        rounds = request.context[_ROUNDS_KEY] = self._found_rounds(request.prompt.messages)
-        replayed_rounds = request.context[_REPLAYED_KEY] = self._found_rounds(replayed)
-        found = {name for names in (*replayed_rounds, *rounds) for name in names}
+        request.context[_ROUNDS_KEY] = self._found_rounds(request.prompt.messages)
+        request.context[_REPLAYED_KEY] = self._found_rounds(replayed)
         request.context[_CALLBACKS_KEY] = callbacks
         request.context[_SESSION_KEY] = session_id
         # Offered without a search: this turn's preselection, and the tools that ran in
-        # earlier turns without any search finding them (preselected then): the model sees
+        # earlier turns before any search found them (preselected then): the model sees
         # it used them and may use them again ("and in Rome?").
         request.context[_PRESELECTED_KEY] = list(
-            dict.fromkeys(
-                [*preselected, *_ran_unsearched([*replayed, *request.prompt.messages], found)]
-            )
+            dict.fromkeys([*preselected, *_ran_unsearched([*replayed, *request.prompt.messages])])
         )
         messages = _with_suffix(request.prompt.messages, self.system_message_suffix)
         return request.replace(prompt=request.prompt.replace(messages=messages))
@@ -375,11 +372,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         for message in messages:
             if not isinstance(message, ToolResponseMessage):
                 continue
-            results = [
-                response
-                for response in message.responses
-                if response.name.lower() == TOOL_SEARCH_TOOL_NAME.lower()
-            ]
+            results = [response for response in message.responses if _is_search(response.name)]
             if results:
                 # Parallel searches of one round, best first together: A1, B1, A2, B2, ...
                 found = itertools.zip_longest(*(_names(r.data, r.is_error) for r in results))
@@ -446,16 +439,31 @@ async def _replayed_by_inner_memory(
     return replayed
 
 
-def _ran_unsearched(messages: Sequence[Message], found: set[str]) -> list[str]:
-    """The tools that gave a result (not an error) in ``messages`` and are not in ``found``
-    (the names their ``toolSearchTool`` results gave), in the order they first ran."""
+def _ran_unsearched(messages: Sequence[Message]) -> list[str]:
+    """The tools that gave a result (not an error) in ``messages`` before any
+    ``toolSearchTool`` result named them, in the order they first ran. A search that names
+    one later does not make it deferred: its earlier call would then name a tool that only a
+    later result loads (OpenAI refuses such a call), and the tool list would change."""
     ran: dict[str, None] = {}
+    named: set[str] = set()
     for message in messages:
-        if isinstance(message, ToolResponseMessage):
-            for response in message.responses:
-                if response.name.lower() != TOOL_SEARCH_TOOL_NAME.lower() and not response.is_error:
-                    ran.setdefault(response.name)
-    return [name for name in ran if name not in found]
+        if not isinstance(message, ToolResponseMessage):
+            continue
+        searches = [r for r in message.responses if _is_search(r.name)]
+        for response in message.responses:
+            if (
+                not _is_search(response.name)
+                and not response.is_error
+                and response.name not in named
+            ):
+                ran.setdefault(response.name)
+        # After the round's other calls: those ran before the model saw these results.
+        named.update(name for r in searches for name in _names(r.data, r.is_error))
+    return list(ran)
+
+
+def _is_search(tool_name: str) -> bool:
+    return tool_name.lower() == TOOL_SEARCH_TOOL_NAME.lower()
 
 
 def _last_user_text(messages: Sequence[Message]) -> str:
