@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -806,3 +807,58 @@ def test_a_failed_turn_does_not_keep_its_session_from_eviction() -> None:
     cleared = index.cleared.count("c1")
     ask(client_for(ScriptedModel(["hi"]), advisor), conversation="c2")
     assert index.cleared.count("c1") == cleared + 1  # its turn ended with the failure
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: LruEvictionStrategy(2.5), "max_sessions must be an integer"),
+        (lambda: LruEvictionStrategy("3"), "max_sessions must be an integer"),
+        (lambda: LruEvictionStrategy(True), "max_sessions must be an integer"),
+        (lambda: TtlEvictionStrategy("10"), "ttl must be a timedelta or a number of seconds"),
+        (lambda: TtlEvictionStrategy(None), "ttl must be a timedelta or a number of seconds"),
+        (lambda: TtlEvictionStrategy(float("nan")), "ttl must be positive and finite"),
+        (
+            lambda: CompositeEvictionStrategy(object()),
+            "strategies must be an EvictionStrategy, got object",
+        ),
+        (
+            lambda: CompositeEvictionStrategy(NeverEvictStrategy),
+            "the class NeverEvictStrategy, not an instance",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex),
+            "tool_index must be a ToolIndex; got the class RegexToolIndex, not an instance",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(tool_index=object()),
+            "tool_index must be a ToolIndex",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(
+                tool_index=RegexToolIndex(), eviction_strategy=LruEvictionStrategy
+            ),
+            "eviction_strategy must be an EvictionStrategy; got the class",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), tool_category="mail"),
+            "tool_category must be a function",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(
+                tool_index=RegexToolIndex(), system_message_suffix=None
+            ),
+            "system_message_suffix must be a non-blank string",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), session_id_key=None),
+            "session_id_key must be a non-blank string",
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_bad_settings_are_refused_when_made_not_on_the_first_request(
+    make: object, message: str
+) -> None:
+    with pytest.raises((TypeError, ValueError), match=re.escape(message)):
+        make()  # type: ignore[operator]

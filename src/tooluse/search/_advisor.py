@@ -38,6 +38,7 @@ from tooluse.search._types import (
     ToolReference,
     ToolSearchRequest,
     check_count,
+    check_instance,
 )
 from tooluse.tools import ToolCallback, ToolContext
 
@@ -153,10 +154,23 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         **tool_calling_options: Any,
     ) -> None:
         super().__init__(name=name, **tool_calling_options)
-        if not system_message_suffix.strip():
-            raise ValueError("system_message_suffix must not be blank")
-        if not session_id_key.strip():
-            raise ValueError("session_id_key must not be blank")
+        for setting, text in (
+            ("system_message_suffix", system_message_suffix),
+            ("session_id_key", session_id_key),
+        ):
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{setting} must be a non-blank string, got {text!r}")
+        if not callable(tool_category):
+            raise TypeError(
+                "tool_category must be a function (ToolCallback) -> str | None, "
+                f"got {tool_category!r}"
+            )
+        if tool_index is not None:
+            check_instance("tool_index", tool_index, ToolIndex, "a ToolIndex")
+        if eviction_strategy is not None:
+            check_instance(
+                "eviction_strategy", eviction_strategy, EvictionStrategy, "an EvictionStrategy"
+            )
         check_count("max_exposed_tools", max_exposed_tools, optional=True)
         check_count("preselect", preselect, minimum=0)
         if defer_loading and not accumulate:
