@@ -12,7 +12,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from tooluse._fork import ProcessLock
+from tooluse._fork import PerProcess, ProcessLock
 from tooluse.advisors import (
     AdvisorChain,
     ChatClientRequest,
@@ -197,8 +197,8 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         self._session_locks: dict[str, _SessionLock] = {}
         # Sessions with turns under way (how many), and those of them the eviction strategy
         # chose meanwhile: evicted when their last turn ends, not while a search may need them.
-        self._turns: dict[str, int] = {}
-        self._evict_after_turn: set[str] = set()
+        # Per process: a forked child runs none of its parent's turns.
+        self._process_turns: PerProcess[_Turns] = PerProcess(_Turns)
         self._lock = ProcessLock()
 
     # -- sessions --------------------------------------------------------------------------
@@ -251,12 +251,13 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         turn ends: cleared now, its searches would find nothing and the model would conclude
         that no tool exists."""
         evicted = self.eviction_strategy.on_access(session_id)
+        turns = self._process_turns.get()
         with self._lock:
-            self._evict_after_turn.discard(session_id)  # the strategy tracks it again
+            turns.evict_after.discard(session_id)  # the strategy tracks it again
         for other in evicted:
             self._evict_unless_busy(other)
         with self._lock:
-            self._turns[session_id] = self._turns.get(session_id, 0) + 1
+            turns.running[session_id] = turns.running.get(session_id, 0) + 1
         try:
             self._index_session(session_id, references)
         except BaseException:
@@ -282,23 +283,25 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
 
     def _end_turn(self, session_id: str) -> None:
         """A turn of the session ended: evict it if the strategy chose it meanwhile."""
+        turns = self._process_turns.get()
         with self._lock:
-            left = self._turns[session_id] - 1
-            if left:
-                self._turns[session_id] = left
+            left = turns.running.get(session_id, 0) - 1
+            if left > 0:
+                turns.running[session_id] = left
                 return
-            del self._turns[session_id]
-            evict = session_id in self._evict_after_turn
-            self._evict_after_turn.discard(session_id)
+            turns.running.pop(session_id, None)  # absent: the turn began before a fork
+            evict = session_id in turns.evict_after
+            turns.evict_after.discard(session_id)
         if evict:
             self._evict_unless_busy(session_id)
 
     def _evict_unless_busy(self, session_id: str) -> None:
         """Evict the session for the strategy: now, or when its last turn under way ends."""
+        turns = self._process_turns.get()
         with self._session_locked(session_id):
             with self._lock:
-                if session_id in self._turns:
-                    self._evict_after_turn.add(session_id)
+                if session_id in turns.running:
+                    turns.evict_after.add(session_id)
                     return
             self._forget(session_id)
         self.eviction_strategy.on_removed(session_id)
@@ -494,6 +497,14 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             return list(first_order)
         recent = set(sorted(recency, key=recency.__getitem__)[-self.max_exposed_tools :])
         return [name for name in first_order if name in recent]
+
+
+class _Turns:
+    __slots__ = ("evict_after", "running")
+
+    def __init__(self) -> None:
+        self.running: dict[str, int] = {}  # session -> its turns under way
+        self.evict_after: set[str] = set()  # evicted by the strategy during a turn
 
 
 class _SessionLock:
