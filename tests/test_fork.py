@@ -22,12 +22,21 @@ from provider_models import ask
 from provider_payloads import openai_completion
 from provider_server import Reply, shared_server
 from search_fakes import BagOfWordsModel
-from tooluse import ChatClient
+from tooluse import ChatClient, tool
 from tooluse._fork import ForkGate, ProcessLock, ThreadPool
 from tooluse._sync import run_sync, thread_loop
 from tooluse.embedding import SqliteEmbeddingCache, Vectors
+from tooluse.memory import CONVERSATION_ID
 from tooluse.models import OpenAIChatModel
-from tooluse.search import HybridToolIndex, ToolReference, ToolSearchRequest
+from tooluse.search import (
+    HybridToolIndex,
+    LruEvictionStrategy,
+    RegexToolIndex,
+    ToolReference,
+    ToolSearchRequest,
+    ToolSearchToolCallingAdvisor,
+)
+from tooluse.testing import FunctionModel, ScriptedModel
 from tooluse.tools._threads import run_in_tool_thread
 
 
@@ -268,3 +277,42 @@ def test_a_chat_model_and_the_sync_api_work_in_a_child_with_their_own_clients() 
 
     assert in_child(child) == ["c", "d", [True, True]]
     model.close()
+
+
+def test_a_session_whose_turn_was_under_way_at_the_fork_is_evicted_in_the_child() -> None:
+    # The parent's turn never ends in the child: counted there, its session would be kept
+    # from eviction for the child's whole life.
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather in a city."""
+        return "sunny"
+
+    index = RegexToolIndex()
+    advisor = ToolSearchToolCallingAdvisor(
+        tool_index=index, eviction_strategy=LruEvictionStrategy(1)
+    )
+    waiting, release = threading.Event(), threading.Event()
+
+    def respond(prompt: object) -> str:
+        waiting.set()
+        assert release.wait(15)
+        return "done"
+
+    def turn(model: FunctionModel | ScriptedModel, conversation: str) -> None:
+        client = ChatClient(model, tools=[get_weather], tool_calling_advisor=advisor)
+        client.prompt().user("weather?").context({CONVERSATION_ID: conversation}).call()
+
+    parent_turn = threading.Thread(target=turn, args=(FunctionModel(respond), "c1"))
+    parent_turn.start()
+    try:
+        assert waiting.wait(15)
+
+        def evicting_c1() -> int:
+            turn(ScriptedModel(["hi"]), "c2")  # LRU(1) evicts c1, whose turn is not here
+            return index.size("c1")
+
+        assert in_child(evicting_c1) == 0
+        assert index.size("c1") == 1  # in the parent its turn is still under way
+    finally:
+        release.set()
+        parent_turn.join(15)

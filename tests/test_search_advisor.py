@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ from tooluse.search import (
     TtlEvictionStrategy,
     tool_fingerprint,
 )
-from tooluse.testing import ScriptedModel, tool_call
+from tooluse.testing import ScriptedModel, ScriptExhaustedError, tool_call
 from tooluse.tools import FunctionToolCallback, ToolContext, tool, tool_callbacks
 
 
@@ -737,3 +738,127 @@ def test_warm_up_builds_the_index_every_conversation_over_those_tools_uses() -> 
     # The conversation's first search ranked with the warmed vectors, embedding nothing new.
     assert offered(scripted)[1] == ["toolSearchTool", "get_weather"]
     assert len(model.embedded) == len(TOOLS)
+
+
+class _WaitingModel(ScriptedModel):
+    """A ScriptedModel whose first call waits until released: a turn kept under way."""
+
+    def __init__(self, responses: list[object]) -> None:
+        super().__init__(responses)  # type: ignore[arg-type]
+        self.waiting = threading.Event()
+        self.release = threading.Event()
+
+    def _respond(self, prompt):  # type: ignore[no-untyped-def]
+        if not self.requests:
+            self.waiting.set()
+            assert self.release.wait(10)
+        return super()._respond(prompt)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_session_the_strategy_evicts_during_its_turn_is_evicted_after_the_turn(
+    streamed: bool,
+) -> None:
+    # Evicted while its model call was under way, the session's index was empty when its
+    # search ran: the model read "[]" and concluded that no tool could help.
+    index = CountingIndex(RegexToolIndex())
+    advisor = ToolSearchToolCallingAdvisor(
+        tool_index=index, eviction_strategy=LruEvictionStrategy(1)
+    )
+    model = _WaitingModel([tool_call("toolSearchTool", {"query": "weather"}, id="s1"), "done"])
+    client = client_for(model, advisor)
+
+    def first_turn() -> None:
+        spec = client.prompt().user("weather?").context({CONVERSATION_ID: "c1"})
+        if streamed:
+
+            async def consume() -> None:
+                async for _ in spec.stream():
+                    pass
+
+            asyncio.run(consume())
+        else:
+            spec.call()
+
+    turn = threading.Thread(target=first_turn)
+    turn.start()
+    try:
+        assert model.waiting.wait(10)
+        cleared = index.cleared.count("c1")  # its first indexing clears it
+        ask(client_for(ScriptedModel(["hi"]), advisor), conversation="c2")  # LRU(1): evicts c1
+        assert index.cleared.count("c1") == cleared  # not while its turn is under way
+    finally:
+        model.release.set()
+        turn.join(10)
+    search_result = model.requests[1].messages[-1]
+    assert isinstance(search_result, ToolResponseMessage)
+    assert json.loads(search_result.responses[0].data) == ["get_weather"]
+    assert index.cleared.count("c1") == cleared + 1  # evicted once the turn ended
+    assert offered(model)[1] == ["toolSearchTool", "get_weather"]
+
+
+def test_a_failed_turn_does_not_keep_its_session_from_eviction() -> None:
+    index = CountingIndex(RegexToolIndex())
+    advisor = ToolSearchToolCallingAdvisor(
+        tool_index=index, eviction_strategy=LruEvictionStrategy(1)
+    )
+    with pytest.raises(ScriptExhaustedError):
+        ask(client_for(ScriptedModel([]), advisor), conversation="c1")
+    cleared = index.cleared.count("c1")
+    ask(client_for(ScriptedModel(["hi"]), advisor), conversation="c2")
+    assert index.cleared.count("c1") == cleared + 1  # its turn ended with the failure
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: LruEvictionStrategy(2.5), "max_sessions must be an integer"),
+        (lambda: LruEvictionStrategy("3"), "max_sessions must be an integer"),
+        (lambda: LruEvictionStrategy(True), "max_sessions must be an integer"),
+        (lambda: TtlEvictionStrategy("10"), "ttl must be a timedelta or a number of seconds"),
+        (lambda: TtlEvictionStrategy(None), "ttl must be a timedelta or a number of seconds"),
+        (lambda: TtlEvictionStrategy(float("nan")), "ttl must be positive and finite"),
+        (
+            lambda: CompositeEvictionStrategy(object()),
+            "strategies must be an EvictionStrategy, got object",
+        ),
+        (
+            lambda: CompositeEvictionStrategy(NeverEvictStrategy),
+            "the class NeverEvictStrategy, not an instance",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex),
+            "tool_index must be a ToolIndex; got the class RegexToolIndex, not an instance",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(tool_index=object()),
+            "tool_index must be a ToolIndex",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(
+                tool_index=RegexToolIndex(), eviction_strategy=LruEvictionStrategy
+            ),
+            "eviction_strategy must be an EvictionStrategy; got the class",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), tool_category="mail"),
+            "tool_category must be a function",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(
+                tool_index=RegexToolIndex(), system_message_suffix=None
+            ),
+            "system_message_suffix must be a non-blank string",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), session_id_key=None),
+            "session_id_key must be a non-blank string",
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_bad_settings_are_refused_when_made_not_on_the_first_request(
+    make: object, message: str
+) -> None:
+    with pytest.raises((TypeError, ValueError), match=re.escape(message)):
+        make()  # type: ignore[operator]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tooluse.cli import main
-from tooluse.search import BM25ToolIndex
+from tooluse.search import BM25ToolIndex, bench
 from tooluse.search.bench import load_dataset, run_index, score, write_run
 
 EVALUATE = Path(__file__).resolve().parents[1] / "benchmarks/data/tool-search/evaluate.py"
@@ -177,3 +177,30 @@ def test_duplicate_query_ids_and_tool_names_are_refused(dataset: Path) -> None:
     (dataset / "queries.jsonl").write_text('{"id": "x", "query": "q", "gold": [["a"]]}\n')
     with pytest.raises(ValueError, match=r"'gold' must be a non-empty list of tool names"):
         load_dataset(dataset)
+
+
+@pytest.mark.parametrize("out", ["missing-dir/run.jsonl", "."])
+def test_cli_bench_search_refuses_a_run_file_it_cannot_write_before_running(
+    dataset: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    out: str,
+) -> None:
+    # It ran the whole benchmark (minutes of embedding for hybrid), then died with a
+    # traceback when it wrote the run file.
+    monkeypatch.chdir(tmp_path)
+    ran: list[object] = []
+    monkeypatch.setattr(bench, "run_index", lambda *args: ran.append(args))
+    status = main(["bench", "search", "--dataset", str(dataset), "--index", "regex", "--out", out])
+    assert status == 2
+    assert not ran
+    assert f"tooluse bench search: --out {out}:" in capsys.readouterr().err
+
+
+def test_a_catalogue_that_is_not_utf8_is_named_with_its_line(tmp_path: Path) -> None:
+    # Before: "'utf-8' codec can't decode byte 0xff in position 0" and no file or line.
+    catalogue = tmp_path / "tools.jsonl"
+    catalogue.write_bytes(b'{"name": "a"}\n\xff\xfe{"name": "b"}\n')
+    with pytest.raises(ValueError, match=r"tools\.jsonl:2: not UTF-8"):
+        bench.load_tools(catalogue)

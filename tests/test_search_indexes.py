@@ -1409,3 +1409,37 @@ def test_a_search_during_replacements_never_finds_the_session_empty() -> None:
         empty += search(index, "weather") != ["weather"]
     replacing.join()
     assert empty == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda: ToolReference("get_weather", None, None),  # type: ignore[arg-type]
+            "tool 'get_weather': summary must be a string, got NoneType",
+        ),
+        (
+            lambda: ToolReference("get_weather", parameters=["city"]),  # type: ignore[arg-type]
+            "tool 'get_weather': parameters must be a JSON Schema mapping or None, got list",
+        ),
+        (
+            lambda: ToolReference("get_weather", category=5),  # type: ignore[arg-type]
+            "tool 'get_weather': category must be a string or None, got int",
+        ),
+        (
+            lambda: ToolSearchRequest("s", "weather", None, 5),  # type: ignore[arg-type]
+            "category_filter must be a string or None, got int",
+        ),
+        (lambda: BM25ToolIndex(cjk="x"), "cjk must be 'jieba' or 'bigram', got 'x'"),  # type: ignore[arg-type]
+        (lambda: RegexToolIndex(cjk="x"), "cjk must be 'jieba' or 'bigram', got 'x'"),  # type: ignore[arg-type]
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_bad_values_are_refused_where_they_are_given_naming_the_tool(
+    make: object, message: str
+) -> None:
+    # Before, a tool with no description failed the whole request with "summary must be a
+    # string, got NoneType" (which of 2,000 tools?), and a bad category or cjk mode failed
+    # later, on a search, with an AttributeError or not at all.
+    with pytest.raises((TypeError, ValueError), match=re.escape(message)):
+        make()  # type: ignore[operator]

@@ -9,10 +9,10 @@ import hashlib
 import itertools
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
-from tooluse._fork import ProcessLock
+from tooluse._fork import PerProcess, ProcessLock
 from tooluse.advisors import (
     AdvisorChain,
     ChatClientRequest,
@@ -38,6 +38,7 @@ from tooluse.search._types import (
     ToolReference,
     ToolSearchRequest,
     check_count,
+    check_instance,
 )
 from tooluse.tools import ToolCallback, ToolContext
 
@@ -63,6 +64,7 @@ _SESSION_KEY: Final = "tooluse.tool_search.session_id"
 _PRESELECTED_KEY: Final = "tooluse.tool_search.preselected"
 _ROUNDS_KEY: Final = "tooluse.tool_search.rounds"
 _REPLAYED_KEY: Final = "tooluse.tool_search.replayed_rounds"
+_TURN_KEY: Final = "tooluse.tool_search.turn_session"  # the session whose turn this request is
 # The session warm_up indexes under: a NUL keeps it apart from every conversation id (the
 # memory repositories refuse NUL in ids).
 _WARM_UP_SESSION: Final = "\x00tooluse.tool_search.warm_up"
@@ -152,10 +154,23 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         **tool_calling_options: Any,
     ) -> None:
         super().__init__(name=name, **tool_calling_options)
-        if not system_message_suffix.strip():
-            raise ValueError("system_message_suffix must not be blank")
-        if not session_id_key.strip():
-            raise ValueError("session_id_key must not be blank")
+        for setting, text in (
+            ("system_message_suffix", system_message_suffix),
+            ("session_id_key", session_id_key),
+        ):
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(f"{setting} must be a non-blank string, got {text!r}")
+        if not callable(tool_category):
+            raise TypeError(
+                "tool_category must be a function (ToolCallback) -> str | None, "
+                f"got {tool_category!r}"
+            )
+        if tool_index is not None:
+            check_instance("tool_index", tool_index, ToolIndex, "a ToolIndex")
+        if eviction_strategy is not None:
+            check_instance(
+                "eviction_strategy", eviction_strategy, EvictionStrategy, "an EvictionStrategy"
+            )
         check_count("max_exposed_tools", max_exposed_tools, optional=True)
         check_count("preselect", preselect, minimum=0)
         if defer_loading and not accumulate:
@@ -180,6 +195,10 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         self._warned_cannot_defer = False
         self._fingerprints: dict[str, str] = {}
         self._session_locks: dict[str, _SessionLock] = {}
+        # Sessions with turns under way (how many), and those of them the eviction strategy
+        # chose meanwhile: evicted when their last turn ends, not while a search may need them.
+        # Per process: a forked child runs none of its parent's turns.
+        self._process_turns: PerProcess[_Turns] = PerProcess(_Turns)
         self._lock = ProcessLock()
 
     # -- sessions --------------------------------------------------------------------------
@@ -187,10 +206,14 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
     def evict_session(self, session_id: str) -> None:
         """Forget a session's index now (after an indexing of it under way)."""
         with self._session_locked(session_id):
-            with self._lock:
-                self._fingerprints.pop(session_id, None)
-            self.tool_index.clear_index(session_id)
+            self._forget(session_id)
         self.eviction_strategy.on_removed(session_id)
+
+    def _forget(self, session_id: str) -> None:
+        """Clear the session's index; the caller holds the session's lock."""
+        with self._lock:
+            self._fingerprints.pop(session_id, None)
+        self.tool_index.clear_index(session_id)
 
     @contextlib.contextmanager
     def _session_locked(self, session_id: str) -> Iterator[None]:
@@ -223,9 +246,25 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         return str(value)
 
     def _prepare_session(self, session_id: str, references: list[ToolReference]) -> None:
-        """Evict, then (re-)index when the fingerprint changed; runs in a worker thread."""
-        for evicted in self.eviction_strategy.on_access(session_id):
-            self.evict_session(evicted)
+        """Evict, start the session's turn, then (re-)index when the fingerprint changed;
+        runs in a worker thread. A session with a turn under way is evicted when its last
+        turn ends: cleared now, its searches would find nothing and the model would conclude
+        that no tool exists."""
+        evicted = self.eviction_strategy.on_access(session_id)
+        turns = self._process_turns.get()
+        with self._lock:
+            turns.evict_after.discard(session_id)  # the strategy tracks it again
+        for other in evicted:
+            self._evict_unless_busy(other)
+        with self._lock:
+            turns.running[session_id] = turns.running.get(session_id, 0) + 1
+        try:
+            self._index_session(session_id, references)
+        except BaseException:
+            self._end_turn(session_id)
+            raise
+
+    def _index_session(self, session_id: str, references: list[ToolReference]) -> None:
         fingerprint = tool_fingerprint(references)
         with self._session_locked(session_id):
             with self._lock:
@@ -241,6 +280,58 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
                     self.tool_index.index_tools(session_id, references)
             with self._lock:
                 self._fingerprints[session_id] = fingerprint
+
+    def _end_turn(self, session_id: str) -> None:
+        """A turn of the session ended: evict it if the strategy chose it meanwhile."""
+        turns = self._process_turns.get()
+        with self._lock:
+            left = turns.running.get(session_id, 0) - 1
+            if left > 0:
+                turns.running[session_id] = left
+                return
+            turns.running.pop(session_id, None)  # absent: the turn began before a fork
+            evict = session_id in turns.evict_after
+            turns.evict_after.discard(session_id)
+        if evict:
+            self._evict_unless_busy(session_id)
+
+    def _evict_unless_busy(self, session_id: str) -> None:
+        """Evict the session for the strategy: now, or when its last turn under way ends."""
+        turns = self._process_turns.get()
+        with self._session_locked(session_id):
+            with self._lock:
+                if session_id in turns.running:
+                    turns.evict_after.add(session_id)
+                    return
+            self._forget(session_id)
+        self.eviction_strategy.on_removed(session_id)
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientResponse:
+        try:
+            return await super().advise_call(request, chain)
+        finally:
+            await self._end_request(request.context)
+
+    def advise_stream(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        return self._turn_stream(super().advise_stream(request, chain), request.context)
+
+    async def _turn_stream(
+        self, stream: AsyncIterator[ChatClientResponse], context: dict[str, Any]
+    ) -> AsyncIterator[ChatClientResponse]:
+        try:
+            async for item in stream:
+                yield item
+        finally:
+            await self._end_request(context)
+
+    async def _end_request(self, context: dict[str, Any]) -> None:
+        session_id = context.pop(_TURN_KEY, None)
+        if session_id is not None:  # None: the turn never started (no session id, ...)
+            await asyncio.to_thread(self._end_turn, session_id)
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -276,6 +367,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         callbacks = self._searchable(request.prompt.options.tool_callbacks)
         references = self._references(callbacks)
         await asyncio.to_thread(self._prepare_session, session_id, references)
+        request.context[_TURN_KEY] = session_id  # _end_turn ends it
         preselected: list[str] = []
         question = _last_user_text(request.prompt.messages)
         if self.preselect and question:
@@ -398,6 +490,14 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             return list(first_order)
         recent = set(sorted(recency, key=recency.__getitem__)[-self.max_exposed_tools :])
         return [name for name in first_order if name in recent]
+
+
+class _Turns:
+    __slots__ = ("evict_after", "running")
+
+    def __init__(self) -> None:
+        self.running: dict[str, int] = {}  # session -> its turns under way
+        self.evict_after: set[str] = set()  # evicted by the strategy during a turn
 
 
 class _SessionLock:

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from tooluse.search._documents import ToolDocument, tool_document
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
-from tooluse.search._text import CjkMode, words
+from tooluse.search._text import CjkMode, check_cjk_mode, words
 from tooluse.search._types import ToolReference
 
 __all__ = ["BM25ToolIndex", "FieldBoosts"]
@@ -118,6 +118,7 @@ class BM25ToolIndex(SessionToolIndex[_BM25Snapshot]):
             raise ValueError(f"b must be between 0 and 1, got {b}")
         if min_score < 0:
             raise ValueError(f"min_score must be >= 0, got {min_score}")
+        check_cjk_mode(cjk)
         self._k1 = k1
         self._b = b
         self._boosts = boosts if boosts is not None else FieldBoosts()

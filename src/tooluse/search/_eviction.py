@@ -6,6 +6,7 @@ evict; the advisor clears their indexes and then calls ``on_removed`` for each.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
 from tooluse._fork import ProcessLock
+from tooluse.search._types import check_count, check_instance
 
 __all__ = [
     "AlwaysEvictStrategy",
@@ -60,8 +62,7 @@ class LruEvictionStrategy:
     """Keeps the ``max_sessions`` most recently used sessions (default 1000)."""
 
     def __init__(self, max_sessions: int = 1000) -> None:
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        check_count("max_sessions", max_sessions)
         self._max_sessions = max_sessions
         self._sessions: OrderedDict[str, None] = OrderedDict()
         self._lock = ProcessLock()
@@ -87,9 +88,14 @@ class TtlEvictionStrategy:
     def __init__(
         self, ttl: timedelta | float, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
-        if seconds <= 0:
-            raise ValueError(f"ttl must be positive, got {ttl!r}")
+        if isinstance(ttl, timedelta):
+            seconds = ttl.total_seconds()
+        elif isinstance(ttl, int | float) and not isinstance(ttl, bool):
+            seconds = float(ttl)
+        else:
+            raise TypeError(f"ttl must be a timedelta or a number of seconds, got {ttl!r}")
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(f"ttl must be positive and finite, got {ttl!r}")
         self._ttl = seconds
         self._clock = clock
         self._last_access: dict[str, float] = {}
@@ -119,6 +125,8 @@ class CompositeEvictionStrategy:
     def __init__(self, *strategies: EvictionStrategy) -> None:
         if not strategies:
             raise ValueError("CompositeEvictionStrategy needs at least one strategy")
+        for strategy in strategies:
+            check_instance("strategies", strategy, EvictionStrategy, "an EvictionStrategy")
         self._strategies = strategies
 
     def on_access(self, session_id: str) -> list[str]:

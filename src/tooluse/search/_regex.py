@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
-from tooluse.search._text import CjkMode, contains_cjk, split_identifier, words
+from tooluse.search._text import CjkMode, check_cjk_mode, contains_cjk, split_identifier, words
 from tooluse.search._types import ToolReference
 
 __all__ = ["MAX_PATTERN_LENGTH", "STOP_WORDS", "RegexToolIndex", "query_to_pattern"]
@@ -340,6 +340,7 @@ class RegexToolIndex(SessionToolIndex[_RegexSnapshot]):
         self, *, cjk: CjkMode = "jieba", default_max_results: int = DEFAULT_MAX_RESULTS
     ) -> None:
         super().__init__(default_max_results=default_max_results)
+        check_cjk_mode(cjk)
         self._cjk: CjkMode = cjk
 
     def pattern_for(self, query: str) -> str:

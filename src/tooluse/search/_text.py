@@ -15,6 +15,7 @@ from tooluse._fork import ProcessLock
 
 __all__ = [
     "CjkMode",
+    "check_cjk_mode",
     "cjk_language",
     "clauses",
     "contains_cjk",
@@ -148,11 +149,15 @@ def stem(tokens: list[str]) -> list[str]:
         return [_stems[token] for token in tokens]
 
 
+def check_cjk_mode(cjk: object) -> None:
+    if cjk not in ("jieba", "bigram"):
+        raise ValueError(f"cjk must be 'jieba' or 'bigram', got {cjk!r}")
+
+
 def words(text: str, *, cjk: CjkMode = "bigram", stemmed: bool = False) -> list[str]:
     """Lower-cased words of ``text`` in order, identifiers split, CJK segmented, optionally
     stemmed."""
-    if cjk not in ("jieba", "bigram"):
-        raise ValueError(f"cjk must be 'jieba' or 'bigram', got {cjk!r}")
+    check_cjk_mode(cjk)
     if text.isascii():  # fast path, same result: the camelCase parts are the words
         ascii_words = [part.lower() for part in _CAMEL_PART.findall(text)]
         return stem(ascii_words) if stemmed else ascii_words

@@ -16,6 +16,7 @@ __all__ = [
     "ToolSearchRequest",
     "ToolSearchResponse",
     "check_count",
+    "check_instance",
 ]
 
 
@@ -30,6 +31,18 @@ def check_count(name: str, value: object, *, minimum: int = 1, optional: bool = 
             f"{name} must be an integer of at least {minimum}{' or None' if optional else ''}, "
             f"got {value!r}"
         )
+
+
+def check_instance(name: str, value: object, kind: type, what: str) -> None:
+    """Refuse a setting that is not an instance of ``kind`` (``what``: "a ToolIndex"): a
+    class passes a protocol's check, and either would fail only on the first request."""
+    if isinstance(value, type):
+        raise TypeError(
+            f"{name} must be {what}; got the class {value.__name__}, not an instance "
+            f"({value.__name__}())"
+        )
+    if not isinstance(value, kind):
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,12 +64,18 @@ class ToolReference:
     def __post_init__(self) -> None:
         if not isinstance(self.tool_name, str) or not self.tool_name.strip():
             raise ValueError(f"tool_name must be a non-blank string, got {self.tool_name!r}")
+        # Named: the advisor indexes thousands of tools and one bad one fails the request.
+        tool = f"tool {self.tool_name!r}"
         if not isinstance(self.summary, str):
-            raise TypeError(f"summary must be a string, got {type(self.summary).__name__}")
+            raise TypeError(f"{tool}: summary must be a string, got {type(self.summary).__name__}")
         if self.parameters is not None and not isinstance(self.parameters, Mapping):
             raise TypeError(
-                f"parameters must be a JSON Schema mapping or None, "
+                f"{tool}: parameters must be a JSON Schema mapping or None, "
                 f"got {type(self.parameters).__name__}"
+            )
+        if self.category is not None and not isinstance(self.category, str):
+            raise TypeError(
+                f"{tool}: category must be a string or None, got {type(self.category).__name__}"
             )
 
     @classmethod
@@ -91,6 +110,11 @@ class ToolSearchRequest:
             or self.max_results < 1
         ):
             raise ValueError(f"max_results must be a positive integer, got {self.max_results!r}")
+        if self.category_filter is not None and not isinstance(self.category_filter, str):
+            raise TypeError(
+                "category_filter must be a string or None, "
+                f"got {type(self.category_filter).__name__}"
+            )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

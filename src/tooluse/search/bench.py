@@ -59,8 +59,12 @@ class Dataset:
 
 
 def _jsonl(path: Path) -> Iterable[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not UTF-8 ({exc})") from exc
             if not line.strip():
                 continue
             try:
@@ -274,16 +278,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--json", action="store_true", help="print the metrics as JSON")
 
 
+def _unwritable(path: Path) -> str | None:
+    """Why a run file cannot be written at ``path``; None when it can be tried."""
+    if path.is_dir():
+        return "it is a directory"
+    if not path.parent.is_dir():
+        return f"no directory {str(path.parent)!r}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         dataset = load_dataset(args.dataset)
     except (ValueError, OSError) as exc:  # not a dataset, a line that is not JSON, ...
         print(f"tooluse bench search: {exc}", file=sys.stderr)
         return 2
+    out = Path(args.out or f"run-{args.index}.jsonl")
+    unwritable = _unwritable(out)  # before the run, which can take minutes (embedding)
+    if unwritable is not None:
+        print(f"tooluse bench search: --out {out}: {unwritable}", file=sys.stderr)
+        return 2
     index = make_index(args.index)
     result = run_index(index, dataset.tools, dataset.queries)
-    out = Path(args.out or f"run-{args.index}.jsonl")
-    write_run(out, result.rankings)
+    try:
+        write_run(out, result.rankings)
+    except OSError as exc:
+        print(f"tooluse bench search: --out {out}: {exc}", file=sys.stderr)
+        return 2
     metrics = score(dataset.queries, result.rankings)
     if args.json:
         print(
