@@ -261,7 +261,8 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         try:
             self._index_session(session_id, references)
         except BaseException:
-            self._end_turn(session_id)
+            if self._end_turn(session_id):
+                self._evict_unless_busy(session_id)
             raise
 
     def _index_session(self, session_id: str, references: list[ToolReference]) -> None:
@@ -281,19 +282,19 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             with self._lock:
                 self._fingerprints[session_id] = fingerprint
 
-    def _end_turn(self, session_id: str) -> None:
-        """A turn of the session ended: evict it if the strategy chose it meanwhile."""
+    def _end_turn(self, session_id: str) -> bool:
+        """A turn of the session ended; True when it was the last one under way and the
+        strategy chose the session meanwhile (the caller evicts it)."""
         turns = self._process_turns.get()
         with self._lock:
             left = turns.running.get(session_id, 0) - 1
             if left > 0:
                 turns.running[session_id] = left
-                return
+                return False
             turns.running.pop(session_id, None)  # absent: the turn began before a fork
             evict = session_id in turns.evict_after
             turns.evict_after.discard(session_id)
-        if evict:
-            self._evict_unless_busy(session_id)
+        return evict
 
     def _evict_unless_busy(self, session_id: str) -> None:
         """Evict the session for the strategy: now, or when its last turn under way ends."""
@@ -330,8 +331,10 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
 
     async def _end_request(self, context: dict[str, Any]) -> None:
         session_id = context.pop(_TURN_KEY, None)
-        if session_id is not None:  # None: the turn never started (no session id, ...)
-            await asyncio.to_thread(self._end_turn, session_id)
+        # None: the turn never started (no session id, ...). Counting is a dict update under
+        # a lock held for as long; only clearing an index goes to a worker thread.
+        if session_id is not None and self._end_turn(session_id):
+            await asyncio.to_thread(self._evict_unless_busy, session_id)
 
     # -- hooks -----------------------------------------------------------------------------
 
