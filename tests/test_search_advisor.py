@@ -35,7 +35,7 @@ from tooluse.search import (
     tool_fingerprint,
 )
 from tooluse.testing import ScriptedModel, ScriptExhaustedError, tool_call
-from tooluse.tools import FunctionToolCallback, ToolContext, tool, tool_callbacks
+from tooluse.tools import FunctionToolCallback, ToolCallback, ToolContext, tool, tool_callbacks
 
 
 @tool
@@ -394,7 +394,7 @@ def test_advisor_rejects_bad_settings() -> None:
         ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), preselect=-1)
     with pytest.raises(ValueError, match="suffix"):
         ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), system_message_suffix=" ")
-    assert isinstance(ToolSearchTool(RegexToolIndex()).callback, FunctionToolCallback)
+    assert isinstance(ToolSearchTool(RegexToolIndex()).callback, ToolCallback)
 
 
 def test_a_found_tool_that_needs_approval_pauses_and_resumes() -> None:
@@ -670,31 +670,71 @@ def test_tools_found_in_earlier_turns_replayed_by_memory_inside_the_loop_stay_of
     assert offered(other) == [["toolSearchTool"]]
 
 
-def test_a_search_returning_more_than_the_cap_keeps_its_best_matches() -> None:
-    # Recency was a name's position in the flattened results, so inside one search result
-    # (best first) the worst matches counted as the most recent: with 3 found and a cap of 2,
-    # the best match was dropped and the two worst offered.
+def test_a_search_names_at_most_the_cap_its_best_matches() -> None:
+    # A result longer than the cap named tools the model could not call; and recency was once
+    # a name's position in the flattened results, so the best match of a result was dropped.
     index = RegexToolIndex()
     model = ScriptedModel(
         [
             tool_call("toolSearchTool", {"query": "flight email weather"}, id="s1"),
-            tool_call("toolSearchTool", {"query": "weather"}, id="s2"),
+            tool_call("toolSearchTool", {"query": "weather", "max_results": 5}, id="s2"),
             "done",
         ]
     )
     advisor = ToolSearchToolCallingAdvisor(tool_index=index, max_exposed_tools=2)
     ask(client_for(model, advisor))
-    found = json.loads(
-        next(m for m in model.requests[1].messages if isinstance(m, ToolResponseMessage))
-        .responses[0]
-        .data
-    )
-    assert found == ["book_flight", "send_email", "get_weather"]  # best first
+    results = [m for m in model.requests[2].messages if isinstance(m, ToolResponseMessage)]
+    found = [json.loads(result.responses[0].data) for result in results]
+    assert found == [["book_flight", "send_email"], ["get_weather"]]  # best first, <= 2
     assert offered(model) == [
         ["toolSearchTool"],
-        ["toolSearchTool", "book_flight", "send_email"],  # the best two, not the worst two
-        ["toolSearchTool", "book_flight", "get_weather"],  # found again: the most recent
+        ["toolSearchTool", "book_flight", "send_email"],
+        ["toolSearchTool", "book_flight", "get_weather"],  # the older round's worse dropped
     ]
+    schema = advisor.search_tool.callback.definition.input_schema
+    assert schema["properties"]["max_results"]["description"] == (
+        "How many tools to return (default 2, at most 2)."
+    )
+
+
+def test_the_model_is_told_the_real_default_and_limit_of_max_results() -> None:
+    def described(tool: ToolSearchTool) -> str:
+        text = tool.callback.definition.input_schema["properties"]["max_results"]["description"]
+        assert isinstance(text, str)
+        return text
+
+    # It said "(default 10)" whatever the settings.
+    assert described(ToolSearchTool(RegexToolIndex(default_max_results=4))) == (
+        "How many tools to return (default 4)."
+    )
+    assert described(ToolSearchTool(RegexToolIndex(), max_results=3, max_results_limit=8)) == (
+        "How many tools to return (default 3, at most 8)."
+    )
+    advisor = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), max_results=6)
+    assert described(advisor.search_tool) == "How many tools to return (default 6, at most 32)."
+    deferring = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), defer_loading=True)
+    assert described(deferring.search_tool) == "How many tools to return (default 10)."
+    # The schema made from the signature is shared: one tool's text is not another's.
+    assert described(ToolSearchTool(RegexToolIndex())) == "How many tools to return (default 10)."
+    with pytest.raises(ValueError, match=r"max_results \(40\) must not exceed max_exposed_tools"):
+        ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex(), max_results=40)
+    with pytest.raises(ValueError, match="must not exceed max_results_limit"):
+        ToolSearchTool(RegexToolIndex(), max_results=9, max_results_limit=8)
+
+
+def test_an_attached_tool_named_like_the_search_tool_is_an_error_not_dropped() -> None:
+    @tool(name="toolSearchTool")
+    def impostor(query: str) -> str:
+        """Search the web."""
+        return "web results"
+
+    model = ScriptedModel(["never"])
+    advisor = ToolSearchToolCallingAdvisor(tool_index=RegexToolIndex())
+    client = ChatClient(model, tools=[*TOOLS, impostor], tool_calling_advisor=advisor)
+    # It was left out of the catalogue without a word.
+    with pytest.raises(ValueError, match=r"A tool named 'toolSearchTool' is attached.*rename"):
+        ask(client)
+    assert model.requests == []
 
 
 def test_names_not_attached_take_no_place_under_the_cap_and_parallel_searches_interleave() -> None:

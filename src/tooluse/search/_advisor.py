@@ -182,8 +182,18 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             from tooluse.search._hybrid import HybridToolIndex
 
             tool_index = HybridToolIndex()
+        # A result never names more tools than are offered (the rest could not be called).
+        limit = None if defer_loading else max_exposed_tools
+        check_count("max_results", max_results, optional=True)
+        if max_results is not None and limit is not None and max_results > limit:
+            raise ValueError(
+                f"max_results ({max_results}) must not exceed max_exposed_tools ({limit}): "
+                "the model could not call the tools beyond it"
+            )
         self.tool_index = tool_index
-        self.search_tool = ToolSearchTool(tool_index, max_results=max_results)
+        self.search_tool = ToolSearchTool(
+            tool_index, max_results=max_results, max_results_limit=limit
+        )
         self.system_message_suffix = system_message_suffix
         self.session_id_key = session_id_key
         self.eviction_strategy = eviction_strategy or LruEvictionStrategy(1000)
@@ -349,12 +359,17 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         if isinstance(self.tool_index, SessionToolIndex):
             self.tool_index.build(_WARM_UP_SESSION)
 
-    @staticmethod
-    def _searchable(tools: Sequence[ToolCallback]) -> dict[str, ToolCallback]:
+    def _searchable(self, tools: Sequence[ToolCallback]) -> dict[str, ToolCallback]:
         callbacks: dict[str, ToolCallback] = {}
         for callback in tools:
             callbacks.setdefault(callback.definition.name, callback)  # first of a name wins
-        callbacks.pop(TOOL_SEARCH_TOOL_NAME, None)
+        own = callbacks.pop(TOOL_SEARCH_TOOL_NAME, None)
+        if own is not None and own is not self.search_tool.callback:
+            raise ValueError(
+                f"A tool named {TOOL_SEARCH_TOOL_NAME!r} is attached, but "
+                f"{type(self).__name__} offers its own search tool under that name: rename "
+                "the tool"
+            )
         return callbacks
 
     def _references(self, callbacks: Mapping[str, ToolCallback]) -> list[ToolReference]:

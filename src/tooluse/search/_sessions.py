@@ -76,6 +76,11 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
         )
         self._build_locks: dict[str, ProcessLock] = {}
 
+    @property
+    def default_max_results(self) -> int:
+        """How many tools a search returns when its request does not say."""
+        return self._default_max_results
+
     # -- ToolIndex ---------------------------------------------------------------------------
 
     def index_tool(self, session_id: str, reference: ToolReference) -> None:

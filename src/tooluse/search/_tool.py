@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Annotated, Final
 
 from tooluse.search._types import ToolIndex, ToolSearchRequest, check_count
-from tooluse.tools import FunctionToolCallback, ToolCallback, ToolContext, ToolParam
+from tooluse.tools import (
+    FunctionToolCallback,
+    ToolCallback,
+    ToolContext,
+    ToolDefinition,
+    ToolMetadata,
+    ToolParam,
+    ToolResult,
+)
 
 __all__ = ["SESSION_ID_CONTEXT_KEY", "TOOL_SEARCH_TOOL_NAME", "ToolSearchTool"]
 
@@ -25,7 +35,10 @@ class ToolSearchTool:
 
     The session is read from the tool context key ``toolSearchToolSessionId``. How many
     results: the model's ``max_results`` if it gives one, else this tool's ``max_results``,
-    else the index's default (10).
+    else the index's default (10), and never more than ``max_results_limit`` (the model's
+    value is lowered to it: ``ToolSearchToolCallingAdvisor`` sets it to how many found tools
+    it offers, so no name in a result is one the model cannot call). The ``max_results``
+    parameter's description tells the model the default and the limit.
     """
 
     def __init__(
@@ -33,16 +46,26 @@ class ToolSearchTool:
         tool_index: ToolIndex,
         *,
         max_results: int | None = None,
+        max_results_limit: int | None = None,
         description: str = DEFAULT_DESCRIPTION,
     ) -> None:
         check_count("max_results", max_results, optional=True)
+        check_count("max_results_limit", max_results_limit, optional=True)
+        if max_results and max_results_limit and max_results > max_results_limit:
+            raise ValueError(
+                f"max_results ({max_results}) must not exceed max_results_limit "
+                f"({max_results_limit})"
+            )
         if not description.strip():
             raise ValueError("description must not be blank")
         self.tool_index = tool_index
         self.max_results = max_results
-        self._callback = FunctionToolCallback(
+        self.max_results_limit = max_results_limit
+        searching = FunctionToolCallback(
             self.search, name=TOOL_SEARCH_TOOL_NAME, description=description
         )
+        default = max_results or getattr(tool_index, "default_max_results", None)
+        self._callback = _Described(searching, _max_results_text(default, max_results_limit))
 
     @property
     def callback(self) -> ToolCallback:
@@ -60,7 +83,7 @@ class ToolSearchTool:
         ],
         context: ToolContext,
         max_results: Annotated[
-            int | None, ToolParam(description="How many tools to return (default 10).")
+            int | None, ToolParam(description="How many tools to return.")
         ] = None,
         category_filter: Annotated[
             str | None, ToolParam(description="Only tools of this category.")
@@ -74,10 +97,39 @@ class ToolSearchTool:
             )
         if max_results is not None and max_results < 1:
             raise ValueError(f"max_results must be at least 1, got {max_results}")
-        request = ToolSearchRequest(
-            str(session_id),
-            query,
-            max_results if max_results is not None else self.max_results,
-            category_filter,
+        count = max_results if max_results is not None else self.max_results
+        limit = self.max_results_limit
+        if count is not None and limit is not None:
+            count = min(count, limit)
+        request = ToolSearchRequest(str(session_id), query, count, category_filter)
+        # Sliced too: with no count given, the index's own default may exceed the limit.
+        return self.tool_index.search(request).tool_names[:limit]
+
+
+def _max_results_text(default: int | None, limit: int | None) -> str:
+    settings = [f"default {min(default, limit or default)}"] if default is not None else []
+    if limit is not None:
+        settings.append(f"at most {limit}")
+    return "How many tools to return" + (f" ({', '.join(settings)})." if settings else ".")
+
+
+class _Described:
+    """``toolSearchTool`` with the ``max_results`` description of its settings (the schema
+    made from the signature is shared by every instance: copied, not changed)."""
+
+    __slots__ = ("_searching", "definition", "metadata")
+
+    def __init__(self, searching: FunctionToolCallback, max_results_text: str) -> None:
+        schema = copy.deepcopy(searching.definition.input_schema)
+        schema["properties"]["max_results"]["description"] = max_results_text
+        self._searching = searching
+        self.definition: ToolDefinition = dataclasses.replace(
+            searching.definition, input_schema=schema
         )
-        return self.tool_index.search(request).tool_names
+        self.metadata: ToolMetadata = searching.metadata
+
+    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
+        return self._searching.call(arguments, context)
+
+    async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
+        return await self._searching.acall(arguments, context)
