@@ -332,6 +332,44 @@ CITATION: dict[str, Any] = {
 }
 CITED_TEXT: dict[str, Any] = {"type": "text", "text": "It is sunny.", "citations": [CITATION]}
 
+# A web fetch: the fetched page comes back as a document, and text cites it by character range;
+# the response's citation has a ``file_id`` (null: no Files API document), as the API sends it.
+FETCH_CALL: dict[str, Any] = {
+    "type": "server_tool_use",
+    "id": "srvtoolu_2",
+    "name": "web_fetch",
+    "input": {"url": "https://example.com/paris"},
+}
+FETCH_RESULT: dict[str, Any] = {
+    "type": "web_fetch_tool_result",
+    "tool_use_id": "srvtoolu_2",
+    "content": {
+        "type": "web_fetch_result",
+        "url": "https://example.com/paris",
+        "content": {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "Sunny all day."},
+            "title": "Paris weather",
+            "citations": {"enabled": True},
+        },
+        "retrieved_at": "2025-08-25T10:30:00Z",
+    },
+}
+DOCUMENT_CITATION: dict[str, Any] = {
+    "type": "char_location",
+    "cited_text": "Sunny all day.",
+    "document_index": 0,
+    "document_title": "Paris weather",
+    "start_char_index": 0,
+    "end_char_index": 14,
+    "file_id": None,
+}
+FETCH_CITED_TEXT: dict[str, Any] = {
+    "type": "text",
+    "text": "It is sunny.",
+    "citations": [DOCUMENT_CITATION],
+}
+
 
 # Stream events (``content_block_*`` carry the block's ``index``).
 

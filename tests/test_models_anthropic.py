@@ -16,6 +16,10 @@ from provider_models import ask, collect, model_maker
 from provider_payloads import (
     CITATION,
     CITED_TEXT,
+    DOCUMENT_CITATION,
+    FETCH_CALL,
+    FETCH_CITED_TEXT,
+    FETCH_RESULT,
     SEARCH_CALL,
     SEARCH_RESULT,
     anthropic_block_start,
@@ -601,6 +605,19 @@ async def test_a_paused_turn_is_sent_back_as_it_is_until_the_model_finishes_it(
     assert kept is not None
     assert kept.blocks == (SEARCH_CALL, SEARCH_RESULT, CITED_TEXT, text_block(" More later."))
     assert response.usage == Usage(prompt_tokens=40, completion_tokens=12, total_tokens=52)
+
+
+async def test_a_paused_turn_goes_back_without_its_citations_file_ids(
+    server: ProviderServer, make_model: Callable[..., AnthropicChatModel]
+) -> None:
+    """A citation's ``file_id`` is in responses only: the API refuses it in a request."""
+    paused = anthropic_message(FETCH_CALL, FETCH_RESULT, FETCH_CITED_TEXT, stop_reason="pause_turn")
+    server.expect(Reply.json(paused), Reply.json(anthropic_message(text_block(" More later."))))
+    await make_model().acall(ask())
+
+    sent_back = server.requests[1].body["messages"][-1]["content"]
+    citation = {k: v for k, v in DOCUMENT_CITATION.items() if k != "file_id"}
+    assert sent_back == [FETCH_CALL, FETCH_RESULT, {**FETCH_CITED_TEXT, "citations": [citation]}]
 
 
 async def test_a_paused_stream_goes_on_in_a_second_request(

@@ -3,6 +3,7 @@ the real ``openai`` SDK (request encoding, SSE decoding, retries are the SDK's).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -396,6 +397,72 @@ async def test_429_is_retried_after_the_retry_after_delay(
     first, second = server.requests
     assert second.received_at - first.received_at >= 0.3
     assert second.headers["x-stainless-retry-count"] == "1"
+
+
+# What OpenAI answers a model that does not reason (gpt-4o, gpt-4.1, gpt-5-chat-latest) asked
+# for encrypted reasoning (reported in pydantic/pydantic-ai#2865, #3326, miquido/draive#399).
+NO_ENCRYPTED_CONTENT = {
+    "error": {
+        "message": "Encrypted content is not supported with this model.",
+        "type": "invalid_request_error",
+        "param": "include",
+        "code": None,
+    }
+}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["call", "stream"])
+async def test_a_model_refusing_encrypted_reasoning_is_asked_again_without_it_and_from_then_on(
+    server: ProviderServer, make_model: Callable[..., OpenAIResponsesChatModel], streamed: bool
+) -> None:
+    def answer(text: str) -> Reply:
+        if streamed:
+            return openai_responses_sse(responses_events(responses_body(responses_message(text))))
+        return Reply.json(responses_body(responses_message(text)))
+
+    server.expect(Reply.json(NO_ENCRYPTED_CONTENT, status=400), answer("one"), answer("two"))
+    model = make_model()
+    prompt = ask(extra={"include": ["message.output_text.logprobs"]})
+    texts = []
+    for _ in range(2):
+        if streamed:
+            texts.append(merge_chunks(await collect(model, prompt)).text)
+        else:
+            texts.append((await model.acall(prompt)).text)
+
+    assert texts == ["one", "two"]
+    refused, *asked = (request.body["include"] for request in server.requests)
+    assert refused == ["reasoning.encrypted_content", "message.output_text.logprobs"]
+    assert asked == [["message.output_text.logprobs"]] * 2
+
+
+async def test_a_blocking_call_refused_encrypted_reasoning_is_asked_again_without_it(
+    server: ProviderServer, make_model: Callable[..., OpenAIResponsesChatModel]
+) -> None:
+    server.expect(
+        Reply.json(NO_ENCRYPTED_CONTENT, status=400),
+        Reply.json(responses_body(responses_message("ok"))),
+    )
+    response = await asyncio.to_thread(make_model().call, ask())
+
+    assert response.text == "ok"
+    assert "include" not in server.requests[1].body
+
+
+async def test_another_refusal_of_include_is_a_provider_error_without_a_second_request(
+    server: ProviderServer, make_model: Callable[..., OpenAIResponsesChatModel]
+) -> None:
+    refused = {
+        "error": {
+            "message": "Invalid value: 'x'.",
+            "type": "invalid_request_error",
+            "param": "include",
+        }
+    }
+    server.expect(Reply.json(refused, status=400))
+    with pytest.raises(ProviderError, match=r"HTTP 400: Invalid value: 'x'\."):
+        await make_model().acall(ask())
+    assert len(server.requests) == 1
 
 
 async def test_a_500_is_a_provider_error_with_the_providers_message(

@@ -22,6 +22,10 @@ import pytest
 from provider_models import all_providers, ask, collect
 from provider_payloads import (
     CITED_TEXT,
+    DOCUMENT_CITATION,
+    FETCH_CALL,
+    FETCH_CITED_TEXT,
+    FETCH_RESULT,
     SEARCH_CALL,
     SEARCH_RESULT,
     anthropic_message,
@@ -132,6 +136,55 @@ async def test_a_streamed_turn_goes_back_the_same(
 
     assert "".join(text) == "Let me search. It is sunny.Sunny in Paris."
     assert server.requests[1].body["messages"][1] == SENT_BACK
+
+
+# A web fetch's text cites the fetched document by character range. The response's citation
+# carries ``file_id`` (the Files API document cited, null here); the request's citation types
+# have no such field and the API refuses it back ("Extra inputs are not permitted"), so it is
+# the one field of a kept turn that does not go back.
+FETCH_TURN = [
+    FETCH_CALL,
+    FETCH_RESULT,
+    FETCH_CITED_TEXT,
+    tool_use_block("toolu_1", "get_weather", {"city": "Paris"}),
+]
+FETCH_TURN_SENT = [
+    FETCH_CALL,
+    FETCH_RESULT,
+    {
+        **FETCH_CITED_TEXT,
+        "citations": [{k: v for k, v in DOCUMENT_CITATION.items() if k != "file_id"}],
+    },
+    FETCH_TURN[-1],
+]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["call", "stream"])
+async def test_a_document_citation_goes_back_without_its_file_id(
+    server: ProviderServer, models: dict[str, Callable[..., Any]], streamed: bool
+) -> None:
+    first = (
+        anthropic_sse(anthropic_streamed(*FETCH_TURN, stop_reason="tool_use"))
+        if streamed
+        else Reply.json(anthropic_message(*FETCH_TURN, stop_reason="tool_use"))
+    )
+    server.expect(
+        first,
+        anthropic_sse(anthropic_streamed(text_block("Sunny in Paris.")))
+        if streamed
+        else answered(),
+    )
+    client = ChatClient(models["anthropic"](), tools=[get_weather])
+    prompt = client.prompt("Weather in Paris?")
+    if streamed:
+        [chunk async for chunk in prompt.stream()]
+    else:
+        await prompt.acall()
+
+    assert server.requests[1].body["messages"][1] == {
+        "role": "assistant",
+        "content": FETCH_TURN_SENT,
+    }
 
 
 async def test_the_message_holds_the_fields_and_the_blocks_in_each_way_of_calling(

@@ -18,7 +18,8 @@ not hold of a turn (server tool calls and results such as ``server_tool_use`` an
 ``caller`` on a tool call, and the order of all blocks, thinking after a search included) is
 kept by keeping the whole turn, every block as the API sent it, as the message's
 :class:`~tooluse.messages.ProviderContent` (provider ``"anthropic"``); a turn its fields give
-back exactly gets none. That content is what goes back, its ``tool_use`` blocks carrying the
+back exactly gets none. That content is what goes back (less the ``file_id`` of document
+citations, which requests refuse), its ``tool_use`` blocks carrying the
 message's tool calls (ids, names, arguments as the message has them, e.g. repaired), as long
 as the message's text, reasoning and number of tool calls are those of the blocks; a message
 changed beyond that is sent from its fields, with a warning. Other providers' content is
@@ -448,8 +449,25 @@ def _kept_blocks(
         if kind == "tool_use":
             sent.append({**block, **_tool_use(next(remaining), aliases)})
         elif kind != "text" or block.get("text"):
-            sent.append(dict(block))
+            sent.append(_as_request_block(block))
     return sent
+
+
+def _as_request_block(block: Mapping[str, Any]) -> dict[str, Any]:
+    """A response's content block as a request takes it back. The one field responses have
+    that requests refuse ("Extra inputs are not permitted") is a document citation's
+    ``file_id`` (``char_location``, ``page_location``, ``content_block_location``; the SDK's
+    request types have none), which a web fetch's cited text carries, null or not."""
+    citations = block.get("citations")
+    if not isinstance(citations, list):  # none, or a document's {"enabled": true}
+        return dict(block)
+    return {
+        **block,
+        "citations": [
+            {key: value for key, value in citation.items() if key != "file_id"}
+            for citation in citations
+        ],
+    }
 
 
 def _tool_use(call: ToolCall, aliases: ToolNameAliases) -> dict[str, Any]:
@@ -566,7 +584,7 @@ class _Turn:
         params = dict(self._params)
         params["messages"] = [
             *self._params["messages"],
-            {"role": "assistant", "content": list(self._paused)},
+            {"role": "assistant", "content": [_as_request_block(b) for b in self._paused]},
         ]
         if container is not None:  # code execution goes on in the container it used
             # In the body: SDKs before the ``container`` parameter send it as well.

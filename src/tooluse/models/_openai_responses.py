@@ -6,7 +6,9 @@ Stateless: every request carries the whole conversation and, by default, ``"stor
 content (``"include": ["reasoning.encrypted_content"]``) and are kept on the message as
 :class:`~tooluse.messages.Reasoning` parts (item id, summary, encrypted content); they go back
 before the calls and text of their turn, which is how OpenAI has the model carry its
-reasoning across the rounds of a tool loop without storing it.
+reasoning across the rounds of a tool loop without storing it. A model that does not reason
+refuses that ``include`` (400); the request goes again without it, and so do the model's
+later ones.
 
 Mapping: leading system messages become ``instructions``, later ones ``developer`` messages in
 place; user and assistant text are ``message`` items; tool calls ``function_call`` items (the
@@ -22,7 +24,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from itertools import groupby
 from typing import Any, TypeGuard, TypeVar, get_args
 
@@ -76,7 +79,10 @@ from tooluse.tools import ToolDefinition
 
 __all__ = ["OpenAIResponsesChatModel"]
 
+logger = logging.getLogger(__name__)
+
 _ENCRYPTED_REASONING = "reasoning.encrypted_content"
+_Sent = TypeVar("_Sent")  # what a request gives: a Response, or a stream of events
 _TOOL_CHOICE_KEYWORDS = frozenset({"auto", "none", "required"})
 
 
@@ -135,6 +141,8 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
             sync_client=sync_client,
         )
         self.store = store
+        # Models the API refused encrypted reasoning for: they do not reason.
+        self._without_encrypted_reasoning: set[str] = set()
 
     # -- the ChatModel protocol -----------------------------------------------------------
 
@@ -142,7 +150,7 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
         """Blocking form of :meth:`acall` (uses the SDK's blocking client, no event loop)."""
         params, incoming = self._request(prompt)
         try:
-            response = self._send(self._blocking_client().responses.create, params)
+            response = self._create(self._blocking_client().responses.create, params)
         except FAILURES as exc:
             raise self._provider_error(exc) from exc
         return _response(response, incoming)
@@ -150,7 +158,7 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
     async def acall(self, prompt: Prompt) -> ChatResponse:
         params, incoming = self._request(prompt)
         try:
-            response = await self._asend(self._client.responses.create, params)
+            response = await self._acreate(self._client.responses.create, params)
         except FAILURES as exc:
             raise self._provider_error(exc) from exc
         return _response(response, incoming)
@@ -165,7 +173,7 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
         state = _StreamState(incoming)
         create = self._client.responses.create
         try:
-            events = await self._asend(lambda **sent: create(**sent, stream=True), params)
+            events = await self._acreate(lambda **sent: create(**sent, stream=True), params)
             async with events:
                 async for event in events:
                     chunk = state.add(event)
@@ -179,6 +187,53 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
                 "response.completed",
                 provider=self.provider,
             )
+
+    def _create(self, create: Callable[..., _Sent], params: dict[str, Any]) -> _Sent:
+        try:
+            return self._send(create, params)
+        except openai.BadRequestError as exc:
+            retry = self._retry_without_encrypted_reasoning(exc, params)
+            if retry is None:
+                raise
+            return self._send(create, retry)
+
+    async def _acreate(
+        self, create: Callable[..., Awaitable[_Sent]], params: dict[str, Any]
+    ) -> _Sent:
+        try:
+            return await self._asend(create, params)
+        except openai.BadRequestError as exc:
+            retry = self._retry_without_encrypted_reasoning(exc, params)
+            if retry is None:
+                raise
+            return await self._asend(create, retry)
+
+    def _retry_without_encrypted_reasoning(
+        self, exc: openai.BadRequestError, params: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """``params`` without ``reasoning.encrypted_content`` in ``include`` when the API
+        refused it: a model that does not reason (gpt-4o, gpt-4.1, gpt-5-chat-latest) answers
+        400 "Encrypted content is not supported with this model." (``param`` ``include``).
+        The model is remembered, so its later requests leave it out from the start; ``None``
+        for any other refusal."""
+        include = params.get("include", [])
+        if not (
+            exc.param == "include"
+            and "encrypted content" in exc.message.lower()
+            and _ENCRYPTED_REASONING in include
+        ):
+            return None
+        self._without_encrypted_reasoning.add(params["model"])
+        logger.info(
+            "openai: %s takes no %r in include (it does not reason); its requests leave it out",
+            params["model"],
+            _ENCRYPTED_REASONING,
+        )
+        retry = {key: value for key, value in params.items() if key != "include"}
+        rest = [name for name in include if name != _ENCRYPTED_REASONING]
+        if rest:
+            retry["include"] = rest
+        return retry
 
     def _stream_error(self, exc: Exception, events_received: int) -> ProviderError:
         # The SDK raises a bare APIError for an event whose data has an ``error`` object
@@ -201,11 +256,11 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
         instructions, messages = _instructions(prompt.messages)
         strict_schemas: dict[str, Mapping[str, Any]] = {}
         search = self._client_search(options.deferred_tools, definitions, aliases, strict_schemas)
+        model = options.model or self.model
         params: dict[str, Any] = {
-            "model": options.model or self.model,
+            "model": model,
             "input": _input_items(messages, aliases, self.store, search),
             "store": self.store,
-            "include": [_ENCRYPTED_REASONING],
         }
         if instructions:
             params["instructions"] = instructions
@@ -233,8 +288,11 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
                 "extra={'store': ...}: pass store= to OpenAIResponsesChatModel instead (it "
                 "also decides which reasoning items can go back)"
             )
-        if "include" in body:  # beside ours: the body would replace the list
-            params["include"] = list(dict.fromkeys([_ENCRYPTED_REASONING, *body.pop("include")]))
+        include = [] if model in self._without_encrypted_reasoning else [_ENCRYPTED_REASONING]
+        # Beside ours: the body would replace the list.
+        include = list(dict.fromkeys([*include, *body.pop("include", ())]))
+        if include:
+            params["include"] = include
         if body:
             params["extra_body"] = body
         if self._extra_headers:
