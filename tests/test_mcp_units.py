@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from mcp.server.mcpserver import MCPServer
 from mcp.types import (
     AudioContent,
+    BlobResourceContents,
     CallToolResult,
     EmbeddedResource,
     ImageContent,
@@ -275,6 +276,58 @@ def test_structured_or_empty_results() -> None:
     structured = CallToolResult(content=[], structured_content={"t": 21.5, "城市": "北京"})
     assert json.loads(result_content(structured)) == {"t": 21.5, "城市": "北京"}
     assert result_content(CallToolResult(content=[])) == ""
+    # An empty text block says nothing: the structured content is what the model reads.
+    blank = TextContent(type="text", text="")
+    quiet = CallToolResult(content=[blank], structured_content={"t": 21.5})
+    assert json.loads(result_content(quiet)) == {"t": 21.5}
+    png = ImageContent(type="image", data=PIXEL, mime_type="image/png")
+    pictured = CallToolResult(content=[blank, png], structured_content=[1, 2])
+    assert result_content(pictured) == ToolResult("[1,2]", [Image(b"\x89PNG pixel", "image/png")])
+    # Text the server wrote is what the model reads; the structured copy is not repeated.
+    worded = CallToolResult(
+        content=[TextContent(type="text", text="21.5 °C")], structured_content={}
+    )
+    assert result_content(worded) == "21.5 °C"
+    assert result_content(CallToolResult(content=[blank, blank])) == ""
+
+
+def test_binary_resources_reach_the_model_as_media_not_base64_text() -> None:
+    def blob(uri: str, mime_type: str | None, data: str) -> EmbeddedResource:
+        contents = BlobResourceContents(uri=uri, mime_type=mime_type, blob=data)
+        return EmbeddedResource(type="resource", resource=contents)
+
+    result = CallToolResult(
+        content=[
+            TextContent(type="text", text="attached"),
+            blob("file:///shot.png", "image/png", PIXEL),
+            blob("file:///raw", None, PIXEL),
+            blob("file:///bad.pdf", "application/pdf", "%%"),
+        ]
+    )
+    content = result_content(result)
+    assert isinstance(content, ToolResult)
+    assert PIXEL not in content.text
+    assert json.loads(content.text) == [
+        "attached",
+        {
+            "uri": "file:///shot.png",
+            "mimeType": "image/png",
+            "blob": {"image": 1, "mimeType": "image/png"},
+        },
+        {"uri": "file:///raw", "blob": {"image": 2, "mimeType": "application/octet-stream"}},
+        {
+            "uri": "file:///bad.pdf",
+            "mimeType": "application/pdf",
+            "blob": {
+                "mimeType": "application/pdf",
+                "error": "the server sent data that is not base64",
+            },
+        },
+    ]
+    assert content.images == (
+        Image(b"\x89PNG pixel", "image/png"),
+        Image(b"\x89PNG pixel", "application/octet-stream"),
+    )
 
 
 def test_error_text_joins_the_text_blocks() -> None:

@@ -6,17 +6,25 @@ Result (text, or a ``ToolResult`` when images go with it, as ``convert_result`` 
 
 - text blocks and image or audio blocks only: the text the text blocks alone give (one: its
   text, unchanged, since servers write it for the model and quoting it as JSON would only
-  add escapes; several: a JSON list of their texts; none: ``""``) with an ``Image`` per
-  image or audio block beside it. So a caption with a screenshot reads as the caption, and
-  a ``ToolResult`` served by ``tooluse mcp serve`` (its text block, then its images) comes
-  back as it was. The executor shows images to the model as images and names the type of
-  the rest (audio: no provider here takes audio in a tool result) in a note;
+  add escapes; several: a JSON list of their texts; none: the ``structuredContent``, as
+  below) with an ``Image`` per image or audio block beside it. So a caption with a
+  screenshot reads as the caption, and a ``ToolResult`` served by ``tooluse mcp serve`` (its
+  text block, then its images) comes back as it was. The executor shows images to the model
+  as images and names the type of the rest (audio: no provider here takes audio in a tool
+  result) in a note;
 - any other mix: the JSON of one block, or a JSON list of the blocks' JSON, text as strings,
   each image or audio ``{"image": n, "mimeType"}`` with the ``Image`` beside the text. An
-  embedded resource is ``{"uri", "mimeType", "text"}`` (or ``"blob"``), a resource link what
-  the server sent (``{"type": "resource_link", "uri", "name", ...}``), media whose data is
-  not base64 ``{"mimeType", "error"}`` (the data is never sent as text);
-- no blocks but ``structuredContent``: that value as JSON; nothing at all: ``""``.
+  embedded resource is ``{"uri", "mimeType", "text"}``, or ``"blob"`` for a binary one, whose
+  data is media as an image block's is (``{"image": n, "mimeType"}``, with the ``Image``
+  beside); a resource link what the server sent (``{"type": "resource_link", "uri", "name",
+  ...}``); media whose data is not base64 ``{"mimeType", "error"}`` (the data is never sent
+  as text);
+- no text (no blocks, or only empty text blocks; images aside): the ``structuredContent``
+  as JSON, else ``""``. Text the server wrote wins over its
+  ``structuredContent``: the specification asks servers to send the structured value's JSON
+  as text too, and a server that words its text otherwise wrote it for the model.
+
+Empty text blocks are skipped.
 
 The error text of an ``isError`` result is its text blocks joined by newlines.
 """
@@ -46,18 +54,22 @@ __all__ = ["error_text", "result_content", "tool_context_to_meta"]
 
 logger = logging.getLogger("tooluse.mcp")
 
+_UNKNOWN_MEDIA = "application/octet-stream"  # a blob resource that names no mime type
+
 
 def result_content(result: CallToolResult) -> str | ToolResult:
     """What the model reads for a successful result (see the module docstring)."""
-    if not result.content:
-        structured = result.structured_content
-        return "" if structured is None else convert_result(structured)
-    values = [_block_value(block) for block in result.content]
+    values = [_block_value(block) for block in result.content if not _blank_text(block)]
     texts = [value for value in values if isinstance(value, str)]  # the text blocks'
     images = [value for value in values if isinstance(value, Image)]
     if len(texts) + len(images) < len(values):
         return convert_result(values[0] if len(values) == 1 else values)
-    text = texts[0] if len(texts) == 1 else _json_text(texts) if texts else ""
+    if len(texts) == 1:
+        text = texts[0]
+    elif texts:
+        text = _json_text(texts)
+    else:  # no words from the server: its structured content, when it sent any
+        text = "" if result.structured_content is None else _json_text(result.structured_content)
     return ToolResult(text, images) if images else text
 
 
@@ -94,10 +106,15 @@ def tool_context_to_meta(context: Mapping[str, Any] | None) -> dict[str, Any] | 
     return meta or None
 
 
-def _json_text(texts: list[str]) -> str:
-    converted = convert_result(texts)
-    assert isinstance(converted, str)  # a list of strings holds no images
+def _json_text(value: Any) -> str:
+    """The JSON of a value parsed from JSON (or of text blocks' texts): never images."""
+    converted = convert_result(value)
+    assert isinstance(converted, str)
     return converted
+
+
+def _blank_text(block: ContentBlock) -> bool:
+    return isinstance(block, TextContent) and not block.text
 
 
 def _block_value(block: ContentBlock) -> Any:
@@ -112,8 +129,8 @@ def _block_value(block: ContentBlock) -> Any:
             value["mimeType"] = resource.mime_type
         if isinstance(resource, TextResourceContents):
             value["text"] = resource.text
-        else:
-            value["blob"] = resource.blob
+        else:  # binary: shown as media when it is an image, never as base64 text
+            value["blob"] = _media(resource.blob, resource.mime_type or _UNKNOWN_MEDIA)
         return value
     # A resource link (or a block type newer than this code): what the server sent.
     return block.model_dump(mode="json", by_alias=True, exclude_none=True)
