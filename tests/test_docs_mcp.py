@@ -118,7 +118,18 @@ def test_the_metadata_example_holds_destructive_tools_for_approval() -> None:
 
     assert metadata(ToolAnnotations(destructive_hint=True)).requires_approval is True
     assert metadata(ToolAnnotations(read_only_hint=True)).requires_approval is False
-    assert metadata(None).requires_approval is False
+    assert (
+        metadata(ToolAnnotations(read_only_hint=False, destructive_hint=False)).requires_approval
+        is False
+    )
+    # The specification's defaults: readOnlyHint false, destructiveHint true, and
+    # destructiveHint counts only when readOnlyHint is false.
+    assert metadata(None).requires_approval is True
+    assert metadata(ToolAnnotations(idempotent_hint=True)).requires_approval is True
+    assert (
+        metadata(ToolAnnotations(read_only_hint=True, destructive_hint=True)).requires_approval
+        is False
+    )
 
 
 def test_the_served_tools_answer_over_stdio(tmp_path: Path) -> None:
