@@ -44,6 +44,7 @@ from tooluse.mcp import (
     mcp_server,
     tool_context_to_meta,
 )
+from tooluse.mcp._connection import McpConnection
 from tooluse.mcp._convert import error_text, result_content
 from tooluse.mcp._naming import ToolNamer
 from tooluse.testing import ScriptedModel, tool_call
@@ -200,6 +201,22 @@ def test_alt_names_are_unique_and_stable(pairs: list[tuple[str, str]]) -> None:
 # -- conversions -------------------------------------------------------------------------------
 
 PIXEL = base64.b64encode(b"\x89PNG pixel").decode()
+
+
+def test_the_description_falls_back_to_the_names_a_server_gives_in_the_spec_s_order() -> None:
+    connection = McpConnection(InProcessServer(numbers_server("a")))
+
+    def description(**fields: Any) -> str:
+        listed = Tool(name="get_x", input_schema={"type": "object"}, **fields)
+        return McpToolCallback(
+            connection, listed, name="get_x", context_to_meta=tool_context_to_meta
+        ).definition.description
+
+    titled = ToolAnnotations(title="Annotated title")
+    assert description(description="Gets x.", title="Title", annotations=titled) == "Gets x."
+    assert description(title="Title", annotations=titled) == "Title"
+    assert description(annotations=titled) == "Annotated title"
+    assert description() == "get_x"
 
 
 def test_one_text_block_is_the_result_unchanged() -> None:

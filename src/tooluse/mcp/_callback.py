@@ -29,7 +29,8 @@ class McpToolCallback:
     """A tool of an MCP server, as the model and the executor see it.
 
     - definition: the name the provider gave it (see ``NamingStrategy``), the server's
-      description (else its title, else its name) and its input schema repaired by
+      description (else the tool's display name: its title, else its annotations' title,
+      else its name, the specification's order) and its input schema repaired by
       ``ensure_valid_input_schema``;
     - calling: the argument JSON must be an object (empty or ``null`` means ``{}``), else a
       ``ToolExecutionException`` tells the model what to fix; the server validates the rest.
@@ -59,7 +60,7 @@ class McpToolCallback:
         self._context_to_meta = context_to_meta
         self._definition = ToolDefinition(
             name=name,
-            description=tool.description or tool.title or tool.name,
+            description=_description(tool),
             input_schema=ensure_valid_input_schema(tool.input_schema),
         )
         self._metadata = metadata if metadata is not None else ToolMetadata()
@@ -112,3 +113,8 @@ class McpToolCallback:
             )
             raise ToolExecutionException(text, definition=self._definition)
         return result_content(result)
+
+
+def _description(tool: Tool) -> str:
+    titled = tool.annotations.title if tool.annotations is not None else None
+    return tool.description or tool.title or titled or tool.name
