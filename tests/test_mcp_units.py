@@ -442,6 +442,27 @@ async def test_served_images_go_out_as_mcp_image_and_audio_blocks_after_the_text
         assert sound == AudioContent(type="audio", data="UklGRg==", mime_type="audio/wav")
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_served_json_objects_go_out_as_structured_content_too(mode: str) -> None:
+    @tool
+    def forecast(city: str) -> list[str]:
+        """Not an object: text only."""
+        return [city, "rain"]
+
+    server = InProcessServer(mcp_server(greet, forecast, snapshot, explode), mode=mode)
+    async with McpToolProvider(server) as provider:
+        connection = provider.connections[0]
+        greeting = await connection.call_tool("greet", {"name": "Ann"})
+        (text,) = greeting.content
+        assert isinstance(text, TextContent)
+        # The object, with its JSON as the text block, as the specification asks.
+        assert greeting.structured_content == json.loads(text.text)
+        assert greeting.structured_content["greeting"] == "hello Ann"
+        for name in ("forecast", "snapshot", "explode"):
+            arguments = {"city": "Oslo"} if name == "forecast" else {}
+            assert (await connection.call_tool(name, arguments)).structured_content is None
+
+
 async def test_an_unknown_tool_is_a_protocol_error_that_propagates() -> None:
     async with McpToolProvider(InProcessServer(mcp_server(greet, name="local"))) as provider:
         ghost = McpToolCallback(

@@ -5,7 +5,8 @@ Built on the SDK's low-level ``Server``, so each tool's input schema goes out ex
 runs the tool callback, which validates its arguments itself; what the model should read
 about a failure (bad arguments, an exception, a timeout) comes back as an ``isError`` result,
 decided by the same exception processor the ``ToolCallingManager`` uses. An unknown tool is
-a JSON-RPC ``-32602`` error, as the MCP specification asks.
+a JSON-RPC ``-32602`` error, as the MCP specification asks. A result that is a JSON object
+also goes out as ``structuredContent``.
 """
 
 from __future__ import annotations
@@ -224,7 +225,21 @@ async def _run(
             return _error(processor.process(exc, name))
         except Exception as raised:  # the processor says the caller must hear of it
             raise MCPError(INTERNAL_ERROR, f"Tool '{name}' failed: {raised}") from raised
-    return CallToolResult(content=_content(result))
+    return CallToolResult(content=_content(result), structured_content=_structured(result))
+
+
+def _structured(result: str | ToolResult) -> dict[str, Any] | None:
+    """A result that is a JSON object (a tool returning a dict or a model), as
+    ``structuredContent`` beside its text block, which is its JSON as the specification asks.
+    Nothing for other values (2025-11-25 allows only objects there) and for results with
+    images, whose text stands ``{"image": n}`` in for them."""
+    if not isinstance(result, str) or not result.startswith("{"):
+        return None
+    try:
+        value = json.loads(result)
+    except ValueError:  # text that only starts like an object
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _error(text: str) -> CallToolResult:
