@@ -14,13 +14,16 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.types import (
     AudioContent,
     BlobResourceContents,
+    CallToolRequestParams,
     CallToolResult,
     EmbeddedResource,
     ImageContent,
+    ListToolsResult,
     ResourceLink,
     TextContent,
     TextResourceContents,
@@ -461,6 +464,27 @@ async def test_served_json_objects_go_out_as_structured_content_too(mode: str) -
         for name in ("forecast", "snapshot", "explode"):
             arguments = {"city": "Oslo"} if name == "forecast" else {}
             assert (await connection.call_tool(name, arguments)).structured_content is None
+
+
+async def test_structured_content_that_breaks_the_output_schema_is_a_server_error() -> None:
+    # The SDK validates structuredContent against the listed outputSchema (the specification:
+    # clients SHOULD); a server breaking its own schema is the caller's problem.
+    schema = {"type": "object", "properties": {"t": {"type": "number"}}, "required": ["t"]}
+    listed = Tool(name="temp", input_schema={"type": "object"}, output_schema=schema)
+
+    async def list_tools(ctx: Any, params: Any) -> ListToolsResult:
+        return ListToolsResult(tools=[listed])
+
+    async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+        value = (params.arguments or {}).get("value")
+        return CallToolResult(content=[], structured_content={"t": value})
+
+    server = Server("thermo", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with McpToolProvider(InProcessServer(server)) as provider:
+        (temp,) = provider.tool_callbacks()
+        assert json.loads(await temp.acall('{"value": 21.5}')) == {"t": 21.5}
+        with pytest.raises(McpServerError, match=r"Invalid structured content .* 'warm'"):
+            await temp.acall('{"value": "warm"}')
 
 
 async def test_an_unknown_tool_is_a_protocol_error_that_propagates() -> None:
