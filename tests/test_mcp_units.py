@@ -555,6 +555,31 @@ async def test_a_call_that_takes_too_long_is_reported_not_waited_for() -> None:
         assert await by_name(provider, "nap").acall('{"seconds": 0}') == "awake"
 
 
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_tool_timeout_cancels_the_call_on_the_server(mode: str) -> None:
+    server = MCPServer("slow")
+    cancelled = asyncio.Event()
+
+    @server.tool()
+    async def wait() -> str:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()  # the server got notifications/cancelled
+            raise
+        return "never"
+
+    def quick(server_name: str, listed: Tool) -> ToolMetadata:
+        return ToolMetadata(timeout=0.3)
+
+    async with McpToolProvider(InProcessServer(server, mode=mode), tool_metadata=quick) as mcp:
+        model = ScriptedModel([tool_call("wait"), "Gave up."])
+        await ChatClient(model, tools=[mcp]).prompt().user("wait").acall()
+        (response,) = model.requests[1].messages[-1].responses
+        assert response.data == "Tool 'wait' did not finish within 0.3 seconds."
+        await asyncio.wait_for(cancelled.wait(), 5)
+
+
 def test_sync_use_runs_on_the_thread_s_own_loop() -> None:
     with McpToolProvider(InProcessServer(numbers_server("sync"))) as provider:
         assert by_name(provider, "one").call("") == "sync:one"
