@@ -24,6 +24,7 @@ from mcp.types import (
     EmbeddedResource,
     ImageContent,
     ListToolsResult,
+    PaginatedRequestParams,
     ResourceLink,
     TextContent,
     TextResourceContents,
@@ -485,6 +486,31 @@ async def test_structured_content_that_breaks_the_output_schema_is_a_server_erro
         assert json.loads(await temp.acall('{"value": 21.5}')) == {"t": 21.5}
         with pytest.raises(McpServerError, match=r"Invalid structured content .* 'warm'"):
             await temp.acall('{"value": "warm"}')
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_every_page_of_the_tool_list_is_listed(mode: str) -> None:
+    def listed(name: str) -> Tool:
+        return make_tool(name, {"type": "object"})
+
+    pages = [[listed("a"), listed("b")], [listed("c")], [listed("d")]]
+    cursors: list[str | None] = []
+
+    async def list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        cursor = params.cursor if params is not None else None
+        cursors.append(cursor)
+        page = int(cursor or 0)
+        following = str(page + 1) if page + 1 < len(pages) else None
+        return ListToolsResult(tools=pages[page], next_cursor=following)
+
+    async def call_tool(ctx: Any, params: CallToolRequestParams) -> CallToolResult:
+        return CallToolResult(content=[TextContent(type="text", text=params.name)])
+
+    server = Server("paged", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with McpToolProvider(InProcessServer(server, mode=mode)) as provider:
+        assert names(provider) == ["a", "b", "c", "d"]
+        assert cursors == [None, "1", "2"]
+        assert await by_name(provider, "d").acall("{}") == "d"
 
 
 async def test_an_unknown_tool_is_a_protocol_error_that_propagates() -> None:
