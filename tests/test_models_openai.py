@@ -526,6 +526,41 @@ async def test_stream_quirks_of_compatible_servers(
     ]
 
 
+async def test_calls_without_index_or_id_are_not_merged_into_one(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """Deltas with neither ``index`` nor ``id`` (Gemini-style indexless deltas from a server
+    that gives no ids either) continue the last call, until one brings a name after that
+    call's arguments: another tool's name, or the same tool's with new arguments after
+    complete ones, starts another call. Two whole calls in one chunk are two calls too."""
+    tools = (WEATHER, stub_tool("now"))
+
+    def whole(name: str, arguments: str) -> dict[str, Any]:
+        return {"function": {"name": name, "arguments": arguments}}
+
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk({"tool_calls": [whole("get_weather", '{"city": "Oslo"}')]}),
+                openai_chunk({"tool_calls": [whole("get_weather", '{"city": "Rome"}')]}),
+                openai_chunk({"tool_calls": [whole("now", "{}"), whole("get_weather", "")]}),
+                openai_chunk({"tool_calls": [{"function": {"arguments": '{"city": '}}]}),
+                openai_chunk({"tool_calls": [whole("get_weather", '"Bern"}')]}),
+                openai_chunk({}, finish_reason="stop"),
+            ]
+        )
+    )
+    merged = merge_chunks(await collect(make_model(), ask(tool_callbacks=tools)))
+    calls = merged.generations[0].message.tool_calls
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("get_weather", '{"city": "Oslo"}'),
+        ("get_weather", '{"city": "Rome"}'),
+        ("now", "{}"),
+        ("get_weather", '{"city": "Bern"}'),  # the name repeated mid-arguments: the same call
+    ]
+    assert len({c.id for c in calls}) == 4
+
+
 async def test_a_name_repeated_on_every_delta_after_an_empty_arguments_start_is_not_doubled(
     server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
 ) -> None:

@@ -460,9 +460,13 @@ class _ChoiceState:
         call_id = delta.id or ""
         index: int | None = delta.index
         call = self.by_index.get(index) if index is not None else self.last
-        if call is None or (call_id and call.call_id and call_id != call.call_id):
+        if (
+            call is None
+            or (call_id and call.call_id and call_id != call.call_id)
+            or (index is None and not call_id and _begins_another_call(call, delta))
+        ):
             # A new call: first sight of an index, or a new id where a server numbers every
-            # parallel call 0 (or sends no index at all).
+            # parallel call 0 (or sends no index at all), or, with neither, a new name.
             call = _PendingCall()
             self.calls.append(call)
             if index is not None:
@@ -480,6 +484,27 @@ class _ChoiceState:
         arguments = _arguments_text(function.arguments)
         if arguments:
             call.arguments.append(arguments)
+
+
+def _begins_another_call(call: _PendingCall, delta: ChoiceDeltaToolCall) -> bool:
+    """Whether a delta with neither ``index`` nor ``id`` is the start of another call rather
+    than more of ``call``: it names a tool after ``call``'s arguments began, and either
+    another tool or (arguments following ``call``'s complete ones) the same tool again. A
+    name repeated mid-arguments, or with nothing after, is the same call's."""
+    function = delta.function
+    if function is None or not function.name or not call.arguments:
+        return False
+    if function.name != call.name:
+        return True
+    return bool(_arguments_text(function.arguments)) and _is_json("".join(call.arguments))
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 class _StreamState:
