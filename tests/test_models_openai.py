@@ -304,6 +304,27 @@ async def test_deepseek_cache_hits_count_as_cache_reads(
     assert response.usage.cache_write_tokens is None
 
 
+async def test_reasoning_tokens_are_in_the_response_metadata_plain_and_streamed(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """``completion_tokens_details.reasoning_tokens`` (OpenAI's reasoning models, DeepSeek):
+    counted in ``completion_tokens`` as billed, and named in the metadata as the Responses
+    adapter does."""
+    usage = {**openai_usage(50, 300), "completion_tokens_details": {"reasoning_tokens": 256}}
+    server.expect(
+        Reply.json(openai_completion("42", usage=usage)),
+        openai_sse(
+            [openai_chunk({"content": "42"}, finish_reason="stop"), openai_chunk(None, usage=usage)]
+        ),
+    )
+    response = await make_model().acall(ask())
+    assert response.usage is not None and response.usage.completion_tokens == 300
+    assert response.metadata["reasoning_tokens"] == 256
+    chunks = await collect(make_model(), ask())
+    assert chunks[-1].usage is not None and chunks[-1].metadata["reasoning_tokens"] == 256
+    assert merge_chunks(chunks).metadata["reasoning_tokens"] == 256
+
+
 def test_call_is_blocking_and_needs_no_event_loop(server: ProviderServer) -> None:
     server.expect(Reply.json(openai_completion("Sunny.")))
     model = OpenAIChatModel("gpt-test", base_url=f"{server.url}/v1", api_key="sk-test")

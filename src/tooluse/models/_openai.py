@@ -265,10 +265,11 @@ class OpenAIChatModel(OpenAISdkChatModel):
                     metadata=metadata,
                 )
             )
+        metadata = {"id": completion.id, "model": completion.model, "provider": self.provider}
         return ChatResponse(
             generations=tuple(generations),
             usage=_usage(completion.usage) if completion.usage is not None else None,
-            metadata={"id": completion.id, "model": completion.model, "provider": self.provider},
+            metadata=_with_reasoning_tokens(metadata, completion.usage),
         )
 
 
@@ -408,6 +409,16 @@ def _usage(usage: CompletionUsage) -> Usage:
         cache_read_tokens=cache_read,
         cache_write_tokens=details.cache_write_tokens if details is not None else None,
     )
+
+
+def _with_reasoning_tokens(
+    metadata: dict[str, Any], usage: CompletionUsage | None
+) -> dict[str, Any]:
+    """``metadata`` with the reasoning tokens when the usage reports them (they are counted in
+    ``completion_tokens``, as billed), as the Responses adapter gives them."""
+    details = usage.completion_tokens_details if usage is not None else None
+    count = details.reasoning_tokens if details is not None else None
+    return {**metadata, "reasoning_tokens": count} if isinstance(count, int) else metadata
 
 
 def _groq_usage(extra: Mapping[str, Any] | None) -> Usage | None:
@@ -554,7 +565,9 @@ class _StreamState:
         if not generations and usage is None:
             return None
         return ChatResponse(
-            generations=_positional(generations), usage=usage, metadata=dict(self._metadata)
+            generations=_positional(generations),
+            usage=usage,
+            metadata=_with_reasoning_tokens(dict(self._metadata), chunk.usage),
         )
 
     def finish(self) -> ChatResponse | None:
