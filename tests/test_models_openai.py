@@ -195,6 +195,31 @@ async def test_default_options_apply_and_request_options_win(
     assert "tools" not in body and "parallel_tool_calls" not in body
 
 
+@pytest.mark.parametrize(
+    ("base_url", "field", "sent_as"),
+    [
+        (None, None, "max_completion_tokens"),  # the SDK's default: OpenAI's API
+        ("https://api.openai.com/v1", None, "max_completion_tokens"),
+        ("https://my-resource.openai.azure.com/openai", None, "max_tokens"),
+        ("https://api.deepseek.com", None, "max_tokens"),
+        ("http://localhost:11434/v1", None, "max_tokens"),
+        ("https://api.openai.com/v1", "max_tokens", "max_tokens"),
+        ("http://localhost:8000/v1", "max_completion_tokens", "max_completion_tokens"),
+    ],
+)
+def test_max_tokens_goes_as_max_completion_tokens_to_openais_own_api(
+    base_url: str | None, field: Any, sent_as: str
+) -> None:
+    """OpenAI deprecated ``max_tokens`` for ``max_completion_tokens``, which its reasoning
+    models require; compatible servers (and Azure's older API versions) know ``max_tokens``."""
+    settings: dict[str, Any] = {} if field is None else {"max_tokens_field": field}
+    model = OpenAIChatModel("o4-mini", base_url=base_url, api_key="k", **settings)
+    model.close()
+    params = model._request(ask(max_tokens=64)).params
+    assert params[sent_as] == 64
+    assert {"max_tokens", "max_completion_tokens"} & set(params) == {sent_as}
+
+
 async def test_named_tool_choice_without_tools_is_rejected(
     make_model: Callable[..., OpenAIChatModel],
 ) -> None:

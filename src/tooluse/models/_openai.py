@@ -106,13 +106,15 @@ class OpenAIChatModel(OpenAISdkChatModel):
     ``default_options`` apply to every request (the request's own options win).
     ``strict_tools=True`` sends tools with ``"strict": true`` and strict-mode schemas (a tool
     whose schema strict mode cannot express is sent non-strict, with a warning).
-    ``max_tokens_field`` names the request field for ``ChatOptions.max_tokens``: OpenAI's
-    reasoning models require ``"max_completion_tokens"``, most compatible servers
-    ``"max_tokens"``. ``stream_usage=False`` omits ``stream_options`` for servers that reject
-    it. ``send_reasoning`` says whether assistant messages go back with their reasoning as
-    ``reasoning_content`` (by DeepSeek's rule, see the module); ``None`` decides by the
-    endpoint: off for OpenAI's own API (``api.openai.com``, Azure OpenAI), which rejects unknown
-    message fields, on elsewhere (set it ``False`` for other servers that reject the field).
+    ``max_tokens_field`` names the request field for ``ChatOptions.max_tokens``; ``None``
+    decides by the endpoint: ``"max_completion_tokens"`` for ``api.openai.com`` (``max_tokens``
+    is deprecated there, and its reasoning models reject it), ``"max_tokens"`` elsewhere, which
+    compatible servers and Azure's older API versions know. ``stream_usage=False`` omits
+    ``stream_options`` for servers that reject it. ``send_reasoning`` says whether assistant
+    messages go back with their reasoning as ``reasoning_content`` (by DeepSeek's rule, see
+    the module); ``None`` decides by the endpoint: off for OpenAI's own API
+    (``api.openai.com``, Azure OpenAI), which rejects unknown message fields, on elsewhere
+    (set it ``False`` for other servers that reject the field).
     ``client`` (an ``openai.AsyncOpenAI``) / ``sync_client`` (an ``openai.OpenAI``)
     inject preconfigured SDK clients (``call`` needs the blocking one; it is built from the
     settings when not injected). An injected async client is used as it is on every event
@@ -134,7 +136,7 @@ class OpenAIChatModel(OpenAISdkChatModel):
         max_retries: int = 2,
         strict_tools: bool = False,
         stream_usage: bool = True,
-        max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None,
         send_reasoning: bool | None = None,
         client: openai.AsyncOpenAI | None = None,
         sync_client: openai.OpenAI | None = None,
@@ -152,7 +154,10 @@ class OpenAIChatModel(OpenAISdkChatModel):
             sync_client=sync_client,
         )
         self.stream_usage = stream_usage
-        self.max_tokens_field = max_tokens_field
+        self.max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = (
+            max_tokens_field
+            or ("max_completion_tokens" if _host(self.base_url) == _OPENAI_HOST else "max_tokens")
+        )
         self.send_reasoning = (
             not _is_openais_own_api(self.base_url) if send_reasoning is None else send_reasoning
         )
@@ -273,9 +278,16 @@ class OpenAIChatModel(OpenAISdkChatModel):
         )
 
 
+_OPENAI_HOST = "api.openai.com"
+
+
+def _host(base_url: str) -> str:
+    return urlsplit(base_url).hostname or ""
+
+
 def _is_openais_own_api(base_url: str) -> bool:
-    host = urlsplit(base_url).hostname or ""
-    return host == "api.openai.com" or host.endswith(".openai.azure.com")
+    host = _host(base_url)
+    return host == _OPENAI_HOST or host.endswith(".openai.azure.com")
 
 
 def _messages(
