@@ -37,7 +37,14 @@ from tooluse import (
     UserMessage,
 )
 from tooluse.messages import ImagePart
-from tooluse.models import OpenAIChatModel, ProviderError, ProviderTimeoutError, provider_safe_name
+from tooluse.models import (
+    OpenAIChatModel,
+    ProviderContextLengthError,
+    ProviderError,
+    ProviderResponseError,
+    ProviderTimeoutError,
+    provider_safe_name,
+)
 from tooluse.models._openai import _StreamState
 from tooluse.streaming import merge_chunks
 
@@ -888,6 +895,100 @@ async def test_a_4xx_is_a_provider_error_with_the_providers_message(
     assert raised.value.status_code == 400 and not raised.value.retryable
     assert isinstance(raised.value.__cause__, openai.BadRequestError)
     assert len(server.requests) == 1  # 4xx is not retried
+
+
+CONTEXT_OVERFLOWS = {
+    "openai": {
+        "error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your "
+            "messages resulted in 130017 tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    },
+    "vllm": {
+        "object": "error",
+        "message": "This model's maximum context length is 4096 tokens. However, you requested "
+        "6616 tokens (568 in the messages, 6048 in the completion).",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    },
+    "llama.cpp": {
+        "error": {
+            "code": 400,
+            "message": "request (9412 tokens) exceeds the available context size (8192 tokens), "
+            "try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 9412,
+            "n_ctx": 8192,
+        }
+    },
+    "dashscope": {
+        "error": {
+            "code": "invalid_parameter_error",
+            "message": "<400> InternalError.Algo.InvalidParameter: Range of input length should "
+            "be [1, 129024]",
+            "param": None,
+            "type": "invalid_request_error",
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("server_kind", list(CONTEXT_OVERFLOWS))
+async def test_a_request_over_the_context_window_is_a_context_length_error(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel], server_kind: str
+) -> None:
+    """Each server words it its own way; all of them are one error a caller can catch to
+    shorten the history, and not worth retrying as it is."""
+    server.expect(Reply.json(CONTEXT_OVERFLOWS[server_kind], status=400))
+    with pytest.raises(ProviderContextLengthError) as raised:
+        await make_model(max_retries=2).acall(ask())
+    error = raised.value
+    assert error.status_code == 400 and not error.retryable
+    assert str(error).startswith("openai: HTTP 400: ") and error.provider_message in str(error)
+    assert len(server.requests) == 1
+
+
+async def test_the_providers_error_code_is_kept_and_an_exhausted_quota_is_not_retryable(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    quota = {
+        "error": {
+            "message": "You exceeded your current quota, please check your plan and billing "
+            "details.",
+            "type": "insufficient_quota",
+            "param": None,
+            "code": "insufficient_quota",
+        }
+    }
+    limited = {"error": {"message": "Rate limit reached", "type": "requests", "code": None}}
+    server.expect(Reply.json(quota, status=429), Reply.json(limited, status=429))
+    with pytest.raises(ProviderError) as raised:
+        await make_model().acall(ask())
+    assert raised.value.code == "insufficient_quota" and not raised.value.retryable
+    with pytest.raises(ProviderError) as raised:
+        await make_model().acall(ask())
+    assert raised.value.code == "requests" and raised.value.retryable  # no code: its type
+
+
+async def test_an_error_event_mid_stream_is_a_provider_response_error_after_the_text(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """OpenAI (and vLLM, SGLang) report a failure after the stream started as a ``data:``
+    line holding ``error``; the SDK raises a bare ``APIError`` with it."""
+    failure = {"error": {"message": "The server had an error", "type": "server_error"}}
+    server.expect(openai_sse([openai_chunk({"content": "Par"}), failure]))
+    received: list[str | None] = []
+    with pytest.raises(ProviderResponseError) as raised:
+        async for chunk in make_model().stream(ask()):
+            received.append(chunk.text)
+    assert received == ["Par"]
+    error = raised.value
+    assert str(error) == "openai: response failed: server_error: The server had an error"
+    assert error.code == "server_error" and error.retryable
 
 
 async def test_429_is_retried_after_the_retry_after_delay(

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from types import ModuleType
 
 __all__ = [
+    "ProviderContextLengthError",
     "ProviderError",
     "ProviderResponseError",
     "ProviderTimeoutError",
@@ -31,7 +32,10 @@ class ProviderError(Exception):
     """A provider rejected or failed a request.
 
     ``status_code`` is the HTTP status (``None`` when no response arrived, e.g. the
-    connection dropped); ``provider_message`` is the provider's own explanation.
+    connection dropped); ``provider_message`` is the provider's own explanation; ``code`` is
+    the error body's ``code`` when it is a string, else its ``type``
+    (``context_length_exceeded``, ``insufficient_quota``, ``overloaded_error``, ...; ``None``
+    when the body has neither).
     """
 
     def __init__(
@@ -41,21 +45,35 @@ class ProviderError(Exception):
         provider: str,
         status_code: int | None = None,
         provider_message: str | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.provider = provider
         self.status_code = status_code
         self.provider_message = provider_message
+        self.code = code
 
     @property
     def retryable(self) -> bool:
         """Whether trying again later may succeed (rate limits, server errors, lost
-        connections); the SDK has already retried these a bounded number of times."""
+        connections; not an exhausted quota, which OpenAI also answers with 429); the SDK has
+        already retried these a bounded number of times."""
+        if self.code == "insufficient_quota":
+            return False
         return (
             self.status_code is None
             or self.status_code in (408, 409, 429)
             or (self.status_code >= 500)
         )
+
+
+class ProviderContextLengthError(ProviderError):
+    """The request does not fit the model's context window (the prompt, with the tokens asked
+    for): shorten the history or ask for fewer tokens; the same request fails again."""
+
+    @property
+    def retryable(self) -> bool:
+        return False
 
 
 class ProviderTimeoutError(ProviderError):
@@ -75,8 +93,7 @@ class ProviderResponseError(ProviderError):
     def __init__(
         self, message: str, *, provider: str, code: str | None, provider_message: str
     ) -> None:
-        super().__init__(message, provider=provider, provider_message=provider_message)
-        self.code = code
+        super().__init__(message, provider=provider, provider_message=provider_message, code=code)
 
     @property
     def retryable(self) -> bool:
@@ -101,10 +118,28 @@ def from_sdk_error(
         return ProviderTimeoutError(f"{provider}: request timed out", provider=provider)
     if isinstance(exc, sdk.APIStatusError):
         message = _provider_message(exc.body, exc.message)
-        return ProviderError(
+        code = _error_code(exc.body)
+        error_class = (
+            ProviderContextLengthError if _is_context_overflow(code, message) else ProviderError
+        )
+        return error_class(
             f"{provider}: HTTP {exc.status_code}: {message}",
             provider=provider,
             status_code=exc.status_code,
+            provider_message=message,
+            code=code,
+        )
+    if isinstance(exc, sdk.APIError) and exc.body is not None:
+        # The openai SDK's error for a ``data:`` line holding ``error`` after the stream began
+        # (its connection errors have no body).
+        message = _provider_message(exc.body, exc.message)
+        code = _error_code(exc.body)
+        return ProviderResponseError(
+            f"{provider}: response failed: {code}: {message}"
+            if code
+            else f"{provider}: response failed: {message}",
+            provider=provider,
+            code=code,
             provider_message=message,
         )
     if chunks_received and (
@@ -123,6 +158,42 @@ def _is_transport_error(exc: Exception, kind: str) -> bool:
         for name in _TRANSPORTS
         if name in sys.modules
     )
+
+
+def _error_fields(body: object) -> Mapping[str, object]:
+    """The error object of a body: its ``error`` (OpenAI wraps it, the openai SDK unwraps it,
+    Anthropic's SDK does not), else the body itself (vLLM's flat error)."""
+    if not isinstance(body, Mapping):
+        return {}
+    error = body.get("error")
+    return error if isinstance(error, Mapping) else body
+
+
+def _error_code(body: object) -> str | None:
+    fields = _error_fields(body)
+    for key in ("code", "type"):
+        value = fields.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+# How servers word a request over the context window: OpenAI, vLLM and DeepSeek ("maximum
+# context length"), llama.cpp, Anthropic ("prompt is too long"), DashScope.
+_CONTEXT_OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
+_CONTEXT_OVERFLOW_WORDS = (
+    "maximum context length",
+    "exceeds the available context size",
+    "prompt is too long",
+    "range of input length should be",
+)
+
+
+def _is_context_overflow(code: str | None, message: str) -> bool:
+    if code in _CONTEXT_OVERFLOW_CODES:
+        return True
+    lowered = message.lower()
+    return any(words in lowered for words in _CONTEXT_OVERFLOW_WORDS)
 
 
 def _provider_message(body: object, fallback: str) -> str:
