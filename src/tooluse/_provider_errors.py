@@ -82,13 +82,24 @@ class ProviderTimeoutError(ProviderError):
 
 class ProviderResponseError(ProviderError):
     """The provider took the request and then failed the response it was generating: the
-    OpenAI Responses API's ``response.failed`` (its ``error``) or an ``error`` event in a stream
-    that had started. ``code`` is the provider's error code (``server_error``,
+    OpenAI Responses API's ``response.failed`` (its ``error``) or an error reported inside a
+    stream that had started (an ``error`` event, or a Chat Completions ``data:`` line holding
+    ``error``). ``code`` is the provider's error code (``server_error``,
     ``rate_limit_exceeded``, ``invalid_prompt``, ...; ``None`` when it sent none)."""
 
     # Failures that are the provider's state, not the request's; a failure without a code is
     # taken as one too (like a lost connection).
-    _TRANSIENT_CODES = frozenset({"server_error", "rate_limit_exceeded", "vector_store_timeout"})
+    _TRANSIENT_CODES = frozenset(
+        {
+            "server_error",
+            "rate_limit_exceeded",
+            "vector_store_timeout",
+            # Anthropic's, in a stream's error event
+            "overloaded_error",
+            "api_error",
+            "rate_limit_error",
+        }
+    )
 
     def __init__(
         self, message: str, *, provider: str, code: str | None, provider_message: str
@@ -116,7 +127,7 @@ def from_sdk_error(
     both define ``APIStatusError``, ``APITimeoutError`` and ``APIConnectionError``)."""
     if isinstance(exc, sdk.APITimeoutError) or _is_transport_error(exc, "TimeoutException"):
         return ProviderTimeoutError(f"{provider}: request timed out", provider=provider)
-    if isinstance(exc, sdk.APIStatusError):
+    if isinstance(exc, sdk.APIStatusError) and exc.status_code >= 400:
         message = _provider_message(exc.body, exc.message)
         code = _error_code(exc.body)
         error_class = (
@@ -130,8 +141,9 @@ def from_sdk_error(
             code=code,
         )
     if isinstance(exc, sdk.APIError) and exc.body is not None:
-        # The openai SDK's error for a ``data:`` line holding ``error`` after the stream began
-        # (its connection errors have no body).
+        # An error inside a stream that had begun: the openai SDK raises a bare APIError for a
+        # ``data:`` line holding ``error``, the anthropic SDK an APIStatusError with the
+        # stream's status, 200, for an ``error`` event (connection errors have no body).
         message = _provider_message(exc.body, exc.message)
         code = _error_code(exc.body)
         return ProviderResponseError(
