@@ -50,6 +50,7 @@ from tooluse.messages import ImagePart
 from tooluse.models import (
     AnthropicChatModel,
     ProviderError,
+    ProviderResponseError,
     ProviderTimeoutError,
     provider_safe_name,
 )
@@ -528,10 +529,14 @@ async def test_an_error_event_mid_stream_is_a_provider_error(
     events.append({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
     server.expect(anthropic_sse(events))
     received: list[str] = []
-    with pytest.raises(ProviderError, match="Overloaded"):
+    with pytest.raises(ProviderResponseError) as raised:
         async for chunk in make_model().stream(ask()):
             received.append(chunk.text)
     assert received == ["Checking "]
+    # The SDK raises it with the stream's status, 200: not an HTTP error, and worth retrying.
+    error = raised.value
+    assert str(error) == "anthropic: response failed: overloaded_error: Overloaded"
+    assert error.status_code is None and error.code == "overloaded_error" and error.retryable
 
 
 async def test_a_connection_dropped_mid_stream_is_a_provider_error(

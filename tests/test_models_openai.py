@@ -37,7 +37,14 @@ from tooluse import (
     UserMessage,
 )
 from tooluse.messages import ImagePart
-from tooluse.models import OpenAIChatModel, ProviderError, ProviderTimeoutError, provider_safe_name
+from tooluse.models import (
+    OpenAIChatModel,
+    ProviderContextLengthError,
+    ProviderError,
+    ProviderResponseError,
+    ProviderTimeoutError,
+    provider_safe_name,
+)
 from tooluse.models._openai import _StreamState
 from tooluse.streaming import merge_chunks
 
@@ -195,6 +202,31 @@ async def test_default_options_apply_and_request_options_win(
     assert "tools" not in body and "parallel_tool_calls" not in body
 
 
+@pytest.mark.parametrize(
+    ("base_url", "field", "sent_as"),
+    [
+        (None, None, "max_completion_tokens"),  # the SDK's default: OpenAI's API
+        ("https://api.openai.com/v1", None, "max_completion_tokens"),
+        ("https://my-resource.openai.azure.com/openai", None, "max_tokens"),
+        ("https://api.deepseek.com", None, "max_tokens"),
+        ("http://localhost:11434/v1", None, "max_tokens"),
+        ("https://api.openai.com/v1", "max_tokens", "max_tokens"),
+        ("http://localhost:8000/v1", "max_completion_tokens", "max_completion_tokens"),
+    ],
+)
+def test_max_tokens_goes_as_max_completion_tokens_to_openais_own_api(
+    base_url: str | None, field: Any, sent_as: str
+) -> None:
+    """OpenAI deprecated ``max_tokens`` for ``max_completion_tokens``, which its reasoning
+    models require; compatible servers (and Azure's older API versions) know ``max_tokens``."""
+    settings: dict[str, Any] = {} if field is None else {"max_tokens_field": field}
+    model = OpenAIChatModel("o4-mini", base_url=base_url, api_key="k", **settings)
+    model.close()
+    params = model._request(ask(max_tokens=64)).params
+    assert params[sent_as] == 64
+    assert {"max_tokens", "max_completion_tokens"} & set(params) == {sent_as}
+
+
 async def test_named_tool_choice_without_tools_is_rejected(
     make_model: Callable[..., OpenAIChatModel],
 ) -> None:
@@ -302,6 +334,27 @@ async def test_deepseek_cache_hits_count_as_cache_reads(
     response = await make_model().acall(ask())
     assert response.usage is not None and response.usage.cache_read_tokens == 32
     assert response.usage.cache_write_tokens is None
+
+
+async def test_reasoning_tokens_are_in_the_response_metadata_plain_and_streamed(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """``completion_tokens_details.reasoning_tokens`` (OpenAI's reasoning models, DeepSeek):
+    counted in ``completion_tokens`` as billed, and named in the metadata as the Responses
+    adapter does."""
+    usage = {**openai_usage(50, 300), "completion_tokens_details": {"reasoning_tokens": 256}}
+    server.expect(
+        Reply.json(openai_completion("42", usage=usage)),
+        openai_sse(
+            [openai_chunk({"content": "42"}, finish_reason="stop"), openai_chunk(None, usage=usage)]
+        ),
+    )
+    response = await make_model().acall(ask())
+    assert response.usage is not None and response.usage.completion_tokens == 300
+    assert response.metadata["reasoning_tokens"] == 256
+    chunks = await collect(make_model(), ask())
+    assert chunks[-1].usage is not None and chunks[-1].metadata["reasoning_tokens"] == 256
+    assert merge_chunks(chunks).metadata["reasoning_tokens"] == 256
 
 
 def test_call_is_blocking_and_needs_no_event_loop(server: ProviderServer) -> None:
@@ -524,6 +577,41 @@ async def test_stream_quirks_of_compatible_servers(
         ("b", "now", "{}"),
         ("c", "math.factorial", '{"n": 5}'),
     ]
+
+
+async def test_calls_without_index_or_id_are_not_merged_into_one(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """Deltas with neither ``index`` nor ``id`` (Gemini-style indexless deltas from a server
+    that gives no ids either) continue the last call, until one brings a name after that
+    call's arguments: another tool's name, or the same tool's with new arguments after
+    complete ones, starts another call. Two whole calls in one chunk are two calls too."""
+    tools = (WEATHER, stub_tool("now"))
+
+    def whole(name: str, arguments: str) -> dict[str, Any]:
+        return {"function": {"name": name, "arguments": arguments}}
+
+    server.expect(
+        openai_sse(
+            [
+                openai_chunk({"tool_calls": [whole("get_weather", '{"city": "Oslo"}')]}),
+                openai_chunk({"tool_calls": [whole("get_weather", '{"city": "Rome"}')]}),
+                openai_chunk({"tool_calls": [whole("now", "{}"), whole("get_weather", "")]}),
+                openai_chunk({"tool_calls": [{"function": {"arguments": '{"city": '}}]}),
+                openai_chunk({"tool_calls": [whole("get_weather", '"Bern"}')]}),
+                openai_chunk({}, finish_reason="stop"),
+            ]
+        )
+    )
+    merged = merge_chunks(await collect(make_model(), ask(tool_callbacks=tools)))
+    calls = merged.generations[0].message.tool_calls
+    assert [(c.name, c.arguments) for c in calls] == [
+        ("get_weather", '{"city": "Oslo"}'),
+        ("get_weather", '{"city": "Rome"}'),
+        ("now", "{}"),
+        ("get_weather", '{"city": "Bern"}'),  # the name repeated mid-arguments: the same call
+    ]
+    assert len({c.id for c in calls}) == 4
 
 
 async def test_a_name_repeated_on_every_delta_after_an_empty_arguments_start_is_not_doubled(
@@ -807,6 +895,100 @@ async def test_a_4xx_is_a_provider_error_with_the_providers_message(
     assert raised.value.status_code == 400 and not raised.value.retryable
     assert isinstance(raised.value.__cause__, openai.BadRequestError)
     assert len(server.requests) == 1  # 4xx is not retried
+
+
+CONTEXT_OVERFLOWS = {
+    "openai": {
+        "error": {
+            "message": "This model's maximum context length is 128000 tokens. However, your "
+            "messages resulted in 130017 tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    },
+    "vllm": {
+        "object": "error",
+        "message": "This model's maximum context length is 4096 tokens. However, you requested "
+        "6616 tokens (568 in the messages, 6048 in the completion).",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    },
+    "llama.cpp": {
+        "error": {
+            "code": 400,
+            "message": "request (9412 tokens) exceeds the available context size (8192 tokens), "
+            "try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": 9412,
+            "n_ctx": 8192,
+        }
+    },
+    "dashscope": {
+        "error": {
+            "code": "invalid_parameter_error",
+            "message": "<400> InternalError.Algo.InvalidParameter: Range of input length should "
+            "be [1, 129024]",
+            "param": None,
+            "type": "invalid_request_error",
+        }
+    },
+}
+
+
+@pytest.mark.parametrize("server_kind", list(CONTEXT_OVERFLOWS))
+async def test_a_request_over_the_context_window_is_a_context_length_error(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel], server_kind: str
+) -> None:
+    """Each server words it its own way; all of them are one error a caller can catch to
+    shorten the history, and not worth retrying as it is."""
+    server.expect(Reply.json(CONTEXT_OVERFLOWS[server_kind], status=400))
+    with pytest.raises(ProviderContextLengthError) as raised:
+        await make_model(max_retries=2).acall(ask())
+    error = raised.value
+    assert error.status_code == 400 and not error.retryable
+    assert str(error).startswith("openai: HTTP 400: ") and error.provider_message in str(error)
+    assert len(server.requests) == 1
+
+
+async def test_the_providers_error_code_is_kept_and_an_exhausted_quota_is_not_retryable(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    quota = {
+        "error": {
+            "message": "You exceeded your current quota, please check your plan and billing "
+            "details.",
+            "type": "insufficient_quota",
+            "param": None,
+            "code": "insufficient_quota",
+        }
+    }
+    limited = {"error": {"message": "Rate limit reached", "type": "requests", "code": None}}
+    server.expect(Reply.json(quota, status=429), Reply.json(limited, status=429))
+    with pytest.raises(ProviderError) as raised:
+        await make_model().acall(ask())
+    assert raised.value.code == "insufficient_quota" and not raised.value.retryable
+    with pytest.raises(ProviderError) as raised:
+        await make_model().acall(ask())
+    assert raised.value.code == "requests" and raised.value.retryable  # no code: its type
+
+
+async def test_an_error_event_mid_stream_is_a_provider_response_error_after_the_text(
+    server: ProviderServer, make_model: Callable[..., OpenAIChatModel]
+) -> None:
+    """OpenAI (and vLLM, SGLang) report a failure after the stream started as a ``data:``
+    line holding ``error``; the SDK raises a bare ``APIError`` with it."""
+    failure = {"error": {"message": "The server had an error", "type": "server_error"}}
+    server.expect(openai_sse([openai_chunk({"content": "Par"}), failure]))
+    received: list[str | None] = []
+    with pytest.raises(ProviderResponseError) as raised:
+        async for chunk in make_model().stream(ask()):
+            received.append(chunk.text)
+    assert received == ["Par"]
+    error = raised.value
+    assert str(error) == "openai: response failed: server_error: The server had an error"
+    assert error.code == "server_error" and error.retryable
 
 
 async def test_429_is_retried_after_the_retry_after_delay(

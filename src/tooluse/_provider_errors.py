@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from types import ModuleType
 
 __all__ = [
+    "ProviderContextLengthError",
     "ProviderError",
     "ProviderResponseError",
     "ProviderTimeoutError",
@@ -31,7 +32,10 @@ class ProviderError(Exception):
     """A provider rejected or failed a request.
 
     ``status_code`` is the HTTP status (``None`` when no response arrived, e.g. the
-    connection dropped); ``provider_message`` is the provider's own explanation.
+    connection dropped); ``provider_message`` is the provider's own explanation; ``code`` is
+    the error body's ``code`` when it is a string, else its ``type``
+    (``context_length_exceeded``, ``insufficient_quota``, ``overloaded_error``, ...; ``None``
+    when the body has neither).
     """
 
     def __init__(
@@ -41,21 +45,35 @@ class ProviderError(Exception):
         provider: str,
         status_code: int | None = None,
         provider_message: str | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.provider = provider
         self.status_code = status_code
         self.provider_message = provider_message
+        self.code = code
 
     @property
     def retryable(self) -> bool:
         """Whether trying again later may succeed (rate limits, server errors, lost
-        connections); the SDK has already retried these a bounded number of times."""
+        connections; not an exhausted quota, which OpenAI also answers with 429); the SDK has
+        already retried these a bounded number of times."""
+        if self.code == "insufficient_quota":
+            return False
         return (
             self.status_code is None
             or self.status_code in (408, 409, 429)
             or (self.status_code >= 500)
         )
+
+
+class ProviderContextLengthError(ProviderError):
+    """The request does not fit the model's context window (the prompt, with the tokens asked
+    for): shorten the history or ask for fewer tokens; the same request fails again."""
+
+    @property
+    def retryable(self) -> bool:
+        return False
 
 
 class ProviderTimeoutError(ProviderError):
@@ -64,19 +82,29 @@ class ProviderTimeoutError(ProviderError):
 
 class ProviderResponseError(ProviderError):
     """The provider took the request and then failed the response it was generating: the
-    OpenAI Responses API's ``response.failed`` (its ``error``) or an ``error`` event in a stream
-    that had started. ``code`` is the provider's error code (``server_error``,
+    OpenAI Responses API's ``response.failed`` (its ``error``) or an error reported inside a
+    stream that had started (an ``error`` event, or a Chat Completions ``data:`` line holding
+    ``error``). ``code`` is the provider's error code (``server_error``,
     ``rate_limit_exceeded``, ``invalid_prompt``, ...; ``None`` when it sent none)."""
 
     # Failures that are the provider's state, not the request's; a failure without a code is
     # taken as one too (like a lost connection).
-    _TRANSIENT_CODES = frozenset({"server_error", "rate_limit_exceeded", "vector_store_timeout"})
+    _TRANSIENT_CODES = frozenset(
+        {
+            "server_error",
+            "rate_limit_exceeded",
+            "vector_store_timeout",
+            # Anthropic's, in a stream's error event
+            "overloaded_error",
+            "api_error",
+            "rate_limit_error",
+        }
+    )
 
     def __init__(
         self, message: str, *, provider: str, code: str | None, provider_message: str
     ) -> None:
-        super().__init__(message, provider=provider, provider_message=provider_message)
-        self.code = code
+        super().__init__(message, provider=provider, provider_message=provider_message, code=code)
 
     @property
     def retryable(self) -> bool:
@@ -99,12 +127,31 @@ def from_sdk_error(
     both define ``APIStatusError``, ``APITimeoutError`` and ``APIConnectionError``)."""
     if isinstance(exc, sdk.APITimeoutError) or _is_transport_error(exc, "TimeoutException"):
         return ProviderTimeoutError(f"{provider}: request timed out", provider=provider)
-    if isinstance(exc, sdk.APIStatusError):
+    if isinstance(exc, sdk.APIStatusError) and exc.status_code >= 400:
         message = _provider_message(exc.body, exc.message)
-        return ProviderError(
+        code = _error_code(exc.body)
+        error_class = (
+            ProviderContextLengthError if _is_context_overflow(code, message) else ProviderError
+        )
+        return error_class(
             f"{provider}: HTTP {exc.status_code}: {message}",
             provider=provider,
             status_code=exc.status_code,
+            provider_message=message,
+            code=code,
+        )
+    if isinstance(exc, sdk.APIError) and exc.body is not None:
+        # An error inside a stream that had begun: the openai SDK raises a bare APIError for a
+        # ``data:`` line holding ``error``, the anthropic SDK an APIStatusError with the
+        # stream's status, 200, for an ``error`` event (connection errors have no body).
+        message = _provider_message(exc.body, exc.message)
+        code = _error_code(exc.body)
+        return ProviderResponseError(
+            f"{provider}: response failed: {code}: {message}"
+            if code
+            else f"{provider}: response failed: {message}",
+            provider=provider,
+            code=code,
             provider_message=message,
         )
     if chunks_received and (
@@ -123,6 +170,42 @@ def _is_transport_error(exc: Exception, kind: str) -> bool:
         for name in _TRANSPORTS
         if name in sys.modules
     )
+
+
+def _error_fields(body: object) -> Mapping[str, object]:
+    """The error object of a body: its ``error`` (OpenAI wraps it, the openai SDK unwraps it,
+    Anthropic's SDK does not), else the body itself (vLLM's flat error)."""
+    if not isinstance(body, Mapping):
+        return {}
+    error = body.get("error")
+    return error if isinstance(error, Mapping) else body
+
+
+def _error_code(body: object) -> str | None:
+    fields = _error_fields(body)
+    for key in ("code", "type"):
+        value = fields.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+# How servers word a request over the context window: OpenAI, vLLM and DeepSeek ("maximum
+# context length"), llama.cpp, Anthropic ("prompt is too long"), DashScope.
+_CONTEXT_OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})
+_CONTEXT_OVERFLOW_WORDS = (
+    "maximum context length",
+    "exceeds the available context size",
+    "prompt is too long",
+    "range of input length should be",
+)
+
+
+def _is_context_overflow(code: str | None, message: str) -> bool:
+    if code in _CONTEXT_OVERFLOW_CODES:
+        return True
+    lowered = message.lower()
+    return any(words in lowered for words in _CONTEXT_OVERFLOW_WORDS)
 
 
 def _provider_message(body: object, fallback: str) -> str:

@@ -9,7 +9,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from tooluse._provider_errors import ProviderError, ProviderResponseError, ProviderTimeoutError
+from tooluse._provider_errors import (
+    ProviderContextLengthError,
+    ProviderError,
+    ProviderResponseError,
+    ProviderTimeoutError,
+)
 from tooluse.models._base import ChatModel
 from tooluse.models._names import ToolNameAliases, provider_safe_name
 
@@ -25,6 +30,7 @@ __all__ = [
     "ChatModel",
     "OpenAIChatModel",
     "OpenAIResponsesChatModel",
+    "ProviderContextLengthError",
     "ProviderError",
     "ProviderResponseError",
     "ProviderTimeoutError",

@@ -106,13 +106,15 @@ class OpenAIChatModel(OpenAISdkChatModel):
     ``default_options`` apply to every request (the request's own options win).
     ``strict_tools=True`` sends tools with ``"strict": true`` and strict-mode schemas (a tool
     whose schema strict mode cannot express is sent non-strict, with a warning).
-    ``max_tokens_field`` names the request field for ``ChatOptions.max_tokens``: OpenAI's
-    reasoning models require ``"max_completion_tokens"``, most compatible servers
-    ``"max_tokens"``. ``stream_usage=False`` omits ``stream_options`` for servers that reject
-    it. ``send_reasoning`` says whether assistant messages go back with their reasoning as
-    ``reasoning_content`` (by DeepSeek's rule, see the module); ``None`` decides by the
-    endpoint: off for OpenAI's own API (``api.openai.com``, Azure OpenAI), which rejects unknown
-    message fields, on elsewhere (set it ``False`` for other servers that reject the field).
+    ``max_tokens_field`` names the request field for ``ChatOptions.max_tokens``; ``None``
+    decides by the endpoint: ``"max_completion_tokens"`` for ``api.openai.com`` (``max_tokens``
+    is deprecated there, and its reasoning models reject it), ``"max_tokens"`` elsewhere, which
+    compatible servers and Azure's older API versions know. ``stream_usage=False`` omits
+    ``stream_options`` for servers that reject it. ``send_reasoning`` says whether assistant
+    messages go back with their reasoning as ``reasoning_content`` (by DeepSeek's rule, see
+    the module); ``None`` decides by the endpoint: off for OpenAI's own API
+    (``api.openai.com``, Azure OpenAI), which rejects unknown message fields, on elsewhere
+    (set it ``False`` for other servers that reject the field).
     ``client`` (an ``openai.AsyncOpenAI``) / ``sync_client`` (an ``openai.OpenAI``)
     inject preconfigured SDK clients (``call`` needs the blocking one; it is built from the
     settings when not injected). An injected async client is used as it is on every event
@@ -134,7 +136,7 @@ class OpenAIChatModel(OpenAISdkChatModel):
         max_retries: int = 2,
         strict_tools: bool = False,
         stream_usage: bool = True,
-        max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
+        max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None,
         send_reasoning: bool | None = None,
         client: openai.AsyncOpenAI | None = None,
         sync_client: openai.OpenAI | None = None,
@@ -152,7 +154,10 @@ class OpenAIChatModel(OpenAISdkChatModel):
             sync_client=sync_client,
         )
         self.stream_usage = stream_usage
-        self.max_tokens_field = max_tokens_field
+        self.max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = (
+            max_tokens_field
+            or ("max_completion_tokens" if _host(self.base_url) == _OPENAI_HOST else "max_tokens")
+        )
         self.send_reasoning = (
             not _is_openais_own_api(self.base_url) if send_reasoning is None else send_reasoning
         )
@@ -265,16 +270,24 @@ class OpenAIChatModel(OpenAISdkChatModel):
                     metadata=metadata,
                 )
             )
+        metadata = {"id": completion.id, "model": completion.model, "provider": self.provider}
         return ChatResponse(
             generations=tuple(generations),
             usage=_usage(completion.usage) if completion.usage is not None else None,
-            metadata={"id": completion.id, "model": completion.model, "provider": self.provider},
+            metadata=_with_reasoning_tokens(metadata, completion.usage),
         )
 
 
+_OPENAI_HOST = "api.openai.com"
+
+
+def _host(base_url: str) -> str:
+    return urlsplit(base_url).hostname or ""
+
+
 def _is_openais_own_api(base_url: str) -> bool:
-    host = urlsplit(base_url).hostname or ""
-    return host == "api.openai.com" or host.endswith(".openai.azure.com")
+    host = _host(base_url)
+    return host == _OPENAI_HOST or host.endswith(".openai.azure.com")
 
 
 def _messages(
@@ -410,6 +423,16 @@ def _usage(usage: CompletionUsage) -> Usage:
     )
 
 
+def _with_reasoning_tokens(
+    metadata: dict[str, Any], usage: CompletionUsage | None
+) -> dict[str, Any]:
+    """``metadata`` with the reasoning tokens when the usage reports them (they are counted in
+    ``completion_tokens``, as billed), as the Responses adapter gives them."""
+    details = usage.completion_tokens_details if usage is not None else None
+    count = details.reasoning_tokens if details is not None else None
+    return {**metadata, "reasoning_tokens": count} if isinstance(count, int) else metadata
+
+
 def _groq_usage(extra: Mapping[str, Any] | None) -> Usage | None:
     """Groq's stream usage: ``x_groq.usage`` on the finishing chunk, beside its timings."""
     groq = (extra or {}).get("x_groq")
@@ -460,9 +483,13 @@ class _ChoiceState:
         call_id = delta.id or ""
         index: int | None = delta.index
         call = self.by_index.get(index) if index is not None else self.last
-        if call is None or (call_id and call.call_id and call_id != call.call_id):
+        if (
+            call is None
+            or (call_id and call.call_id and call_id != call.call_id)
+            or (index is None and not call_id and _begins_another_call(call, delta))
+        ):
             # A new call: first sight of an index, or a new id where a server numbers every
-            # parallel call 0 (or sends no index at all).
+            # parallel call 0 (or sends no index at all), or, with neither, a new name.
             call = _PendingCall()
             self.calls.append(call)
             if index is not None:
@@ -480,6 +507,27 @@ class _ChoiceState:
         arguments = _arguments_text(function.arguments)
         if arguments:
             call.arguments.append(arguments)
+
+
+def _begins_another_call(call: _PendingCall, delta: ChoiceDeltaToolCall) -> bool:
+    """Whether a delta with neither ``index`` nor ``id`` is the start of another call rather
+    than more of ``call``: it names a tool after ``call``'s arguments began, and either
+    another tool or (arguments following ``call``'s complete ones) the same tool again. A
+    name repeated mid-arguments, or with nothing after, is the same call's."""
+    function = delta.function
+    if function is None or not function.name or not call.arguments:
+        return False
+    if function.name != call.name:
+        return True
+    return bool(_arguments_text(function.arguments)) and _is_json("".join(call.arguments))
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
 
 
 class _StreamState:
@@ -529,7 +577,9 @@ class _StreamState:
         if not generations and usage is None:
             return None
         return ChatResponse(
-            generations=_positional(generations), usage=usage, metadata=dict(self._metadata)
+            generations=_positional(generations),
+            usage=usage,
+            metadata=_with_reasoning_tokens(dict(self._metadata), chunk.usage),
         )
 
     def finish(self) -> ChatResponse | None:
