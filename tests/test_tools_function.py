@@ -609,3 +609,27 @@ def test_result_converter_must_return_text() -> None:
     callback = FunctionToolCallback(lambda: 1, name="one", result_converter=lambda v: v)
     with pytest.raises(TypeError, match="returned int, not str"):
         callback.call("")
+
+
+def test_a_field_as_the_signature_default_describes_the_argument() -> None:
+    # pydantic's `= Field(...)` spelling means what Annotated[..., Field(...)] means; the Field
+    # itself was once passed to the function as the argument's value
+    def f(
+        city: str = Field(description="where"),
+        count: int = Field(5, ge=1),
+        tags: list[str] = Field(default_factory=list),  # noqa: B008 (the spelling under test)
+        note: str = Field(None, alias="remark"),
+    ) -> str:
+        tags.append("seen")  # a fresh list each call
+        return f"{city}{count}{tags}{note}"
+
+    callback = FunctionToolCallback(f)
+    schema = callback.definition.input_schema
+    assert schema["required"] == ["city"]
+    assert list(schema["properties"]) == ["city", "count", "tags", "remark"]
+    assert schema["properties"]["city"]["description"] == "where"
+    assert schema["properties"]["count"] == {"type": "integer", "minimum": 1, "default": 5}
+    assert callback.call('{"city": "Oslo"}') == callback.call('{"city": "Oslo"}')
+    assert callback.call('{"city": "Oslo"}') == "\"Oslo5['seen']None\""
+    assert callback.call('{"city": "Oslo", "remark": "r"}') == "\"Oslo5['seen']r\""
+    assert "greater than or equal to 1" in error_of(callback, '{"city": "Oslo", "count": 0}')

@@ -96,6 +96,11 @@ def read_signature(function: Callable[..., Any], *, tool_name: str) -> ToolSigna
         if param.kind is inspect.Parameter.POSITIONAL_ONLY:
             positional_only.append(param.name)
         annotation = hints.get(param.name, Any)
+        if isinstance(param.default, FieldInfo):
+            # pydantic's `x: int = Field(...)` spelling (validate_call, FastAPI): the Field says
+            # what it says in `Annotated[int, Field(...)]`; it is not a value to pass
+            annotation = Annotated[annotation, param.default]
+            param = param.replace(default=EMPTY)
         if _is_tool_context(annotation):
             context_parameter = param.name
             continue
