@@ -208,6 +208,34 @@ def test_many_errors_are_summarised() -> None:
     assert "- and 2 more problems" in message
 
 
+class Cat(BaseModel):
+    name: str
+
+
+class Dog(BaseModel):
+    bark: int
+
+
+def test_union_members_are_not_shown_as_fields_to_nest() -> None:
+    # pydantic's error locations name the union member tried ('pet.Cat.name', 'size.int'),
+    # which reads as {"pet": {"Cat": {...}}}; the model is told the field and the member
+    def f(pet: Cat | Dog, size: int | list[int], pets: list[Cat | Dog]) -> None: ...
+
+    message = error_of(
+        FunctionToolCallback(f), '{"pet": {"name": 1}, "size": "x", "pets": [{"bark": "b"}]}'
+    )
+    assert message.splitlines()[1:6] == [
+        "- 'pet.name' (as Cat): Input should be a valid string; got 1",
+        "- 'pet.bark' (as Dog): required but missing",
+        "- 'pet.name' (as Dog): unexpected field",
+        "- 'size' (as int): Input should be a valid integer, unable to parse string as an "
+        'integer; got "x"',
+        "- 'size' (as list[int]): Input should be a valid array; got \"x\"",
+    ]
+    message = error_of(FunctionToolCallback(f), '{"pet": {"bark": 1}, "size": 1, "pets": [{}]}')
+    assert "- 'pets[0].name' (as Cat): required but missing" in message
+
+
 def test_optional_without_default_missing_is_none() -> None:
     def f(a: int | None, b: Annotated[str, ToolParam(required=False)]) -> str:
         return f"{a}-{b}"
