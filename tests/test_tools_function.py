@@ -339,6 +339,16 @@ def test_context_key_sent_by_the_model_is_rejected() -> None:
     assert "'context': not a parameter of this tool" in message
 
 
+def test_every_context_parameter_gets_the_context() -> None:
+    # as in Spring AI; only the last one was filled in, so every call failed with a TypeError
+    def f(first: ToolContext, second: ToolContext | None = None) -> str:
+        return f"{first['k']}{second and second['k']}"
+
+    callback = FunctionToolCallback(f)
+    assert callback.definition.input_schema["properties"] == {}
+    assert callback.call("{}", ToolContext({"k": "v"})) == '"vv"'
+
+
 # sync / async --------------------------------------------------------------------------------
 
 

@@ -60,13 +60,13 @@ class _Binder:
     """Puts validated values into ``(args, kwargs)`` for the function, adding the context."""
 
     def __init__(self, signature: ToolSignature) -> None:
-        self._context_name = signature.context_parameter
+        self._context_names = signature.context_parameters
         self._positional = signature.positional_only
         self._defaults = {p.name: p.default for p in signature.parameters if p.default is not EMPTY}
 
     def bind(self, values: dict[str, Any], context: ToolContext | None) -> CallArguments:
-        if self._context_name is not None:
-            values[self._context_name] = context if context is not None else EMPTY_CONTEXT
+        for name in self._context_names:
+            values[name] = context if context is not None else EMPTY_CONTEXT
         if not self._positional:
             return [], values
         args = [
