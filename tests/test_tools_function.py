@@ -459,6 +459,16 @@ def test_exceptions_from_the_function_propagate_unchanged() -> None:
         FunctionToolCallback(fail).call('{"city": "x"}')
 
 
+async def test_a_stop_iteration_from_a_sync_tool_is_an_error_not_a_hang() -> None:
+    # a bare next() in a tool: an asyncio future refuses StopIteration, and acall waited forever
+    def first_match(q: str) -> str:
+        return next(x for x in ["a", "b"] if x == q)
+
+    with pytest.raises(RuntimeError, match=r"first_match\(\) raised StopIteration") as info:
+        await asyncio.wait_for(FunctionToolCallback(first_match).acall('{"q": "z"}'), 5)
+    assert isinstance(info.value.__cause__, StopIteration)
+
+
 def test_tool_execution_exception_from_the_function_passes_through() -> None:
     error = ToolExecutionException("city must be in Europe")
 
