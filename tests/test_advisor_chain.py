@@ -3,11 +3,16 @@ OpenTelemetry spans of model calls and tool loops."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from _loop_tools import RecordingTool
 from tooluse import (
@@ -165,6 +170,37 @@ async def test_spans_per_model_call_and_per_loop(exporter: InMemorySpanExporter)
     assert set(spans) == {"chat scripted", "tool_loop"}
     assert dict(spans["chat scripted"].attributes or {})["gen_ai.usage.input_tokens"] == 4
     assert dict(spans["tool_loop"].attributes or {})["tooluse.tool_loop.rounds"] == 1
+
+
+async def test_a_stream_never_leaves_its_spans_current_in_the_consumer(
+    exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The loop's and the model call's spans were current across `yield`: the consumer's own
+    # spans became children of a model call, the leak outlived a stream stopped early, and
+    # closing it elsewhere logged "Failed to detach context".
+    model = ScriptedModel([tool_call("t", id="a"), "a long answer", "again"])
+    client = ChatClient(model, tools=[RecordingTool("t")])
+    chunks: Any = aiter(client.prompt("go").stream())
+    async for _ in chunks:
+        assert not trace.get_current_span().get_span_context().is_valid
+        break
+    await chunks.aclose()
+    assert not trace.get_current_span().get_span_context().is_valid
+    await asyncio.sleep(0.01)  # the inner generators are closed by the loop's finaliser
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert set(spans) == {"chat scripted", "execute_tool t", "tool_loop"}
+    loop = spans["tool_loop"]
+    assert all(s.parent is not None and s.parent.span_id == loop.context.span_id
+               for s in spans.values() if s is not loop)  # fmt: skip
+    assert loop.status.status_code is not StatusCode.ERROR  # stopping early is no failure
+    # a stream left unclosed is finalised in another context
+    abandoned = ChatClient(ScriptedModel(["x", "y"])).prompt("go").stream()
+    async for _ in abandoned:
+        break
+    del abandoned
+    gc.collect()
+    await asyncio.sleep(0.01)
+    assert "Failed to detach context" not in caplog.text
 
 
 class Shouting(BaseAdvisor):

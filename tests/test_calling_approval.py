@@ -288,3 +288,20 @@ async def test_unserialisable_edited_arguments_fail_before_anything_runs() -> No
     with pytest.raises(ValueError, match="not JSON-serialisable"):
         await manager.aresume_tool_calls(paused, {"c0": Approve(arguments={"x": {1, 2}})})
     assert send.calls == []
+
+
+async def test_a_held_call_in_a_round_that_breaches_a_limit_is_answered_not_lost() -> None:
+    # the breach ends the turn, so no one can approve the held call any more: it gets a result
+    # saying it did not run, and nothing is left pending (once, it vanished from the history)
+    send, look = echo("send", requires_approval=True), echo("look")
+    manager = ToolCallingManager(per_tool_limits={"look": 1})
+    with pytest.raises(ToolCallLimitExceeded) as raised:
+        await pause(manager, [send, look], ("send", "{}"), ("look", "{}"), ("look", "{}"))
+    partial = raised.value.partial_result
+    assert partial.pending_tool_calls == ()
+    responses = partial.conversation_history[-1].responses
+    assert [(r.id, r.is_error) for r in responses] == [("c0", True), ("c1", False), ("c2", True)]
+    assert "not run" in responses[0].data and "approval" in responses[0].data
+    assert send.calls == []
+    partial_responses = raised.value.build_generation().metadata["partial_tool_responses"]
+    assert [r["id"] for r in partial_responses] == ["c0", "c1"]

@@ -20,7 +20,8 @@ NAMING_PAGES = [page for page in PAGES if page.name != "benchmarks.md"]
 # Names the pages mention that are not tooluse's: Python's, pydantic's, the MCP and OpenAI
 # SDKs', Spring AI's, and a user's class in an example.
 FOREIGN_NAMES = {
-    "AliasChoices", "AliasPath", "Annotated", "Field", "ValidationError",  # typing, pydantic
+    "AliasChoices", "AliasPath", "Annotated", "Field", "TypedDict",  # typing, pydantic
+    "ValidationError",
     "Client", "ClientSession", "MCPServer", "Server", "Tool",  # the MCP SDK
     "APIError", "BadRequestError", "InternalServerError",  # the OpenAI SDK
     "DefaultMcpToolNamePrefixGenerator",  # Spring AI

@@ -149,8 +149,9 @@ def test_defaults_metadata() -> None:
     assert tool_callbacks(f)[0].metadata == ToolMetadata()
 
 
-@pytest.mark.parametrize("timeout", [0, -1.0])
-def test_non_positive_timeout_is_rejected(timeout: float) -> None:
+# NaN passed the check, and a call that ran to the end was reported as timed out
+@pytest.mark.parametrize("timeout", [0, -1.0, float("nan"), True, "5"])
+def test_a_timeout_that_is_not_a_positive_number_is_rejected(timeout: float) -> None:
     with pytest.raises(ValueError, match="timeout must be a positive number"):
         tool(timeout=timeout)
 

@@ -208,6 +208,34 @@ def test_many_errors_are_summarised() -> None:
     assert "- and 2 more problems" in message
 
 
+class Cat(BaseModel):
+    name: str
+
+
+class Dog(BaseModel):
+    bark: int
+
+
+def test_union_members_are_not_shown_as_fields_to_nest() -> None:
+    # pydantic's error locations name the union member tried ('pet.Cat.name', 'size.int'),
+    # which reads as {"pet": {"Cat": {...}}}; the model is told the field and the member
+    def f(pet: Cat | Dog, size: int | list[int], pets: list[Cat | Dog]) -> None: ...
+
+    message = error_of(
+        FunctionToolCallback(f), '{"pet": {"name": 1}, "size": "x", "pets": [{"bark": "b"}]}'
+    )
+    assert message.splitlines()[1:6] == [
+        "- 'pet.name' (as Cat): Input should be a valid string; got 1",
+        "- 'pet.bark' (as Dog): required but missing",
+        "- 'pet.name' (as Dog): unexpected field",
+        "- 'size' (as int): Input should be a valid integer, unable to parse string as an "
+        'integer; got "x"',
+        "- 'size' (as list[int]): Input should be a valid array; got \"x\"",
+    ]
+    message = error_of(FunctionToolCallback(f), '{"pet": {"bark": 1}, "size": 1, "pets": [{}]}')
+    assert "- 'pets[0].name' (as Cat): required but missing" in message
+
+
 def test_optional_without_default_missing_is_none() -> None:
     def f(a: int | None, b: Annotated[str, ToolParam(required=False)]) -> str:
         return f"{a}-{b}"
@@ -309,6 +337,16 @@ def test_context_key_sent_by_the_model_is_rejected() -> None:
 
     message = error_of(FunctionToolCallback(f), '{"city": "x", "context": {"admin": true}}')
     assert "'context': not a parameter of this tool" in message
+
+
+def test_every_context_parameter_gets_the_context() -> None:
+    # as in Spring AI; only the last one was filled in, so every call failed with a TypeError
+    def f(first: ToolContext, second: ToolContext | None = None) -> str:
+        return f"{first['k']}{second and second['k']}"
+
+    callback = FunctionToolCallback(f)
+    assert callback.definition.input_schema["properties"] == {}
+    assert callback.call("{}", ToolContext({"k": "v"})) == '"vv"'
 
 
 # sync / async --------------------------------------------------------------------------------
@@ -419,6 +457,16 @@ def test_exceptions_from_the_function_propagate_unchanged() -> None:
         assert info.value is error
     with pytest.raises(Boom):
         FunctionToolCallback(fail).call('{"city": "x"}')
+
+
+async def test_a_stop_iteration_from_a_sync_tool_is_an_error_not_a_hang() -> None:
+    # a bare next() in a tool: an asyncio future refuses StopIteration, and acall waited forever
+    def first_match(q: str) -> str:
+        return next(x for x in ["a", "b"] if x == q)
+
+    with pytest.raises(RuntimeError, match=r"first_match\(\) raised StopIteration") as info:
+        await asyncio.wait_for(FunctionToolCallback(first_match).acall('{"q": "z"}'), 5)
+    assert isinstance(info.value.__cause__, StopIteration)
 
 
 def test_tool_execution_exception_from_the_function_passes_through() -> None:
@@ -609,3 +657,27 @@ def test_result_converter_must_return_text() -> None:
     callback = FunctionToolCallback(lambda: 1, name="one", result_converter=lambda v: v)
     with pytest.raises(TypeError, match="returned int, not str"):
         callback.call("")
+
+
+def test_a_field_as_the_signature_default_describes_the_argument() -> None:
+    # pydantic's `= Field(...)` spelling means what Annotated[..., Field(...)] means; the Field
+    # itself was once passed to the function as the argument's value
+    def f(
+        city: str = Field(description="where"),
+        count: int = Field(5, ge=1),
+        tags: list[str] = Field(default_factory=list),  # noqa: B008 (the spelling under test)
+        note: str = Field(None, alias="remark"),
+    ) -> str:
+        tags.append("seen")  # a fresh list each call
+        return f"{city}{count}{tags}{note}"
+
+    callback = FunctionToolCallback(f)
+    schema = callback.definition.input_schema
+    assert schema["required"] == ["city"]
+    assert list(schema["properties"]) == ["city", "count", "tags", "remark"]
+    assert schema["properties"]["city"]["description"] == "where"
+    assert schema["properties"]["count"] == {"type": "integer", "minimum": 1, "default": 5}
+    assert callback.call('{"city": "Oslo"}') == callback.call('{"city": "Oslo"}')
+    assert callback.call('{"city": "Oslo"}') == "\"Oslo5['seen']None\""
+    assert callback.call('{"city": "Oslo", "remark": "r"}') == "\"Oslo5['seen']r\""
+    assert "greater than or equal to 1" in error_of(callback, '{"city": "Oslo", "count": 0}')

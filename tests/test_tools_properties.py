@@ -53,6 +53,18 @@ def schema_tool(arguments: dict[str, Any]) -> str:
     return "ok"
 
 
+class Cat(BaseModel):
+    name: str
+
+
+class Dog(BaseModel):
+    bark: int
+
+
+def adopt(pet: Cat | Dog, size: int | list[int] = 1) -> str:
+    return "ok"
+
+
 TOOLS = [
     FunctionToolCallback(order),
     FunctionToolCallback(async_order),
@@ -61,6 +73,7 @@ TOOLS = [
         schema_tool,
         input_schema={"type": "dict", "properties": {"q": {"type": "String"}}, "required": ["q"]},
     ),
+    FunctionToolCallback(adopt),
 ]
 
 json_values = st.recursive(
@@ -88,6 +101,9 @@ field_names = st.sampled_from(
         "price",
         "tags",
         "q",
+        "pet",
+        "size",
+        "bark",
         "extra",
     ]
 )
@@ -158,6 +174,17 @@ def test_valid_arguments_always_succeed(
         }
     )
     assert TOOLS[0].call(arguments) == '"ok"'
+
+
+@settings(max_examples=200, deadline=None)
+@given(arguments=argument_objects)
+def test_error_locations_are_fields_never_union_members(arguments: str) -> None:
+    try:
+        FunctionToolCallback(adopt).call(arguments)
+    except ToolExecutionException as exc:
+        locations = [line.split("'")[1] for line in str(exc).splitlines() if line.startswith("- '")]
+        for location in locations:
+            assert not {"Cat", "Dog", "int", "list[int]"} & set(location.split(".")), str(exc)
 
 
 # one surrogate between other characters: lone (JSON reads an escaped pair as one character)

@@ -8,10 +8,10 @@ follow the OpenTelemetry GenAI semantic conventions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextvars import Token
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -29,6 +29,7 @@ __all__ = [
     "SpanHandle",
     "error_type_of",
     "start_span",
+    "traced_stream",
 ]
 
 GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
@@ -39,6 +40,7 @@ GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
 ERROR_TYPE: Final = "error.type"
 
 AttributeValue = str | bool | int | float
+_T = TypeVar("_T")
 
 
 def _load_tracer() -> Tracer | None:
@@ -122,6 +124,59 @@ class _NoopSpan:
 _NOOP: Final = _NoopSpan()
 
 
+def traced_stream(
+    name: str,
+    attributes: Mapping[str, AttributeValue],
+    body: Callable[[SpanHandle], AsyncGenerator[_T, None]],
+) -> AsyncGenerator[_T, None]:
+    """The items of ``body(span)``, run in an INTERNAL span ``name`` that starts now (iterate
+    the result right away): what :func:`start_span` does for a block, for an async generator
+    (untraced: ``body`` itself, no extra step per item).
+
+    The span is current only while the body runs, never while the consumer holds an item: a
+    ``with start_span(...)`` around a ``yield`` left it current in the consumer's task (its
+    own spans became children of a model call, even after the stream ended early), and a
+    stream closed from another context failed to detach it. A consumer that stops early is
+    not an error.
+    """
+    span = _tracer.start_span(name, attributes=attributes) if _tracer is not None else None
+    if span is None or not span.is_recording():
+        return body(_NOOP)
+    return _traced(span, body)
+
+
+async def _traced(
+    span: Span, body: Callable[[SpanHandle], AsyncGenerator[_T, None]]
+) -> AsyncGenerator[_T, None]:
+    from opentelemetry import context, trace
+
+    handle = _RecordingSpan(span)
+    span_context = trace.set_span_in_context(span)
+    items = body(handle)
+    try:
+        while True:
+            token = context.attach(span_context)
+            try:
+                item = await anext(items)
+            except StopAsyncIteration:
+                return
+            finally:
+                context.detach(token)
+            yield item
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        handle.record_failure(exc)
+        raise
+    finally:
+        token = context.attach(span_context)
+        try:
+            await items.aclose()
+        finally:
+            context.detach(token)
+            span.end()
+
+
 class _RecordingSpan:
     """Makes the span current for the block and ends it afterwards (like ``trace.use_span``,
     plus ``error.type``)."""
@@ -149,12 +204,16 @@ class _RecordingSpan:
 
         try:
             if exc is not None:
-                self._span.record_exception(exc)
-                self.set_error(error_type_of(exc), f"{type(exc).__name__}: {exc}")
+                self.record_failure(exc)
         finally:
             if self._token is not None:
                 context.detach(self._token)
             self._span.end()
+
+    def record_failure(self, exc: BaseException) -> None:
+        """An exception that escaped the span's operation."""
+        self._span.record_exception(exc)
+        self.set_error(error_type_of(exc), f"{type(exc).__name__}: {exc}")
 
     def set_attribute(self, key: str, value: AttributeValue) -> None:
         self._span.set_attribute(key, value)

@@ -10,8 +10,9 @@ semantic conventions, with token usage) when OpenTelemetry is installed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 from tooluse import _tracing
@@ -261,13 +262,21 @@ class AdvisorChain:
             return
         prompt = _model_prompt(request.prompt, self._model)
         name = prompt.options.model or self._model_name
-        with _tracing.start_span(f"chat {name}", _span_attributes(name)) as span:
+
+        async def model_stream(
+            span: _tracing.SpanHandle,
+        ) -> AsyncGenerator[ChatClientResponse, None]:
             usage: Usage | None = None
             async for chunk in self._model.stream(prompt):
                 if chunk.usage is not None and not chunk.usage.is_empty():
                     usage = chunk.usage
                 yield ChatClientResponse(chunk, request.context)
             _record_usage(span, usage)
+
+        traced = _tracing.traced_stream(f"chat {name}", _span_attributes(name), model_stream)
+        async with contextlib.aclosing(traced) as items:  # closed here, when the caller stops
+            async for item in items:
+                yield item
 
 
 def _next_positions(advisors: tuple[Advisor, ...], kind: type) -> tuple[int, ...]:

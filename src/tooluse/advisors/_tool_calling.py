@@ -11,7 +11,7 @@ always executes with the options the hooks left.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
 from tooluse import _tracing
@@ -320,59 +320,61 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
     def advise_stream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
-        return self.do_finalize_stream(self._stream(request, chain), chain)
+        stream = _tracing.traced_stream(
+            "tool_loop", _LOOP_SPAN_ATTRIBUTES, lambda span: self._stream(request, chain, span)
+        )
+        return self.do_finalize_stream(stream, chain)
 
     async def _stream(
-        self, request: ChatClientRequest, chain: AdvisorChain
-    ) -> AsyncIterator[ChatClientResponse]:
-        with _tracing.start_span("tool_loop", _LOOP_SPAN_ATTRIBUTES) as span:
-            inner = chain.copy(self)
-            loop = _Loop(await self.do_initialize_loop(request, chain))
-            final = await self._resume(loop)
-            while final is None:
-                await self._before_round(loop, chain)
-                previous_usage = loop.usage
-                emitted_usage: Usage | None = None  # the last usage the caller was given
-                aggregator = StreamAggregator()
-                context = loop.request.context
-                async for item in inner.next_stream(loop.request):
-                    context = item.context
-                    chunk = item.chat_response
-                    if chunk is None:
-                        yield item
-                        continue
-                    aggregator.add(chunk)
-                    emitted = _emittable(chunk, previous_usage)
-                    if emitted is not None:
-                        if emitted.usage is not None and not emitted.usage.is_empty():
-                            emitted_usage = emitted.usage
-                        yield item if emitted is chunk else item.replace(chat_response=emitted)
-                merged = aggregator.response()
-                loop.response_context = context  # the dict the caller holds from the chunks
-                response = await self.do_after_call(ChatClientResponse(merged, context), chain)
-                merged = response.chat_response or merged
-                loop.rounds += 1
-                loop.add_usage(merged.usage)
-                if not self.eligibility_checker(merged):
-                    # The total is still owed when the last round reported no usage, or
-                    # reported it on a hidden chunk (one carrying only tool-call fragments).
-                    owed = loop.usage if loop.usage != emitted_usage else None
-                    if merged.has_tool_calls():
-                        # Calls the checker left unexecuted were in hidden chunks: hand them
-                        # over whole, in one chunk (the rest of the round was streamed).
-                        unexecuted = _without_streamed(merged).model_copy(update={"usage": owed})
-                        yield ChatClientResponse(unexecuted, context)
-                    elif owed is not None:
-                        # The total rides on its own chunk.
-                        yield ChatClientResponse(ChatResponse(usage=owed), context)
-                    self._finish(loop, merged, span)
-                    return
-                final = await self._execute_round(loop, response, merged)
-            final = self._finish(loop, final, span)
-            await self._tell_inner_advisors(loop, final, chain)
-            if final.generations and final.generations[0].finish_reason == APPROVAL_REQUIRED:
-                final = _without_streamed(final)  # streamed but for its tool calls
-            yield ChatClientResponse(final, loop.context)
+        self, request: ChatClientRequest, chain: AdvisorChain, span: _tracing.SpanHandle
+    ) -> AsyncGenerator[ChatClientResponse, None]:
+        inner = chain.copy(self)
+        loop = _Loop(await self.do_initialize_loop(request, chain))
+        final = await self._resume(loop)
+        while final is None:
+            await self._before_round(loop, chain)
+            previous_usage = loop.usage
+            emitted_usage: Usage | None = None  # the last usage the caller was given
+            aggregator = StreamAggregator()
+            context = loop.request.context
+            async for item in inner.next_stream(loop.request):
+                context = item.context
+                chunk = item.chat_response
+                if chunk is None:
+                    yield item
+                    continue
+                aggregator.add(chunk)
+                emitted = _emittable(chunk, previous_usage)
+                if emitted is not None:
+                    if emitted.usage is not None and not emitted.usage.is_empty():
+                        emitted_usage = emitted.usage
+                    yield item if emitted is chunk else item.replace(chat_response=emitted)
+            merged = aggregator.response()
+            loop.response_context = context  # the dict the caller holds from the chunks
+            response = await self.do_after_call(ChatClientResponse(merged, context), chain)
+            merged = response.chat_response or merged
+            loop.rounds += 1
+            loop.add_usage(merged.usage)
+            if not self.eligibility_checker(merged):
+                # The total is still owed when the last round reported no usage, or
+                # reported it on a hidden chunk (one carrying only tool-call fragments).
+                owed = loop.usage if loop.usage != emitted_usage else None
+                if merged.has_tool_calls():
+                    # Calls the checker left unexecuted were in hidden chunks: hand them
+                    # over whole, in one chunk (the rest of the round was streamed).
+                    unexecuted = _without_streamed(merged).model_copy(update={"usage": owed})
+                    yield ChatClientResponse(unexecuted, context)
+                elif owed is not None:
+                    # The total rides on its own chunk.
+                    yield ChatClientResponse(ChatResponse(usage=owed), context)
+                self._finish(loop, merged, span)
+                return
+            final = await self._execute_round(loop, response, merged)
+        final = self._finish(loop, final, span)
+        await self._tell_inner_advisors(loop, final, chain)
+        if final.generations and final.generations[0].finish_reason == APPROVAL_REQUIRED:
+            final = _without_streamed(final)  # streamed but for its tool calls
+        yield ChatClientResponse(final, loop.context)
 
     # -- the steps both paths share ------------------------------------------------------
 

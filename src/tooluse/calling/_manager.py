@@ -56,6 +56,10 @@ DEFAULT_MAX_ARGUMENT_CHARS: Final = 200_000
 # On a ToolResponseMessage of a paused round: whether every call executed so far was
 # return-direct, so the AND rule spans the round across a resume.
 _EXECUTED_RETURN_DIRECT: Final = "tooluse.executed_return_direct"
+_HELD_AT_BREACH: Final = (
+    "This tool call was not run: it needs a human's approval, and the turn ended at a tool "
+    "call limit before one was asked for."
+)
 _LISTED_TOOL_NAMES: Final = 20  # an unknown-tool error lists all names up to this many tools
 _T = TypeVar("_T")
 
@@ -77,6 +81,7 @@ class _RoundPlan:
     responses: list[ToolResponse | None]
     jobs: list[_Job] = dataclasses.field(default_factory=list)
     held: list[PendingToolCall] = dataclasses.field(default_factory=list)
+    held_at: list[int] = dataclasses.field(default_factory=list)  # their places in the round
     breach: tuple[LimitBreach, ToolResponse] | None = None
     # Some call was answered with an error without running (a denial, a limit, an unknown
     # tool, arguments too long): the model must read it, so the round cannot return directly.
@@ -290,9 +295,15 @@ class ToolCallingManager:
                 reason = approval_reason(call, callback, context, self._requires_approval)
                 if reason is not None:
                     plan.held.append(PendingToolCall(call.id, call.name, call.arguments, reason))
+                    plan.held_at.append(index)
                     continue
             # empty or null arguments become "{}": providers stream no-argument calls as ""
             plan.jobs.append(_Job(index, call, callback, normalise_arguments(arguments)))
+        if plan.breach is not None and plan.held:
+            # The breach ends the turn: no decision can come for the held calls any more.
+            for index in plan.held_at:
+                responses[index] = _error(calls[index], _HELD_AT_BREACH)
+            plan.held.clear()
         plan.refused = any(
             response is not None and call.id not in answered
             for call, response in zip(calls, responses, strict=True)

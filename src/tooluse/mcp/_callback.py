@@ -100,7 +100,10 @@ class McpToolCallback:
             parsed = _ARGUMENTS.validate_json(normalise_arguments(arguments))
         except ValidationError as exc:
             message = describe_validation_error(
-                self._definition.name, exc, self._definition.input_schema
+                self._definition.name,
+                exc,
+                self._definition.input_schema,
+                normalise_arguments(arguments),
             )
             raise ToolArgumentsError(message, definition=self._definition, cause=exc) from exc
         result = await self._connection.call_tool(

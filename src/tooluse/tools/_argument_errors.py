@@ -59,13 +59,19 @@ def type_hint(schema: Any) -> str:
 
 
 def describe_validation_error(
-    tool_name: str, error: ValidationError, schema: Mapping[str, Any]
+    tool_name: str,
+    error: ValidationError,
+    schema: Mapping[str, Any],
+    arguments: str | None = None,
 ) -> str:
+    """The model's message for ``error``; ``arguments`` (the JSON text that failed) tells
+    the fields it sent from the union members pydantic names in an error's location."""
     details = error.errors(include_url=False)
     root = [d for d in details if not d["loc"]]
     if root:
         return f"Invalid arguments for tool '{tool_name}': {_describe_root(root[0], schema)}"
-    lines = [_describe_field(d, schema) for d in details[:MAX_LISTED_ERRORS]]
+    received = _parsed(arguments)
+    lines = [_describe_field(d, schema, received) for d in details[:MAX_LISTED_ERRORS]]
     if len(details) > MAX_LISTED_ERRORS:
         lines.append(f"- and {len(details) - MAX_LISTED_ERRORS} more problems")
     return "\n".join(
@@ -108,28 +114,70 @@ def _describe_root(detail: ErrorDetails, schema: Mapping[str, Any]) -> str:
     return f"{detail['msg']}. Send one JSON object: {expected}"
 
 
-def _describe_field(detail: ErrorDetails, schema: Mapping[str, Any]) -> str:
-    loc = detail["loc"]
-    where = _location(loc)
+def _describe_field(detail: ErrorDetails, schema: Mapping[str, Any], received: Any) -> str:
     kind = detail["type"]
+    loc, members = _split_union_members(detail["loc"], kind, received)
+    where = _location(loc) + (f" (as {', '.join(members)})" if members else "")
     properties = schema.get("properties") or {}
     top_level = len(loc) == 1 and isinstance(loc[0], str)
     if kind == "missing":
         expected = f" (expected {type_hint(properties.get(loc[0]))})" if top_level else ""
-        return f"- '{where}': required but missing{expected}"
+        return f"- {where}: required but missing{expected}"
     if kind == "extra_forbidden":
         if top_level:
             known = ", ".join(properties) or "none"
-            return f"- '{where}': not a parameter of this tool (parameters: {known})"
-        return f"- '{where}': unexpected field"
-    return f"- '{where}': {detail['msg']}; got {_preview(detail['input'])}"
+            return f"- {where}: not a parameter of this tool (parameters: {known})"
+        return f"- {where}: unexpected field"
+    return f"- {where}: {detail['msg']}; got {_preview(detail['input'])}"
+
+
+_NOT_PARSED = object()
+
+
+def _parsed(arguments: str | None) -> Any:
+    if arguments is None:
+        return _NOT_PARSED
+    try:
+        return json.loads(arguments)
+    except ValueError:  # e.g. a lone surrogate pydantic reported at a field
+        return _NOT_PARSED
+
+
+def _split_union_members(
+    loc: tuple[int | str, ...], kind: str, received: Any
+) -> tuple[tuple[int | str, ...], list[str]]:
+    """``loc`` without the union members pydantic puts in it (``pet.Cat.name`` for
+    ``pet: Cat | Dog``, ``a.int`` for ``a: int | str``), which read as fields the model
+    should nest, and those members. A part is a member when the arguments have no such field
+    there; only a missing field is absent itself."""
+    if received is _NOT_PARSED:
+        return loc, []
+    path: list[int | str] = []
+    members: list[str] = []
+    value = received
+    last = len(loc) - 1
+    for position, part in enumerate(loc):
+        if _holds(value, part):
+            value = value[part]
+        # (not the missing field itself, nor pydantic's mark of a dict key that failed)
+        elif isinstance(part, str) and part != "[key]" and (kind, position) != ("missing", last):
+            members.append(part)
+            continue
+        path.append(part)
+    return tuple(path), members
+
+
+def _holds(value: Any, part: int | str) -> bool:
+    if isinstance(value, dict):
+        return part in value
+    return isinstance(value, list) and isinstance(part, int) and 0 <= part < len(value)
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
     text = ""
     for part in loc:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
+    return f"'{text}'"
 
 
 def _json_kind(value: Any) -> str:

@@ -60,13 +60,13 @@ class _Binder:
     """Puts validated values into ``(args, kwargs)`` for the function, adding the context."""
 
     def __init__(self, signature: ToolSignature) -> None:
-        self._context_name = signature.context_parameter
+        self._context_names = signature.context_parameters
         self._positional = signature.positional_only
         self._defaults = {p.name: p.default for p in signature.parameters if p.default is not EMPTY}
 
     def bind(self, values: dict[str, Any], context: ToolContext | None) -> CallArguments:
-        if self._context_name is not None:
-            values[self._context_name] = context if context is not None else EMPTY_CONTEXT
+        for name in self._context_names:
+            values[name] = context if context is not None else EMPTY_CONTEXT
         if not self._positional:
             return [], values
         args = [
@@ -114,7 +114,7 @@ class SignatureArguments:
         try:
             values = self._adapter.validate_json(normalise_arguments(arguments), **self._options)
         except ValidationError as exc:
-            raise _invalid(definition, exc) from exc
+            raise _invalid(definition, exc, arguments) from exc
         for param in self._null_means_default:
             if values.get(param.name) is _NULL:
                 _use_default(values, param)
@@ -154,7 +154,7 @@ class SingleInputArguments:
         try:
             value = self._adapter.validate_json(normalise_arguments(arguments), **self._options)
         except ValidationError as exc:
-            raise _invalid(definition, exc) from exc
+            raise _invalid(definition, exc, arguments) from exc
         if self._required:
             missing = [name for name in self._required if name not in value]
             if missing:
@@ -193,8 +193,12 @@ def _allows_extra(core_schema: Any) -> bool:
     return False
 
 
-def _invalid(definition: ToolDefinition, error: ValidationError) -> ToolArgumentsError:
-    message = describe_validation_error(definition.name, error, definition.input_schema)
+def _invalid(
+    definition: ToolDefinition, error: ValidationError, arguments: str
+) -> ToolArgumentsError:
+    message = describe_validation_error(
+        definition.name, error, definition.input_schema, normalise_arguments(arguments)
+    )
     return ToolArgumentsError(message, definition=definition, cause=error)
 
 

@@ -43,5 +43,9 @@ class ToolMetadata:
     timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if self.timeout is not None and self.timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}")
+        timeout = self.timeout
+        if timeout is None:
+            return
+        # (NaN is no number of seconds: a call past it was reported as timed out, yet it ran)
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")

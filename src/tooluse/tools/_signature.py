@@ -54,12 +54,13 @@ class ToolParameter:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ToolSignature:
-    """Parameters for the model (in declaration order, without the ``ToolContext`` one), the
-    name of the ``ToolContext`` parameter, the leading positional-only parameter names
-    (context included) that must be passed by position, and facts about the function."""
+    """Parameters for the model (in declaration order, without the ``ToolContext`` ones), the
+    names of the ``ToolContext`` parameters (each gets the context), the leading
+    positional-only parameter names (context included) that must be passed by position, and
+    facts about the function."""
 
     parameters: tuple[ToolParameter, ...]
-    context_parameter: str | None
+    context_parameters: tuple[str, ...]
     positional_only: tuple[str, ...]
     returns_none: bool
     is_async: bool
@@ -83,7 +84,7 @@ def read_signature(function: Callable[..., Any], *, tool_name: str) -> ToolSigna
     bound = _partial_keywords(function)
 
     parameters: list[ToolParameter] = []
-    context_parameter: str | None = None
+    context_parameters: list[str] = []
     positional_only: list[str] = []
     for param in signature.parameters.values():
         if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
@@ -96,8 +97,13 @@ def read_signature(function: Callable[..., Any], *, tool_name: str) -> ToolSigna
         if param.kind is inspect.Parameter.POSITIONAL_ONLY:
             positional_only.append(param.name)
         annotation = hints.get(param.name, Any)
+        if isinstance(param.default, FieldInfo):
+            # pydantic's `x: int = Field(...)` spelling (validate_call, FastAPI): the Field says
+            # what it says in `Annotated[int, Field(...)]`; it is not a value to pass
+            annotation = Annotated[annotation, param.default]
+            param = param.replace(default=EMPTY)
         if _is_tool_context(annotation):
-            context_parameter = param.name
+            context_parameters.append(param.name)
             continue
         tool_param = _tool_param_of(annotation)
         description = (tool_param.description if tool_param else None) or (
@@ -120,7 +126,7 @@ def read_signature(function: Callable[..., Any], *, tool_name: str) -> ToolSigna
     _check_argument_names(parameters, tool_name)
     return ToolSignature(
         parameters=tuple(parameters),
-        context_parameter=context_parameter,
+        context_parameters=tuple(context_parameters),
         positional_only=tuple(positional_only),
         returns_none=hints.get("return", EMPTY) is type(None),
         is_async=is_async_callable(function),

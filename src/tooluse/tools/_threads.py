@@ -23,7 +23,18 @@ _TOOL_THREADS = ThreadPool(MAX_TOOL_THREADS, "tooluse-tool")
 
 async def run_in_tool_thread(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     """``function(*args, **kwargs)`` in the tool pool, with the caller's context variables
-    (tracing spans, request state), like ``asyncio.to_thread``."""
+    (tracing spans, request state), like ``asyncio.to_thread``. A ``StopIteration`` it raises
+    comes back as ``RuntimeError``, as from a coroutine."""
     context = contextvars.copy_context()
-    call = functools.partial(context.run, function, *args, **kwargs)
+    call = functools.partial(context.run, _stop_iteration_as_error, function, *args, **kwargs)
     return await asyncio.get_running_loop().run_in_executor(_TOOL_THREADS, call)
+
+
+def _stop_iteration_as_error(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    # An asyncio future refuses a StopIteration (a bare next() in a tool), and the call
+    # awaiting it then waits forever.
+    try:
+        return function(*args, **kwargs)
+    except StopIteration as exc:
+        name = getattr(function, "__name__", type(function).__name__)
+        raise RuntimeError(f"{name}() raised StopIteration") from exc
