@@ -13,6 +13,7 @@ from tooluse.memory import MessageWindowChatMemory
 from tooluse.messages import (
     AssistantMessage,
     SystemMessage,
+    ToolCall,
     ToolResponse,
     ToolResponseMessage,
     UserMessage,
@@ -163,6 +164,36 @@ async def test_history_without_memory_is_sent_to_both_stages() -> None:
     assert result.answer == "Yes."
     for request in model.requests:
         assert [m.text for m in request.messages[1:3]] == ["Hi", "Hello!"]
+
+
+async def test_the_answer_stage_gets_earlier_tool_traffic_as_text_only() -> None:
+    """The answer stage has no tools, and Anthropic refuses a request that holds tool calls
+    or results without tool definitions ("Requests which include tool_use or tool_result
+    blocks must define tools"). Tool traffic in a given history, or in a memory another
+    client wrote, reaches the router whole and the answer stage as its text only."""
+    earlier = [
+        UserMessage(text="Where is A1?"),
+        AssistantMessage(
+            text="Let me check.", tool_calls=(ToolCall(id="t1", name="order_status"),)
+        ),
+        ToolResponseMessage(responses=(ToolResponse(id="t1", name="order_status", data="x"),)),
+        AssistantMessage(text="A1 has shipped."),
+    ]
+    memory = MessageWindowChatMemory()
+    memory.add("u1", earlier)
+    model = ScriptedModel(["", "Yes.", "", "Yes."])
+    pipeline = QaPipeline(model, retriever=CountingRetriever(KNOWLEDGE), memory=memory)
+    await pipeline.acall("Can I return it?", history=earlier)
+    await pipeline.acall("Can I return it?", conversation_id="u1")
+    for router, answer in (model.requests[0:2], model.requests[2:4]):
+        assert router.messages[1:5] == tuple(earlier)
+        assert [(m.role, getattr(m, "text", None)) for m in answer.messages[1:4]] == [
+            ("user", "Where is A1?"),
+            ("assistant", "Let me check."),
+            ("assistant", "A1 has shipped."),
+        ]
+        assert not any(isinstance(m, ToolResponseMessage) for m in answer.messages)
+        assert not any(isinstance(m, AssistantMessage) and m.tool_calls for m in answer.messages)
 
 
 async def test_approval_pauses_the_router_and_resumes_from_json() -> None:

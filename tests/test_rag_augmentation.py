@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from _loop_tools import RecordingTool
+from _memory_helpers import tool_pairing_problems
 from _rag_helpers import HashingEmbeddingModel
-from tooluse.advisors import HIGHEST_PRECEDENCE, AdvisorChain, ChatClientRequest
+from tooluse.advisors import (
+    HIGHEST_PRECEDENCE,
+    AdvisorChain,
+    ChatClientRequest,
+    ToolCallingAdvisor,
+)
 from tooluse.client import ChatClient
 from tooluse.memory import (
     CONVERSATION_ID,
@@ -33,7 +40,7 @@ from tooluse.rag import (
     SqliteVectorStore,
     VectorStoreRetriever,
 )
-from tooluse.testing import ScriptedModel
+from tooluse.testing import ScriptedModel, tool_call
 
 DOCS = [
     Document(id="pts", text="Points expire after two years.", metadata={"lang": "en"}),
@@ -242,3 +249,52 @@ async def test_client_stream_with_memory_and_rag_in_one_sqlite_file(tmp_path: Pa
             UserMessage(text="points two years"),
             AssistantMessage(text="Two years."),
         ]
+
+
+@pytest.mark.parametrize("conversation_history", [True, False])
+def test_memory_inside_the_loop_stores_the_question_as_asked(conversation_history: bool) -> None:
+    """Memory inside the tool loop sees the question after RAG rewrote it. It stores the
+    question as asked, or every later turn would carry the old documents and template again
+    (seed 001); within the turn each round still sees the documents, with either loop
+    history mode, and no message twice."""
+    memory = MessageWindowChatMemory()
+    model = ScriptedModel([tool_call("weather", {"city": "Paris"}), "Sunny.", "Bye."])
+    client = ChatClient(
+        model,
+        tools=[RecordingTool("weather", lambda arguments, context: "sunny")],
+        advisors=[
+            MessageChatMemoryAdvisor(memory, inside_tool_loop=True),
+            RetrievalAugmentationAdvisor(FixedRetriever(DOCS[:1])),
+        ],
+        tool_calling_advisor=ToolCallingAdvisor(conversation_history=conversation_history),
+    )
+    for question in ("Weather in Paris?", "Thanks"):
+        client.prompt(question).context({CONVERSATION_ID: "c"}).call()
+    questions = [m for m in memory.get("c") if isinstance(m, UserMessage)]
+    assert questions == [UserMessage(text="Weather in Paris?"), UserMessage(text="Thanks")]
+    second_round = [m for m in model.requests[1].messages if isinstance(m, UserMessage)]
+    assert len(second_round) == 1 and "Points expire" in second_round[0].text
+    next_turn = [m for m in model.requests[2].messages if isinstance(m, UserMessage)]
+    assert next_turn[0] == UserMessage(text="Weather in Paris?")
+    assert "Points expire" in next_turn[1].text and "Weather in Paris?" not in next_turn[1].text
+    for request in model.requests:
+        assert not tool_pairing_problems(request.messages)
+
+
+async def test_memory_inside_rag_stores_the_question_as_asked() -> None:
+    """RAG placed outside memory (e.g. Spring's order 0 carried over): memory still stores
+    what the user asked, not the augmented prompt."""
+    memory = MessageWindowChatMemory()
+    advisors = [
+        RetrievalAugmentationAdvisor(FixedRetriever(DOCS[:1]), order=HIGHEST_PRECEDENCE + 100),
+        MessageChatMemoryAdvisor(memory),
+    ]
+    chain = AdvisorChain(advisors, ScriptedModel(["Two years."]))
+    request = ChatClientRequest(
+        Prompt([UserMessage(text="How long?", metadata={"k": 1})]), {CONVERSATION_ID: "c"}
+    )
+    await chain.next_call(request)
+    assert memory.get("c") == [
+        UserMessage(text="How long?", metadata={"k": 1}),
+        AssistantMessage(text="Two years."),
+    ]

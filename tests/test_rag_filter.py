@@ -58,6 +58,12 @@ def test_operator_semantics(filter: Any, metadata: dict[str, Any], expected: boo
         ({"k": {"$exists": 1}}, TypeError, "expected true or false"),
         ({"k": {"$gt": None}}, TypeError, "compare with a number or a string"),
         ({"k": {}}, ValueError, "empty operator mapping"),
+        # Empty lists and mappings inside a filter match everything or nothing: a filter
+        # built from an empty selection, not what anyone means (MongoDB refuses them too).
+        ({"$or": []}, ValueError, r"filter\.\$or: an empty list matches no document"),
+        ({"$and": []}, ValueError, r"filter\.\$and: an empty list matches every document"),
+        ({"$or": [{}]}, ValueError, r"filter\.\$or\[0\]: an empty filter matches every"),
+        ({"$not": {}}, ValueError, r"filter\.\$not: an empty filter matches every"),
         ({1: "a"}, TypeError, "keys must be strings"),
         ("k == 'a'", TypeError, "a mapping or a function"),
     ],

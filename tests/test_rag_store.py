@@ -95,6 +95,19 @@ def test_delete_by_id_and_by_filter(store: VectorStore) -> None:
     assert store.delete([]) == 0
 
 
+@pytest.mark.parametrize("everything", [{}, {"$and": []}])
+def test_a_delete_with_an_empty_filter_deletes_nothing_and_says_why(
+    store: VectorStore, everything: dict[str, object]
+) -> None:
+    """``filter={}`` (e.g. built from an empty selection) matches every document: a delete
+    with it emptied the collection, where ``delete()`` without a filter deletes nothing."""
+    store.add(FRUIT)
+    with pytest.raises(ValueError, match="every document"):
+        store.delete(filter=everything)
+    assert len(store.find()) == len(FRUIT)
+    assert store.delete(filter=lambda metadata: True) == len(FRUIT)  # the explicit way
+
+
 async def test_async_forms(store: VectorStore) -> None:
     await store.aadd(FRUIT)
     assert ids(await store.asimilarity_search("bike", top_k=1)) == ["bike"]

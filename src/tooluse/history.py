@@ -27,13 +27,22 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import TypeGuard
 
-from tooluse.messages import AssistantMessage, Message, ToolCall, ToolResponse, ToolResponseMessage
+from tooluse.messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
 
 __all__ = [
     "HELD_FOR_APPROVAL",
     "HELD_TOOL_CALL_RESULT",
+    "ORIGINAL_TEXT",
     "PAUSED_TURN",
     "UNANSWERED_TOOL_CALL_RESULT",
+    "as_asked",
     "completes_held_round",
     "distinct_call_ids",
     "held_round_record",
@@ -64,6 +73,22 @@ the turn in memory while it waits (e.g. its question and a text saying what ran 
 waits) carry it, and so does the resumed turn's question: chat memory leaves the marked
 messages out of what it replays before that question, and a batch that starts with it
 replaces them where they are (:class:`~tooluse.memory.MessageWindowChatMemory`)."""
+
+
+ORIGINAL_TEXT = "rag_original_text"
+"""Message metadata key: the text the user wrote, on a user message whose text an advisor
+rewrote (retrieval augmentation puts the documents and its rules around the question)."""
+
+
+def as_asked(message: Message) -> Message:
+    """``message`` as the user wrote it: a user message rewritten by an advisor (it keeps
+    the user's text under :data:`ORIGINAL_TEXT`) gets that text back; any other message is
+    returned as it is. Chat memory stores questions this way, so a rewritten prompt (old
+    documents, rules) never comes back in later turns."""
+    if not isinstance(message, UserMessage) or ORIGINAL_TEXT not in message.metadata:
+        return message
+    metadata = {k: v for k, v in message.metadata.items() if k != ORIGINAL_TEXT}
+    return UserMessage(text=str(message.metadata[ORIGINAL_TEXT]), metadata=metadata)
 
 
 def paused_turn_of(message: Message) -> str | None:

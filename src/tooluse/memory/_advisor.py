@@ -16,7 +16,7 @@ from tooluse.advisors import (
     ChatClientResponse,
     LoopPause,
 )
-from tooluse.history import completes_held_round, paused_turn_of
+from tooluse.history import as_asked, completes_held_round, paused_turn_of
 from tooluse.memory._api import CONVERSATION_ID, ChatMemory, validate_conversation_id
 from tooluse.messages import (
     ChatResponse,
@@ -33,6 +33,10 @@ DEFAULT_ORDER = HIGHEST_PRECEDENCE + 200
 """Outside the tool loop (+300): memory sees the user message and the final answer only."""
 INSIDE_TOOL_LOOP_ORDER = HIGHEST_PRECEDENCE + 400
 """Inside the tool loop: memory sees, and stores, every round's tool calls and results."""
+_QUESTION_AS_SENT = "_tooluse.memory.question_as_sent"
+"""Request-context key (inside the loop): the turn's question as stored (as asked) and as
+the model was sent it (rewritten by RAG), so later rounds that replay it from memory, when
+the loop forwards only the latest results, show the model what its first round saw."""
 
 
 class MessageChatMemoryAdvisor(BaseAdvisor):
@@ -47,12 +51,13 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
 
     By default (order ``HIGHEST_PRECEDENCE + 200``, outside the tool loop) it stores the
     prompt's last user message and the final answer; assistant messages that carry tool
-    calls are not stored, so memory never holds half a tool exchange. A turn that pauses
-    for approval is the exception: the question and the tool rounds so far are stored at the
-    pause, the held round recorded whole (the results of the calls that ran, and a "not
-    run" result for each held call), so a run that is never resumed does not make the model
-    forget, or repeat, what already ran; the resumed run then stores the completed round
-    (which replaces the record), its later rounds and the answer. A response with tool
+    calls are not stored, so memory never holds half a tool exchange. A question rewritten
+    by RAG is stored as asked (:func:`~tooluse.history.as_asked`), in any placement. A turn
+    that pauses for approval is the exception: the question and the tool rounds so far are
+    stored at the pause, the held round recorded whole (the results of the calls that ran,
+    and a "not run" result for each held call), so a run that is never resumed does not make
+    the model forget, or repeat, what already ran; the resumed run then stores the completed
+    round (which replaces the record), its later rounds and the answer. A response with tool
     calls handed to the caller stores nothing.
 
     With ``inside_tool_loop=True`` (default order ``HIGHEST_PRECEDENCE + 400``) it runs once
@@ -129,7 +134,7 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
     async def _with_memory(
         self, conversation_id: str, request: ChatClientRequest
     ) -> ChatClientRequest:
-        remembered = await self._memory.aget(conversation_id)
+        remembered = await self._remembered(conversation_id, request)
         if not remembered:
             return request
         messages = merge_history(remembered, request.prompt.messages)
@@ -140,10 +145,23 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
         without a conversation id)."""
         if CONVERSATION_ID not in request.context:
             return []
-        remembered = await self._memory.aget(_conversation_id(request))
+        remembered = await self._remembered(_conversation_id(request), request)
         prompt = [m for m in request.prompt.messages if not isinstance(m, SystemMessage)]
         merged = merge_history(remembered, prompt)
         return merged[: len(merged) - len(prompt)]
+
+    async def _remembered(self, conversation_id: str, request: ChatClientRequest) -> list[Message]:
+        """The conversation's memory, the current turn's question (inside the loop) as the
+        model was sent it."""
+        remembered = await self._memory.aget(conversation_id)
+        if _QUESTION_AS_SENT not in request.context:
+            return remembered
+        stored, sent = request.context[_QUESTION_AS_SENT]
+        for index in range(len(remembered) - 1, -1, -1):
+            if remembered[index] == stored:
+                remembered[index] = sent
+                break
+        return remembered
 
     async def _store(
         self,
@@ -161,8 +179,11 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
             if self._inside_tool_loop or not generation.message.tool_calls
         ]
         incoming = self._last_incoming(request.prompt.messages)
-        # A resumed run's question was stored when it paused.
-        received = [] if incoming is None or resumed else [incoming]
+        # A resumed run's question was stored when it paused. A question rewritten by RAG is
+        # stored as asked: the documents and rules are this turn's, not the conversation's.
+        received = [] if incoming is None or resumed else [as_asked(incoming)]
+        if self._inside_tool_loop and received and received[0] is not incoming:
+            request.context[_QUESTION_AS_SENT] = (received[0], incoming)
         if self._inside_tool_loop:
             new = [*received, *replies]
         elif resumed or isinstance(context.get(PAUSE_CONTEXT_KEY), LoopPause):
@@ -216,10 +237,13 @@ def merge_history(remembered: Sequence[Message], prompt: Sequence[Message]) -> l
     ]
     if memory_rest and any(completes_held_round(memory_rest[-1], m) for m in prompt_rest):
         memory_rest.pop()  # a resumed run: the prompt holds the paused round completed
-    if _contains_run(prompt_rest, memory_rest):
+    # Questions compare as asked: memory stores them so, the prompt may hold them rewritten.
+    prompt_asked = [as_asked(m) for m in prompt_rest]
+    memory_asked = [as_asked(m) for m in memory_rest]
+    if _contains_run(prompt_asked, memory_asked):
         history: list[Message] = []
     else:
-        history = memory_rest[: len(memory_rest) - _overlap(memory_rest, prompt_rest)]
+        history = memory_rest[: len(memory_rest) - _overlap(memory_asked, prompt_asked)]
     return (prompt_system or memory_system) + history + prompt_rest
 
 

@@ -59,6 +59,7 @@ from tooluse.qa._gate import FetchGateRetriever
 from tooluse.qa._ledger import LEDGER_KEY, FetchLedger
 from tooluse.qa._pause import QaPause, StalePauseError
 from tooluse.qa._paused_turn import PAUSED_TURN_NOTE, STOPPED_TURN_NOTE, turn_record
+from tooluse.qa._text_history import TextOnlyHistoryAdvisor
 from tooluse.qa._trace import CURRENT_TRACE, ToolTrace, ToolTraceAdvisor
 from tooluse.rag import (
     DOCUMENT_CONTEXT,
@@ -152,6 +153,7 @@ class QaPipeline:
         sources = list(tools) if isinstance(tools, list | tuple | set | frozenset) else [tools]
         recording_tools = ledger_tool_callbacks(*sources)
         trace = ToolTraceAdvisor()
+        text_only = TextOnlyHistoryAdvisor()  # the answer stage has no tools
         rag = RetrievalAugmentationAdvisor(
             FetchGateRetriever(retriever),
             augmenter=augmenter if augmenter is not None else TwoSourceAugmenter(),
@@ -171,7 +173,7 @@ class QaPipeline:
             return ChatClient(
                 model,
                 system=answer_system,
-                advisors=[rag, *memory],
+                advisors=[rag, *memory, text_only],
                 options=answer_options,
                 auto_register_tool_advisor=False,  # the answer stage has no tools
             )

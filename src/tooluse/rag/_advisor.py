@@ -11,6 +11,7 @@ from tooluse.advisors import (
     ChatClientRequest,
     ChatClientResponse,
 )
+from tooluse.history import ORIGINAL_TEXT
 from tooluse.messages import UserMessage
 from tooluse.rag._augmenter import ContextualQueryAugmenter, QueryAugmenter
 from tooluse.rag._document import Query
@@ -20,8 +21,6 @@ __all__ = ["DEFAULT_ORDER", "DOCUMENT_CONTEXT", "ORIGINAL_TEXT", "RetrievalAugme
 
 DOCUMENT_CONTEXT = "rag_document_context"
 """Request/response context key under which the retrieved documents are published."""
-ORIGINAL_TEXT = "rag_original_text"
-"""Metadata key of the augmented user message that keeps the question as the user wrote it."""
 DEFAULT_ORDER = HIGHEST_PRECEDENCE + 250
 """Inside memory (+200), outside the tool loop (+300): retrieval runs once per request, not
 once per tool round (Spring's default order 0 puts it inside the loop)."""

@@ -9,7 +9,9 @@ A filter is a mapping in the style of MongoDB and Chroma, or a function of the m
 Comparisons only match values of the same kind (numbers with numbers, strings with strings,
 booleans with booleans): a string ``"2020"`` is not ``>= 2019``. A missing key matches only
 ``$ne``, ``$nin`` and ``$exists: false``. Mistakes (an unknown operator, ``$in`` without a
-list) are reported when the filter is compiled, before any document is looked at.
+list, an empty ``$and``/``$or`` list or an empty filter inside one, which match everything or
+nothing) are reported when the filter is compiled, before any document is looked at. The
+whole filter ``{}`` means no condition, except for a delete (:func:`compile_deletion_filter`).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
-__all__ = ["Filter", "MetadataPredicate", "compile_filter"]
+__all__ = ["Filter", "MetadataPredicate", "compile_deletion_filter", "compile_filter"]
 
 MetadataPredicate: TypeAlias = Callable[[Mapping[str, Any]], bool]
 Filter: TypeAlias = Mapping[str, Any] | MetadataPredicate
@@ -30,24 +32,38 @@ def compile_filter(filter: Filter | None) -> MetadataPredicate | None:
     if filter is None:
         return None
     if isinstance(filter, Mapping):
-        return _compile(filter, "filter")
+        return _compile(filter, "filter", nested=False)
     if callable(filter):
         return filter
     raise TypeError(f"A filter is a mapping or a function of the metadata, got {filter!r}")
 
 
-def _compile(spec: Mapping[str, Any], where: str) -> MetadataPredicate:
+def compile_deletion_filter(filter: Filter | None) -> MetadataPredicate | None:
+    """:func:`compile_filter` for a delete, which refuses ``{}``: it matches every document,
+    so a filter built from an empty selection would empty the collection."""
+    if isinstance(filter, Mapping) and not filter:
+        raise ValueError(
+            "delete(filter={}) would delete every document of the collection: name what to "
+            "delete, or pass filter=lambda metadata: True to delete them all"
+        )
+    return compile_filter(filter)
+
+
+def _compile(spec: Mapping[str, Any], where: str, *, nested: bool = True) -> MetadataPredicate:
     if not isinstance(spec, Mapping):
         raise TypeError(f"{where}: expected a mapping, got {spec!r}")
+    if nested and not spec:
+        raise ValueError(f"{where}: an empty filter matches every document; leave it out")
     parts: list[MetadataPredicate] = []
     for key, value in spec.items():
         if not isinstance(key, str):
             raise TypeError(f"{where}: keys must be strings, got {key!r}")
         if key in ("$and", "$or"):
-            branches = [
-                _compile(b, f"{where}.{key}[{i}]")
-                for i, b in enumerate(_list(value, f"{where}.{key}"))
-            ]
+            listed = _list(value, f"{where}.{key}")
+            if not listed:
+                matched = "every" if key == "$and" else "no"
+                raise ValueError(f"{where}.{key}: an empty list matches {matched} document")
+            branches = [_compile(b, f"{where}.{key}[{i}]") for i, b in enumerate(listed)]
             parts.append(_all_of(branches) if key == "$and" else _any_of(branches))
         elif key == "$not":
             parts.append(_negation(_compile(value, f"{where}.$not")))

@@ -13,7 +13,7 @@ from tooluse._fork import current_process
 from tooluse._sqlite import SqliteStore, Synchronous, write_transaction
 from tooluse.embedding import EmbeddingModel
 from tooluse.rag._document import Document
-from tooluse.rag._filter import Filter, compile_filter
+from tooluse.rag._filter import Filter, compile_deletion_filter
 from tooluse.rag._index import VectorIndex
 from tooluse.rag._store import (
     IndexedVectorStore,
@@ -114,7 +114,7 @@ class SqliteVectorStore(SqliteStore, IndexedVectorStore):
 
     def delete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
         doomed = set(check_ids(ids))
-        predicate = compile_filter(filter)
+        predicate = compile_deletion_filter(filter)
         with self._lock:
             with self._writing():
                 if predicate is not None:

@@ -13,7 +13,7 @@ import numpy as np
 from tooluse._fork import ProcessLock
 from tooluse.embedding import EmbeddingModel, Vectors
 from tooluse.rag._document import Document
-from tooluse.rag._filter import Filter, compile_filter
+from tooluse.rag._filter import Filter, compile_deletion_filter, compile_filter
 from tooluse.rag._index import VectorIndex, validate_search
 
 __all__ = [
@@ -158,7 +158,7 @@ class InMemoryVectorStore(IndexedVectorStore):
 
     def delete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
         ids = check_ids(ids)
-        predicate = compile_filter(filter)
+        predicate = compile_deletion_filter(filter)
         with self._lock:
             doomed = set(ids)
             if predicate is not None:
