@@ -242,6 +242,14 @@ async def test_invalid_bodies_get_400_in_openais_error_format(tmp_path: Path) ->
         ({"model": "m", "messages": [{"content": "Hi"}]}, "messages[0].role"),
         ({"model": "m", "messages": [user, {"role": "user", "content": 5}]}, "messages[1].content"),
         ({"model": "m", "messages": [user], "stream": "maybe"}, "stream"),
+        # Not used, but refused where OpenAI refuses them: a client's bug shows here too.
+        ({"model": "m", "messages": [user], "max_tokens": 0}, "max_tokens"),
+        ({"model": "m", "messages": [user], "max_completion_tokens": -1}, "max_completion_tokens"),
+        ({"model": "m", "messages": [user], "max_tokens": 1.5}, "max_tokens"),
+        ({"model": "m", "messages": [user], "temperature": 2.5}, "temperature"),
+        ({"model": "m", "messages": [user], "top_p": 1.5}, "top_p"),
+        ({"model": "m", "messages": [user], "presence_penalty": -3}, "presence_penalty"),
+        ({"model": "m", "messages": [user], "frequency_penalty": "high"}, "frequency_penalty"),
     ]
     async with running(app) as http:
         for body, param in bodies:
@@ -257,6 +265,14 @@ async def test_invalid_bodies_get_400_in_openais_error_format(tmp_path: Path) ->
         with pytest.raises(openai.BadRequestError) as raised:
             await client.chat.completions.create(model="m", messages=robot)
     assert raised.value.param == "messages[0].role"
+    async with openai_client(tmp_path / "u.db", fake_llm()) as client:
+        with pytest.raises(openai.BadRequestError, match="max_tokens: Input should be") as raised:
+            await client.chat.completions.create(model="m", messages=[user], max_tokens=0)
+        assert raised.value.param == "max_tokens"
+        # The bounds themselves are taken, as OpenAI takes them.
+        edges: dict[str, Any] = {"max_tokens": 1, "temperature": 2, "top_p": 0}
+        done = await client.chat.completions.create(model="m", messages=[user], **edges)
+        assert done.choices[0].message.content
 
 
 async def test_other_errors_of_the_v1_routes_are_in_openais_format(tmp_path: Path) -> None:
@@ -333,7 +349,7 @@ async def test_what_the_service_cannot_give_is_a_400_not_an_answer_of_another_sh
     tmp_path: Path,
 ) -> None:
     # n=2 got one choice, tool_choice "required" an answer without tool calls, a JSON
-    # response_format prose: answers a client reading them as asked fails on.
+    # response_format prose, logprobs none: answers a client reading them as asked fails on.
     messages: Any = [{"role": "user", "content": "What is the refund policy?"}]
     tool: Any = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     named: Any = {"type": "function", "function": {"name": "f"}}
@@ -345,6 +361,8 @@ async def test_what_the_service_cannot_give_is_a_400_not_an_answer_of_another_sh
         ({"tools": [tool], "tool_choice": named}, "tool_choice"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
         ({"response_format": schema}, "response_format"),
+        ({"logprobs": True}, "logprobs"),
+        ({"logprobs": True, "top_logprobs": 2}, "logprobs"),
     ]
     async with openai_client(tmp_path / "s.db", fake_llm()) as client:
         for extra, param in refused:
@@ -358,6 +376,7 @@ async def test_what_the_service_cannot_give_is_a_400_not_an_answer_of_another_sh
             {"tools": [tool], "tool_choice": "auto"},
             {"tool_choice": "none"},
             {"response_format": {"type": "text"}},
+            {"logprobs": False},
         ]
         for extra in taken:
             done = await client.chat.completions.create(model="m", messages=messages, **extra)

@@ -67,6 +67,14 @@ class OpenAIChatRequest(pydantic.BaseModel):
     messages: list[OpenAIMessage] = pydantic.Field(min_length=1)
     stream: bool | None = False  # null is false, as in OpenAI's API
     stream_options: dict[str, Any] | None = None
+    # Not used (the service's models have their own options), but refused where OpenAI
+    # refuses them, so that a client's bug (max_tokens computed as 0) shows here as there.
+    max_tokens: int | None = pydantic.Field(default=None, ge=1)
+    max_completion_tokens: int | None = pydantic.Field(default=None, ge=1)
+    temperature: float | None = pydantic.Field(default=None, ge=0, le=2)
+    top_p: float | None = pydantic.Field(default=None, ge=0, le=1)
+    presence_penalty: float | None = pydantic.Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = pydantic.Field(default=None, ge=-2, le=2)
 
 
 class BadRequest(ValueError):
@@ -80,7 +88,8 @@ class BadRequest(ValueError):
 
 def check_supported(request: OpenAIChatRequest) -> None:
     """Refuse what would make an answer of another shape than asked: more than one choice,
-    a tool call forced, JSON. Tools, sampling parameters and ``model`` are left unused."""
+    a tool call forced, JSON, log probabilities. Tools, sampling parameters and ``model`` are
+    left unused."""
     extra = request.model_extra or {}
     n = extra.get("n")
     if n is not None and n != 1:
@@ -100,6 +109,11 @@ def check_supported(request: OpenAIChatRequest) -> None:
             "response_format: the service answers in text only ({'type': 'text'}), got "
             f"{response_format!r}",
             "response_format",
+        )
+    if extra.get("logprobs") not in (None, False):
+        raise BadRequest(
+            "logprobs: the service's answers carry no log probabilities; leave it out or false",
+            "logprobs",
         )
 
 
