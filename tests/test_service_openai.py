@@ -72,6 +72,26 @@ async def test_a_streamed_completion(tmp_path: Path) -> None:
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
 
 
+async def test_with_include_usage_every_chunk_has_a_usage_null_but_the_last(
+    tmp_path: Path,
+) -> None:
+    # As OpenAI's reference says: a JavaScript client testing `chunk.usage !== null` read
+    # the missing field as undefined, a usage, and failed on its prompt_tokens.
+    app = create_app(config(tmp_path / "s.db", model=fake_llm()))
+    body = {"messages": [{"role": "user", "content": "Refunds?"}], "stream": True}
+    async with running(app) as http:
+        counted = await http.post(
+            "/v1/chat/completions", json=body | {"stream_options": {"include_usage": True}}
+        )
+        uncounted = await http.post("/v1/chat/completions", json=body)
+    *chunks, usage, done = [data for _, data in parse_sse(counted.text)]
+    assert done == "[DONE]" and len(chunks) > 2
+    assert all(chunk["usage"] is None for chunk in chunks)
+    assert usage["choices"] == [] and set(usage["usage"]) >= {"prompt_tokens", "total_tokens"}
+    # Without it, no usage field at all, as OpenAI sends them.
+    assert not any("usage" in data for _, data in parse_sse(uncounted.text)[:-1])
+
+
 async def test_an_approval_is_explained_in_the_answer(tmp_path: Path) -> None:
     async with openai_client(tmp_path / "s.db", fake_llm()) as client:
         completion = await client.chat.completions.create(

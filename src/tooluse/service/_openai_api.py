@@ -381,16 +381,16 @@ async def _chunks(
     include_usage: bool,
 ) -> AsyncGenerator[bytes, None]:
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-        return sse(
-            None,
-            {
-                "id": completion_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": service.model_label,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-            },
-        )
+        data = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": service.model_label,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+        if include_usage:  # null in every chunk but the last, as OpenAI sends them
+            data["usage"] = None
+        return sse(None, data)
 
     yield chunk({"role": "assistant", "content": ""})
     usage: Usage | None = None
