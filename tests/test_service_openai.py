@@ -278,6 +278,16 @@ async def test_invalid_bodies_get_400_in_openais_error_format(tmp_path: Path) ->
         json_type = {"content-type": "application/json"}
         not_json = await http.post("/v1/chat/completions", content=b"{x", headers=json_type)
         assert _openai_error(not_json, 400)["type"] == "invalid_request_error"
+        # JSON sent as a form (curl -d without -H): read as bytes, not as JSON.
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        as_form = await http.post("/v1/chat/completions", content=b'{"messages": []}', headers=form)
+        assert _openai_error(as_form, 400)["message"] == (
+            "the body was not read as JSON: send it with the header Content-Type: application/json"
+        )
+        a_list = await http.post("/v1/chat/completions", json=[user])
+        assert _openai_error(a_list, 400)["message"] == (
+            'the body must be a JSON object ({"model": ..., "messages": [...]}), got an array'
+        )
         # /api/chat keeps its documented 422.
         assert (await http.post("/api/chat", json={})).status_code == 422
     async with openai_client(tmp_path / "t.db", fake_llm()) as client:

@@ -186,6 +186,15 @@ def is_openai_path(request: Request) -> bool:
     return path == "/v1" or path.startswith("/v1/")
 
 
+_JSON_VALUES = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+}
+
+
 def openai_validation_error(errors: Sequence[Any]) -> JsonTextResponse:
     """A body the request model refused, as OpenAI reports one: 400, ``param`` naming the
     field (``messages[0].role``)."""
@@ -198,6 +207,14 @@ def openai_validation_error(errors: Sequence[Any]) -> JsonTextResponse:
         detail = f"the body is not valid JSON ({first.get('ctx', {}).get('error', detail)})"
     elif first.get("type") == "missing":
         detail = "missing required parameter" if param else "the request needs a JSON body"
+    elif first.get("type") == "model_attributes_type" and param is None:
+        body = first.get("input")
+        detail = (
+            "the body was not read as JSON: send it with the header Content-Type: application/json"
+            if isinstance(body, bytes)  # FastAPI parses JSON only when the header says so
+            else 'the body must be a JSON object ({"model": ..., "messages": [...]}), got '
+            + _JSON_VALUES.get(type(body), type(body).__name__)
+        )
     return openai_error(f"{param}: {detail}" if param else detail, param=param)
 
 
