@@ -99,6 +99,9 @@ async def test_an_approval_is_explained_in_the_answer(tmp_path: Path) -> None:
         )
     content = completion.choices[0].message.content or ""
     assert "cancel_order" in content and "/api/approvals/" in content
+    # Not "on the service's page": the page shows the runs of its own conversation, and
+    # this run has none, so the page never showed it.
+    assert "page" not in content
 
 
 async def test_bad_requests_get_openai_errors(tmp_path: Path) -> None:

@@ -268,9 +268,9 @@ def _approval_text(stored: StoredApproval) -> str:
     calls = ", ".join(f"{c.name}({c.arguments})" for c in stored.pause.pending_tool_calls)
     until = datetime.datetime.fromtimestamp(stored.expires_at, datetime.UTC)
     return (
-        f"This needs a person's approval before it can go on: {calls}. Approve or deny it on "
-        f"the service's page, or with POST /api/approvals/{stored.id} (approval id "
-        f"{stored.id}), before {until.isoformat(timespec='seconds')}."
+        f"This needs a person's approval before it can go on: {calls}. Approve or deny it "
+        f"with POST /api/approvals/{stored.id} (approval id {stored.id}) before "
+        f"{until.isoformat(timespec='seconds')}."
     )
 
 
