@@ -312,10 +312,11 @@ async def test_the_page_keeps_what_a_browser_test_found(tmp_path: Path) -> None:
         favicon = await client.get("/favicon.ico")
     # The browser's icon request: no 404 in the console.
     assert favicon.status_code == 204
-    # The box refuses what the API would refuse with a 422.
+    # The box refuses what the API would refuse with a 422, and keeps it (maxlength cut a
+    # longer paste short without a word).
     metadata = ChatRequest.model_fields["message"].metadata
     (limit,) = [m.max_length for m in metadata if hasattr(m, "max_length")]
-    assert f'id="message" maxlength="{limit}"' in html
+    assert f"const MAX_MESSAGE = {limit};" in html and 'maxlength="' not in html
     # A delta is appended as a node: "textContent +=" took 49 s for a 320,000-character answer
     # in 750 pieces (1 s now).
     assert "text.append(data.text)" in html and "textContent += data.text" not in html

@@ -205,6 +205,24 @@ async def test_an_id_with_a_slash_is_read_percent_encoded(tmp_path: Path) -> Non
     assert response.json()["conversation_id"] == "team/a?b#c"
 
 
+async def test_an_id_with_a_control_character_is_refused_where_it_could_not_be_read_back(
+    tmp_path: Path,
+) -> None:
+    # The URL route of GET /api/conversations/{id} matches no line break: a conversation
+    # opened under "a\nb" could be written but never read back (a bare "Not Found").
+    async with service(tmp_path / "s.db", model=fake_llm()) as client:
+        chat = await client.post("/api/chat", json={"message": "Hi", "conversation_id": "a\nb"})
+        read = await client.get("/api/conversations/a%0Ab")
+        approvals = await client.get("/api/approvals", params={"conversation_id": "a\x1bb"})
+    assert [r.status_code for r in (chat, read, approvals)] == [422] * 3
+    refused = (
+        "conversation id must not hold control characters (line breaks, tabs, escapes); "
+        "it holds '\\n' at position 1: 'a\\nb'"
+    )
+    assert chat.json()["detail"] == read.json()["detail"] == refused
+    assert "'\\x1b' at position 1" in approvals.json()["detail"]
+
+
 async def test_an_unknown_conversation_is_a_404_that_says_so(tmp_path: Path) -> None:
     async with service(tmp_path / "s.db", model=fake_llm()) as client:
         await ask(client, "Any refund rules?", "c1")

@@ -72,6 +72,26 @@ async def test_a_streamed_completion(tmp_path: Path) -> None:
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
 
 
+async def test_with_include_usage_every_chunk_has_a_usage_null_but_the_last(
+    tmp_path: Path,
+) -> None:
+    # As OpenAI's reference says: a JavaScript client testing `chunk.usage !== null` read
+    # the missing field as undefined, a usage, and failed on its prompt_tokens.
+    app = create_app(config(tmp_path / "s.db", model=fake_llm()))
+    body = {"messages": [{"role": "user", "content": "Refunds?"}], "stream": True}
+    async with running(app) as http:
+        counted = await http.post(
+            "/v1/chat/completions", json=body | {"stream_options": {"include_usage": True}}
+        )
+        uncounted = await http.post("/v1/chat/completions", json=body)
+    *chunks, usage, done = [data for _, data in parse_sse(counted.text)]
+    assert done == "[DONE]" and len(chunks) > 2
+    assert all(chunk["usage"] is None for chunk in chunks)
+    assert usage["choices"] == [] and set(usage["usage"]) >= {"prompt_tokens", "total_tokens"}
+    # Without it, no usage field at all, as OpenAI sends them.
+    assert not any("usage" in data for _, data in parse_sse(uncounted.text)[:-1])
+
+
 async def test_an_approval_is_explained_in_the_answer(tmp_path: Path) -> None:
     async with openai_client(tmp_path / "s.db", fake_llm()) as client:
         completion = await client.chat.completions.create(
@@ -79,6 +99,9 @@ async def test_an_approval_is_explained_in_the_answer(tmp_path: Path) -> None:
         )
     content = completion.choices[0].message.content or ""
     assert "cancel_order" in content and "/api/approvals/" in content
+    # Not "on the service's page": the page shows the runs of its own conversation, and
+    # this run has none, so the page never showed it.
+    assert "page" not in content
 
 
 async def test_bad_requests_get_openai_errors(tmp_path: Path) -> None:
@@ -242,6 +265,14 @@ async def test_invalid_bodies_get_400_in_openais_error_format(tmp_path: Path) ->
         ({"model": "m", "messages": [{"content": "Hi"}]}, "messages[0].role"),
         ({"model": "m", "messages": [user, {"role": "user", "content": 5}]}, "messages[1].content"),
         ({"model": "m", "messages": [user], "stream": "maybe"}, "stream"),
+        # Not used, but refused where OpenAI refuses them: a client's bug shows here too.
+        ({"model": "m", "messages": [user], "max_tokens": 0}, "max_tokens"),
+        ({"model": "m", "messages": [user], "max_completion_tokens": -1}, "max_completion_tokens"),
+        ({"model": "m", "messages": [user], "max_tokens": 1.5}, "max_tokens"),
+        ({"model": "m", "messages": [user], "temperature": 2.5}, "temperature"),
+        ({"model": "m", "messages": [user], "top_p": 1.5}, "top_p"),
+        ({"model": "m", "messages": [user], "presence_penalty": -3}, "presence_penalty"),
+        ({"model": "m", "messages": [user], "frequency_penalty": "high"}, "frequency_penalty"),
     ]
     async with running(app) as http:
         for body, param in bodies:
@@ -250,6 +281,16 @@ async def test_invalid_bodies_get_400_in_openais_error_format(tmp_path: Path) ->
         json_type = {"content-type": "application/json"}
         not_json = await http.post("/v1/chat/completions", content=b"{x", headers=json_type)
         assert _openai_error(not_json, 400)["type"] == "invalid_request_error"
+        # JSON sent as a form (curl -d without -H): read as bytes, not as JSON.
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        as_form = await http.post("/v1/chat/completions", content=b'{"messages": []}', headers=form)
+        assert _openai_error(as_form, 400)["message"] == (
+            "the body was not read as JSON: send it with the header Content-Type: application/json"
+        )
+        a_list = await http.post("/v1/chat/completions", json=[user])
+        assert _openai_error(a_list, 400)["message"] == (
+            'the body must be a JSON object ({"model": ..., "messages": [...]}), got an array'
+        )
         # /api/chat keeps its documented 422.
         assert (await http.post("/api/chat", json={})).status_code == 422
     async with openai_client(tmp_path / "t.db", fake_llm()) as client:
@@ -257,6 +298,14 @@ async def test_invalid_bodies_get_400_in_openais_error_format(tmp_path: Path) ->
         with pytest.raises(openai.BadRequestError) as raised:
             await client.chat.completions.create(model="m", messages=robot)
     assert raised.value.param == "messages[0].role"
+    async with openai_client(tmp_path / "u.db", fake_llm()) as client:
+        with pytest.raises(openai.BadRequestError, match="max_tokens: Input should be") as raised:
+            await client.chat.completions.create(model="m", messages=[user], max_tokens=0)
+        assert raised.value.param == "max_tokens"
+        # The bounds themselves are taken, as OpenAI takes them.
+        edges: dict[str, Any] = {"max_tokens": 1, "temperature": 2, "top_p": 0}
+        done = await client.chat.completions.create(model="m", messages=[user], **edges)
+        assert done.choices[0].message.content
 
 
 async def test_other_errors_of_the_v1_routes_are_in_openais_format(tmp_path: Path) -> None:
@@ -333,7 +382,7 @@ async def test_what_the_service_cannot_give_is_a_400_not_an_answer_of_another_sh
     tmp_path: Path,
 ) -> None:
     # n=2 got one choice, tool_choice "required" an answer without tool calls, a JSON
-    # response_format prose: answers a client reading them as asked fails on.
+    # response_format prose, logprobs none: answers a client reading them as asked fails on.
     messages: Any = [{"role": "user", "content": "What is the refund policy?"}]
     tool: Any = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     named: Any = {"type": "function", "function": {"name": "f"}}
@@ -345,6 +394,8 @@ async def test_what_the_service_cannot_give_is_a_400_not_an_answer_of_another_sh
         ({"tools": [tool], "tool_choice": named}, "tool_choice"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
         ({"response_format": schema}, "response_format"),
+        ({"logprobs": True}, "logprobs"),
+        ({"logprobs": True, "top_logprobs": 2}, "logprobs"),
     ]
     async with openai_client(tmp_path / "s.db", fake_llm()) as client:
         for extra, param in refused:
@@ -358,6 +409,7 @@ async def test_what_the_service_cannot_give_is_a_400_not_an_answer_of_another_sh
             {"tools": [tool], "tool_choice": "auto"},
             {"tool_choice": "none"},
             {"response_format": {"type": "text"}},
+            {"logprobs": False},
         ]
         for extra in taken:
             done = await client.chat.completions.create(model="m", messages=messages, **extra)

@@ -497,3 +497,37 @@ def test_enter_while_an_answer_streams_keeps_the_next_question_in_the_box(
     assert asked_while_streaming == ["first"]
     assert box == "second"
     assert errors == []
+
+
+def test_a_question_over_the_limit_stays_in_the_box_and_says_why(
+    tmp_path: Path, page: Browser
+) -> None:
+    # The box had maxlength: a longer paste was cut to 32,000 characters without a word, and
+    # the cut question sent. A question over the limit now stays whole in the box, unsent.
+    def paste(text: str) -> str:
+        return (
+            f"box.value = {json.dumps(text)};"
+            "box.dispatchEvent(new InputEvent('input', {inputType: 'insertFromPaste'}));"
+            "document.getElementById('chat').requestSubmit()"
+        )
+
+    with serving(create_app(config(tmp_path / "s.db", model=fake_llm()))) as url:
+        page.goto(url)
+        page.run("window.box = document.getElementById('message')")
+        page.run(paste("长" * 32_001))
+        kept = page.run("box.value.length")
+        said = page.run("box.validationMessage")
+        asked = _texts(page, ".msg.user")
+        # Counted as the service counts: an emoji is one character (two in box.value.length,
+        # which maxlength counts).
+        page.run(paste("😀" * 32_000))
+        page.wait_for(
+            "document.querySelectorAll('.bot .text').length === 1"
+            " && !document.getElementById('send').disabled"
+        )
+        sent = [len(text) for text in _texts(page, ".msg.user")]
+        errors = page.console_errors()
+    assert (kept, asked) == (32_001, [])
+    assert said == "The service takes 32000 characters at most; this is 32001."
+    assert sent == [32_000]
+    assert errors == []

@@ -381,7 +381,10 @@ def test_serve_takes_how_long_approvals_wait(
         with pytest.raises(SystemExit) as exit_:
             main(["serve", "--approval-expiry", bad, *db])
         assert exit_.value.code == 2
-        assert "argument --approval-expiry" in capsys.readouterr().err
+        error = capsys.readouterr().err
+        assert "argument --approval-expiry" in error
+        if bad == "inf":  # above 0, but no duration
+            assert "a finite number of seconds above 0, got inf" in error
 
 
 def test_chat_answers_a_question_and_asks_for_approvals(

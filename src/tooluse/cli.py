@@ -98,7 +98,9 @@ def positive_seconds(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not 0 < seconds < math.inf:
-        raise argparse.ArgumentTypeError(f"a duration is a number of seconds above 0, got {text}")
+        raise argparse.ArgumentTypeError(
+            f"a duration is a finite number of seconds above 0, got {text}"
+        )
     return seconds
 
 

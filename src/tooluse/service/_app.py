@@ -10,6 +10,7 @@ import json
 import logging
 import math
 import secrets
+import unicodedata
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
@@ -20,6 +21,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tooluse.calling import Approve, Decision, Deny
@@ -164,13 +166,32 @@ def _paused_events(stored: StoredApproval, displays: Sequence[StoredTurnDisplay]
     return []
 
 
+class _AnyTextConvertor(PathConvertor):
+    """``{name:any_text}``: the rest of the path, line breaks too (``path`` stops at one),
+    so that an id holding one is told why it is refused rather than a bare 404."""
+
+    regex = "(?s:.*)"
+
+
+register_url_convertor("any_text", _AnyTextConvertor())
+
+
 def _check_conversation_id(conversation_id: str) -> None:
-    """422 for a conversation id from a URL that no chat memory can store (a NUL, a blank
-    id), as ``POST /api/chat`` refuses it."""
+    """422 for a conversation id that no chat memory can store (a NUL, a blank id), or
+    that holds a control character: a line break would forge lines of the log, and the page
+    could not read its conversation back (URLs are matched line by line)."""
     try:
         validate_conversation_id(conversation_id)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
+    for position, character in enumerate(conversation_id):
+        if unicodedata.category(character) == "Cc":
+            raise HTTPException(
+                422,
+                "conversation id must not hold control characters (line breaks, tabs, "
+                f"escapes); it holds {character!r} at position {position}: "
+                f"{conversation_id!r:.100}",
+            )
 
 
 def _api_key_guard(api_key: str | None) -> list[Any]:
@@ -266,6 +287,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             events = service.pipeline.stream(request.message, conversation_id=conversation_id)
         except ValueError as exc:  # e.g. a blank conversation_id
             raise HTTPException(422, str(exc)) from exc
+        if request.conversation_id is not None:  # what the GET routes refuse too
+            _check_conversation_id(request.conversation_id)
 
         async def supersede() -> None:
             # The conversation goes on: what still waits for a decision in it is withdrawn,
@@ -286,7 +309,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             keepalive_seconds=keepalive,
         )
 
-    @api.get("/api/conversations/{conversation_id:path}")
+    @api.get("/api/conversations/{conversation_id:any_text}")
     async def conversation(
         conversation_id: Annotated[str, Path(min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH)],
     ) -> dict[str, Any]:

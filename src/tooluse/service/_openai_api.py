@@ -67,6 +67,14 @@ class OpenAIChatRequest(pydantic.BaseModel):
     messages: list[OpenAIMessage] = pydantic.Field(min_length=1)
     stream: bool | None = False  # null is false, as in OpenAI's API
     stream_options: dict[str, Any] | None = None
+    # Not used (the service's models have their own options), but refused where OpenAI
+    # refuses them, so that a client's bug (max_tokens computed as 0) shows here as there.
+    max_tokens: int | None = pydantic.Field(default=None, ge=1)
+    max_completion_tokens: int | None = pydantic.Field(default=None, ge=1)
+    temperature: float | None = pydantic.Field(default=None, ge=0, le=2)
+    top_p: float | None = pydantic.Field(default=None, ge=0, le=1)
+    presence_penalty: float | None = pydantic.Field(default=None, ge=-2, le=2)
+    frequency_penalty: float | None = pydantic.Field(default=None, ge=-2, le=2)
 
 
 class BadRequest(ValueError):
@@ -80,7 +88,8 @@ class BadRequest(ValueError):
 
 def check_supported(request: OpenAIChatRequest) -> None:
     """Refuse what would make an answer of another shape than asked: more than one choice,
-    a tool call forced, JSON. Tools, sampling parameters and ``model`` are left unused."""
+    a tool call forced, JSON, log probabilities. Tools, sampling parameters and ``model`` are
+    left unused."""
     extra = request.model_extra or {}
     n = extra.get("n")
     if n is not None and n != 1:
@@ -100,6 +109,11 @@ def check_supported(request: OpenAIChatRequest) -> None:
             "response_format: the service answers in text only ({'type': 'text'}), got "
             f"{response_format!r}",
             "response_format",
+        )
+    if extra.get("logprobs") not in (None, False):
+        raise BadRequest(
+            "logprobs: the service's answers carry no log probabilities; leave it out or false",
+            "logprobs",
         )
 
 
@@ -172,6 +186,15 @@ def is_openai_path(request: Request) -> bool:
     return path == "/v1" or path.startswith("/v1/")
 
 
+_JSON_VALUES = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+}
+
+
 def openai_validation_error(errors: Sequence[Any]) -> JsonTextResponse:
     """A body the request model refused, as OpenAI reports one: 400, ``param`` naming the
     field (``messages[0].role``)."""
@@ -184,6 +207,14 @@ def openai_validation_error(errors: Sequence[Any]) -> JsonTextResponse:
         detail = f"the body is not valid JSON ({first.get('ctx', {}).get('error', detail)})"
     elif first.get("type") == "missing":
         detail = "missing required parameter" if param else "the request needs a JSON body"
+    elif first.get("type") == "model_attributes_type" and param is None:
+        body = first.get("input")
+        detail = (
+            "the body was not read as JSON: send it with the header Content-Type: application/json"
+            if isinstance(body, bytes)  # FastAPI parses JSON only when the header says so
+            else 'the body must be a JSON object ({"model": ..., "messages": [...]}), got '
+            + _JSON_VALUES.get(type(body), type(body).__name__)
+        )
     return openai_error(f"{param}: {detail}" if param else detail, param=param)
 
 
@@ -237,9 +268,9 @@ def _approval_text(stored: StoredApproval) -> str:
     calls = ", ".join(f"{c.name}({c.arguments})" for c in stored.pause.pending_tool_calls)
     until = datetime.datetime.fromtimestamp(stored.expires_at, datetime.UTC)
     return (
-        f"This needs a person's approval before it can go on: {calls}. Approve or deny it on "
-        f"the service's page, or with POST /api/approvals/{stored.id} (approval id "
-        f"{stored.id}), before {until.isoformat(timespec='seconds')}."
+        f"This needs a person's approval before it can go on: {calls}. Approve or deny it "
+        f"with POST /api/approvals/{stored.id} (approval id {stored.id}) before "
+        f"{until.isoformat(timespec='seconds')}."
     )
 
 
@@ -367,16 +398,16 @@ async def _chunks(
     include_usage: bool,
 ) -> AsyncGenerator[bytes, None]:
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-        return sse(
-            None,
-            {
-                "id": completion_id,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": service.model_label,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-            },
-        )
+        data = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": service.model_label,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+        if include_usage:  # null in every chunk but the last, as OpenAI sends them
+            data["usage"] = None
+        return sse(None, data)
 
     yield chunk({"role": "assistant", "content": ""})
     usage: Usage | None = None
