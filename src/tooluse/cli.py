@@ -13,11 +13,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import math
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
+
+from tooluse._option_types import port_number, positive_seconds
 
 __all__ = [
     "COMMANDS",
@@ -27,6 +28,7 @@ __all__ = [
     "build_parser",
     "main",
     "port_number",
+    "positive_seconds",
 ]
 
 
@@ -78,30 +80,6 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
-
-
-def port_number(text: str) -> int:
-    """The ``type=`` of a port option: 0-65535, else a usage error (exit status 2)."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0-65535, got {port}")
-    return port
-
-
-def positive_seconds(text: str) -> float:
-    """The ``type=`` of a duration option: a number of seconds above 0, else a usage error."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 < seconds < math.inf:
-        raise argparse.ArgumentTypeError(
-            f"a duration is a finite number of seconds above 0, got {text}"
-        )
-    return seconds
 
 
 def _load(command: Command) -> ModuleType:

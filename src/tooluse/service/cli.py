@@ -11,7 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from tooluse.cli import port_number, positive_seconds
+from tooluse._option_types import port_number, positive_seconds
 from tooluse.service._approvals import DEFAULT_APPROVAL_EXPIRY
 from tooluse.service._options import (
     OptionError,
