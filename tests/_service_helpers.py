@@ -38,7 +38,12 @@ from tooluse.tools import Image, tool
 
 
 def config(db: Path, **changes: Any) -> ServiceConfig:
-    """A service on ``db`` with the hashing embedding model (fast, no model load)."""
+    """A service on ``db`` with the hashing embedding model (fast, no model load).
+
+    Query compression is off unless ``changes`` turn it on: the fake models here answer the
+    two stages (tools offered: the router; none: the answer), and a follow-up's rewriting
+    would be a third kind of call (tests/test_qa_query_compression.py tests it)."""
+    changes.setdefault("query_compression", False)
     return ServiceConfig(db=db, embedding_model=HashingEmbeddingModel(), **changes)
 
 

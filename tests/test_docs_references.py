@@ -24,7 +24,8 @@ FOREIGN_NAMES = {
     "ValidationError",
     "Client", "ClientSession", "MCPServer", "Server", "Tool",  # the MCP SDK
     "APIError", "BadRequestError", "InternalServerError",  # the OpenAI SDK
-    "DefaultMcpToolNamePrefixGenerator",  # Spring AI
+    "DefaultMcpToolNamePrefixGenerator", "MultiQueryExpander",  # Spring AI
+    "TranslationQueryTransformer",
     "MyTools",  # an example
 }  # fmt: skip
 

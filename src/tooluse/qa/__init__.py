@@ -3,7 +3,8 @@
 - :class:`QaPipeline` runs a router stage (tools only, each recording into the turn's
   :class:`FetchLedger`) and then an answer stage (RAG and memory, no tools), streaming the
   answer and the tool trace as :mod:`events <tooluse.qa._events>`.
-- :class:`FetchGateRetriever` returns nothing, without retrieving, once tools fetched data.
+- :class:`FetchGateRetriever` returns nothing, without retrieving, once tools fetched data;
+  :class:`FetchGateQueryTransformer` then leaves the question as it is, without a model call.
 - :class:`TwoSourceAugmenter` renders either the fetched data or the retrieved documents,
   the information block before the rules.
 - :class:`LedgerToolCallback` / :func:`ledger_tool_callbacks` record each tool result.
@@ -45,7 +46,7 @@ from tooluse.qa._events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from tooluse.qa._gate import FetchGateRetriever
+from tooluse.qa._gate import FetchGateQueryTransformer, FetchGateRetriever
 from tooluse.qa._ledger import LEDGER_KEY, FetchLedger, FetchRecord
 from tooluse.qa._pause import QaPause, StalePauseError
 from tooluse.qa._paused_turn import PAUSED_TURN_NOTE, STOPPED_TURN_NOTE
@@ -65,6 +66,7 @@ __all__ = [
     "DoneEvent",
     "EvalRun",
     "FamilyReport",
+    "FetchGateQueryTransformer",
     "FetchGateRetriever",
     "FetchLedger",
     "FetchRecord",

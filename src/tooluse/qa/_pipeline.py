@@ -8,8 +8,9 @@ on every tool round. The pipeline splits the work into two clients run in order:
    documents, the conversation read but never written, a short rule "tools only for live
    data";
 2. answer: RAG and memory, no tools. The retrieval gate skips retrieval when the ledger has
-   data; the two-source augmenter renders the fetched data or the documents; memory is
-   written here only (once per turn). The answer streams.
+   data (and the query transformers with it, e.g. the rewriting of a follow-up question into
+   a standalone one); the two-source augmenter renders the fetched data or the documents;
+   memory is written here only (once per turn). The answer streams.
 
 A turn that pauses for approval has no answer to store: the pipeline stores its question
 and a plain-text account of what ran and what waits (:mod:`tooluse.qa._paused_turn`), which
@@ -55,7 +56,7 @@ from tooluse.qa._events import (
     ToolCallEvent,
     ToolResultEvent,
 )
-from tooluse.qa._gate import FetchGateRetriever
+from tooluse.qa._gate import FetchGateQueryTransformer, FetchGateRetriever
 from tooluse.qa._ledger import LEDGER_KEY, FetchLedger
 from tooluse.qa._pause import QaPause, StalePauseError
 from tooluse.qa._paused_turn import PAUSED_TURN_NOTE, STOPPED_TURN_NOTE, turn_record
@@ -66,6 +67,7 @@ from tooluse.rag import (
     Document,
     DocumentRetriever,
     QueryAugmenter,
+    QueryTransformer,
     RetrievalAugmentationAdvisor,
 )
 
@@ -126,7 +128,11 @@ class QaPipeline:
 
     ``model`` answers; ``router_model`` (default: ``model``) routes, e.g. a cheaper one.
     ``tools``: anything ``tool_callbacks`` takes, providers included. ``retriever`` finds
-    the documents (it is wrapped in a :class:`FetchGateRetriever`). ``memory``: the
+    the documents (it is wrapped in a :class:`FetchGateRetriever`); ``query_transformers``
+    rewrite the question for retrieval, in order (each wrapped in a
+    :class:`FetchGateQueryTransformer`), e.g. ``[CompressionQueryTransformer(model)]`` so that
+    a follow-up question retrieves for what it refers to; the answer is still asked the
+    question as asked. ``memory``: the
     conversations, used when a run names a ``conversation_id`` (read by the router, written
     by the answer stage, or at a pause for approval with an account of the paused turn that
     its resumption replaces). ``router_advisor`` configures the router's tool loop (limits,
@@ -140,6 +146,7 @@ class QaPipeline:
         model: ChatModel,
         *,
         retriever: DocumentRetriever,
+        query_transformers: Iterable[QueryTransformer] = (),
         tools: Iterable[object] | object = (),
         memory: ChatMemory | None = None,
         router_model: ChatModel | None = None,
@@ -156,6 +163,7 @@ class QaPipeline:
         text_only = TextOnlyHistoryAdvisor()  # the answer stage has no tools
         rag = RetrievalAugmentationAdvisor(
             FetchGateRetriever(retriever),
+            query_transformers=[FetchGateQueryTransformer(t) for t in query_transformers],
             augmenter=augmenter if augmenter is not None else TwoSourceAugmenter(),
         )
 

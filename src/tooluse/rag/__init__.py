@@ -3,11 +3,18 @@
 ``SqliteVectorStore`` (a file, the embedded default) and ``InMemoryVectorStore`` embed with
 the bundled offline multilingual model unless given another :class:`EmbeddingModel` (such as
 ``tooluse.embedding.OpenAIEmbeddingModel`` for an OpenAI-compatible endpoint).
-``RetrievalAugmentationAdvisor`` wires a retriever and an augmenter into a ``ChatClient``.
+``RetrievalAugmentationAdvisor`` wires a retriever and an augmenter into a ``ChatClient``;
+query transformers (``CompressionQueryTransformer`` for follow-up questions,
+``RewriteQueryTransformer``) rewrite what it searches for.
 """
 
 from tooluse.embedding import EmbeddingModel
-from tooluse.rag._advisor import DOCUMENT_CONTEXT, ORIGINAL_TEXT, RetrievalAugmentationAdvisor
+from tooluse.rag._advisor import (
+    DOCUMENT_CONTEXT,
+    ORIGINAL_TEXT,
+    RETRIEVAL_QUERY,
+    RetrievalAugmentationAdvisor,
+)
 from tooluse.rag._augmenter import (
     DEFAULT_EMPTY_CONTEXT_TEMPLATE,
     DEFAULT_PROMPT_TEMPLATE,
@@ -29,14 +36,27 @@ from tooluse.rag._splitter import TextSplitter, estimate_tokens
 from tooluse.rag._sqlite_store import SqliteVectorStore
 from tooluse.rag._store import InMemoryVectorStore, VectorStore
 from tooluse.rag._template import PromptTemplate
+from tooluse.rag._transform import (
+    DEFAULT_COMPRESSION_TEMPLATE,
+    DEFAULT_REWRITE_TEMPLATE,
+    CompressionQueryTransformer,
+    QueryTransformer,
+    QueryTransformError,
+    RewriteQueryTransformer,
+    format_history,
+)
 
 __all__ = [
+    "DEFAULT_COMPRESSION_TEMPLATE",
     "DEFAULT_EMPTY_CONTEXT_TEMPLATE",
     "DEFAULT_PATTERNS",
     "DEFAULT_PROMPT_TEMPLATE",
+    "DEFAULT_REWRITE_TEMPLATE",
     "DOCUMENT_CONTEXT",
     "FILTER_EXPRESSION",
     "ORIGINAL_TEXT",
+    "RETRIEVAL_QUERY",
+    "CompressionQueryTransformer",
     "ContextualQueryAugmenter",
     "Document",
     "DocumentReranker",
@@ -49,8 +69,11 @@ __all__ = [
     "PromptTemplate",
     "Query",
     "QueryAugmenter",
+    "QueryTransformError",
+    "QueryTransformer",
     "RerankingRetriever",
     "RetrievalAugmentationAdvisor",
+    "RewriteQueryTransformer",
     "SqliteVectorStore",
     "TextReader",
     "TextSplitter",
@@ -58,6 +81,7 @@ __all__ = [
     "VectorStoreRetriever",
     "compile_filter",
     "estimate_tokens",
+    "format_history",
     "ingest_directory",
     "markdown_sections",
 ]

@@ -75,6 +75,14 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         help="do not ingest the sample documents into an empty knowledge base",
     )
     parser.add_argument(
+        "--no-query-compression",
+        dest="query_compression",
+        action="store_false",
+        help="retrieve for a follow-up question as asked, instead of first having the model "
+        "rewrite it into a standalone question (one model call more per follow-up; never "
+        "with the offline TestModel)",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning"], help="log level"
     )
 
@@ -178,6 +186,7 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
         model=model,
         model_label=args.model,
         sample_knowledge=args.sample_knowledge,
+        query_compression=args.query_compression,
         tool_search=_TOOL_SEARCH[args.tool_search],
         tools=tuple(_import_tools(reference) for reference in args.tools) if args.tools else None,
         mcp_servers=mcp_servers_from_arguments(args),

@@ -17,6 +17,7 @@ from tooluse.embedding import EmbeddingModel
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
 from tooluse.models import ChatModel
 from tooluse.qa import QaPipeline
+from tooluse.rag import CompressionQueryTransformer, QueryTransformer
 from tooluse.rag._sqlite_store import SCHEMA_VERSION as VECTOR_STORE_SCHEMA_VERSION
 from tooluse.search import HybridToolIndex, ToolSearchToolCallingAdvisor, mcp_server_category
 from tooluse.service._approvals import (
@@ -41,6 +42,7 @@ __all__ = [
     "ServiceConfig",
     "local_tools",
     "mcp_provider",
+    "query_transformers",
     "router_advisor",
     "tool_sources",
 ]
@@ -72,6 +74,9 @@ class ServiceConfig:
       documents of its own;
     - ``memory_window``: messages remembered per conversation; ``top_k``: documents per
       question;
+    - ``query_compression``: with a model configured, a question asked after others is
+      rewritten by the model into a standalone question for retrieval, one model call more
+      (:func:`query_transformers`); the offline ``TestModel`` never rewrites;
     - ``keepalive_seconds``: a stream that sends nothing for this long (a model thinking, a
       slow tool) gets an SSE comment, so that proxies do not close it as idle;
     - ``api_key``: when set, ``/api/*`` and ``/v1/*`` require ``Authorization: Bearer <key>``
@@ -99,6 +104,7 @@ class ServiceConfig:
     sample_knowledge: bool = True
     memory_window: int = 20
     top_k: int = 4
+    query_compression: bool = True
     keepalive_seconds: float = 15.0
     api_key: str | None = None
     tool_search: bool | None = None
@@ -161,6 +167,16 @@ def mcp_provider(config: ServiceConfig) -> McpToolProvider | None:
     from tooluse.mcp import McpToolProvider
 
     return McpToolProvider(*config.mcp_servers)
+
+
+def query_transformers(config: ServiceConfig, model: ChatModel) -> tuple[QueryTransformer, ...]:
+    """The answer stage's query transformers for ``config``, whose answers ``model`` writes:
+    a :class:`~tooluse.rag.CompressionQueryTransformer` with ``model`` when a model is
+    configured and ``config.query_compression`` is on, else none (the offline ``TestModel``
+    would echo the prompt back as the question to search for)."""
+    if config.model is None or not config.query_compression:
+        return ()
+    return (CompressionQueryTransformer(model),)
 
 
 def router_advisor(
@@ -291,6 +307,7 @@ class QaService:
         self._pipeline = QaPipeline(
             self._model,
             retriever=self.knowledge,
+            query_transformers=query_transformers(self.config, self._model),
             tools=self.tools,
             memory=self.memory,
             router_advisor=self.tool_search,

@@ -21,7 +21,12 @@ from tooluse.service._options import (
     configure_logging,
     mcp_startup_errors,
 )
-from tooluse.service._service import mcp_provider, router_advisor, tool_sources
+from tooluse.service._service import (
+    mcp_provider,
+    query_transformers,
+    router_advisor,
+    tool_sources,
+)
 from tooluse.tools import tool_callbacks
 
 __all__ = ["add_arguments", "load_families", "run"]
@@ -97,9 +102,11 @@ async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) ->
         tool_search = router_advisor(config, callbacks)
         if tool_search is not None:  # built first: every run searches the same, embedded index
             await asyncio.to_thread(tool_search.warm_up, callbacks)
+        model = OfflineModel() if config.model is None else config.model
         pipeline = QaPipeline(
-            OfflineModel() if config.model is None else config.model,
+            model,
             retriever=knowledge,
+            query_transformers=query_transformers(config, model),
             tools=tools,
             memory=MessageWindowChatMemory(),  # eval conversations are not kept
             router_advisor=tool_search,
