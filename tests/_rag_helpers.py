@@ -1,4 +1,5 @@
-"""A deterministic stand-in embedding model for the RAG tests that are not about quality."""
+"""Stand-ins for the RAG tests that are not about quality: a deterministic embedding model and
+a retriever that returns fixed documents."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tooluse.embedding import Vectors
+from tooluse.rag import Document, Query
 
 _TOKEN = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]")
 
@@ -44,3 +46,17 @@ class HashingEmbeddingModel:
 
     def embed_query(self, text: str) -> Vectors:
         return self._vector(text)
+
+
+class FixedRetriever:
+    def __init__(self, documents: Sequence[Document]) -> None:
+        self.documents = list(documents)
+        self.queries: list[Query] = []
+
+    def retrieve(self, query: str | Query) -> list[Document]:
+        assert isinstance(query, Query)
+        self.queries.append(query)
+        return self.documents
+
+    async def aretrieve(self, query: str | Query) -> list[Document]:
+        return self.retrieve(query)

@@ -9,7 +9,7 @@ import pytest
 
 from _loop_tools import RecordingTool
 from _memory_helpers import tool_pairing_problems
-from _rag_helpers import HashingEmbeddingModel
+from _rag_helpers import FixedRetriever, HashingEmbeddingModel
 from tooluse.advisors import (
     HIGHEST_PRECEDENCE,
     AdvisorChain,
@@ -47,20 +47,6 @@ DOCS = [
     Document(id="ret", text="Returns are free within 30 days.", metadata={"lang": "en"}),
     Document(id="zh", text="积分 两年 有效 points", metadata={"lang": "zh"}),
 ]
-
-
-class FixedRetriever:
-    def __init__(self, documents: Sequence[Document]) -> None:
-        self.documents = list(documents)
-        self.queries: list[Query] = []
-
-    def retrieve(self, query: str | Query) -> list[Document]:
-        assert isinstance(query, Query)
-        self.queries.append(query)
-        return self.documents
-
-    async def aretrieve(self, query: str | Query) -> list[Document]:
-        return self.retrieve(query)
 
 
 # Templates

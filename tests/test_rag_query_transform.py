@@ -5,10 +5,10 @@ asked."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 import pytest
 
+from _rag_helpers import FixedRetriever
 from tooluse.advisors import AdvisorChain, ChatClientRequest
 from tooluse.messages import (
     AssistantMessage,
@@ -43,20 +43,6 @@ HISTORY: list[Message] = [
     UserMessage(text="积分多久过期？"),
     AssistantMessage(text="积分 12 个月后过期。"),
 ]
-
-
-class RecordingRetriever:
-    def __init__(self, documents: Sequence[Document] = (POINTS,)) -> None:
-        self.documents = list(documents)
-        self.queries: list[Query] = []
-
-    def retrieve(self, query: str | Query) -> list[Document]:
-        assert isinstance(query, Query)
-        self.queries.append(query)
-        return self.documents
-
-    async def aretrieve(self, query: str | Query) -> list[Document]:
-        return self.retrieve(query)
 
 
 class Suffix:
@@ -226,7 +212,7 @@ async def test_rewrite_asks_for_every_query_with_the_target() -> None:
 
 
 async def test_the_advisor_retrieves_with_the_transformed_query_and_asks_the_question() -> None:
-    retriever = RecordingRetriever()
+    retriever = FixedRetriever([POINTS])
     compression = ScriptedModel(["会员积分能延期吗？"])
     advisor = RetrievalAugmentationAdvisor(
         retriever, query_transformers=[CompressionQueryTransformer(compression)]
@@ -249,7 +235,7 @@ async def test_the_advisor_retrieves_with_the_transformed_query_and_asks_the_que
 
 
 async def test_the_advisor_streams_the_same_way() -> None:
-    retriever = RecordingRetriever()
+    retriever = FixedRetriever([POINTS])
     compression = ScriptedModel(["会员积分能延期吗？"])
     advisor = RetrievalAugmentationAdvisor(
         retriever, query_transformers=[CompressionQueryTransformer(compression)]
@@ -265,7 +251,7 @@ async def test_the_advisor_streams_the_same_way() -> None:
 
 
 async def test_transformers_apply_in_order_and_without_any_the_question_is_searched() -> None:
-    retriever = RecordingRetriever()
+    retriever = FixedRetriever([POINTS])
     chained = RetrievalAugmentationAdvisor(
         retriever, query_transformers=[Suffix(" a"), Suffix(" b")]
     )
@@ -278,7 +264,7 @@ async def test_transformers_apply_in_order_and_without_any_the_question_is_searc
 
 
 async def test_a_failing_transformer_fails_the_request_before_the_model() -> None:
-    retriever = RecordingRetriever()
+    retriever = FixedRetriever([POINTS])
     advisor = RetrievalAugmentationAdvisor(
         retriever, query_transformers=[CompressionQueryTransformer(FunctionModel(failing))]
     )
@@ -292,14 +278,14 @@ async def test_a_failing_transformer_fails_the_request_before_the_model() -> Non
 async def test_transformer_mistakes_are_type_errors() -> None:
     assert isinstance(Suffix(""), QueryTransformer)
     with pytest.raises(TypeError, match=r"query_transformers\[1\] is not a QueryTransformer"):
-        RetrievalAugmentationAdvisor(RecordingRetriever(), query_transformers=[Suffix(""), "x"])  # type: ignore[list-item]
+        RetrievalAugmentationAdvisor(FixedRetriever([POINTS]), query_transformers=[Suffix(""), "x"])  # type: ignore[list-item]
 
     class ReturnsText(Suffix):
         async def atransform(self, query: str | Query) -> Query:
             return "text"  # type: ignore[return-value]
 
     advisor = RetrievalAugmentationAdvisor(
-        RecordingRetriever(), query_transformers=[ReturnsText("")]
+        FixedRetriever([POINTS]), query_transformers=[ReturnsText("")]
     )
     request = ChatClientRequest(Prompt([UserMessage(text="q")]))
     with pytest.raises(TypeError, match=r"ReturnsText\.atransform returned str, not a Query"):
