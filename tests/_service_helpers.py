@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import select
+import signal
 import struct
 import subprocess
 import time
@@ -149,6 +150,13 @@ def transferring(prompt: Prompt) -> ResponseLike:
     if isinstance(prompt.messages[-1], ToolResponseMessage):
         return ""
     return tool_call("transfer", f'{{"account": {BIG_ACCOUNT}, "amount": 5}}', id="t1")
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child that a test interrupts with SIGINT: a pytest started in the
+    background (``cmd &``) passes SIGINT on ignored, and Python then never installs its
+    KeyboardInterrupt handler; restored to the default, the child starts as at a terminal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def read_until(process: subprocess.Popen[bytes], text: str, seconds: float = 30.0) -> str:

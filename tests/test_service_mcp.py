@@ -24,7 +24,14 @@ import pytest
 
 from _ports import free_port
 from _rag_helpers import HashingEmbeddingModel
-from _service_helpers import config, parse_sse, read_until, serve_without_listening, service
+from _service_helpers import (
+    config,
+    default_sigint,
+    parse_sse,
+    read_until,
+    serve_without_listening,
+    service,
+)
 from tooluse.cli import main
 from tooluse.mcp import InProcessServer, StdioServer, mcp_server
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
@@ -134,7 +141,9 @@ def test_ctrl_c_at_the_chat_prompt_ends_it_quietly_and_stops_the_servers(tmp_pat
     command += ["--db", str(tmp_path / "c.db"), "--no-sample-knowledge"]
     env = {name: value for name, value in os.environ.items() if name != "TOOLUSE_MODEL"}
     pipe = subprocess.PIPE
-    chat = subprocess.Popen(command, env=env, stdin=pipe, stdout=pipe, stderr=pipe)
+    chat = subprocess.Popen(
+        command, env=env, stdin=pipe, stdout=pipe, stderr=pipe, preexec_fn=default_sigint
+    )
     try:
         read_until(chat, "you> ")
         assert len(_processes_with(marker)) == 1

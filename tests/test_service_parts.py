@@ -25,7 +25,7 @@ import pytest
 from _ports import free_port
 from _rag_helpers import HashingEmbeddingModel
 from _service_helpers import config as service_config
-from _service_helpers import read_until, serve_without_listening
+from _service_helpers import default_sigint, read_until, serve_without_listening
 from provider_payloads import openai_call, openai_chunk, openai_completion
 from provider_server import Reply, openai_sse, shared_server
 from tooluse import tool_callbacks
@@ -428,7 +428,9 @@ def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_backgro
     command = [sys.executable, "-m", "tooluse.cli", "serve", "--port", str(port)]
     command += ["--db", str(tmp_path / "serve.db")]
     started = time.monotonic()
-    server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        command, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint
+    )
     try:
         health = _wait_for(f"http://127.0.0.1:{port}/healthz", deadline=started + 20)
         bound = time.monotonic() - started
@@ -470,7 +472,8 @@ def test_ctrl_c_while_tooluse_chat_streams_an_answer_ends_it_quietly(tmp_path: P
     env = {**os.environ, "OPENAI_BASE_URL": f"{provider.url}/v1", "OPENAI_API_KEY": "k"}
     command = [sys.executable, "-m", "tooluse.cli", "chat", "--model", "openai:gpt-4o-mini"]
     command += ["--db", str(tmp_path / "c.db"), "--no-sample-knowledge", "Weather in Oslo?"]
-    chat = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pipe = subprocess.PIPE
+    chat = subprocess.Popen(command, env=env, stdout=pipe, stderr=pipe, preexec_fn=default_sigint)
     try:
         read_until(chat, "Oslo is ")  # the answer stalls after its first words
         interrupted = time.monotonic()
