@@ -26,7 +26,6 @@ from tooluse import (
     UserMessage,
 )
 from tooluse.advisors import (
-    RESUME_CONTEXT_KEY,
     AdvisorChain,
     BaseAdvisor,
     ChatClientRequest,
@@ -248,7 +247,7 @@ async def test_outer_advisors_can_tell_a_resumed_request() -> None:
         async def advise_call(
             self, request: ChatClientRequest, chain: AdvisorChain
         ) -> ChatClientResponse:
-            seen.append(RESUME_CONTEXT_KEY in request.context)
+            seen.append(request.resume is not None)
             return await chain.next_call(request)
 
     delete, search = tools()
