@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 from pydantic_core import PydanticSerializationError
 
 if TYPE_CHECKING:
@@ -141,6 +141,49 @@ class ToolResponse(_Value):
     images: tuple[ImagePart, ...] = ()
 
 
+def _unset_if_none(value: object) -> bool:
+    return value is None
+
+
+class _Message(_Value):
+    """A message whose own facts (the fields that default to ``None``) are left out of its
+    JSON while unset, so the JSON of a plain message stays what it was before they existed.
+    Older releases kept them in ``metadata`` under string keys (``_legacy_metadata``: the
+    key, then the field); stored conversations and paused runs still hold them there, and
+    they are read back into the fields."""
+
+    _legacy_metadata: ClassVar[Mapping[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_legacy_metadata(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        metadata = data.get("metadata")
+        if not metadata or not isinstance(metadata, Mapping):
+            return data
+        legacy = [key for key in cls._legacy_metadata if key in metadata]
+        if not legacy:
+            return data
+        rest = {k: v for k, v in metadata.items() if k not in legacy}
+        data = {**data, "metadata": rest}
+        for key in legacy:
+            data.setdefault(cls._legacy_metadata[key], metadata[key])
+        return data
+
+
+_PAUSED_TURN_DOC: Final = (
+    "The id of a turn paused for approval: the messages that stand for the turn in memory "
+    "while it waits (its question, an account of what ran and what waits) carry it, and so "
+    "does the resumed turn's question, so chat memory replaces them with the resumed turn "
+    "(:class:`~tooluse.memory.MessageWindowChatMemory`)."
+)
+_HELD_DOC: Final = (
+    "The ids of the calls a round paused for approval held: on the round's record "
+    "(:func:`~tooluse.history.held_round_record`), or on a text account of a paused turn."
+)
+
+
 class SystemMessage(_Value):
     _positional = ("text",)
 
@@ -155,17 +198,34 @@ class SystemMessage(_Value):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class UserMessage(_Value):
+class UserMessage(_Message):
     _positional = ("text",)
+    _legacy_metadata = {"rag_original_text": "original_text", "paused_turn": "paused_turn"}
 
     if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
 
         def __init__(
-            self, text: str, *, metadata: Mapping[str, Any] = ..., role: Literal["user"] = ...
+            self,
+            text: str,
+            *,
+            original_text: str | None = ...,
+            paused_turn: str | None = ...,
+            metadata: Mapping[str, Any] = ...,
+            role: Literal["user"] = ...,
         ) -> None: ...
 
     role: Literal["user"] = "user"
     text: str
+    original_text: str | None = Field(
+        default=None,
+        exclude_if=_unset_if_none,
+        description="What the user wrote, when an advisor rewrote ``text`` (retrieval "
+        "augmentation puts documents and rules around the question); memory stores the "
+        "question as asked (:func:`~tooluse.history.as_asked`).",
+    )
+    paused_turn: str | None = Field(
+        default=None, exclude_if=_unset_if_none, description=_PAUSED_TURN_DOC
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -212,8 +272,9 @@ class ProviderContent(_Value):
     blocks: tuple[dict[str, Any], ...]
 
 
-class AssistantMessage(_Value):
+class AssistantMessage(_Message):
     _positional = ("text", "tool_calls")
+    _legacy_metadata = {"paused_turn": "paused_turn", "held_for_approval": "held_for_approval"}
 
     if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
 
@@ -224,6 +285,8 @@ class AssistantMessage(_Value):
             *,
             reasoning: Sequence[Reasoning] = ...,
             provider_content: ProviderContent | None = ...,
+            paused_turn: str | None = ...,
+            held_for_approval: Sequence[str] | None = ...,
             metadata: Mapping[str, Any] = ...,
             role: Literal["assistant"] = ...,
         ) -> None: ...
@@ -235,6 +298,12 @@ class AssistantMessage(_Value):
     # The turn in its provider's own form, where the fields above lose something of it
     # (see ProviderContent); None for most turns.
     provider_content: ProviderContent | None = None
+    paused_turn: str | None = Field(
+        default=None, exclude_if=_unset_if_none, description=_PAUSED_TURN_DOC
+    )
+    held_for_approval: tuple[str, ...] | None = Field(
+        default=None, exclude_if=_unset_if_none, description=_HELD_DOC
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     def reasoning_text(self) -> str:
@@ -245,8 +314,12 @@ class AssistantMessage(_Value):
         return bool(self.tool_calls)
 
 
-class ToolResponseMessage(_Value):
+class ToolResponseMessage(_Message):
     _positional = ("responses",)
+    _legacy_metadata = {
+        "held_for_approval": "held_for_approval",
+        "tooluse.executed_return_direct": "executed_return_direct",
+    }
 
     if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
 
@@ -254,12 +327,23 @@ class ToolResponseMessage(_Value):
             self,
             responses: Sequence[ToolResponse],
             *,
+            held_for_approval: Sequence[str] | None = ...,
+            executed_return_direct: bool | None = ...,
             metadata: Mapping[str, Any] = ...,
             role: Literal["tool"] = ...,
         ) -> None: ...
 
     role: Literal["tool"] = "tool"
     responses: tuple[ToolResponse, ...]
+    held_for_approval: tuple[str, ...] | None = Field(
+        default=None, exclude_if=_unset_if_none, description=_HELD_DOC
+    )
+    executed_return_direct: bool | None = Field(
+        default=None,
+        exclude_if=_unset_if_none,
+        description="On the results of a round paused for approval: whether every call "
+        "that ran was return-direct, so the round's return-direct rule spans the resume.",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

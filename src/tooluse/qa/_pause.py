@@ -36,7 +36,7 @@ class QaPause:
     question), the router's :class:`RunState` and what the tools fetched before the pause.
 
     ``turn_id`` marks the turn's record in the conversation's memory
-    (:data:`~tooluse.history.PAUSED_TURN`); ``None`` in a pause written by tooluse before
+    (their ``paused_turn``); ``None`` in a pause written by tooluse before
     version 2 of this JSON, which left no record."""
 
     VERSION: ClassVar[int] = 2
