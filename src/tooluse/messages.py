@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ __all__ = [
     "Prompt",
     "ProviderContent",
     "Reasoning",
+    "StoredMessage",
     "SystemMessage",
     "ToolCall",
     "ToolResponse",
@@ -142,34 +143,9 @@ class ToolResponse(_Value):
 
 
 def _unset_if_none(value: object) -> bool:
+    """Fields that default to ``None`` (a message's own facts) are left out of its JSON while
+    unset, so the JSON of a plain message stays what it was before they existed."""
     return value is None
-
-
-class _Message(_Value):
-    """A message whose own facts (the fields that default to ``None``) are left out of its
-    JSON while unset, so the JSON of a plain message stays what it was before they existed.
-    Older releases kept them in ``metadata`` under string keys (``_legacy_metadata``: the
-    key, then the field); stored conversations and paused runs still hold them there, and
-    they are read back into the fields."""
-
-    _legacy_metadata: ClassVar[Mapping[str, str]] = {}
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_legacy_metadata(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        metadata = data.get("metadata")
-        if not metadata or not isinstance(metadata, Mapping):
-            return data
-        legacy = [key for key in cls._legacy_metadata if key in metadata]
-        if not legacy:
-            return data
-        rest = {k: v for k, v in metadata.items() if k not in legacy}
-        data = {**data, "metadata": rest}
-        for key in legacy:
-            data.setdefault(cls._legacy_metadata[key], metadata[key])
-        return data
 
 
 _PAUSED_TURN_DOC: Final = (
@@ -198,9 +174,8 @@ class SystemMessage(_Value):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class UserMessage(_Message):
+class UserMessage(_Value):
     _positional = ("text",)
-    _legacy_metadata = {"rag_original_text": "original_text", "paused_turn": "paused_turn"}
 
     if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
 
@@ -272,9 +247,8 @@ class ProviderContent(_Value):
     blocks: tuple[dict[str, Any], ...]
 
 
-class AssistantMessage(_Message):
+class AssistantMessage(_Value):
     _positional = ("text", "tool_calls")
-    _legacy_metadata = {"paused_turn": "paused_turn", "held_for_approval": "held_for_approval"}
 
     if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
 
@@ -314,12 +288,8 @@ class AssistantMessage(_Message):
         return bool(self.tool_calls)
 
 
-class ToolResponseMessage(_Message):
+class ToolResponseMessage(_Value):
     _positional = ("responses",)
-    _legacy_metadata = {
-        "held_for_approval": "held_for_approval",
-        "tooluse.executed_return_direct": "executed_return_direct",
-    }
 
     if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
 
@@ -351,8 +321,44 @@ Message = Annotated[
     SystemMessage | UserMessage | AssistantMessage | ToolResponseMessage,
     Field(discriminator="role"),
 ]
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
-_MESSAGE_LIST: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+# Facts older releases kept in ``metadata`` under string keys, by role: the key, then the
+# field that holds the fact now.
+_LEGACY_METADATA: Final[Mapping[object, Mapping[str, str]]] = {
+    "user": {"rag_original_text": "original_text", "paused_turn": "paused_turn"},
+    "assistant": {"paused_turn": "paused_turn", "held_for_approval": "held_for_approval"},
+    "tool": {
+        "held_for_approval": "held_for_approval",
+        "tooluse.executed_return_direct": "executed_return_direct",
+    },
+}
+
+
+def _read_legacy_metadata(data: Any) -> Any:
+    if not isinstance(data, dict):
+        return data
+    metadata = data.get("metadata")
+    legacy = _LEGACY_METADATA.get(data.get("role"))
+    if not metadata or not isinstance(metadata, Mapping) or legacy is None:
+        return data
+    found = [key for key in legacy if key in metadata]
+    if not found:
+        return data
+    data = {**data, "metadata": {k: v for k, v in metadata.items() if k not in found}}
+    for key in found:
+        data.setdefault(legacy[key], metadata[key])
+    return data
+
+
+StoredMessage = Annotated[Message, BeforeValidator(_read_legacy_metadata)]
+"""A :data:`Message` read from storage (a memory repository, a paused run's JSON): also in
+the form older releases wrote, which kept a message's own facts (``original_text``,
+``paused_turn``, ``held_for_approval``, ``executed_return_direct``) in its ``metadata``
+under string keys. Building messages in code needs none of it: stored JSON is validated
+with this, new messages with :data:`Message`."""
+
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(StoredMessage)
+_MESSAGE_LIST: TypeAdapter[list[Message]] = TypeAdapter(list[StoredMessage])
 
 
 def _dump_json(adapter: TypeAdapter[Any], value: object) -> str:

@@ -219,7 +219,7 @@ def merge_history(remembered: Sequence[Message], prompt: Sequence[Message]) -> l
 
     System messages go first: the prompt's own, or if it has none, the remembered ones. The
     remembered record of a paused turn that the prompt resumes (a message of the prompt
-    carries its :data:`~tooluse.history.PAUSED_TURN` id) is left out.
+    carries its id as ``paused_turn``) is left out.
     """
     prompt_system: list[Message] = [m for m in prompt if isinstance(m, SystemMessage)]
     prompt_rest: list[Message] = [m for m in prompt if not isinstance(m, SystemMessage)]
