@@ -60,7 +60,7 @@ APPROVAL_REQUIRED: Final = "toolApprovalRequired"
 PENDING_TOOL_CALLS_METADATA: Final = "pending_tool_calls"
 """Generation metadata key of a paused run's response: the held calls, as
 ``PendingToolCall.to_dict()`` (for a reader of the bare ``ChatResponse``; advisors read
-``response.outcome.pause``)."""
+``request.turn.outcome.pause``)."""
 
 EligibilityChecker = Callable[[ChatResponse], bool]
 
@@ -180,14 +180,12 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
     A request whose ``resume`` is set (:class:`~tooluse.advisors.LoopResume`) first completes
     the paused round.
 
-    Hooks get the request, whose ``turn`` keeps a subclass's own state from hook to hook
-    (:class:`~tooluse.advisors.Turn`).
-
     Hooks for subclasses, all ``async`` and used by the call and the stream path alike:
     :meth:`do_initialize_loop` (once), :meth:`do_before_call` and :meth:`do_after_call`
     (each model call), :meth:`do_get_next_instructions` (after each executed round),
     :meth:`do_finalize_loop` (the final response of a call) and :meth:`do_finalize_stream`
-    (the emitted stream).
+    (the emitted stream). A subclass keeps its own state from hook to hook in the request's
+    ``turn``, under a :class:`~tooluse.advisors.TurnKey` of its own.
     """
 
     DEFAULT_ORDER: ClassVar[int] = HIGHEST_PRECEDENCE + 300

@@ -64,9 +64,6 @@ class Turn:
     def __setitem__(self, key: TurnKey[T], value: T) -> None:
         self._values[key] = value
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._values
-
     def get(self, key: TurnKey[T]) -> T | None:
         value: T | None = self._values.get(key)
         return value
