@@ -324,7 +324,7 @@ Message = Annotated[
 
 # Facts older releases kept in ``metadata`` under string keys, by role: the key, then the
 # field that holds the fact now.
-_LEGACY_METADATA: Final[Mapping[object, Mapping[str, str]]] = {
+_LEGACY_METADATA: Final[Mapping[str, Mapping[str, str]]] = {
     "user": {"rag_original_text": "original_text", "paused_turn": "paused_turn"},
     "assistant": {"paused_turn": "paused_turn", "held_for_approval": "held_for_approval"},
     "tool": {
@@ -337,9 +337,9 @@ _LEGACY_METADATA: Final[Mapping[object, Mapping[str, str]]] = {
 def _read_legacy_metadata(data: Any) -> Any:
     if not isinstance(data, dict):
         return data
-    metadata = data.get("metadata")
-    legacy = _LEGACY_METADATA.get(data.get("role"))
-    if not metadata or not isinstance(metadata, Mapping) or legacy is None:
+    metadata, role = data.get("metadata"), data.get("role")
+    legacy = _LEGACY_METADATA.get(role) if isinstance(role, str) else None
+    if legacy is None or not metadata or not isinstance(metadata, Mapping):
         return data
     found = [key for key in legacy if key in metadata]
     if not found:

@@ -163,9 +163,10 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
     ) -> None:
         if self._read_only:
             return
-        # Outside the loop only: the loop takes the resume, so inside it a request is new.
+        # Both are for a memory outside the loop: inside it, the loop has taken the resume
+        # and has not ended yet.
         resumed = request.resume is not None
-        outcome = request.turn.outcome  # None inside the loop, which is still running
+        outcome = request.turn.outcome
         replies: list[Message] = [
             generation.message
             for generation in (response.generations if response is not None else ())

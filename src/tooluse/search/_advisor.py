@@ -399,7 +399,8 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         callbacks = self._searchable(request.prompt.options.tool_callbacks)
         references = self._references(callbacks)
         await asyncio.to_thread(self._prepare_session, session_id, references)
-        state = request.turn[_SEARCH_TURN] = _SearchTurn(session_id, callbacks)  # ended: _end_turn
+        state = _SearchTurn(session_id, callbacks)
+        request.turn[_SEARCH_TURN] = state  # the session's turn started: _end_request ends it
         preselected: list[str] = []
         question = _last_user_text(request.prompt.messages)
         if self.preselect and question:
