@@ -83,3 +83,43 @@ def test_no_module_imports_from_a_layer_to_its_right() -> None:
             if layer is not None and layer > own:
                 wrong.append(f"{module} (layer {own}) imports {name} (layer {layer})")
     assert wrong == []
+
+
+_MUTATORS = {"pop", "popitem", "setdefault", "update", "clear"}
+
+
+def _context_writes(path: Path) -> list[str]:
+    """Where the file writes into an object's ``context`` dict in place."""
+    writes = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        target = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+            target = node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _MUTATORS
+        ):
+            target = node.func.value
+        if isinstance(target, ast.Attribute) and target.attr == "context":
+            writes.append(f"line {node.lineno}: {ast.unparse(node)[:80]}")
+    return writes
+
+
+def test_the_request_context_holds_only_the_callers_data() -> None:
+    """No module parks its own state in a request's (or a response's) ``context``: the tool
+    loop's input and output are ``request.resume`` and ``request.turn.outcome``, and an
+    advisor's state for the turn lives in ``request.turn`` under a ``TurnKey`` of its own.
+    (An advisor may still publish something for the caller in a new dict it passes on.)"""
+    writes = {
+        module: found
+        for module, path in sorted(_modules().items())
+        if (found := _context_writes(path))
+    }
+    assert writes == {}
+
+
+def test_the_advisors_package_exports_no_context_keys() -> None:
+    import tooluse.advisors
+
+    assert [name for name in tooluse.advisors.__all__ if name.endswith("_KEY")] == []

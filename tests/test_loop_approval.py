@@ -26,7 +26,6 @@ from tooluse import (
     UserMessage,
 )
 from tooluse.advisors import (
-    RESUME_CONTEXT_KEY,
     AdvisorChain,
     BaseAdvisor,
     ChatClientRequest,
@@ -248,7 +247,7 @@ async def test_outer_advisors_can_tell_a_resumed_request() -> None:
         async def advise_call(
             self, request: ChatClientRequest, chain: AdvisorChain
         ) -> ChatClientResponse:
-            seen.append(RESUME_CONTEXT_KEY in request.context)
+            seen.append(request.resume is not None)
             return await chain.next_call(request)
 
     delete, search = tools()
@@ -257,6 +256,22 @@ async def test_outer_advisors_can_tell_a_resumed_request() -> None:
     assert paused.state is not None
     await client.aresume(paused.state, {"del-1": Approve()})
     assert seen == [False, True]
+
+
+async def test_a_run_state_stored_by_an_older_release_still_resumes() -> None:
+    """Releases before the typed message fields kept the paused round's return-direct flag
+    in its results' metadata."""
+    delete, search = tools()
+    client = ChatClient(paused_model(chat_response("Cleaned.")), tools=[delete, search])
+    paused = await client.prompt("clean /tmp").acall()
+    assert paused.state is not None
+    stored = json.loads(paused.state.to_json())
+    results = stored["history"][-1]
+    results["metadata"] = {"tooluse.executed_return_direct": results.pop("executed_return_direct")}
+    state = RunState.from_json(json.dumps(stored))
+    assert state == paused.state
+    resumed = await client.aresume(state, {"del-1": Approve()})
+    assert resumed.content() == "Cleaned." and len(delete.calls) == 1
 
 
 def test_run_state_json_errors_are_specific() -> None:

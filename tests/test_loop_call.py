@@ -3,6 +3,7 @@ hooks, the eligibility checker, conversation history and advisor ordering (Sprin
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,7 +22,15 @@ from tooluse import (
     Usage,
     UserMessage,
 )
-from tooluse.advisors import AdvisorChain, ChatClientRequest, ChatClientResponse
+from tooluse.advisors import (
+    AdvisorChain,
+    BaseAdvisor,
+    ChatClientRequest,
+    ChatClientResponse,
+    LoopOutcome,
+    Turn,
+    TurnKey,
+)
 from tooluse.calling import ToolExecutionResult
 from tooluse.testing import ScriptedModel, chat_response, tool_call
 
@@ -279,6 +288,80 @@ async def test_an_advisor_outside_the_loop_sees_the_first_request_and_the_final_
     assert [r.text for r in outer.responses if r] == ["done"]
     assert len(inner.requests) == 2  # inside the loop: once per model call
     assert inner.responses[0] is not None and inner.responses[0].has_tool_calls()
+
+
+CALLS_SEEN = TurnKey[list[int]]("test: model calls seen")
+
+
+class RoundCounter(ToolCallingAdvisor):
+    """Keeps its own state for the turn in the request's turn, from hook to hook."""
+
+    async def do_initialize_loop(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientRequest:
+        request.turn[CALLS_SEEN] = []
+        return request
+
+    async def do_before_call(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientRequest:
+        seen = request.turn[CALLS_SEEN]
+        seen.append(len(seen) + 1)
+        return request
+
+
+class OutcomeReader(BaseAdvisor):
+    """Outside the loop: reads the loop's outcome from its own request once the chain ended."""
+
+    def __init__(self) -> None:
+        super().__init__(name="outcome reader", order=HIGHEST_PRECEDENCE + 200)
+        self.turns: list[Turn] = []
+        self.outcomes: list[LoopOutcome | None] = []
+
+    async def advise_call(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> ChatClientResponse:
+        response = await chain.next_call(request)
+        self.turns.append(request.turn)
+        self.outcomes.append(request.turn.outcome)
+        return response
+
+    async def advise_stream(
+        self, request: ChatClientRequest, chain: AdvisorChain
+    ) -> AsyncIterator[ChatClientResponse]:
+        async for item in chain.next_stream(request):
+            yield item
+        self.turns.append(request.turn)
+        self.outcomes.append(request.turn.outcome)
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_a_turn_carries_an_advisors_own_state_and_the_loops_outcome(streamed: bool) -> None:
+    reader = OutcomeReader()
+    model = ScriptedModel([tool_call("t", {}, id="c1"), "done"] * 2)
+    client = ChatClient(
+        model, tools=[RecordingTool("t")], advisors=[reader], tool_calling_advisor=RoundCounter()
+    )
+    for _ in range(2):
+        if streamed:
+            async for _chunk in client.prompt("go").stream():
+                pass
+        else:
+            await client.prompt("go").acall()
+    first, second = reader.outcomes
+    assert first is not None and second is not None
+    assert [type(m).__name__ for m in first.history] == [
+        "UserMessage",
+        "AssistantMessage",
+        "ToolResponseMessage",
+    ]
+    assert first.rounds == first.history[1:]  # what the request added after its prompt
+    assert first.answer.text == "done" and first.pause is None
+    # Each request has a turn of its own: the state of one never leaks into the next.
+    assert reader.turns[0] is not reader.turns[1]
+    assert [turn[CALLS_SEEN] for turn in reader.turns] == [[1, 2], [1, 2]]
+    with pytest.raises(KeyError, match="test: model calls seen"):
+        Turn()[CALLS_SEEN]
 
 
 @pytest.mark.parametrize("order", [HIGHEST_PRECEDENCE, LOWEST_PRECEDENCE])

@@ -16,7 +16,6 @@ from tooluse.advisors import (
     ChatClientRequest,
     StreamAdvisor,
 )
-from tooluse.history import PAUSED_TURN
 from tooluse.memory import (
     CONVERSATION_ID,
     MessageChatMemoryAdvisor,
@@ -105,18 +104,17 @@ async def test_only_the_part_of_memory_missing_from_the_prompt_is_added() -> Non
 
 
 async def test_a_resumed_turn_is_sent_without_the_record_of_its_pause() -> None:
-    mark = {PAUSED_TURN: "t1"}
     memory = MessageWindowChatMemory()
     memory.add("c", [user("Q0"), answer("A0")])
     memory.add(
         "c",
         [
-            UserMessage(text="Q1", metadata=mark),
-            answer("waits").model_copy(update={"metadata": mark}),
+            UserMessage(text="Q1", paused_turn="t1"),
+            answer("waits").model_copy(update={"paused_turn": "t1"}),
         ],
     )
     model = ScriptedModel(["A1"])
-    resumed = UserMessage(text="Q1", metadata=mark)
+    resumed = UserMessage(text="Q1", paused_turn="t1")
     await call(MessageChatMemoryAdvisor(memory), model, resumed)
     assert list(model.requests[0].messages) == [user("Q0"), answer("A0"), resumed]
     assert memory.get("c") == [user("Q0"), answer("A0"), resumed, answer("A1")]

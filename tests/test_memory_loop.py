@@ -15,7 +15,7 @@ from _memory_helpers import tool_pairing_problems
 from tooluse import Approve, Deny, RunState, ToolCallingManager
 from tooluse.advisors import ToolCallingAdvisor
 from tooluse.client import CallResponse, ChatClient, StreamResponse
-from tooluse.history import HELD_FOR_APPROVAL, HELD_TOOL_CALL_RESULT
+from tooluse.history import HELD_TOOL_CALL_RESULT
 from tooluse.memory import (
     CONVERSATION_ID,
     MessageChatMemoryAdvisor,
@@ -53,7 +53,7 @@ def held_record(*calls: ToolCall) -> ToolResponseMessage:
             ToolResponse(id=c.id, name=c.name, data=HELD_TOOL_CALL_RESULT, is_error=True)
             for c in calls
         ),
-        metadata={HELD_FOR_APPROVAL: [c.id for c in calls]},
+        held_for_approval=tuple(c.id for c in calls),
     )
 
 

@@ -266,6 +266,33 @@ def test_sqlite_refuses_a_file_of_another_schema_version(tmp_path: Path) -> None
         SqliteChatMemoryRepository(path)
 
 
+def test_sqlite_rows_of_an_older_release_keep_their_marks(tmp_path: Path) -> None:
+    """Rows written before the typed message fields hold a paused turn's marks in
+    ``metadata``: the resumed turn still replaces the turn's record."""
+    path = tmp_path / "memory.db"
+    SqliteChatMemoryRepository(path).close()
+    record = [
+        ("c", 0, "user", '{"role":"user","text":"Q","metadata":{"paused_turn":"t1"}}'),
+        (
+            "c",
+            1,
+            "assistant",
+            '{"role":"assistant","text":"waits",'
+            '"metadata":{"paused_turn":"t1","held_for_approval":["c1"]}}',
+        ),
+    ]
+    with sqlite3.connect(path) as connection:
+        connection.executemany("INSERT INTO chat_memory_message VALUES (?, ?, ?, ?)", record)
+    repository = SqliteChatMemoryRepository(path)
+    try:
+        memory = MessageWindowChatMemory(repository=repository)
+        resumed = [UserMessage(text="Q", paused_turn="t1"), AssistantMessage(text="A")]
+        memory.add("c", resumed)
+        assert memory.get("c") == resumed
+    finally:
+        repository.close()
+
+
 def test_sqlite_persists_across_processes(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     with SqliteChatMemoryRepository(path) as repository:

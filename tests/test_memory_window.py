@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _memory_helpers import answer, calls, results, system, tool_pairing_problems, user
-from tooluse.history import HELD_TOOL_CALL_RESULT, PAUSED_TURN, held_round_record
+from tooluse.history import HELD_TOOL_CALL_RESULT, held_round_record
 from tooluse.memory import (
     CONVERSATION_ID,
     ChatMemory,
@@ -142,14 +142,16 @@ def test_the_completed_round_replaces_the_record_of_the_round_held_for_approval(
 
 
 def test_a_resumed_turn_replaces_the_messages_of_its_pause_where_they_are() -> None:
-    mark = {PAUSED_TURN: "t1"}
-    record = [UserMessage(text="Q", metadata=mark), AssistantMessage(text="waits", metadata=mark)]
-    resumed = [UserMessage(text="Q", metadata=mark), answer("A")]
+    record = [
+        UserMessage(text="Q", paused_turn="t1"),
+        AssistantMessage(text="waits", paused_turn="t1"),
+    ]
+    resumed = [UserMessage(text="Q", paused_turn="t1"), answer("A")]
     earlier, later = [user("Q0"), answer("A0")], [user("Q2"), answer("A2")]
     assert window_after(10, earlier, record, resumed) == [*earlier, *resumed]
     assert window_after(10, earlier, record, later, resumed) == [*earlier, *resumed, *later]
     # Another turn's mark, or none at the start of the batch, replaces nothing.
-    other = [UserMessage(text="Q", metadata={PAUSED_TURN: "t2"}), answer("A")]
+    other = [UserMessage(text="Q", paused_turn="t2"), answer("A")]
     assert window_after(10, record, other) == [*record, *other]
     assert window_after(10, record, [answer("A"), *record]) == [*record, answer("A"), *record]
     # With its record gone (cut by the window), the resumed turn is appended.

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -16,7 +18,7 @@ from tooluse import (
     Usage,
     UserMessage,
 )
-from tooluse.messages import messages_from_json, messages_to_json
+from tooluse.messages import message_to_json, messages_from_json, messages_to_json
 
 
 def test_conversation_round_trips_through_json() -> None:
@@ -100,3 +102,50 @@ def test_lone_surrogates_from_a_model_survive_storage() -> None:
     call = ToolCall(id="1", name="t", arguments='{"a": "\ud800"}')
     conversation = [AssistantMessage(tool_calls=(call,)), UserMessage(text="x\udfff")]
     assert messages_from_json(messages_to_json(conversation)) == conversation
+
+
+def test_marks_stored_by_older_releases_in_metadata_load_into_their_fields() -> None:
+    """Releases before the typed fields kept these facts in ``metadata`` under string keys;
+    the conversations and paused runs they stored hold them so."""
+    stored = [
+        {
+            "role": "user",
+            "text": "documents... Q",
+            "metadata": {"rag_original_text": "Q", "paused_turn": "t1", "k": 1},
+        },
+        {
+            "role": "assistant",
+            "text": "waits",
+            "metadata": {"paused_turn": "t1", "held_for_approval": ["c2"]},
+        },
+        {
+            "role": "tool",
+            "responses": [{"id": "c1", "name": "t", "data": "ok"}],
+            "metadata": {"held_for_approval": ["c2"], "tooluse.executed_return_direct": False},
+        },
+    ]
+    question, account, results = messages_from_json(json.dumps(stored))
+    assert question == UserMessage(
+        text="documents... Q", original_text="Q", paused_turn="t1", metadata={"k": 1}
+    )
+    assert account == AssistantMessage(text="waits", paused_turn="t1", held_for_approval=["c2"])
+    assert results == ToolResponseMessage(
+        responses=[ToolResponse(id="c1", name="t", data="ok")],
+        held_for_approval=["c2"],
+        executed_return_direct=False,
+    )
+    assert messages_from_json(messages_to_json([question, account, results])) == [
+        question,
+        account,
+        results,
+    ]
+
+
+def test_a_message_without_marks_has_the_json_it_always_had() -> None:
+    assert message_to_json(UserMessage(text="hi")) == '{"role":"user","text":"hi","metadata":{}}'
+    assert json.loads(message_to_json(UserMessage(text="hi", paused_turn="t1"))) == {
+        "role": "user",
+        "text": "hi",
+        "paused_turn": "t1",
+        "metadata": {},
+    }

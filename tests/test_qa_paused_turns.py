@@ -8,7 +8,6 @@ import pytest
 
 from _qa_helpers import CountingMemory, CountingRetriever
 from tooluse import Approve, Deny, tool
-from tooluse.history import PAUSED_TURN
 from tooluse.messages import (
     AssistantMessage,
     Message,
@@ -206,7 +205,7 @@ async def test_a_resumed_turn_that_fails_before_its_answer_records_what_ran() ->
     assert question.text == "Cancel order A1"
     assert account.text.startswith(STOPPED_TURN_NOTE)
     assert '"cancelled":true' in account.text and "Not run" not in account.text
-    assert question.metadata == {PAUSED_TURN: pause.turn_id}
+    assert (question.paused_turn, question.metadata) == (pause.turn_id, {})
     # A second try is refused: the approved call must not run twice.
     with pytest.raises(StalePauseError, match="no longer waiting"):
         await pipeline.aresume(pause, {"x": Approve()})

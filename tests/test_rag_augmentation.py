@@ -28,7 +28,6 @@ from tooluse.rag import (
     DEFAULT_PROMPT_TEMPLATE,
     DOCUMENT_CONTEXT,
     FILTER_EXPRESSION,
-    ORIGINAL_TEXT,
     ContextualQueryAugmenter,
     Document,
     DocumentRetriever,
@@ -166,7 +165,7 @@ async def test_the_last_user_message_is_augmented_and_the_documents_published() 
     assert isinstance(last, UserMessage)
     assert "Points expire after two years." in last.text
     assert "Query: How long do points last?" in last.text
-    assert last.metadata == {"k": 1, ORIGINAL_TEXT: "How long do points last?"}
+    assert (last.metadata, last.original_text) == ({"k": 1}, "How long do points last?")
     [query] = retriever.queries
     assert query.text == "How long do points last?"
     assert list(query.history) == history

@@ -23,7 +23,6 @@ from tooluse.messages import (
 )
 from tooluse.rag import (
     DOCUMENT_CONTEXT,
-    ORIGINAL_TEXT,
     RETRIEVAL_QUERY,
     CompressionQueryTransformer,
     Document,
@@ -74,7 +73,7 @@ FAILURE = (
 
 def test_the_history_shows_questions_as_asked_and_answers_without_tool_traffic() -> None:
     asked = UserMessage(
-        text="documents... Question: 积分多久过期？", metadata={ORIGINAL_TEXT: "积分多久过期？"}
+        text="documents... Question: 积分多久过期？", original_text="积分多久过期？"
     )
     call = ToolCall(id="c1", name="lookup", arguments="{}")
     messages: list[Message] = [
@@ -229,7 +228,7 @@ async def test_the_advisor_retrieves_with_the_transformed_query_and_asks_the_que
     assert "Query: 那能延期吗？" in asked.text  # the model is asked the question as asked
     assert "会员积分能延期吗" not in asked.text
     assert POINTS.text in asked.text
-    assert asked.metadata[ORIGINAL_TEXT] == "那能延期吗？"
+    assert asked.original_text == "那能延期吗？"
     assert response.context[RETRIEVAL_QUERY] == "会员积分能延期吗？"
     assert response.context[DOCUMENT_CONTEXT] == [POINTS]
 

@@ -22,7 +22,6 @@ from provider_server import ProviderServer, Reply, shared_server
 from tooluse import ChatClient, Prompt
 from tooluse.advisors import (
     HIGHEST_PRECEDENCE,
-    HISTORY_CONTEXT_KEY,
     OMITTED_IMAGES_NOTE,
     RecentImagesAdvisor,
     omit_older_images,
@@ -107,7 +106,7 @@ def test_each_request_shows_only_the_most_recent_screenshots() -> None:
     for prompt in model.requests:
         assert_pairs_intact(prompt.messages)
     # The loop's history, which the caller and an outer memory get, keeps every screenshot.
-    history = response.context[HISTORY_CONTEXT_KEY]
+    history = response.conversation_history
     assert [(r.data, len(r.images)) for r in tool_results(history)] == [("", 1)] * 5
 
 

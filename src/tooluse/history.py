@@ -13,8 +13,8 @@ happened. When the run is resumed, the completed round supersedes the record
 (:func:`completes_held_round`, :func:`with_held_rounds_completed`).
 
 A caller that keeps no tool traffic in memory (the QA pipeline, whose answer stage has no
-tools) records a paused turn as plain messages instead, marked with :data:`PAUSED_TURN`;
-the resumed turn's messages carry the same mark and take their place.
+tools) records a paused turn as plain messages instead, marked with the turn's id (their
+``paused_turn``); the resumed turn's messages carry the same mark and take their place.
 
 This module needs only :mod:`tooluse.messages` (declaration layer), so the loop can use it
 and chat memory re-exports it.
@@ -37,10 +37,7 @@ from tooluse.messages import (
 )
 
 __all__ = [
-    "HELD_FOR_APPROVAL",
     "HELD_TOOL_CALL_RESULT",
-    "ORIGINAL_TEXT",
-    "PAUSED_TURN",
     "UNANSWERED_TOOL_CALL_RESULT",
     "as_asked",
     "completes_held_round",
@@ -62,39 +59,21 @@ HELD_TOOL_CALL_RESULT = (
     "Error: this tool call was not run. It needs a human's approval, and none was given (the "
     "run was left waiting for the decision). Nothing was executed for it."
 )
-HELD_FOR_APPROVAL = "held_for_approval"
-"""Metadata key of a held-round record (a ``ToolResponseMessage``): the ids of the calls
-answered with :data:`HELD_TOOL_CALL_RESULT`; and of a text account of a paused turn (an
-``AssistantMessage`` marked :data:`PAUSED_TURN`): the ids of the calls it says are waiting."""
-
-PAUSED_TURN = "paused_turn"
-"""Message metadata key: the id of a turn paused for approval. The messages that stand for
-the turn in memory while it waits (e.g. its question and a text saying what ran and what
-waits) carry it, and so does the resumed turn's question: chat memory leaves the marked
-messages out of what it replays before that question, and a batch that starts with it
-replaces them where they are (:class:`~tooluse.memory.MessageWindowChatMemory`)."""
-
-
-ORIGINAL_TEXT = "rag_original_text"
-"""Message metadata key: the text the user wrote, on a user message whose text an advisor
-rewrote (retrieval augmentation puts the documents and its rules around the question)."""
 
 
 def as_asked(message: Message) -> Message:
     """``message`` as the user wrote it: a user message rewritten by an advisor (it keeps
-    the user's text under :data:`ORIGINAL_TEXT`) gets that text back; any other message is
+    the user's text as its ``original_text``) gets that text back; any other message is
     returned as it is. Chat memory stores questions this way, so a rewritten prompt (old
     documents, rules) never comes back in later turns."""
-    if not isinstance(message, UserMessage) or ORIGINAL_TEXT not in message.metadata:
+    if not isinstance(message, UserMessage) or message.original_text is None:
         return message
-    metadata = {k: v for k, v in message.metadata.items() if k != ORIGINAL_TEXT}
-    return UserMessage(text=str(message.metadata[ORIGINAL_TEXT]), metadata=metadata)
+    return message.model_copy(update={"text": message.original_text, "original_text": None})
 
 
 def paused_turn_of(message: Message) -> str | None:
-    """The :data:`PAUSED_TURN` id ``message`` carries, if any."""
-    turn = message.metadata.get(PAUSED_TURN)
-    return turn if isinstance(turn, str) else None
+    """The id of the paused turn ``message`` stands for or resumes (its ``paused_turn``)."""
+    return message.paused_turn if isinstance(message, UserMessage | AssistantMessage) else None
 
 
 def held_round_record(
@@ -103,7 +82,7 @@ def held_round_record(
     """The results of a round paused for approval, one per call of ``assistant`` in call
     order: the call's result from ``results`` (the calls that ran, or were refused) and, for
     each call still waiting, :data:`HELD_TOOL_CALL_RESULT` (``is_error=True``). The held
-    ids are listed under :data:`HELD_FOR_APPROVAL` in the metadata."""
+    ids are its ``held_for_approval``."""
     answered = {response.id: response for response in results.responses} if results else {}
     held = [call for call in assistant.tool_calls if call.id not in answered]
     responses = tuple(
@@ -112,7 +91,7 @@ def held_round_record(
         for call in assistant.tool_calls
     )
     return ToolResponseMessage(
-        responses=responses, metadata={HELD_FOR_APPROVAL: [call.id for call in held]}
+        responses=responses, held_for_approval=tuple(call.id for call in held)
     )
 
 
@@ -151,7 +130,7 @@ def with_held_rounds_completed(messages: Sequence[Message]) -> list[Message]:
 
 
 def _is_held_record(message: Message) -> TypeGuard[ToolResponseMessage]:
-    return isinstance(message, ToolResponseMessage) and HELD_FOR_APPROVAL in message.metadata
+    return isinstance(message, ToolResponseMessage) and message.held_for_approval is not None
 
 
 def repair_tool_pairs(messages: Sequence[Message]) -> list[Message]:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
 
 if TYPE_CHECKING:
@@ -30,6 +30,7 @@ __all__ = [
     "Prompt",
     "ProviderContent",
     "Reasoning",
+    "StoredMessage",
     "SystemMessage",
     "ToolCall",
     "ToolResponse",
@@ -141,6 +142,24 @@ class ToolResponse(_Value):
     images: tuple[ImagePart, ...] = ()
 
 
+def _unset_if_none(value: object) -> bool:
+    """Fields that default to ``None`` (a message's own facts) are left out of its JSON while
+    unset, so the JSON of a plain message stays what it was before they existed."""
+    return value is None
+
+
+_PAUSED_TURN_DOC: Final = (
+    "The id of a turn paused for approval: the messages that stand for the turn in memory "
+    "while it waits (its question, an account of what ran and what waits) carry it, and so "
+    "does the resumed turn's question, so chat memory replaces them with the resumed turn "
+    "(:class:`~tooluse.memory.MessageWindowChatMemory`)."
+)
+_HELD_DOC: Final = (
+    "The ids of the calls a round paused for approval held: on the round's record "
+    "(:func:`~tooluse.history.held_round_record`), or on a text account of a paused turn."
+)
+
+
 class SystemMessage(_Value):
     _positional = ("text",)
 
@@ -161,11 +180,27 @@ class UserMessage(_Value):
     if TYPE_CHECKING:  # the signature type checkers see; __init__ is _Value's
 
         def __init__(
-            self, text: str, *, metadata: Mapping[str, Any] = ..., role: Literal["user"] = ...
+            self,
+            text: str,
+            *,
+            original_text: str | None = ...,
+            paused_turn: str | None = ...,
+            metadata: Mapping[str, Any] = ...,
+            role: Literal["user"] = ...,
         ) -> None: ...
 
     role: Literal["user"] = "user"
     text: str
+    original_text: str | None = Field(
+        default=None,
+        exclude_if=_unset_if_none,
+        description="What the user wrote, when an advisor rewrote ``text`` (retrieval "
+        "augmentation puts documents and rules around the question); memory stores the "
+        "question as asked (:func:`~tooluse.history.as_asked`).",
+    )
+    paused_turn: str | None = Field(
+        default=None, exclude_if=_unset_if_none, description=_PAUSED_TURN_DOC
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -224,6 +259,8 @@ class AssistantMessage(_Value):
             *,
             reasoning: Sequence[Reasoning] = ...,
             provider_content: ProviderContent | None = ...,
+            paused_turn: str | None = ...,
+            held_for_approval: Sequence[str] | None = ...,
             metadata: Mapping[str, Any] = ...,
             role: Literal["assistant"] = ...,
         ) -> None: ...
@@ -235,6 +272,12 @@ class AssistantMessage(_Value):
     # The turn in its provider's own form, where the fields above lose something of it
     # (see ProviderContent); None for most turns.
     provider_content: ProviderContent | None = None
+    paused_turn: str | None = Field(
+        default=None, exclude_if=_unset_if_none, description=_PAUSED_TURN_DOC
+    )
+    held_for_approval: tuple[str, ...] | None = Field(
+        default=None, exclude_if=_unset_if_none, description=_HELD_DOC
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     def reasoning_text(self) -> str:
@@ -254,12 +297,23 @@ class ToolResponseMessage(_Value):
             self,
             responses: Sequence[ToolResponse],
             *,
+            held_for_approval: Sequence[str] | None = ...,
+            executed_return_direct: bool | None = ...,
             metadata: Mapping[str, Any] = ...,
             role: Literal["tool"] = ...,
         ) -> None: ...
 
     role: Literal["tool"] = "tool"
     responses: tuple[ToolResponse, ...]
+    held_for_approval: tuple[str, ...] | None = Field(
+        default=None, exclude_if=_unset_if_none, description=_HELD_DOC
+    )
+    executed_return_direct: bool | None = Field(
+        default=None,
+        exclude_if=_unset_if_none,
+        description="On the results of a round paused for approval: whether every call "
+        "that ran was return-direct, so the round's return-direct rule spans the resume.",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -267,8 +321,44 @@ Message = Annotated[
     SystemMessage | UserMessage | AssistantMessage | ToolResponseMessage,
     Field(discriminator="role"),
 ]
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
-_MESSAGE_LIST: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+# Facts older releases kept in ``metadata`` under string keys, by role: the key, then the
+# field that holds the fact now.
+_LEGACY_METADATA: Final[Mapping[str, Mapping[str, str]]] = {
+    "user": {"rag_original_text": "original_text", "paused_turn": "paused_turn"},
+    "assistant": {"paused_turn": "paused_turn", "held_for_approval": "held_for_approval"},
+    "tool": {
+        "held_for_approval": "held_for_approval",
+        "tooluse.executed_return_direct": "executed_return_direct",
+    },
+}
+
+
+def _read_legacy_metadata(data: Any) -> Any:
+    if not isinstance(data, dict):
+        return data
+    metadata, role = data.get("metadata"), data.get("role")
+    legacy = _LEGACY_METADATA.get(role) if isinstance(role, str) else None
+    if legacy is None or not metadata or not isinstance(metadata, Mapping):
+        return data
+    found = [key for key in legacy if key in metadata]
+    if not found:
+        return data
+    data = {**data, "metadata": {k: v for k, v in metadata.items() if k not in found}}
+    for key in found:
+        data.setdefault(legacy[key], metadata[key])
+    return data
+
+
+StoredMessage = Annotated[Message, BeforeValidator(_read_legacy_metadata)]
+"""A :data:`Message` read from storage (a memory repository, a paused run's JSON): also in
+the form older releases wrote, which kept a message's own facts (``original_text``,
+``paused_turn``, ``held_for_approval``, ``executed_return_direct``) in its ``metadata``
+under string keys. Building messages in code needs none of it: stored JSON is validated
+with this, new messages with :data:`Message`."""
+
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(StoredMessage)
+_MESSAGE_LIST: TypeAdapter[list[Message]] = TypeAdapter(list[StoredMessage])
 
 
 def _dump_json(adapter: TypeAdapter[Any], value: object) -> str:

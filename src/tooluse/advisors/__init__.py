@@ -20,30 +20,21 @@ from tooluse.advisors._recent_images import (
 )
 from tooluse.advisors._tool_calling import (
     APPROVAL_REQUIRED,
-    HISTORY_CONTEXT_KEY,
-    PAUSE_CONTEXT_KEY,
     PENDING_TOOL_CALLS_METADATA,
-    RESUME_CONTEXT_KEY,
-    ROUNDS_CONTEXT_KEY,
     EligibilityChecker,
     HistoryReplayer,
-    LoopPause,
-    LoopResume,
     ToolCallingAdvisor,
     ToolLoopListener,
     has_tool_calls,
 )
+from tooluse.advisors._turn import LoopOutcome, LoopPause, LoopResume, Turn, TurnKey
 
 __all__ = [
     "APPROVAL_REQUIRED",
     "HIGHEST_PRECEDENCE",
-    "HISTORY_CONTEXT_KEY",
     "LOWEST_PRECEDENCE",
     "OMITTED_IMAGES_NOTE",
-    "PAUSE_CONTEXT_KEY",
     "PENDING_TOOL_CALLS_METADATA",
-    "RESUME_CONTEXT_KEY",
-    "ROUNDS_CONTEXT_KEY",
     "Advisor",
     "AdvisorChain",
     "BaseAdvisor",
@@ -53,6 +44,7 @@ __all__ = [
     "EligibilityChecker",
     "HistoryReplayer",
     "LoggingAdvisor",
+    "LoopOutcome",
     "LoopPause",
     "LoopResume",
     "RecentImagesAdvisor",
@@ -60,6 +52,8 @@ __all__ = [
     "ToolAdvisor",
     "ToolCallingAdvisor",
     "ToolLoopListener",
+    "Turn",
+    "TurnKey",
     "has_tool_calls",
     "omit_older_images",
 ]

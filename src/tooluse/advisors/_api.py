@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 from tooluse import _tracing
+from tooluse.advisors._turn import LoopResume, Turn
 from tooluse.history import repair_tool_pairs
 from tooluse.messages import ChatResponse, Prompt, Usage
 from tooluse.models import ChatModel
@@ -43,18 +44,32 @@ GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ChatClientRequest:
-    """A prompt plus the request context: a dict advisors share for the whole request
-    (e.g. the conversation id under ``chat_memory_conversation_id``)."""
+    """A prompt, the caller's request context, and the turn's typed state.
+
+    - ``context``: the caller's data, which advisors read and may add to for the caller
+      (e.g. the conversation id under ``chat_memory_conversation_id``); shared by the whole
+      request.
+    - ``resume``: set when the request continues a paused run (:class:`LoopResume`); the tool
+      loop takes it.
+    - ``turn``: what this request's advisors share besides the context (:class:`Turn`): the
+      tool loop's outcome once it ended, each advisor's own state. Pass a request on with
+      :meth:`replace`, which keeps it.
+    """
 
     prompt: Prompt
     context: dict[str, Any] = dataclasses.field(default_factory=dict)
+    resume: LoopResume | None = None
+    turn: Turn = dataclasses.field(default_factory=Turn)
 
     def replace(
         self, *, prompt: Prompt | None = None, context: dict[str, Any] | None = None
     ) -> ChatClientRequest:
+        """The same request (its resume and its turn) with another prompt or context."""
         return ChatClientRequest(
             self.prompt if prompt is None else prompt,
             self.context if context is None else context,
+            self.resume,
+            self.turn,
         )
 
 

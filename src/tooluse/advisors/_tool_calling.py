@@ -11,7 +11,7 @@ always executes with the options the hooks left.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any, ClassVar, Final, Protocol, runtime_checkable
 
 from tooluse import _tracing
@@ -25,9 +25,8 @@ from tooluse.advisors._api import (
     ChatClientResponse,
     ToolAdvisor,
 )
+from tooluse.advisors._turn import LoopOutcome, LoopPause
 from tooluse.calling import (
-    Decision,
-    PendingToolCall,
     ToolCallingManager,
     ToolCallLimitExceeded,
     ToolExecutionResult,
@@ -47,16 +46,10 @@ from tooluse.messages import (
 from tooluse.streaming import StreamAggregator
 
 __all__ = [
-    "ANSWER_CONTEXT_KEY",
     "APPROVAL_REQUIRED",
-    "HISTORY_CONTEXT_KEY",
-    "PAUSE_CONTEXT_KEY",
     "PENDING_TOOL_CALLS_METADATA",
-    "RESUME_CONTEXT_KEY",
-    "ROUNDS_CONTEXT_KEY",
     "EligibilityChecker",
-    "LoopPause",
-    "LoopResume",
+    "HistoryReplayer",
     "ToolCallingAdvisor",
     "ToolLoopListener",
     "has_tool_calls",
@@ -65,23 +58,9 @@ __all__ = [
 APPROVAL_REQUIRED: Final = "toolApprovalRequired"
 """Finish reason of the response of a run paused because tool calls wait for approval."""
 PENDING_TOOL_CALLS_METADATA: Final = "pending_tool_calls"
-"""Generation metadata key of a paused run: the held calls, as ``PendingToolCall.to_dict()``."""
-PAUSE_CONTEXT_KEY: Final = "tooluse.tool_calling.pause"
-"""Request context key where the advisor leaves a :class:`LoopPause` when it holds calls."""
-RESUME_CONTEXT_KEY: Final = "tooluse.tool_calling.resume"
-"""Request context key of a :class:`LoopResume`: the request continues a paused run. Advisors
-outside the loop can check it to skip work already done for the paused request."""
-HISTORY_CONTEXT_KEY: Final = "tooluse.tool_calling.history"
-"""Request context key where the advisor leaves the turn's full history when the loop ends."""
-ROUNDS_CONTEXT_KEY: Final = "tooluse.tool_calling.rounds"
-"""Request context key where the advisor leaves, when the loop ends, the messages this request
-added to the conversation: its tool rounds after the prompt (for a resumed run, from the
-completed paused round on), with a round held for approval recorded whole
-(:func:`~tooluse.history.held_round_record`). A memory outside the loop stores them for a
-turn that paused, so that what ran is remembered even if the run is never resumed."""
-ANSWER_CONTEXT_KEY: Final = "tooluse.tool_calling.answer"
-"""Request context key where the advisor leaves the response that ended the loop: for a
-stream, whose chunks merge the text of every round, the last round's own response."""
+"""Generation metadata key of a paused run's response: the held calls, as
+``PendingToolCall.to_dict()`` (for a reader of the bare ``ChatResponse``; advisors read
+``request.turn.outcome.pause``)."""
 
 EligibilityChecker = Callable[[ChatResponse], bool]
 
@@ -89,25 +68,6 @@ EligibilityChecker = Callable[[ChatResponse], bool]
 def has_tool_calls(response: ChatResponse) -> bool:
     """The default eligibility checker: any generation asks for a tool call."""
     return response.has_tool_calls()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class LoopPause:
-    """Where a run stopped for approval: the history up to the held round (its assistant
-    message, then the responses of the calls that ran), the held calls, the usage so far."""
-
-    history: tuple[Message, ...]
-    pending_tool_calls: tuple[PendingToolCall, ...]
-    usage: Usage | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class LoopResume:
-    """How to continue a paused run: its history, a decision per held call id, its usage."""
-
-    history: tuple[Message, ...]
-    decisions: Mapping[str, Decision]
-    usage: Usage | None
 
 
 @runtime_checkable
@@ -146,13 +106,19 @@ class _Loop:
         "history",
         "instructions",
         "options",
+        "pause",
         "request",
         "response_context",
+        "resume",
         "rounds",
         "usage",
     )
 
     def __init__(self, request: ChatClientRequest) -> None:
+        # The loop takes the resume: the advisors inside it get requests without it.
+        self.resume = request.resume
+        if request.resume is not None:
+            request = dataclasses.replace(request, resume=None)
         self.request = request  # the current iteration's request, as the hooks left it
         # The context the last model call came back with: an advisor inside the loop may have
         # passed on a copy of the request's, and the caller reads the response's.
@@ -169,6 +135,7 @@ class _Loop:
         # The record of a round paused for approval (it replaces the round's partial results
         # in what the memories are given).
         self.held_round: ToolResponseMessage | None = None
+        self.pause: LoopPause | None = None
 
     def recorded_history(self, start: int = 0) -> list[Message]:
         """``history[start:]`` as a conversation keeps it: a held round's partial results
@@ -179,13 +146,6 @@ class _Loop:
         if isinstance(self.history[-1], ToolResponseMessage):
             end -= 1
         return [*self.history[start:end], self.held_round]
-
-    def put(self, key: str, value: object) -> None:
-        """An entry for the caller: in the request context and in the one the response
-        carries out (when an inner advisor made it a different dict)."""
-        self.request.context[key] = value
-        if self.response_context is not None and self.response_context is not self.request.context:
-            self.response_context[key] = value
 
     @property
     def context(self) -> dict[str, Any]:
@@ -213,14 +173,19 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
     The final response carries the usage summed over all rounds. A return-direct round
     answers with one generation per tool result (finish reason ``returnDirect``); a limit
     breach with the limit message (finish reason ``toolCallLimitExceeded``); calls held for
-    approval with the round's assistant message (finish reason ``toolApprovalRequired``)
-    and a :class:`LoopPause` in the request context.
+    approval with the round's assistant message (finish reason ``toolApprovalRequired``).
+    When the loop ends, the request's turn gets its outcome (``request.turn.outcome``, a
+    :class:`~tooluse.advisors.LoopOutcome`): the history, the rounds this request added, the
+    answer and, for a pause, the :class:`~tooluse.advisors.LoopPause`.
+    A request whose ``resume`` is set (:class:`~tooluse.advisors.LoopResume`) first completes
+    the paused round.
 
     Hooks for subclasses, all ``async`` and used by the call and the stream path alike:
     :meth:`do_initialize_loop` (once), :meth:`do_before_call` and :meth:`do_after_call`
     (each model call), :meth:`do_get_next_instructions` (after each executed round),
     :meth:`do_finalize_loop` (the final response of a call) and :meth:`do_finalize_stream`
-    (the emitted stream).
+    (the emitted stream). A subclass keeps its own state from hook to hook in the request's
+    ``turn``, under a :class:`~tooluse.advisors.TurnKey` of its own.
     """
 
     DEFAULT_ORDER: ClassVar[int] = HIGHEST_PRECEDENCE + 300
@@ -359,6 +324,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
                 # The total is still owed when the last round reported no usage, or
                 # reported it on a hidden chunk (one carrying only tool-call fragments).
                 owed = loop.usage if loop.usage != emitted_usage else None
+                self._finish(loop, merged, span)
                 if merged.has_tool_calls():
                     # Calls the checker left unexecuted were in hidden chunks: hand them
                     # over whole, in one chunk (the rest of the round was streamed).
@@ -367,7 +333,6 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
                 elif owed is not None:
                     # The total rides on its own chunk.
                     yield ChatClientResponse(ChatResponse(usage=owed), context)
-                self._finish(loop, merged, span)
                 return
             final = await self._execute_round(loop, response, merged)
         final = self._finish(loop, final, span)
@@ -386,14 +351,9 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
 
     async def _resume(self, loop: _Loop) -> ChatResponse | None:
         """Complete a paused round when the request resumes a run; ``None``: call the model."""
-        resume = loop.request.context.pop(RESUME_CONTEXT_KEY, None)
+        resume = loop.resume
         if resume is None:
             return None
-        if not isinstance(resume, LoopResume):
-            raise TypeError(
-                f"The request context entry {RESUME_CONTEXT_KEY!r} must be a LoopResume, got "
-                f"{type(resume).__name__}"
-            )
         loop.history = resume.history
         loop.added_from = _paused_assistant_index(resume.history) + 1
         loop.usage = resume.usage
@@ -446,13 +406,8 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
         self, loop: _Loop, result: ToolExecutionResult, chat_response: ChatResponse
     ) -> ChatResponse:
         pending = result.pending_tool_calls
-        loop.put(
-            PAUSE_CONTEXT_KEY,
-            LoopPause(
-                history=tuple(result.conversation_history),
-                pending_tool_calls=pending,
-                usage=loop.usage,
-            ),
+        loop.pause = LoopPause(
+            history=tuple(result.conversation_history), pending_tool_calls=pending, usage=loop.usage
         )
         generation = next(g for g in chat_response.generations if g.message.tool_calls)
         history = result.conversation_history
@@ -493,9 +448,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             await listener.tool_loop_ended(loop.request, messages)
 
     def _finish(self, loop: _Loop, final: ChatResponse, span: _tracing.SpanHandle) -> ChatResponse:
-        """Stamp the summed usage, leave the history in the context, fill in the span."""
-        loop.put(HISTORY_CONTEXT_KEY, tuple(loop.history))
-        loop.put(ROUNDS_CONTEXT_KEY, tuple(loop.recorded_history(loop.added_from)))
+        """Stamp the summed usage, fill in the span, record the loop's outcome."""
         usage = loop.usage
         span.set_attribute("tooluse.tool_loop.rounds", loop.rounds)
         if final.generations:
@@ -506,7 +459,12 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             span.set_attribute(GEN_AI_USAGE_OUTPUT_TOKENS, usage.completion_tokens)
             if final.usage != usage:
                 final = final.model_copy(update={"usage": usage})
-        loop.put(ANSWER_CONTEXT_KEY, final)
+        loop.request.turn.outcome = LoopOutcome(
+            history=tuple(loop.history),
+            rounds=tuple(loop.recorded_history(loop.added_from)),
+            answer=final,
+            pause=loop.pause,
+        )
         return final
 
 

@@ -53,9 +53,6 @@ __all__ = ["DEFAULT_MAX_ARGUMENT_CHARS", "DEFAULT_MAX_IMAGE_BYTES", "ToolCalling
 logger = logging.getLogger("tooluse.calling")
 
 DEFAULT_MAX_ARGUMENT_CHARS: Final = 200_000
-# On a ToolResponseMessage of a paused round: whether every call executed so far was
-# return-direct, so the AND rule spans the round across a resume.
-_EXECUTED_RETURN_DIRECT: Final = "tooluse.executed_return_direct"
 _HELD_AT_BREACH: Final = (
     "This tool call was not run: it needs a human's approval, and the turn ended at a tool "
     "call limit before one was asked for."
@@ -376,12 +373,15 @@ class ToolCallingManager:
             responses[job.index] = response
         return_direct = False if plan.refused else _return_direct(plan.jobs, prior_return_direct)
         answered = tuple(r for r in responses if r is not None)
-        metadata: dict[str, Any] = {}
-        if plan.held and return_direct is not None:
-            metadata[_EXECUTED_RETURN_DIRECT] = return_direct
+        # A paused round's results say whether every call that ran was return-direct, so
+        # the AND rule spans the round across a resume.
+        executed_return_direct = return_direct if plan.held else None
         history: tuple[Message, ...] = (*base, assistant)
         if answered:
-            history = (*history, ToolResponseMessage(responses=answered, metadata=metadata))
+            results = ToolResponseMessage(
+                responses=answered, executed_return_direct=executed_return_direct
+            )
+            history = (*history, results)
         result = ToolExecutionResult(
             conversation_history=history,
             return_direct=bool(return_direct) and not plan.held,
@@ -547,9 +547,8 @@ def _paused_round(
     stray = [r.id for r in partial.responses if r.id not in call_ids]
     if stray:
         raise ValueError(f"Tool responses {stray} answer no call of the round being resumed")
-    prior = partial.metadata.get(_EXECUTED_RETURN_DIRECT)
     answered = {r.id: r for r in partial.responses}
-    return index, message, answered, prior if isinstance(prior, bool) else None
+    return index, message, answered, partial.executed_return_direct
 
 
 def _check_resumable(calls: Sequence[ToolCall]) -> None:

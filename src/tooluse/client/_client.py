@@ -13,11 +13,11 @@ from tooluse.advisors import (
     AdvisorChain,
     CallAdvisor,
     ChatClientRequest,
+    LoopResume,
     StreamAdvisor,
     ToolAdvisor,
     ToolCallingAdvisor,
 )
-from tooluse.advisors._tool_calling import RESUME_CONTEXT_KEY, LoopResume
 from tooluse.calling import Approve, Decision
 from tooluse.client._entity import format_instructions
 from tooluse.client._response import CallResponse, StreamResponse
@@ -242,11 +242,8 @@ class ChatClient:
                 "Cannot resume without a tool advisor in the chain: auto-registration is off "
                 "for this request and no ToolCallingAdvisor was given"
             )
-        live_context = {
-            **context,
-            RESUME_CONTEXT_KEY: LoopResume(state.history, dict(decisions), state.usage),
-        }
-        request = ChatClientRequest(Prompt(state.messages, options), live_context)
+        resume = LoopResume(state.history, dict(decisions), state.usage)
+        request = ChatClientRequest(Prompt(state.messages, options), dict(context), resume)
         return PreparedRequest(request, chain, context, tool_advisor)
 
     def resume(

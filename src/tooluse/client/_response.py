@@ -7,7 +7,6 @@ from typing import Any
 
 from tooluse._sync import run_sync
 from tooluse.advisors import ChatClientResponse
-from tooluse.advisors._tool_calling import ANSWER_CONTEXT_KEY, HISTORY_CONTEXT_KEY
 from tooluse.calling import PendingToolCall
 from tooluse.client._entity import (
     EntityValidationError,
@@ -68,14 +67,10 @@ def _answer_text(response: ChatResponse, state: RunState | None, runs_tools: boo
 
 
 def _history(
-    prepared: PreparedRequest,
-    context: dict[str, Any],
-    response: ChatResponse,
-    state: RunState | None,
+    prepared: PreparedRequest, response: ChatResponse, state: RunState | None
 ) -> tuple[Message, ...]:
-    history = context.get(HISTORY_CONTEXT_KEY)
-    if history is None:
-        history = prepared.request.prompt.messages
+    outcome = prepared.outcome
+    history = prepared.request.prompt.messages if outcome is None else outcome.history
     result = response.result
     if state is not None or result is None:
         return tuple(history)
@@ -108,7 +103,7 @@ class CallResponse:
             raise ValueError("The advisor chain returned no model response")
         self._response = response
         self._prepared = prepared
-        self._state = prepared.paused_state(response.context)
+        self._state = prepared.paused_state()
 
     def chat_client_response(self) -> ChatClientResponse:
         return self._response
@@ -136,7 +131,7 @@ class CallResponse:
     def conversation_history(self) -> tuple[Message, ...]:
         """The turn as the tool loop saw it (tool calls and results included) followed by
         the final answer; without a tool loop, the request's messages and the answer."""
-        return _history(self._prepared, self._response.context, self.chat_response(), self._state)
+        return _history(self._prepared, self.chat_response(), self._state)
 
     def content(self) -> str:
         """The text of the answer ('' when it has none). Raises :class:`ApprovalRequired` for
@@ -230,7 +225,7 @@ class StreamResponse:
                 continue
             self._aggregator.add(chunk)
             yield chunk
-        self._state = self._prepared.paused_state(self._context)
+        self._state = self._prepared.paused_state()
         self._done = True
 
     async def content(self) -> AsyncIterator[str]:
@@ -259,10 +254,10 @@ class StreamResponse:
         response = self.chat_response()
         # The merged chunks hold the text of every round, which the history already has up
         # to the last one: the answer is the response that ended the tool loop.
-        answer = self._context.get(ANSWER_CONTEXT_KEY)
-        if isinstance(answer, ChatResponse):
-            response = answer
-        return _history(self._prepared, self._context, response, self._state)
+        outcome = self._prepared.outcome
+        if outcome is not None:
+            response = outcome.answer
+        return _history(self._prepared, response, self._state)
 
     @property
     def state(self) -> RunState | None:

@@ -11,8 +11,8 @@ from tooluse.advisors import (
     AdvisorChain,
     ChatClientRequest,
     ChatClientResponse,
+    LoopOutcome,
 )
-from tooluse.advisors._tool_calling import PAUSE_CONTEXT_KEY, RESUME_CONTEXT_KEY, LoopPause
 from tooluse.client._state import RunState, model_parameters
 from tooluse.messages import Message
 
@@ -31,17 +31,28 @@ class PreparedRequest:
     tool_advisor: Advisor | None
     response_format: Any = None
 
+    @property
+    def outcome(self) -> LoopOutcome | None:
+        """How the tool loop ended, once it did."""
+        return self.request.turn.outcome
+
     async def call(self) -> ChatClientResponse:
         response = await self.chain.next_call(self.request)
-        _check_resume_taken(response.context)
+        self._check_resumed()
         return response
 
     async def stream(self) -> AsyncIterator[ChatClientResponse]:
-        context = self.request.context
         async for item in self.chain.next_stream(self.request):
-            context = item.context
             yield item
-        _check_resume_taken(context)
+        self._check_resumed()
+
+    def _check_resumed(self) -> None:
+        if self.request.resume is not None and self.outcome is None:
+            raise RuntimeError(
+                "The run was not resumed: the tool advisor in the chain does not continue "
+                "paused runs (no tool loop took the request's resume); use ToolCallingAdvisor "
+                "or a subclass of it"
+            )
 
     # Plain attribute checks: a runtime-protocol isinstance costs tens of microseconds and
     # these are read on every answer.
@@ -60,10 +71,10 @@ class PreparedRequest:
         )
         return dataclasses.replace(self, request=request)
 
-    def paused_state(self, context: Mapping[str, Any]) -> RunState | None:
-        """The run state when the run stopped for approval (read from the response context)."""
-        pause = context.get(PAUSE_CONTEXT_KEY)
-        if not isinstance(pause, LoopPause):
+    def paused_state(self) -> RunState | None:
+        """The run state when the tool loop stopped for approval."""
+        pause = None if self.outcome is None else self.outcome.pause
+        if pause is None:
             return None
         options = self.request.prompt.options
         return RunState(
@@ -74,13 +85,4 @@ class PreparedRequest:
             context=dict(self.caller_context),
             tool_context=dict(options.tool_context),
             options=model_parameters(options),
-        )
-
-
-def _check_resume_taken(context: Mapping[str, Any]) -> None:
-    if RESUME_CONTEXT_KEY in context:
-        raise RuntimeError(
-            "The run was not resumed: the tool advisor in the chain does not continue paused "
-            f"runs (it left {RESUME_CONTEXT_KEY!r} in the request context); use "
-            "ToolCallingAdvisor or a subclass of it"
         )

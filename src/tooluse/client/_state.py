@@ -11,11 +11,13 @@ import pydantic
 
 from tooluse._json_state import dump_state, load_state
 from tooluse.calling import PendingToolCall
-from tooluse.messages import ChatOptions, DeferredTools, Message, Usage
+from tooluse.messages import ChatOptions, DeferredTools, Message, StoredMessage, Usage
 
 __all__ = ["RunState"]
 
-_MESSAGES: pydantic.TypeAdapter[tuple[Message, ...]] = pydantic.TypeAdapter(tuple[Message, ...])
+_MESSAGES: pydantic.TypeAdapter[tuple[Message, ...]] = pydantic.TypeAdapter(
+    tuple[StoredMessage, ...]
+)
 _MODEL_PARAMETERS = tuple(
     field.name
     for field in dataclasses.fields(ChatOptions)

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Sequence
+from typing import Final
 
 from tooluse.advisors import (
     HIGHEST_PRECEDENCE,
-    PAUSE_CONTEXT_KEY,
-    RESUME_CONTEXT_KEY,
-    ROUNDS_CONTEXT_KEY,
     AdvisorChain,
     BaseAdvisor,
     ChatClientRequest,
     ChatClientResponse,
-    LoopPause,
+    TurnKey,
 )
 from tooluse.history import as_asked, completes_held_round, paused_turn_of
 from tooluse.memory._api import CONVERSATION_ID, ChatMemory, validate_conversation_id
@@ -33,10 +30,10 @@ DEFAULT_ORDER = HIGHEST_PRECEDENCE + 200
 """Outside the tool loop (+300): memory sees the user message and the final answer only."""
 INSIDE_TOOL_LOOP_ORDER = HIGHEST_PRECEDENCE + 400
 """Inside the tool loop: memory sees, and stores, every round's tool calls and results."""
-_QUESTION_AS_SENT = "_tooluse.memory.question_as_sent"
-"""Request-context key (inside the loop): the turn's question as stored (as asked) and as
-the model was sent it (rewritten by RAG), so later rounds that replay it from memory, when
-the loop forwards only the latest results, show the model what its first round saw."""
+_QUESTION_AS_SENT: Final = TurnKey[tuple[Message, Message]]("memory: question as sent")
+"""Inside the loop: the turn's question as stored (as asked) and as the model was sent it
+(rewritten by RAG), so later rounds that replay it from memory, when the loop forwards only
+the latest results, show the model what its first round saw."""
 
 
 class MessageChatMemoryAdvisor(BaseAdvisor):
@@ -108,28 +105,22 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> ChatClientResponse:
         conversation_id = _conversation_id(request)
-        resumed = RESUME_CONTEXT_KEY in request.context  # the tool loop takes it out
         augmented = await self._with_memory(conversation_id, request)
         response = await chain.next_call(augmented)
-        await self._store(
-            conversation_id, request, response.chat_response, response.context, resumed
-        )
+        await self._store(conversation_id, request, response.chat_response)
         return response
 
     async def advise_stream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
         conversation_id = _conversation_id(request)
-        resumed = RESUME_CONTEXT_KEY in request.context  # the tool loop takes it out
         augmented = await self._with_memory(conversation_id, request)
         aggregator = StreamAggregator()
-        context = augmented.context
         async for item in chain.next_stream(augmented):
-            context = item.context
             if item.chat_response is not None:
                 aggregator.add(item.chat_response)
             yield item
-        await self._store(conversation_id, request, aggregator.response(), context, resumed)
+        await self._store(conversation_id, request, aggregator.response())
 
     async def _with_memory(
         self, conversation_id: str, request: ChatClientRequest
@@ -154,9 +145,10 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
         """The conversation's memory, the current turn's question (inside the loop) as the
         model was sent it."""
         remembered = await self._memory.aget(conversation_id)
-        if _QUESTION_AS_SENT not in request.context:
+        question = request.turn.get(_QUESTION_AS_SENT)
+        if question is None:
             return remembered
-        stored, sent = request.context[_QUESTION_AS_SENT]
+        stored, sent = question
         for index in range(len(remembered) - 1, -1, -1):
             if remembered[index] == stored:
                 remembered[index] = sent
@@ -168,11 +160,13 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
         conversation_id: str,
         request: ChatClientRequest,
         response: ChatResponse | None,
-        context: Mapping[str, Any],
-        resumed: bool,
     ) -> None:
         if self._read_only:
             return
+        # Both are for a memory outside the loop: inside it, the loop has taken the resume
+        # and has not ended yet.
+        resumed = request.resume is not None
+        outcome = request.turn.outcome
         replies: list[Message] = [
             generation.message
             for generation in (response.generations if response is not None else ())
@@ -181,15 +175,17 @@ class MessageChatMemoryAdvisor(BaseAdvisor):
         incoming = self._last_incoming(request.prompt.messages)
         # A resumed run's question was stored when it paused. A question rewritten by RAG is
         # stored as asked: the documents and rules are this turn's, not the conversation's.
-        received = [] if incoming is None or resumed else [as_asked(incoming)]
-        if self._inside_tool_loop and received and received[0] is not incoming:
-            request.context[_QUESTION_AS_SENT] = (received[0], incoming)
+        received: list[Message] = []
+        if incoming is not None and not resumed:
+            received.append(as_asked(incoming))
+            if self._inside_tool_loop and received[0] is not incoming:
+                request.turn[_QUESTION_AS_SENT] = (received[0], incoming)
         if self._inside_tool_loop:
             new = [*received, *replies]
-        elif resumed or isinstance(context.get(PAUSE_CONTEXT_KEY), LoopPause):
+        elif resumed or (outcome is not None and outcome.pause is not None):
             # A turn that paused keeps its tool rounds: what ran before the pause stays known
             # if the run is never resumed, and the resumed run completes the held round.
-            new = [*received, *context.get(ROUNDS_CONTEXT_KEY, ()), *replies]
+            new = [*received, *(outcome.rounds if outcome else ()), *replies]
         elif replies:
             new = [*received, *replies]
         else:
@@ -224,7 +220,7 @@ def merge_history(remembered: Sequence[Message], prompt: Sequence[Message]) -> l
 
     System messages go first: the prompt's own, or if it has none, the remembered ones. The
     remembered record of a paused turn that the prompt resumes (a message of the prompt
-    carries its :data:`~tooluse.history.PAUSED_TURN` id) is left out.
+    carries its id as ``paused_turn``) is left out.
     """
     prompt_system: list[Message] = [m for m in prompt if isinstance(m, SystemMessage)]
     prompt_rest: list[Message] = [m for m in prompt if not isinstance(m, SystemMessage)]

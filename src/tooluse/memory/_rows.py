@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from pydantic import TypeAdapter
 
-from tooluse.messages import Message, message_to_json
+from tooluse.messages import Message, StoredMessage, message_to_json
 
 __all__ = ["MESSAGE", "MessageRow", "message_rows"]
 
-MESSAGE: TypeAdapter[Message] = TypeAdapter(Message)
+MESSAGE: TypeAdapter[Message] = TypeAdapter(StoredMessage)
 
 MessageRow = tuple[str, int, str, str]
 

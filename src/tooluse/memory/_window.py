@@ -33,7 +33,7 @@ class MessageWindowChatMemory:
     whose call was evicted is dropped too. A round stored while paused for approval (its
     record: :func:`~tooluse.history.held_round_record`) is replaced in place by the completed
     round when the resumed run adds it, so no call keeps two results. Likewise the messages
-    that stand for a paused turn (marked :data:`~tooluse.history.PAUSED_TURN`) are replaced
+    that stand for a paused turn (marked with its id, their ``paused_turn``) are replaced
     where they are by a batch whose first message carries the same id: the resumed turn.
 
     Each ``add`` is one atomic read-modify-write in the repository, so concurrent writers to

@@ -11,12 +11,14 @@ import pydantic
 from tooluse._json_state import dump_state, load_state
 from tooluse.calling import PendingToolCall
 from tooluse.client import RunState
-from tooluse.messages import Message
+from tooluse.messages import Message, StoredMessage
 from tooluse.qa._ledger import FetchRecord
 
 __all__ = ["QaPause", "StalePauseError"]
 
-_MESSAGES: pydantic.TypeAdapter[tuple[Message, ...]] = pydantic.TypeAdapter(tuple[Message, ...])
+_MESSAGES: pydantic.TypeAdapter[tuple[Message, ...]] = pydantic.TypeAdapter(
+    tuple[StoredMessage, ...]
+)
 # Version 1 (no turn_id) is still read: a service upgraded with runs pending keeps them.
 _PAUSE_KEYS_1 = frozenset(
     {"version", "question", "conversation_id", "history", "router_state", "fetched"}
@@ -36,7 +38,7 @@ class QaPause:
     question), the router's :class:`RunState` and what the tools fetched before the pause.
 
     ``turn_id`` marks the turn's record in the conversation's memory
-    (:data:`~tooluse.history.PAUSED_TURN`); ``None`` in a pause written by tooluse before
+    (their ``paused_turn``); ``None`` in a pause written by tooluse before
     version 2 of this JSON, which left no record."""
 
     VERSION: ClassVar[int] = 2

@@ -4,8 +4,8 @@ and which calls did not run.
 
 Tool calls and results cannot be kept as such: the answer stage has no tools, and providers
 reject a history with tool traffic from a request without tool definitions (Anthropic's
-does). Text is what both stages read. The messages carry the turn's
-:data:`~tooluse.history.PAUSED_TURN` id, so the resumed turn replaces them.
+does). Text is what both stages read. The messages carry the turn's id (``paused_turn``),
+so the resumed turn replaces them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Final
 
 from tooluse.calling import PendingToolCall
-from tooluse.history import HELD_FOR_APPROVAL, PAUSED_TURN
 from tooluse.messages import AssistantMessage, Message, UserMessage
 from tooluse.qa._augmenter import format_records
 from tooluse.qa._ledger import FetchRecord
@@ -43,7 +42,7 @@ def turn_record(
 ) -> list[Message]:
     """The question and the account of its turn (``note``, the calls ``held`` that did not
     run, with their arguments, and the data ``fetched``), both marked with ``turn_id``; the
-    account lists the held calls' ids under :data:`~tooluse.history.HELD_FOR_APPROVAL`."""
+    account lists the held calls' ids (its ``held_for_approval``)."""
     lines = [note]
     lines += [f"Not run: {call.name} {call.arguments}" for call in held]
     if fetched:
@@ -53,9 +52,8 @@ def turn_record(
             format_records(fetched),
             "---------------------",
         ]
-    mark = {PAUSED_TURN: turn_id}
-    held_ids = [call.id for call in held]
+    held_ids = tuple(call.id for call in held)
     return [
-        UserMessage(text=question, metadata=mark),
-        AssistantMessage(text="\n".join(lines), metadata={**mark, HELD_FOR_APPROVAL: held_ids}),
+        UserMessage(text=question, paused_turn=turn_id),
+        AssistantMessage(text="\n".join(lines), paused_turn=turn_id, held_for_approval=held_ids),
     ]

@@ -39,7 +39,7 @@ from tooluse._sync import run_sync
 from tooluse.advisors import ToolCallingAdvisor
 from tooluse.calling import Approve, Decision, Deny, PendingToolCall
 from tooluse.client import CallResponse, ChatClient, RunState
-from tooluse.history import HELD_FOR_APPROVAL, PAUSED_TURN, paused_turn_of
+from tooluse.history import paused_turn_of
 from tooluse.memory import CONVERSATION_ID, ChatMemory, MessageChatMemoryAdvisor
 from tooluse.memory._api import validate_conversation_id
 from tooluse.messages import AssistantMessage, ChatOptions, Message, Usage, UserMessage
@@ -113,7 +113,7 @@ _Router = Callable[[ChatClient], Awaitable[CallResponse]]
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Turn:
     """One run of the pipeline: the question, where it is asked (a conversation, or a
-    history given with it), the turn's id (its record's :data:`PAUSED_TURN` mark) and
+    history given with it), the turn's id (its record's ``paused_turn`` mark) and
     whether it resumes a pause."""
 
     question: str
@@ -322,14 +322,14 @@ class QaPipeline:
         if pause.conversation_id is None or pause.turn_id is None or self._memory is None:
             return
         stored = await self._memory.aget(pause.conversation_id)
-        held = [call.id for call in pause.pending_tool_calls]
+        held = tuple(call.id for call in pause.pending_tool_calls)
         record = next(
             (
                 index
                 for index, message in enumerate(stored)
                 if isinstance(message, AssistantMessage)
                 and paused_turn_of(message) == pause.turn_id
-                and message.metadata.get(HELD_FOR_APPROVAL) == held
+                and message.held_for_approval == held
             ),
             None,
         )
@@ -449,7 +449,7 @@ class QaPipeline:
             context[CONVERSATION_ID] = conversation_id
         # A resumed turn's question carries its id: memory leaves the record out of the
         # history and replaces it with this turn.
-        asked = UserMessage(text=question, metadata={PAUSED_TURN: turn.id} if turn.resumed else {})
+        asked = UserMessage(text=question, paused_turn=turn.id if turn.resumed else None)
         answer = answerer.prompt().messages([*history, asked]).context(context).stream()
         pieces: list[str] = []
         async for text in answer.content():

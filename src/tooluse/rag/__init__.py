@@ -11,7 +11,6 @@ query transformers (``CompressionQueryTransformer`` for follow-up questions,
 from tooluse.embedding import EmbeddingModel
 from tooluse.rag._advisor import (
     DOCUMENT_CONTEXT,
-    ORIGINAL_TEXT,
     RETRIEVAL_QUERY,
     RetrievalAugmentationAdvisor,
 )
@@ -54,7 +53,6 @@ __all__ = [
     "DEFAULT_REWRITE_TEMPLATE",
     "DOCUMENT_CONTEXT",
     "FILTER_EXPRESSION",
-    "ORIGINAL_TEXT",
     "RETRIEVAL_QUERY",
     "CompressionQueryTransformer",
     "ContextualQueryAugmenter",

@@ -11,7 +11,6 @@ from tooluse.advisors import (
     ChatClientRequest,
     ChatClientResponse,
 )
-from tooluse.history import ORIGINAL_TEXT
 from tooluse.messages import UserMessage
 from tooluse.rag._augmenter import ContextualQueryAugmenter, QueryAugmenter
 from tooluse.rag._document import Query
@@ -21,7 +20,6 @@ from tooluse.rag._transform import QueryTransformer
 __all__ = [
     "DEFAULT_ORDER",
     "DOCUMENT_CONTEXT",
-    "ORIGINAL_TEXT",
     "RETRIEVAL_QUERY",
     "RetrievalAugmentationAdvisor",
 ]
@@ -46,8 +44,8 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
     :class:`~tooluse.rag.CompressionQueryTransformer` for follow-up questions); only retrieval
     uses their result, the augmenter gets the question as asked. The documents are put in the
     context under :data:`DOCUMENT_CONTEXT`, the text retrieval searched with under
-    :data:`RETRIEVAL_QUERY`; the augmented message keeps the user's own text in its metadata
-    under :data:`ORIGINAL_TEXT`.
+    :data:`RETRIEVAL_QUERY`; the augmented message keeps the user's own text as its
+    ``original_text``.
     """
 
     def __init__(
@@ -98,9 +96,10 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
         search = await self._transformed(query)
         documents = await self._retriever.aretrieve(search)
         augmented = self._augmenter.augment(query, documents)
-        original = message.metadata.get(ORIGINAL_TEXT, message.text)
-        metadata = {**message.metadata, ORIGINAL_TEXT: original}
-        messages[position] = UserMessage(text=augmented.text, metadata=metadata)
+        asked = message.text if message.original_text is None else message.original_text
+        messages[position] = message.model_copy(
+            update={"text": augmented.text, "original_text": asked}
+        )
         context = {**request.context, DOCUMENT_CONTEXT: documents, RETRIEVAL_QUERY: search.text}
         return request.replace(prompt=request.prompt.replace(messages=messages), context=context)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -19,6 +20,8 @@ from tooluse.advisors import (
     ChatClientResponse,
     HistoryReplayer,
     ToolCallingAdvisor,
+    Turn,
+    TurnKey,
 )
 from tooluse.calling import ToolExecutionResult
 from tooluse.memory import CONVERSATION_ID
@@ -59,12 +62,23 @@ DEFAULT_SYSTEM_MESSAGE_SUFFIX: Final = (
     "them."
 )
 
-_CALLBACKS_KEY: Final = "tooluse.tool_search.callbacks"
-_SESSION_KEY: Final = "tooluse.tool_search.session_id"
-_PRESELECTED_KEY: Final = "tooluse.tool_search.preselected"
-_ROUNDS_KEY: Final = "tooluse.tool_search.rounds"
-_REPLAYED_KEY: Final = "tooluse.tool_search.replayed_rounds"
-_TURN_KEY: Final = "tooluse.tool_search.turn_session"  # the session whose turn this request is
+
+@dataclasses.dataclass(slots=True)
+class _SearchTurn:
+    """What the advisor keeps for one request, from hook to hook."""
+
+    session_id: str  # the session whose turn this request is (_end_request ends it)
+    callbacks: dict[str, ToolCallback]  # the searchable tools attached, by name
+    # Offered without a search: this turn's preselection, and the tools that ran in earlier
+    # turns before any search found them (preselected then).
+    preselected: list[str] = dataclasses.field(default_factory=list)
+    # The names found by each search round: of the earlier turns a memory inside the loop
+    # replays to the model, and of the turn so far.
+    replayed_rounds: list[list[str]] = dataclasses.field(default_factory=list)
+    rounds: list[list[str]] = dataclasses.field(default_factory=list)
+
+
+_SEARCH_TURN: Final = TurnKey[_SearchTurn]("tool search")
 # The session warm_up indexes under: a NUL keeps it apart from every conversation id (the
 # memory repositories refuse NUL in ids).
 _WARM_UP_SESSION: Final = "\x00tooluse.tool_search.warm_up"
@@ -323,28 +337,28 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         try:
             return await super().advise_call(request, chain)
         finally:
-            await self._end_request(request.context)
+            await self._end_request(request.turn)
 
     def advise_stream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
-        return self._turn_stream(super().advise_stream(request, chain), request.context)
+        return self._turn_stream(super().advise_stream(request, chain), request.turn)
 
     async def _turn_stream(
-        self, stream: AsyncIterator[ChatClientResponse], context: dict[str, Any]
+        self, stream: AsyncIterator[ChatClientResponse], turn: Turn
     ) -> AsyncIterator[ChatClientResponse]:
         try:
             async for item in stream:
                 yield item
         finally:
-            await self._end_request(context)
+            await self._end_request(turn)
 
-    async def _end_request(self, context: dict[str, Any]) -> None:
-        session_id = context.pop(_TURN_KEY, None)
+    async def _end_request(self, turn: Turn) -> None:
+        state = turn.pop(_SEARCH_TURN)
         # None: the turn never started (no session id, ...). Counting is a dict update under
         # a lock held for as long; only clearing an index goes to a worker thread.
-        if session_id is not None and self._end_turn(session_id):
-            await asyncio.to_thread(self._evict_unless_busy, session_id)
+        if state is not None and self._end_turn(state.session_id):
+            await asyncio.to_thread(self._evict_unless_busy, state.session_id)
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -385,7 +399,8 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         callbacks = self._searchable(request.prompt.options.tool_callbacks)
         references = self._references(callbacks)
         await asyncio.to_thread(self._prepare_session, session_id, references)
-        request.context[_TURN_KEY] = session_id  # _end_turn ends it
+        state = _SearchTurn(session_id, callbacks)
+        request.turn[_SEARCH_TURN] = state  # the session's turn started: _end_request ends it
         preselected: list[str] = []
         question = _last_user_text(request.prompt.messages)
         if self.preselect and question:
@@ -400,14 +415,11 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         # (do_get_next_instructions). Not re-read from each call's messages: they hold only
         # the last round's results when the loop sends no full history
         # (conversation_history=False).
-        request.context[_ROUNDS_KEY] = self._found_rounds(request.prompt.messages)
-        request.context[_REPLAYED_KEY] = self._found_rounds(replayed)
-        request.context[_CALLBACKS_KEY] = callbacks
-        request.context[_SESSION_KEY] = session_id
-        # Offered without a search: this turn's preselection, and the tools that ran in
-        # earlier turns before any search found them (preselected then): the model sees
+        state.rounds = self._found_rounds(request.prompt.messages)
+        state.replayed_rounds = self._found_rounds(replayed)
+        # The tools that ran in earlier turns before any search found them: the model sees
         # it used them and may use them again ("and in Rome?").
-        request.context[_PRESELECTED_KEY] = list(
+        state.preselected = list(
             dict.fromkeys([*preselected, *_ran_unsearched([*replayed, *request.prompt.messages])])
         )
         messages = _with_suffix(request.prompt.messages, self.system_message_suffix)
@@ -416,15 +428,13 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
     async def do_before_call(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> ChatClientRequest:
-        callbacks: Mapping[str, ToolCallback] = request.context[_CALLBACKS_KEY]
-        session_id: str = request.context[_SESSION_KEY]
-        rounds: list[list[str]] = [
-            *request.context.get(_REPLAYED_KEY, ()),
-            *request.context[_ROUNDS_KEY],
-        ]
-        preselected: list[str] = request.context[_PRESELECTED_KEY]
+        state = request.turn[_SEARCH_TURN]
+        callbacks, preselected = state.callbacks, state.preselected
+        rounds = [*state.replayed_rounds, *state.rounds]
         options = request.prompt.options
-        context = ToolContext(options.tool_context).merged({SESSION_ID_CONTEXT_KEY: session_id})
+        context = ToolContext(options.tool_context).merged(
+            {SESSION_ID_CONTEXT_KEY: state.session_id}
+        )
         options = options.replace(tool_context=context)
         if self._defers_with(chain):
             # Loaded: the search tool and the tools offered without a search; the rest wait
@@ -465,7 +475,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         result: ToolExecutionResult,
     ) -> Sequence[Message]:
         # The turn so far (also after a resumed round), whatever the model is sent next.
-        request.context[_ROUNDS_KEY] = self._found_rounds(result.conversation_history)
+        request.turn[_SEARCH_TURN].rounds = self._found_rounds(result.conversation_history)
         return await super().do_get_next_instructions(request, response, result)
 
     # -- which tools are exposed ------------------------------------------------------------
