@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import inspect
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from tooluse._fork import ThreadPool
 from tooluse._sync import run_sync
-from tooluse.tools._context import ToolContext
-from tooluse.tools._decorator import ToolOptions, tool_options
-from tooluse.tools._definition import ToolDefinition, ToolMetadata
+from tooluse.tools._decorator import (
+    ToolOptions,
+    check_tool_name,
+    function_tool_name,
+    tool_options,
+    words_of_name,
+)
+from tooluse.tools._definition import ToolContext, ToolDefinition, ToolMetadata
 from tooluse.tools._function_schema import function_schema
-from tooluse.tools._names import check_tool_name, function_tool_name, words_of_name
 from tooluse.tools._results import ResultConverter, ToolResult, convert_result
-from tooluse.tools._threads import run_in_tool_thread
 
 if TYPE_CHECKING:
     from tooluse.messages import ToolCall
@@ -46,7 +53,7 @@ class FunctionToolCallback:
     ``int``), extra fields are rejected (the schema says ``additionalProperties: false``), and
     ``null`` for an optional parameter means its default. Exceptions raised by the function
     itself propagate unchanged; the ``ToolCallingManager``'s exception processor decides what
-    the model sees. ``acall`` runs sync functions in the tool thread pool (see ``_threads``)
+    the model sees. ``acall`` runs sync functions in the tool thread pool (``run_in_tool_thread``)
     and awaits async ones on the loop; ``call`` runs async functions on the calling thread's
     own event loop and raises ``RuntimeError`` when called inside a running event loop (use
     ``acall`` there).
@@ -179,3 +186,34 @@ def _metadata(
         sequential=declared.sequential if sequential is None else sequential,
         timeout=declared.timeout if timeout is None else timeout,
     )
+
+
+# --- the thread pool sync tools run in ---
+#
+# Not the event loop's default executor: that one has ``min(32, CPUs + 4)`` threads (6 on a
+# 2-CPU machine), so a round of 8 sync tools that each wait on I/O would take two waves. Tool
+# calls are mostly I/O-bound, so the pool is wider; threads are started only when needed, in
+# each process (a forked child starts its own).
+
+MAX_TOOL_THREADS = 64
+_T = TypeVar("_T")
+_TOOL_THREADS = ThreadPool(MAX_TOOL_THREADS, "tooluse-tool")
+
+
+async def run_in_tool_thread(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``function(*args, **kwargs)`` in the tool pool, with the caller's context variables
+    (tracing spans, request state), like ``asyncio.to_thread``. A ``StopIteration`` it raises
+    comes back as ``RuntimeError``, as from a coroutine."""
+    context = contextvars.copy_context()
+    call = functools.partial(context.run, _stop_iteration_as_error, function, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_TOOL_THREADS, call)
+
+
+def _stop_iteration_as_error(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    # An asyncio future refuses a StopIteration (a bare next() in a tool), and the call
+    # awaiting it then waits forever.
+    try:
+        return function(*args, **kwargs)
+    except StopIteration as exc:
+        name = getattr(function, "__name__", type(function).__name__)
+        raise RuntimeError(f"{name}() raised StopIteration") from exc

@@ -53,7 +53,7 @@ from typing_extensions import TypedDict
 from tooluse.errors import ToolArgumentsError
 from tooluse.schema import ensure_valid_input_schema, generate_for_type
 from tooluse.schema._generate import Property, generate_for_object
-from tooluse.tools._context import ToolContext
+from tooluse.tools._definition import ToolContext
 
 if TYPE_CHECKING:
     from pydantic import GetJsonSchemaHandler
