@@ -249,12 +249,7 @@ def _build(
     except (TypeError, ValueError) as exc:
         raise ValueError(f"Tool '{tool_name}': cannot read the signature: {exc}") from exc
     hints = _type_hints(function, tool_name)
-    docstring = docstring_parser.parse(inspect.getdoc(function) or "")
-    documented = {  # Google, NumPy and Sphinx parameter sections
-        param.arg_name: " ".join(param.description.split())  # continuation lines are layout
-        for param in docstring.params
-        if param.description and param.description.strip()
-    }
+    description, documented = _docstring(function)
     bound = _partial_keywords(function)
 
     parameters: list[ToolParameter] = []
@@ -294,7 +289,7 @@ def _build(
         positional_only=tuple(positional_only),
         returns_none=hints.get("return", EMPTY) is type(None),
         is_async=is_async_callable(function),
-        description=(docstring.description or "").strip() or None,
+        description=description,
         json_schema=json_schema,
         validator=validator,
         positional_defaults={p.name: p.default for p in parameters if p.default is not EMPTY},
@@ -340,6 +335,21 @@ def _parameter(
         argument_name=argument_name,
         field=field,
     )
+
+
+def _docstring(function: Callable[..., Any]) -> tuple[str | None, dict[str, str]]:
+    """The docstring's free text (without its parameter and returns sections) and each
+    documented parameter's description, from Google, NumPy and Sphinx docstrings."""
+    text = inspect.getdoc(function)
+    if not text or text.isspace():
+        return None, {}
+    parsed = docstring_parser.parse(text)
+    parameters = {
+        param.arg_name: " ".join(param.description.split())  # continuation lines are layout
+        for param in parsed.params
+        if param.description and param.description.strip()
+    }
+    return (parsed.description or "").strip() or None, parameters
 
 
 def _partial_keywords(function: Callable[..., Any]) -> frozenset[str]:
