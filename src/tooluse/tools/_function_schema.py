@@ -185,7 +185,7 @@ def normalise_arguments(arguments: str | None) -> str:
     return arguments
 
 
-def is_async_callable(function: Callable[..., Any]) -> bool:
+def _is_async_callable(function: Callable[..., Any]) -> bool:
     """Coroutine functions, sync wrappers around them (``functools.wraps``), partials of them
     and objects whose ``__call__`` is one."""
     return (
@@ -288,7 +288,7 @@ def _build(
         context_parameters=tuple(context_parameters),
         positional_only=tuple(positional_only),
         returns_none=hints.get("return", EMPTY) is type(None),
-        is_async=is_async_callable(function),
+        is_async=_is_async_callable(function),
         description=description,
         json_schema=json_schema,
         validator=validator,
