@@ -1,5 +1,6 @@
 """The layering that docs/architecture.md states, checked on the source: dependencies point
-one way, declaration <- models <- execution <- loop <- patterns <- service."""
+one way, declaration <- models <- execution <- loop <- patterns <- service, as its first
+statement and its layer table both say."""
 
 from __future__ import annotations
 
@@ -13,11 +14,21 @@ DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 _NAME = re.compile(r"`(tooluse(?:\.\w+)*)`")
 
 
+def _rows() -> list[list[str]]:
+    """The cells of each row of the doc's layer table, in order."""
+    table = DOC[DOC.index("| layer | modules |") :].split("\n\n")[0]
+    return [line.split("|")[1:-1] for line in table.splitlines()[2:]]
+
+
 def _layers() -> list[list[str]]:
     """The modules of each row of the doc's layer table, in order."""
-    table = DOC[DOC.index("| layer | modules |") :].split("\n\n")[0]
-    rows = [line.split("|")[2] for line in table.splitlines()[2:]]
-    return [_NAME.findall(modules) for modules in rows]
+    return [_NAME.findall(row[1]) for row in _rows()]
+
+
+def _chain() -> list[str]:
+    """The layers the doc's first statement names, left to right."""
+    statement = DOC[DOC.index("Dependencies point one way: **") :].split("**")[1]
+    return statement.split(" <- ")
 
 
 def _plumbing() -> list[str]:
@@ -45,20 +56,47 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _imported(path: Path) -> set[str]:
-    """Every tooluse module the file imports, lazily or for type checking included."""
+def _imported(path: Path, *, at_load_only: bool = False) -> set[str]:
+    """Every tooluse module the file imports, for type checking included, and lazily (in a
+    function's body) unless ``at_load_only``."""
     imported = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    nodes = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    while nodes:
+        node = nodes.pop()
+        if at_load_only and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             imported.add(node.module)
         elif isinstance(node, ast.Import):
             imported.update(alias.name for alias in node.names)
+        nodes.extend(ast.iter_child_nodes(node))
     return {name for name in imported if name == "tooluse" or name.startswith("tooluse.")}
 
 
 def test_the_doc_names_six_layers_and_the_plumbing() -> None:
     assert len(LAYERS) == 6 and all(LAYERS)
     assert "tooluse._fork" in PLUMBING and "tooluse.messages" in LAYERS[0]
+
+
+def test_the_statement_and_the_table_name_the_same_layers_in_order() -> None:
+    assert _chain() == [row[0].strip() for row in _rows()]
+
+
+def test_each_layer_is_whole_top_level_packages() -> None:
+    """The folders tell the layering: a table entry is a package (or module) right under
+    ``tooluse``, and no package is listed twice, so none is split across layers."""
+    names = [name for names in LAYERS for name in names]
+    assert [name for name in names if name.count(".") != 1] == []
+    assert len(names) == len(set(names))
+
+
+def test_schema_loads_without_tools() -> None:
+    """tools builds on schema; the one function-level name schema exports imports the
+    function schema when called, never when schema loads."""
+    at_load = set()
+    for path in SOURCE.joinpath("tooluse", "schema").rglob("*.py"):
+        at_load |= _imported(path, at_load_only=True)
+    assert [name for name in sorted(at_load) if _inside(name, ["tooluse.tools"])] == []
 
 
 def test_every_module_has_a_place_in_the_architecture() -> None:

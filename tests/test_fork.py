@@ -37,7 +37,7 @@ from tooluse.search import (
     ToolSearchToolCallingAdvisor,
 )
 from tooluse.testing import FunctionModel, ScriptedModel
-from tooluse.tools._threads import run_in_tool_thread
+from tooluse.tools._function import run_in_tool_thread
 
 
 def test_a_thread_pool_used_before_the_fork_runs_work_in_the_child() -> None:

@@ -10,10 +10,10 @@ import pytest
 from _qa_helpers import CountingRetriever
 from _rag_helpers import HashingEmbeddingModel
 from tooluse import cli, tool
+from tooluse.cli.eval import load_families
 from tooluse.memory import MessageWindowChatMemory
 from tooluse.messages import Prompt, ToolResponseMessage
 from tooluse.qa import QaPipeline, QuestionFamily, TrajectoryStep, aevaluate, evaluate
-from tooluse.service.eval_cli import load_families
 from tooluse.testing import FunctionModel, ResponseLike, ScriptedModel, tool_call
 
 

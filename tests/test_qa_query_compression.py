@@ -14,6 +14,7 @@ import tooluse.service
 from _qa_helpers import CountingRetriever
 from _service_helpers import names, parse_sse, service
 from tooluse import tool
+from tooluse.cli._options import add_service_arguments, config_from_arguments
 from tooluse.memory import MessageWindowChatMemory
 from tooluse.messages import AssistantMessage, Prompt, SystemMessage, UserMessage
 from tooluse.qa import ANSWER_SYSTEM, ROUTER_SYSTEM, FetchGateQueryTransformer, QaPipeline
@@ -26,7 +27,6 @@ from tooluse.rag import (
     ingest_directory,
 )
 from tooluse.service import ServiceConfig
-from tooluse.service._options import add_service_arguments, config_from_arguments
 from tooluse.service._service import query_transformers
 from tooluse.testing import FunctionModel, ResponseLike, ScriptedModel, TestModel, tool_call
 

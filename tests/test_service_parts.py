@@ -30,6 +30,8 @@ from provider_payloads import openai_call, openai_chunk, openai_completion
 from provider_server import Reply, openai_sse, shared_server
 from tooluse import tool_callbacks
 from tooluse.calling import PendingToolCall
+from tooluse.cli import chat as chat_command
+from tooluse.cli._options import OptionError, add_service_arguments, config_from_arguments
 from tooluse.client import RunState
 from tooluse.messages import ChatOptions, Prompt, UserMessage
 from tooluse.qa import DeltaEvent, FetchRecord, QaEvent, QaPause
@@ -45,8 +47,6 @@ from tooluse.service import (
     mentioned_tools,
     sync_sample_documents,
 )
-from tooluse.service import chat as chat_command
-from tooluse.service._options import OptionError, add_service_arguments, config_from_arguments
 from tooluse.service._service import local_tools
 from tooluse.service._sse import qa_event_stream, sse_response
 

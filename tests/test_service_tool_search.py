@@ -11,10 +11,10 @@ import pytest
 from _rag_helpers import HashingEmbeddingModel
 from _service_helpers import config, names, parse_sse, service
 from tooluse.cli import build_parser
+from tooluse.cli._options import config_from_arguments
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
 from tooluse.search import ToolSearchToolCallingAdvisor
 from tooluse.service import QaService
-from tooluse.service._options import config_from_arguments
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._service import TOOL_SEARCH_ABOVE, router_advisor
 from tooluse.testing import FunctionModel, ResponseLike, tool_call

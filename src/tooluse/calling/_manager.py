@@ -46,7 +46,7 @@ from tooluse.tools import (
     ToolResult,
     is_tool_callback,
 )
-from tooluse.tools._arguments import normalise_arguments
+from tooluse.tools._function_schema import normalise_arguments
 
 __all__ = ["DEFAULT_MAX_ARGUMENT_CHARS", "DEFAULT_MAX_IMAGE_BYTES", "ToolCallingManager"]
 

@@ -14,8 +14,7 @@ from tooluse.mcp._connection import McpConnection
 from tooluse.mcp._convert import error_text, result_content
 from tooluse.schema import ensure_valid_input_schema
 from tooluse.tools import ToolContext, ToolDefinition, ToolMetadata, ToolResult
-from tooluse.tools._argument_errors import describe_validation_error
-from tooluse.tools._arguments import normalise_arguments
+from tooluse.tools._function_schema import describe_validation_error, normalise_arguments
 
 __all__ = ["ContextToMeta", "McpToolCallback"]
 

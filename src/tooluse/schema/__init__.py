@@ -1,10 +1,17 @@
-"""JSON Schema for tools: generation from type hints and repair of foreign schemas."""
+"""JSON Schema for tools: generation from type hints and repair of foreign schemas.
 
-from tooluse.schema._generate import (
-    DRAFT_2020_12,
-    generate_for_function_input,
-    generate_for_type,
-)
+Type-level: this package never imports ``tooluse.tools``, which builds on it. The input schema
+of a function is the function schema's (``tooluse.tools``), reached here at call time for the
+public name ``generate_for_function_input``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from tooluse.schema._generate import DRAFT_2020_12, generate_for_type
 from tooluse.schema._provider import (
     StrictSchemaError,
     anthropic_strict_schema,
@@ -25,3 +32,14 @@ __all__ = [
     "openai_strict_schema",
     "plain_schema",
 ]
+
+
+def generate_for_function_input(function: Callable[..., Any]) -> dict[str, Any]:
+    """The input schema of a tool backed by ``function`` (a function, bound method, partial or
+    callable object), a copy the caller may change. Raises ``ValueError`` naming the
+    parameter whose type has no schema."""
+    # tools imports this package, so it is imported when called, not when this one loads
+    from tooluse.tools._function_schema import function_schema
+
+    name = getattr(function, "__name__", None) or type(function).__name__
+    return copy.deepcopy(function_schema(function, tool_name=name).json_schema)

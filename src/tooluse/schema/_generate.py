@@ -1,18 +1,15 @@
-"""JSON Schema (draft 2020-12) for a tool's input, generated from Python type hints by pydantic.
+"""JSON Schema (draft 2020-12) generated from Python types by pydantic: of one type, and of an
+object built property by property (a tool's parameters, read by ``tooluse.tools``).
 
 The rules (SPEC section 2, following Spring AI's ``JsonSchemaGenerator``):
 
 - root keys in the order ``$schema, type, properties, required, additionalProperties`` (then
   ``$defs`` when there are any);
-- one property per parameter in declaration order, named as the model sends it (the alias of
-  its pydantic ``Field``, else its name); the ``ToolContext`` parameter is skipped;
-- required unless the parameter has a default (its own or its ``Field``'s), is
-  ``Optional``/``| None`` or says ``ToolParam(required=False)``;
-- a parameter's description comes from ``ToolParam(description=...)`` else its docstring entry;
-  its default (when JSON-serialisable) is shown as ``default``;
-- a parameter's top-level ``format`` is dropped (some providers reject OpenAPI formats), nested
+- an object's properties in the order given, each with its description and, when optional,
+  its default (when JSON can hold it) as ``default``;
+- a property's top-level ``format`` is dropped (some providers reject OpenAPI formats), nested
   ones are kept;
-- each parameter's ``$defs`` are hoisted to the root (see ``_defs``);
+- each property's ``$defs`` are hoisted to the root (see ``_defs``);
 - ``additionalProperties: false`` on every node that has ``properties`` and says nothing itself,
   so ``dict[str, X]`` keeps its value schema;
 - titles pydantic adds are dropped: they repeat the property or class name and cost tokens.
@@ -20,8 +17,10 @@ The rules (SPEC section 2, following Spring AI's ``JsonSchemaGenerator``):
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import PydanticUserError, TypeAdapter
@@ -29,8 +28,6 @@ from pydantic_core import to_jsonable_python
 
 from tooluse.schema._defs import DEFS_PREFIX, hoist_defs
 from tooluse.schema._keywords import Schema, map_subschemas
-from tooluse.tools._fields import without_argument_attributes
-from tooluse.tools._signature import EMPTY, ToolSignature, read_signature
 
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 _ROOT_ORDER = ("$schema", "type", "properties", "required", "additionalProperties")
@@ -46,13 +43,6 @@ _NUMERIC_DATA = (
 )
 
 
-def generate_for_function_input(function: Callable[..., Any]) -> Schema:
-    """The input schema of a tool backed by ``function`` (a function, bound method, partial or
-    callable object). Raises ``ValueError`` naming the parameter whose type has no schema."""
-    name = getattr(function, "__name__", None) or type(function).__name__
-    return schema_for_signature(read_signature(function, tool_name=name), tool_name=name)
-
-
 def generate_for_type(tp: Any) -> Schema:
     """The schema of one type, with ``$schema`` and the same post-processing as tool inputs.
 
@@ -63,35 +53,53 @@ def generate_for_type(tp: Any) -> Schema:
     if tp is None or tp is type(None):
         root: Schema = {"type": "object", "properties": {}}
     else:
-        root = _inline_root_ref(type_schema(tp, where=f"type {tp!r}"))
+        root = _inline_root_ref(_type_schema(tp, where=f"type {tp!r}"))
     root = _finalize(root)
     if root.get("type") == "object" and "properties" in root:
         root.setdefault("required", [])
     return _ordered_root({"$schema": DRAFT_2020_12, **root})
 
 
-def schema_for_signature(signature: ToolSignature, *, tool_name: str) -> Schema:
+NO_DEFAULT = inspect.Parameter.empty
+_NO_JSON = object()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Property:
+    """One property of an object schema: ``name`` as the JSON sends it, the ``annotation``
+    whose schema it has, whether it is ``required``, its ``description`` and ``default``
+    (``NO_DEFAULT``: none); ``where`` names it in errors (``Tool 'f', parameter 'x'``)."""
+
+    name: str
+    annotation: Any
+    required: bool
+    description: str | None = None
+    default: Any = NO_DEFAULT
+    where: str = ""
+
+
+def generate_for_object(properties: Iterable[Property]) -> Schema:
+    """The closed object schema with these properties, in order, with ``$schema``."""
     defs: dict[str, Any] = {}
-    properties: dict[str, Any] = {}
+    schemas: dict[str, Any] = {}
     required: list[str] = []
-    for param in signature.parameters:
-        where = f"Tool '{tool_name}', parameter '{param.name}'"
-        annotation = without_argument_attributes(param.annotation)  # shown below instead
-        prop = hoist_defs(defs, type_schema(annotation, where=where))
-        prop.pop("format", None)
-        if param.description:
-            prop["description"] = param.description
-        if param.required:
-            required.append(param.argument_name)
+    for prop in properties:
+        schema = hoist_defs(defs, _type_schema(prop.annotation, where=prop.where))
+        schema.pop("format", None)
+        if prop.description:
+            schema["description"] = prop.description
+        if prop.required:
+            required.append(prop.name)
         elif (
-            param.default is not EMPTY and (default := _json_default(param.default)) is not _NO_JSON
+            prop.default is not NO_DEFAULT
+            and (default := _json_default(prop.default)) is not _NO_JSON
         ):
-            prop["default"] = default
-        properties[param.argument_name] = prop
+            schema["default"] = default
+        schemas[prop.name] = schema
     root: Schema = {
         "$schema": DRAFT_2020_12,
         "type": "object",
-        "properties": properties,
+        "properties": schemas,
         "required": required,
         "additionalProperties": False,
     }
@@ -100,16 +108,13 @@ def schema_for_signature(signature: ToolSignature, *, tool_name: str) -> Schema:
     return _ordered_root(_finalize(root))
 
 
-def type_schema(annotation: Any, *, where: str) -> Schema:
+def _type_schema(annotation: Any, *, where: str) -> Schema:
     """pydantic's schema of ``annotation``; ``ValueError`` saying where, when it has none."""
     try:
         schema: Schema = TypeAdapter(annotation).json_schema()
     except (PydanticUserError, TypeError) as exc:
         raise ValueError(f"{where}: type {annotation!r} has no JSON schema: {exc}") from exc
     return schema
-
-
-_NO_JSON = object()
 
 
 def _json_default(value: Any) -> Any:

@@ -7,11 +7,10 @@ from tooluse.tools._callback import (
     is_tool_callback,
     is_tool_callback_provider,
 )
-from tooluse.tools._context import ToolContext
 from tooluse.tools._decorator import tool
-from tooluse.tools._definition import ToolDefinition, ToolMetadata
+from tooluse.tools._definition import ToolContext, ToolDefinition, ToolMetadata
 from tooluse.tools._function import FunctionToolCallback
-from tooluse.tools._param import ToolParam
+from tooluse.tools._function_schema import ToolParam
 from tooluse.tools._results import Image, ResultConverter, ToolResult, convert_result
 from tooluse.tools._sources import tool_callbacks
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, TypeGuard, runtime_checkable
 
-from tooluse.tools._context import ToolContext
-from tooluse.tools._definition import ToolDefinition, ToolMetadata
+from tooluse.tools._definition import ToolContext, ToolDefinition, ToolMetadata
 from tooluse.tools._results import ToolResult
 
 

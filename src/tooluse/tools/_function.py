@@ -2,33 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import inspect
-import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from tooluse._fork import ThreadPool
 from tooluse._sync import run_sync
-from tooluse.schema import ensure_valid_input_schema, generate_for_type
-from tooluse.schema._generate import schema_for_signature
-from tooluse.tools._arguments import (
-    SignatureArguments,
-    SingleInputArguments,
-    required_names,
+from tooluse.tools._decorator import (
+    ToolOptions,
+    check_tool_name,
+    function_tool_name,
+    tool_options,
+    words_of_name,
 )
-from tooluse.tools._cache import PerFunctionCache
-from tooluse.tools._context import ToolContext
-from tooluse.tools._decorator import ToolOptions, tool_options
-from tooluse.tools._definition import ToolDefinition, ToolMetadata
-from tooluse.tools._names import check_tool_name, function_tool_name, words_of_name
+from tooluse.tools._definition import ToolContext, ToolDefinition, ToolMetadata
+from tooluse.tools._function_schema import function_schema
 from tooluse.tools._results import ResultConverter, ToolResult, convert_result
-from tooluse.tools._signature import ToolSignature, read_signature
-from tooluse.tools._threads import run_in_tool_thread
 
 if TYPE_CHECKING:
     from tooluse.messages import ToolCall
-
-_SIGNATURES: PerFunctionCache[ToolSignature] = PerFunctionCache()
-_SIGNATURE_TOOLS: PerFunctionCache[tuple[dict[str, Any], SignatureArguments]] = PerFunctionCache()
 
 
 class FunctionToolCallback:
@@ -58,7 +53,7 @@ class FunctionToolCallback:
     ``int``), extra fields are rejected (the schema says ``additionalProperties: false``), and
     ``null`` for an optional parameter means its default. Exceptions raised by the function
     itself propagate unchanged; the ``ToolCallingManager``'s exception processor decides what
-    the model sees. ``acall`` runs sync functions in the tool thread pool (see ``_threads``)
+    the model sees. ``acall`` runs sync functions in the tool thread pool (``run_in_tool_thread``)
     and awaits async ones on the loop; ``call`` runs async functions on the calling thread's
     own event loop and raises ``RuntimeError`` when called inside a running event loop (use
     ``acall`` there).
@@ -96,19 +91,23 @@ class FunctionToolCallback:
         if name is None:
             name = options.name if options.name is not None else function_tool_name(function)
         tool_name = check_tool_name(name)
-        signature = _SIGNATURES.get(function, lambda: read_signature(function, tool_name=tool_name))
+        schema = function_schema(
+            function, tool_name=tool_name, input_type=input_type, input_schema=input_schema
+        )
         self._function = function
-        self._is_async = signature.is_async
-        self._returns_none = signature.returns_none
+        self._is_async = schema.is_async
+        self._returns_none = schema.returns_none
         self._result_converter = result_converter or options.result_converter
         self._metadata = _metadata(
             options.metadata, return_direct, requires_approval, sequential, timeout
         )
-        schema, self._arguments = _input(signature, tool_name, function, input_type, input_schema)
-        candidates = (description, options.description, signature.description)
+        self._arguments = schema
+        candidates = (description, options.description, schema.description)
         text = next((t.strip() for t in candidates if t and t.strip()), None)
         self._definition = ToolDefinition(
-            name=tool_name, description=text or words_of_name(tool_name), input_schema=schema
+            name=tool_name,
+            description=text or words_of_name(tool_name),
+            input_schema=schema.json_schema,
         )
 
     @property
@@ -189,52 +188,32 @@ def _metadata(
     )
 
 
-def _input(
-    signature: ToolSignature,
-    tool_name: str,
-    function: Callable[..., Any],
-    input_type: Any,
-    input_schema: Mapping[str, Any] | str | None,
-) -> tuple[dict[str, Any], SignatureArguments | SingleInputArguments]:
-    if input_type is not None:
-        schema = generate_for_type(input_type)
-        if schema.get("type") != "object":
-            raise ValueError(
-                f"Tool '{tool_name}': input_type must describe a JSON object (a pydantic model, "
-                f"dataclass or TypedDict), got {input_type!r}"
-            )
-        return schema, SingleInputArguments(signature, tool_name=tool_name, input_type=input_type)
-    if input_schema is not None:
-        schema = _as_object_schema(input_schema, tool_name)
-        arguments = SingleInputArguments(
-            signature,
-            tool_name=tool_name,
-            input_type=dict[str, Any],
-            required=required_names(schema),
-        )
-        return schema, arguments
+# --- the thread pool sync tools run in ---
+#
+# Not the event loop's default executor: that one has ``min(32, CPUs + 4)`` threads (6 on a
+# 2-CPU machine), so a round of 8 sync tools that each wait on I/O would take two waves. Tool
+# calls are mostly I/O-bound, so the pool is wider; threads are started only when needed, in
+# each process (a forked child starts its own).
 
-    def build() -> tuple[dict[str, Any], SignatureArguments]:
-        return (
-            schema_for_signature(signature, tool_name=tool_name),
-            SignatureArguments(signature, tool_name=tool_name),
-        )
-
-    return _SIGNATURE_TOOLS.get(function, build)
+MAX_TOOL_THREADS = 64
+_T = TypeVar("_T")
+_TOOL_THREADS = ThreadPool(MAX_TOOL_THREADS, "tooluse-tool")
 
 
-def _as_object_schema(schema: Mapping[str, Any] | str, tool_name: str) -> dict[str, Any]:
-    if isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"Tool '{tool_name}': input_schema is not valid JSON: {exc}") from exc
-    if not isinstance(schema, Mapping):
-        raise ValueError(f"Tool '{tool_name}': input_schema must be a JSON object")
-    repaired = ensure_valid_input_schema(schema)
-    if repaired.get("type") != "object":
-        raise ValueError(
-            f"Tool '{tool_name}': input_schema must describe a JSON object, "
-            f"got type {repaired.get('type')!r}"
-        )
-    return repaired
+async def run_in_tool_thread(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """``function(*args, **kwargs)`` in the tool pool, with the caller's context variables
+    (tracing spans, request state), like ``asyncio.to_thread``. A ``StopIteration`` it raises
+    comes back as ``RuntimeError``, as from a coroutine."""
+    context = contextvars.copy_context()
+    call = functools.partial(context.run, _stop_iteration_as_error, function, *args, **kwargs)
+    return await asyncio.get_running_loop().run_in_executor(_TOOL_THREADS, call)
+
+
+def _stop_iteration_as_error(function: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    # An asyncio future refuses a StopIteration (a bare next() in a tool), and the call
+    # awaiting it then waits forever.
+    try:
+        return function(*args, **kwargs)
+    except StopIteration as exc:
+        name = getattr(function, "__name__", type(function).__name__)
+        raise RuntimeError(f"{name}() raised StopIteration") from exc

@@ -9,10 +9,10 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tooluse.tools._cache import PerFunctionCache
 from tooluse.tools._callback import ToolCallback, is_tool_callback, is_tool_callback_provider
 from tooluse.tools._decorator import tool_options
 from tooluse.tools._function import FunctionToolCallback
+from tooluse.tools._function_schema import PerFunctionCache
 
 _Found = list[tuple[ToolCallback, object]]  # each tool with the source it came from
 # Callbacks of plain functions are immutable and depend only on the function: a request that

@@ -7,9 +7,9 @@ import json
 import sys
 from pathlib import Path
 
+from tooluse.cli._options import OptionError, add_tools_argument, tools_from_arguments
 from tooluse.search import ToolReference, ToolSearchRequest, mcp_server_category
 from tooluse.search.bench import INDEX_KINDS, load_tools, make_index
-from tooluse.service._options import OptionError, add_tools_argument, tools_from_arguments
 
 __all__ = ["add_arguments", "run"]
 

@@ -18,8 +18,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any, Literal
 
-from tooluse._option_types import port_number
-from tooluse._targets import TargetError, load_target
+from tooluse.cli._option_types import port_number
+from tooluse.cli._targets import TargetError, load_target
 
 if TYPE_CHECKING:  # the mcp extra is imported when a command runs
     from tooluse.mcp._servers import ServerParameters

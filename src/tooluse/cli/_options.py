@@ -10,7 +10,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
-from tooluse._targets import TargetError, load_target
+from tooluse.cli._targets import TargetError, load_target
 from tooluse.errors import SchemaVersionError, ToolSourceError
 from tooluse.service._service import (
     DEFAULT_DATABASE,

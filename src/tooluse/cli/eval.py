@@ -10,17 +10,17 @@ import json
 import sys
 from pathlib import Path
 
-from tooluse.memory import MessageWindowChatMemory
-from tooluse.qa import FamilyReport, QaPipeline, QuestionFamily, aevaluate
-from tooluse.service._knowledge import KnowledgeBase
-from tooluse.service._offline import OfflineModel
-from tooluse.service._options import (
+from tooluse.cli._options import (
     OptionError,
     add_service_arguments,
     config_from_arguments,
     configure_logging,
     mcp_startup_errors,
 )
+from tooluse.memory import MessageWindowChatMemory
+from tooluse.qa import FamilyReport, QaPipeline, QuestionFamily, aevaluate
+from tooluse.service._knowledge import KnowledgeBase
+from tooluse.service._offline import OfflineModel
 from tooluse.service._service import (
     mcp_provider,
     query_transformers,

@@ -1,7 +1,9 @@
-"""The ``tooluse`` command.
+"""The ``tooluse`` command; ``python -m tooluse.cli`` runs it too.
 
-Each subcommand lives in its own module, imported only when that subcommand runs (so
-``tooluse --help`` stays fast whatever the subcommands import). A module exposes
+Each subcommand lives in its own module of this package (``tooluse demo`` and ``tooluse
+bench`` next to what they run: ``tooluse._demo``, ``tooluse.search.bench``), imported only
+when that subcommand runs (so ``tooluse --help`` stays fast whatever the subcommands
+import). A module exposes
 ``add_arguments(parser: argparse.ArgumentParser) -> None`` and
 ``run(args: argparse.Namespace) -> int`` (the exit status). Registering one is one line in
 :data:`COMMANDS`. Every parser, nested subcommands' too, shows the options' defaults in its
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from tooluse._option_types import port_number, positive_seconds
+from tooluse.cli._option_types import port_number, positive_seconds
 
 __all__ = [
     "COMMANDS",
@@ -40,15 +42,15 @@ class Command:
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("serve", "tooluse.service.cli", "run the QA service (chat page, SSE, OpenAI API)"),
-    Command("chat", "tooluse.service.chat", "chat with the QA pipeline in the terminal"),
-    Command("eval", "tooluse.service.eval_cli", "how often the QA router calls the right tools"),
-    Command("tools", "tooluse.service.tools_cli", "list the tools the model is offered"),
-    Command("search", "tooluse.service.search_cli", "what tool search finds for a query"),
+    Command("serve", "tooluse.cli.serve", "run the QA service (chat page, SSE, OpenAI API)"),
+    Command("chat", "tooluse.cli.chat", "chat with the QA pipeline in the terminal"),
+    Command("eval", "tooluse.cli.eval", "how often the QA router calls the right tools"),
+    Command("tools", "tooluse.cli.tools", "list the tools the model is offered"),
+    Command("search", "tooluse.cli.search", "what tool search finds for a query"),
     Command("demo", "tooluse._demo", "run an offline demo of the tool loop (TestModel + tools)"),
-    Command("ingest", "tooluse.rag.cli", "load text and Markdown files into the knowledge base"),
+    Command("ingest", "tooluse.cli.ingest", "load text and Markdown files into the knowledge base"),
     Command("bench", "tooluse.search.bench", "benchmarks (bench search: a tool-search index)"),
-    Command("mcp", "tooluse.mcp.cli", "MCP: serve tools as an MCP server, list a server's tools"),
+    Command("mcp", "tooluse.cli.mcp", "MCP: serve tools as an MCP server, list a server's tools"),
 )
 
 
@@ -114,7 +116,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(arguments).parse_args(arguments)
     status: int = args.run(args)
     return status
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
+from tooluse.cli._options import OptionError, add_tools_argument, tools_from_arguments
 from tooluse.search import mcp_server_category
-from tooluse.service._options import OptionError, add_tools_argument, tools_from_arguments
 from tooluse.tools import ToolCallback
 
 __all__ = ["add_arguments", "run"]

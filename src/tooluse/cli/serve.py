@@ -11,15 +11,15 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from tooluse._option_types import port_number, positive_seconds
-from tooluse.service._approvals import DEFAULT_APPROVAL_EXPIRY
-from tooluse.service._options import (
+from tooluse.cli._option_types import port_number, positive_seconds
+from tooluse.cli._options import (
     OptionError,
     add_service_arguments,
     configure_logging,
     open_service,
     start_service,
 )
+from tooluse.service._approvals import DEFAULT_APPROVAL_EXPIRY
 
 if TYPE_CHECKING:
     import uvicorn

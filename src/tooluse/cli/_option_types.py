@@ -1,6 +1,5 @@
-"""``type=`` functions for command-line options that commands of several layers share
-(``tooluse serve`` and ``tooluse mcp serve`` take a port): here, so a pattern's command never
-imports the ``tooluse`` command itself (``tooluse.cli`` re-exports them)."""
+"""``type=`` functions for command-line options that several commands share (``tooluse serve``
+and ``tooluse mcp serve`` take a port; ``tooluse.cli`` re-exports them)."""
 
 from __future__ import annotations
 

@@ -12,6 +12,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import TextIO
 
 from tooluse.calling import Approve, Decision, Deny
+from tooluse.cli._options import (
+    OptionError,
+    add_service_arguments,
+    configure_logging,
+    open_service,
+    start_service,
+)
 from tooluse.qa import (
     ApprovalRequiredEvent,
     DeltaEvent,
@@ -22,13 +29,6 @@ from tooluse.qa import (
     ToolResultEvent,
 )
 from tooluse.service._offline import OFFLINE_NOTICE
-from tooluse.service._options import (
-    OptionError,
-    add_service_arguments,
-    configure_logging,
-    open_service,
-    start_service,
-)
 from tooluse.service._service import QaService
 
 __all__ = ["add_arguments", "run"]
