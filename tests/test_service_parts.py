@@ -481,10 +481,11 @@ def test_ctrl_c_while_tooluse_chat_streams_an_answer_ends_it_quietly(tmp_path: P
         read_until(chat, "Oslo is ")  # the answer stalls after its first words
         interrupted = time.monotonic()
         chat.send_signal(signal.SIGINT)
-        _, err = chat.communicate(timeout=30)
+        _, err = chat.communicate(timeout=90)
     finally:
         chat.kill()
-    assert time.monotonic() - interrupted < 5
+    # Not the 60 s the answer stalls for; generous, for two cores shared with a load of 8.
+    assert time.monotonic() - interrupted < 30
     assert b"Traceback" not in err, err.decode()
     assert chat.returncode == 130
 
