@@ -17,13 +17,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
 
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's and Ubuntu's names, then Google's build; .ci/run installs Debian's chromium.
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+CHROMIUM = next(filter(None, map(shutil.which, CHROMIUM_NAMES)), None)
 
 
 class Browser:
@@ -31,6 +32,8 @@ class Browser:
     condition, read what the console reported."""
 
     def __init__(self) -> None:
+        if CHROMIUM is None:
+            raise RuntimeError(f"no Chromium on PATH (looked for {', '.join(CHROMIUM_NAMES)})")
         self._profile = tempfile.mkdtemp(prefix="tooluse-chromium-")
         to_browser, self._to_browser = os.pipe()
         self._from_browser, from_browser = os.pipe()
@@ -41,11 +44,16 @@ class Browser:
 
         self._process = subprocess.Popen(
             [
-                str(CHROMIUM),
+                CHROMIUM,
                 "--headless",
                 "--no-sandbox",
                 "--disable-gpu",
                 "--no-first-run",
+                # No connections of its own: a machine without internet refuses them, slowly.
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--disable-quic",
                 "--remote-debugging-pipe",
                 "--window-size=1200,900",
                 f"--user-data-dir={self._profile}",

@@ -1,10 +1,28 @@
-"""Fixtures shared by several test modules."""
+"""Fixtures shared by several test modules, a fresh embedding cache for each run, and how a
+skip is treated under ``CI=true``.
+
+Skips under CI. ``.ci/run`` installs everything the suite needs (PostgreSQL's programs,
+Chromium, the Python packages), so under ``CI=true`` a test that skips, for a missing browser,
+server or package, FAILS: a green CI then says every test ran. A skip that is fine on any
+machine (an optional extra such as uvloop, a test for another operating system) is declared
+on the test, its class or its module's ``pytestmark``, with why it may skip::
+
+    @pytest.mark.optional_skip("uvloop is an optional speed-up of uvicorn, not a dependency")
+
+Declared skips stay skips; the run's closing output lists them ("declared optional skips")
+before the closing line, whose "N skipped" counts them. Without ``CI=true`` an undeclared skip
+stays a skip too, and is listed as one that CI would fail. A module that skips while it is
+collected (a module-level ``pytest.importorskip``) cannot be declared: skip in the test.
+"""
 
 from __future__ import annotations
 
 import gc
+import os
+import shutil
+import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -15,6 +33,94 @@ from tooluse import _tracing
 
 # Helper modules whose asserts should report their values like the tests' own.
 pytest.register_assert_rewrite("_memory_helpers")
+
+_CACHE_DIRECTORY = pytest.StashKey[str]()
+_OPTIONAL_SKIPS = pytest.StashKey[list[str]]()
+_UNDECLARED_SKIPS = pytest.StashKey[list[str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The bundled model's vectors go to a cache of this run, as on a fresh machine: vectors
+    # left in ~/.cache by an earlier run (another version, another CPU) would hide what this
+    # machine computes, and the tests would write into the user's cache.
+    config.stash[_CACHE_DIRECTORY] = tempfile.mkdtemp(prefix="tooluse-test-cache-")
+    os.environ["TOOLUSE_CACHE_DIR"] = config.stash[_CACHE_DIRECTORY]
+    config.addinivalue_line(
+        "markers",
+        "optional_skip(why): this test may skip under CI=true (tests/conftest.py says when)",
+    )
+    config.stash[_OPTIONAL_SKIPS] = []
+    config.stash[_UNDECLARED_SKIPS] = []
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(config.stash[_CACHE_DIRECTORY], ignore_errors=True)
+
+
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # (path, line, "Skipped: why")
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _failed_under_ci(report: pytest.TestReport | pytest.CollectReport, reason: str) -> None:
+    report.outcome = "failed"
+    report.longrepr = (
+        f"skipped under CI=true: {reason}\n"
+        "CI must run every test: install what it needs in .ci/run, or, if the skip is fine on "
+        "any machine, declare it with @pytest.mark.optional_skip(why) (tests/conftest.py)"
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if not report.skipped or hasattr(report, "wasxfail"):  # an xfail is no skip
+        return report
+    reason = _skip_reason(report)
+    declared = item.get_closest_marker("optional_skip")
+    if declared is not None:
+        why = declared.args[0] if declared.args else declared.kwargs.get("why", "")
+        item.config.stash[_OPTIONAL_SKIPS].append(f"{item.nodeid}: {reason} (optional: {why})")
+    elif _under_ci():
+        _failed_under_ci(report, reason)
+    else:
+        item.config.stash[_UNDECLARED_SKIPS].append(f"{item.nodeid}: {reason}")
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    report = yield
+    if report.skipped:
+        if _under_ci():
+            _failed_under_ci(report, _skip_reason(report))
+        else:
+            collector.config.stash[_UNDECLARED_SKIPS].append(
+                f"{collector.nodeid}: {_skip_reason(report)}"
+            )
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    config = terminalreporter.config
+    for title, lines in (
+        ("declared optional skips", config.stash[_OPTIONAL_SKIPS]),
+        ("skips that fail under CI=true", config.stash[_UNDECLARED_SKIPS]),
+    ):
+        if lines:
+            terminalreporter.write_sep("=", f"{title}: {len(lines)}")
+            for line in lines:
+                terminalreporter.write_line(line)
 
 
 @pytest.fixture

@@ -11,7 +11,9 @@ DOC = DOCS / "tool-search.md"
 
 
 def test_the_examples_run_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
+    # Where HybridToolIndex() looks it up (it imports the name: patching tooluse.embedding's
+    # left the bundled model in, embedding into the user's cache directory).
+    monkeypatch.setattr("tooluse.search._vector.default_embedding_model", HashingEmbeddingModel)
     examples = python_examples(DOC)
     assert len(examples) == 2
     namespace = run_examples(DOC, examples, {"__name__": "tool_search_doc"})

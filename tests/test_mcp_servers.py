@@ -462,6 +462,7 @@ def processes_running(marker: str) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+@pytest.mark.optional_skip("a system without /proc (macOS, Windows)")
 async def test_a_tool_filter_that_raises_closes_the_servers_already_started() -> None:
     marker = f"filter-leak-check-{uuid.uuid4().hex}"
     first = StdioServer(sys.executable, [SDK_SERVER, marker], name="first")

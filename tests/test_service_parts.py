@@ -348,6 +348,7 @@ def test_serve_runs_on_uvloop_when_it_can_be_imported_as_uvicorn_does(
     assert type(serving_loop(monkeypatch, tmp_path)) is StandInUvloop
 
 
+@pytest.mark.optional_skip("uvloop is an optional speed-up of uvicorn, not a dependency")
 def test_serve_runs_on_uvloop_when_it_is_installed(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -418,6 +419,7 @@ def test_chat_answers_a_question_and_asks_for_approvals(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.optional_skip("Windows has no POSIX signals")
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl+C"])
 def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_background(
     tmp_path: Path, stop: signal.Signals
@@ -457,6 +459,7 @@ def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_backgro
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.optional_skip("Windows has no POSIX signals")
 def test_ctrl_c_while_tooluse_chat_streams_an_answer_ends_it_quietly(tmp_path: Path) -> None:
     provider = shared_server()
     provider.expect(
@@ -478,10 +481,11 @@ def test_ctrl_c_while_tooluse_chat_streams_an_answer_ends_it_quietly(tmp_path: P
         read_until(chat, "Oslo is ")  # the answer stalls after its first words
         interrupted = time.monotonic()
         chat.send_signal(signal.SIGINT)
-        _, err = chat.communicate(timeout=30)
+        _, err = chat.communicate(timeout=90)
     finally:
         chat.kill()
-    assert time.monotonic() - interrupted < 5
+    # Not the 60 s the answer stalls for; generous, for two cores shared with a load of 8.
+    assert time.monotonic() - interrupted < 30
     assert b"Traceback" not in err, err.decode()
     assert chat.returncode == 130
 
