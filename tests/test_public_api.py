@@ -43,6 +43,7 @@ from tooluse import (
     tool,
 )
 from tooluse.client import CallResponse, ChatClientRequestSpec, StreamResponse
+from tooluse.tools import BaseToolCallback
 
 ROOT_NAMES = [
     "SystemMessage",
@@ -153,7 +154,9 @@ def test_declaration_signatures() -> None:
     assert fields(ToolDefinition) == ["name", "description", "input_schema"]
     assert fields(ToolMetadata)[0] == "return_direct"
     assert ToolMetadata().return_direct is False
-    for protocol_method in (ToolCallback.call, ToolCallback.acall):
+    # The protocol is async only; the callbacks of the package add call() (BaseToolCallback).
+    assert issubclass(FunctionToolCallback, BaseToolCallback)
+    for protocol_method in (BaseToolCallback.call, ToolCallback.acall):
         assert parameters(protocol_method) == {
             "arguments": inspect.Parameter.empty,
             "context": None,
