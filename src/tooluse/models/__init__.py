@@ -15,7 +15,7 @@ from tooluse._provider_errors import (
     ProviderResponseError,
     ProviderTimeoutError,
 )
-from tooluse.models._base import ChatModel
+from tooluse.models._base import BaseChatModel, ChatModel
 from tooluse.models._names import ToolNameAliases, provider_safe_name
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MODEL_ENV",
     "AnthropicChatModel",
+    "BaseChatModel",
     "ChatModel",
     "OpenAIChatModel",
     "OpenAIResponsesChatModel",

@@ -98,8 +98,8 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
     ``strict_tools=True`` sends strict-mode schemas with ``"strict": true`` (a tool whose
     schema strict mode cannot express is sent ``"strict": false``, with a warning).
     ``store=True`` lets OpenAI keep the responses (it then also takes reasoning items back by
-    id alone); the request still carries the whole conversation. ``client`` /
-    ``sync_client`` inject preconfigured SDK clients, as for ``OpenAIChatModel``.
+    id alone); the request still carries the whole conversation. ``client`` injects a
+    preconfigured SDK client, as for ``OpenAIChatModel``.
 
     ``ChatOptions.deferred_tools`` use OpenAI's client-executed tool search
     (``loads_deferred_tools``; ``ToolSearchToolCallingAdvisor(defer_loading=True)``): the
@@ -126,7 +126,6 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
         strict_tools: bool = False,
         store: bool = False,
         client: openai.AsyncOpenAI | None = None,
-        sync_client: openai.OpenAI | None = None,
     ) -> None:
         super().__init__(
             model,
@@ -138,7 +137,6 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
             max_retries=max_retries,
             strict_tools=strict_tools,
             client=client,
-            sync_client=sync_client,
         )
         self.store = store
         # Models the API refused encrypted reasoning for: they do not reason.
@@ -146,19 +144,10 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
 
     # -- the ChatModel protocol -----------------------------------------------------------
 
-    def call(self, prompt: Prompt) -> ChatResponse:
-        """Blocking form of :meth:`acall` (uses the SDK's blocking client, no event loop)."""
-        params, incoming = self._request(prompt)
-        try:
-            response = self._create(self._blocking_client().responses.create, params)
-        except FAILURES as exc:
-            raise self._provider_error(exc) from exc
-        return _response(response, incoming)
-
     async def acall(self, prompt: Prompt) -> ChatResponse:
         params, incoming = self._request(prompt)
         try:
-            response = await self._acreate(self._client.responses.create, params)
+            response = await self._create(self._client.responses.create, params)
         except FAILURES as exc:
             raise self._provider_error(exc) from exc
         return _response(response, incoming)
@@ -173,7 +162,7 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
         state = _StreamState(incoming)
         create = self._client.responses.create
         try:
-            events = await self._acreate(lambda **sent: create(**sent, stream=True), params)
+            events = await self._create(lambda **sent: create(**sent, stream=True), params)
             async with events:
                 async for event in events:
                     chunk = state.add(event)
@@ -188,25 +177,16 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
                 provider=self.provider,
             )
 
-    def _create(self, create: Callable[..., _Sent], params: dict[str, Any]) -> _Sent:
-        try:
-            return self._send(create, params)
-        except openai.BadRequestError as exc:
-            retry = self._retry_without_encrypted_reasoning(exc, params)
-            if retry is None:
-                raise
-            return self._send(create, retry)
-
-    async def _acreate(
+    async def _create(
         self, create: Callable[..., Awaitable[_Sent]], params: dict[str, Any]
     ) -> _Sent:
         try:
-            return await self._asend(create, params)
+            return await self._send(create, params)
         except openai.BadRequestError as exc:
             retry = self._retry_without_encrypted_reasoning(exc, params)
             if retry is None:
                 raise
-            return await self._asend(create, retry)
+            return await self._send(create, retry)
 
     def _retry_without_encrypted_reasoning(
         self, exc: openai.BadRequestError, params: dict[str, Any]

@@ -23,16 +23,14 @@ __all__ = ["FAILURES", "OpenAISdkChatModel"]
 FAILURES = sdk_failures(openai.OpenAIError)
 
 
-class OpenAISdkChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
+class OpenAISdkChatModel(SdkChatModel[openai.AsyncOpenAI]):
     """Base of the chat models over the ``openai`` SDK."""
 
     provider = "openai"
-    _new_async_client = openai.AsyncOpenAI
-    _new_sync_client = openai.OpenAI
-    _async_client_type = openai.AsyncOpenAI  # Azure's and Bedrock's clients subclass them
-    _sync_client_type = openai.OpenAI
-    _async_client_name = "openai.AsyncOpenAI"
-    _sync_client_name = "openai.OpenAI"
+    _new_client = openai.AsyncOpenAI
+    _client_type = openai.AsyncOpenAI  # Azure's and Bedrock's clients subclass it
+    _client_name = "openai.AsyncOpenAI"
+    _blocking_client_type = openai.OpenAI
 
     def __init__(
         self,
@@ -46,7 +44,6 @@ class OpenAISdkChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
         max_retries: int,
         strict_tools: bool,
         client: openai.AsyncOpenAI | None,
-        sync_client: openai.OpenAI | None,
     ) -> None:
         super().__init__(
             model,
@@ -57,7 +54,6 @@ class OpenAISdkChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
             timeout=timeout,
             max_retries=max_retries,
             client=client,
-            sync_client=sync_client,
         )
         self.strict_tools = strict_tools
 

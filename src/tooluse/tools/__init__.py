@@ -1,5 +1,6 @@
 """Declaring tools: ``@tool``, ``ToolParam``, ``FunctionToolCallback``, ``tool_callbacks``,
-definitions, metadata, the ``ToolCallback`` protocol and its ``BaseToolCallback`` and the tool context."""
+definitions, metadata, the ``ToolCallback`` protocol, its ``BaseToolCallback`` and the tool
+context."""
 
 from tooluse.tools._callback import (
     BaseToolCallback,
