@@ -14,8 +14,8 @@ import numpy as np
 
 from tooluse._fork import PerProcess
 from tooluse._loop_clients import AsyncClients, ClientKind, check_client
-from tooluse._provider_errors import from_sdk_error, sdk_failures
 from tooluse.embedding._protocol import Vectors
+from tooluse.models._errors import from_sdk_error, sdk_failures
 
 if TYPE_CHECKING:
     import openai

@@ -66,7 +66,6 @@ from anthropic.types import (
 from anthropic.types import Message as AnthropicMessage
 from anthropic.types import Usage as AnthropicUsage
 
-from tooluse._provider_errors import from_sdk_error, sdk_failures
 from tooluse.messages import (
     AssistantMessage,
     ChatOptions,
@@ -85,6 +84,7 @@ from tooluse.messages import (
     UserMessage,
 )
 from tooluse.models._calls import IncomingCalls
+from tooluse.models._errors import from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
 from tooluse.models._sdk_model import SdkChatModel

@@ -46,7 +46,6 @@ from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
-from tooluse._provider_errors import ProviderError
 from tooluse.history import distinct_call_ids
 from tooluse.messages import (
     AssistantMessage,
@@ -64,6 +63,7 @@ from tooluse.messages import (
     UserMessage,
 )
 from tooluse.models._calls import IncomingCalls
+from tooluse.models._errors import ProviderError
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._openai_sdk import FAILURES, OpenAISdkChatModel
 from tooluse.models._utf16 import StreamedText

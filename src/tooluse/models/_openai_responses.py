@@ -53,7 +53,6 @@ from openai.types.responses import (
 )
 from pydantic import BaseModel
 
-from tooluse._provider_errors import ProviderError, ProviderResponseError
 from tooluse.history import distinct_call_ids
 from tooluse.messages import (
     AssistantMessage,
@@ -72,6 +71,7 @@ from tooluse.messages import (
     UserMessage,
 )
 from tooluse.models._calls import IncomingCalls
+from tooluse.models._errors import ProviderError, ProviderResponseError
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._openai_sdk import FAILURES, OpenAISdkChatModel
 from tooluse.models._utf16 import StreamedText

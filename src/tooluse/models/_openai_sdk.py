@@ -10,8 +10,8 @@ from typing import Any
 
 import openai
 
-from tooluse._provider_errors import ProviderError, from_sdk_error, sdk_failures
 from tooluse.messages import ChatOptions
+from tooluse.models._errors import ProviderError, from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
 from tooluse.models._sdk_model import SdkChatModel
