@@ -87,7 +87,7 @@ from tooluse.models._calls import IncomingCalls
 from tooluse.models._errors import from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
-from tooluse.models._sdk_model import SdkChatModel
+from tooluse.models._sdk_model import ProviderSettings, SdkChatModel
 from tooluse.models._utf16 import StreamedText, joined_surrogates
 from tooluse.tools import ToolDefinition
 
@@ -163,16 +163,18 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic]):
             raise ValueError(f"max_pause_continuations must be >= 0, got {max_pause_continuations}")
         super().__init__(
             model,
-            api_key=api_key,
-            base_url=base_url,
-            default_options=default_options,
-            extra_headers=extra_headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            client=client,
+            ProviderSettings(
+                api_key=api_key,
+                base_url=base_url,
+                default_options=default_options,
+                extra_headers=extra_headers,
+                timeout=timeout,
+                max_retries=max_retries,
+                strict_tools=strict_tools,
+            ),
+            client,
         )
         self.max_tokens = max_tokens
-        self.strict_tools = strict_tools
         self.max_pause_continuations = max_pause_continuations
         self.prompt_cache = prompt_cache
 

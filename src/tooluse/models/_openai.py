@@ -66,6 +66,7 @@ from tooluse.models._calls import IncomingCalls
 from tooluse.models._errors import ProviderError
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._openai_sdk import FAILURES, OpenAISdkChatModel
+from tooluse.models._sdk_model import ProviderSettings
 from tooluse.models._utf16 import StreamedText
 from tooluse.tools import ToolDefinition
 
@@ -140,14 +141,16 @@ class OpenAIChatModel(OpenAISdkChatModel):
     ) -> None:
         super().__init__(
             model,
-            api_key=api_key,
-            base_url=base_url,
-            default_options=default_options,
-            extra_headers=extra_headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            strict_tools=strict_tools,
-            client=client,
+            ProviderSettings(
+                api_key=api_key,
+                base_url=base_url,
+                default_options=default_options,
+                extra_headers=extra_headers,
+                timeout=timeout,
+                max_retries=max_retries,
+                strict_tools=strict_tools,
+            ),
+            client,
         )
         self.stream_usage = stream_usage
         self.max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = (

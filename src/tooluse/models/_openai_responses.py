@@ -74,6 +74,7 @@ from tooluse.models._calls import IncomingCalls
 from tooluse.models._errors import ProviderError, ProviderResponseError
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._openai_sdk import FAILURES, OpenAISdkChatModel
+from tooluse.models._sdk_model import ProviderSettings
 from tooluse.models._utf16 import StreamedText
 from tooluse.tools import ToolDefinition
 
@@ -129,14 +130,16 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
     ) -> None:
         super().__init__(
             model,
-            api_key=api_key,
-            base_url=base_url,
-            default_options=default_options,
-            extra_headers=extra_headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            strict_tools=strict_tools,
-            client=client,
+            ProviderSettings(
+                api_key=api_key,
+                base_url=base_url,
+                default_options=default_options,
+                extra_headers=extra_headers,
+                timeout=timeout,
+                max_retries=max_retries,
+                strict_tools=strict_tools,
+            ),
+            client,
         )
         self.store = store
         # Models the API refused encrypted reasoning for: they do not reason.

@@ -10,7 +10,6 @@ from typing import Any
 
 import openai
 
-from tooluse.messages import ChatOptions
 from tooluse.models._errors import ProviderError, from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
@@ -31,31 +30,6 @@ class OpenAISdkChatModel(SdkChatModel[openai.AsyncOpenAI]):
     _client_type = openai.AsyncOpenAI  # Azure's and Bedrock's clients subclass it
     _client_name = "openai.AsyncOpenAI"
     _blocking_client_type = openai.OpenAI
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None,
-        api_key: str | None,
-        default_options: ChatOptions | None,
-        extra_headers: Mapping[str, str] | None,
-        timeout: float | None,
-        max_retries: int,
-        strict_tools: bool,
-        client: openai.AsyncOpenAI | None,
-    ) -> None:
-        super().__init__(
-            model,
-            api_key=api_key,
-            base_url=base_url,
-            default_options=default_options,
-            extra_headers=extra_headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            client=client,
-        )
-        self.strict_tools = strict_tools
 
     def _provider_error(self, exc: Exception, *, chunks_received: int = 0) -> ProviderError:
         return from_sdk_error(self.provider, exc, openai, chunks_received=chunks_received)

@@ -8,6 +8,7 @@ It imports no SDK: each provider passes its client classes, so the SDK loads onl
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
@@ -19,11 +20,44 @@ from tooluse.models._names import ToolNameAliases
 from tooluse.models._options import merge_options
 from tooluse.tools import ToolDefinition
 
-__all__ = ["SdkChatModel", "encodable"]
+__all__ = ["ProviderSettings", "SdkChatModel", "encodable"]
 
 
 AsyncClientT = TypeVar("AsyncClientT", bound=AsyncClient)
 ResultT = TypeVar("ResultT")
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderSettings:
+    """The settings every SDK-backed model takes, passed once from its constructor (whose
+    keywords, with their defaults, are the documented API) to this base: how the SDK's client
+    reaches the provider, and what every request carries."""
+
+    api_key: str | None
+    base_url: str | None
+    default_options: ChatOptions | None
+    extra_headers: Mapping[str, str] | None
+    timeout: float | None
+    max_retries: int
+    strict_tools: bool
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}")
+
+    def sdk_client_settings(self) -> dict[str, Any]:
+        """The keywords of the SDK client's constructor (its own default timeout unless one
+        is set)."""
+        settings: dict[str, Any] = {
+            "api_key": self.api_key,
+            "base_url": self.base_url,
+            "max_retries": self.max_retries,
+        }
+        if self.timeout is not None:
+            settings["timeout"] = self.timeout
+        return settings
 
 
 class SdkChatModel(BaseChatModel, Generic[AsyncClientT]):
@@ -40,34 +74,13 @@ class SdkChatModel(BaseChatModel, Generic[AsyncClientT]):
     _client_name: ClassVar[str]
     _blocking_client_type: ClassVar[type]
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None,
-        base_url: str | None,
-        default_options: ChatOptions | None,
-        extra_headers: Mapping[str, str] | None,
-        timeout: float | None,
-        max_retries: int,
-        client: AsyncClientT | None,
-    ) -> None:
+    def __init__(self, model: str, settings: ProviderSettings, client: AsyncClientT | None) -> None:
         if not model.strip():
             raise ValueError(f"{type(self).__name__} needs a model name, got an empty string")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
         self.model = model
-        self.default_options = default_options
-        self._extra_headers = dict(extra_headers or {})
-        settings: dict[str, Any] = {
-            "api_key": api_key,
-            "base_url": base_url,
-            "max_retries": max_retries,
-        }
-        if timeout is not None:
-            settings["timeout"] = timeout
+        self.default_options = settings.default_options
+        self.strict_tools = settings.strict_tools
+        self._extra_headers = dict(settings.extra_headers or {})
         kind = ClientKind(
             owner=type(self).__name__,
             new=type(self)._new_client,
@@ -76,7 +89,7 @@ class SdkChatModel(BaseChatModel, Generic[AsyncClientT]):
         )
         self._clients: AsyncClients[AsyncClientT] = AsyncClients(
             kind,
-            settings,
+            settings.sdk_client_settings(),
             client,
             build_now=True,
             blocking_type=self._blocking_client_type,
