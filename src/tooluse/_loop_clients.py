@@ -1,7 +1,8 @@
 """Async SDK clients per event loop, and the checks of injected SDK clients.
 
-The models talk to their provider through the async client only: the sync API
-(``ChatClient.call()``, ``BaseChatModel.call()``) runs the async path on a loop of its own.
+The chat models talk to their provider through the async client only: the sync API
+(``ChatClient.call()``, ``BaseChatModel.call()``) runs the async path on a loop of its own
+(``OpenAIEmbeddingModel``, whose embed methods are blocking, adds a blocking client of its own).
 
 An async HTTP client belongs to the event loop it first did I/O on: its pooled connections
 are that loop's transports, its locks and events that loop's futures. One used from another

@@ -68,12 +68,12 @@ class OpenAIEmbeddingModel:
     the endpoint's own limit applies. An empty text (after its prefix) is refused before any
     request: endpoints answer an empty input with an error.
 
-    ``client`` (an ``openai.AsyncOpenAI``) / ``sync_client`` (an ``openai.OpenAI``) inject
-    preconfigured SDK clients, as for :class:`~tooluse.models.OpenAIChatModel`; the embed
-    methods need the blocking one. An injected async client is used as it is on every event
-    loop, and its connections belong to the loop that opened them: use it from one loop only.
-    The async clients the model builds itself are one per event loop. ``close()`` /
-    ``await aclose()`` close the clients the model built.
+    ``client`` (an ``openai.AsyncOpenAI``, for the ``aembed_*`` methods) / ``sync_client`` (an
+    ``openai.OpenAI``, for the blocking ``embed_*`` methods) inject preconfigured SDK clients.
+    An injected async client is used as it is on every event loop, and its connections belong
+    to the loop that opened them: use it from one loop only. The async clients the model
+    builds itself are one per event loop. ``close()`` / ``await aclose()`` close the clients
+    the model built.
     """
 
     def __init__(
