@@ -53,15 +53,13 @@ class FakeTool:
             parsed["context"] = context
         return parsed
 
-    def call(self, arguments: str, context: ToolContext | None = None) -> str:
-        result = self._fn(**self._arguments(arguments, context))
-        assert not inspect.isawaitable(result), "use acall for async tools"
-        return result  # type: ignore[no-any-return]
+    def _call_sync(self, arguments: str, context: ToolContext | None) -> str:
+        return self._fn(**self._arguments(arguments, context))  # type: ignore[return-value]
 
     async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
         if inspect.iscoroutinefunction(self._fn):
             return await self._fn(**self._arguments(arguments, context))  # type: ignore[no-any-return]
-        return await asyncio.to_thread(self.call, arguments, context)
+        return await asyncio.to_thread(self._call_sync, arguments, context)
 
 
 def tool_calls_response(*calls: ToolCall | tuple[str, str]) -> ChatResponse:

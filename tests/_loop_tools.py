@@ -46,16 +46,13 @@ class RecordingTool:
         self._fn = fn or (lambda arguments, context: f"{name} ok")
         self.calls: list[tuple[dict[str, Any], ToolContext | None]] = []
 
-    def call(self, arguments: str, context: ToolContext | None = None) -> str:
+    async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
         try:
             parsed = json.loads(arguments or "{}")
         except ValueError as exc:
             raise ToolExecutionException(f"Arguments are not JSON: {exc}") from exc
         self.calls.append((parsed, context))
         return self._fn(parsed, context)
-
-    async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
-        return self.call(arguments, context)
 
 
 class HookRecorder(ToolCallingAdvisor):

@@ -26,9 +26,6 @@ class StubTool:
     definition: ToolDefinition
     metadata: ToolMetadata = dataclasses.field(default_factory=ToolMetadata)
 
-    def call(self, arguments: str, context: ToolContext | None = None) -> str:
-        return arguments
-
     async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
         return arguments
 

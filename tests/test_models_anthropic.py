@@ -46,6 +46,7 @@ from tooluse import (
     Usage,
     UserMessage,
 )
+from tooluse._sync import run_sync
 from tooluse.messages import ImagePart
 from tooluse.models import (
     AnthropicChatModel,
@@ -454,7 +455,7 @@ async def test_stream_maps_aliases_back(
     assert {call.name for call in merged.generations[0].message.tool_calls} == {"weather.now"}
 
 
-def test_call_is_blocking_and_needs_no_event_loop(server: ProviderServer) -> None:
+def test_call_needs_no_event_loop(server: ProviderServer) -> None:
     server.expect(Reply.json(anthropic_message(text_block("Sunny."))))
     model = AnthropicChatModel(
         "claude-test", base_url=server.url, api_key="sk-ant-test", max_tokens=99
@@ -466,10 +467,12 @@ def test_call_is_blocking_and_needs_no_event_loop(server: ProviderServer) -> Non
     assert server.requests[0].body["max_tokens"] == 99
 
 
-def test_call_with_an_injected_async_client_only_says_what_to_pass() -> None:
-    model = AnthropicChatModel("claude-test", client=anthropic.AsyncAnthropic(api_key="k"))
-    with pytest.raises(RuntimeError, match=r"sync_client=anthropic\.Anthropic"):
-        model.call(ask())
+def test_call_uses_an_injected_async_client(server: ProviderServer) -> None:
+    server.expect(Reply.json(anthropic_message(text_block("Sunny."))))
+    client = anthropic.AsyncAnthropic(api_key="sk-ant-test", base_url=server.url)
+    assert AnthropicChatModel("claude-test", client=client).call(ask()).text == "Sunny."
+    run_sync(client.close(), sync_name="close()", async_name="aclose()")
+    assert server.requests[0].path == "/v1/messages"
 
 
 async def test_a_4xx_is_a_provider_error_with_the_providers_message(

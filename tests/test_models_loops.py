@@ -30,7 +30,7 @@ from provider_payloads import (
     text_block,
 )
 from provider_server import ProviderServer, Reply, anthropic_sse, openai_sse, shared_server
-from tooluse import ChatClient, Prompt, UserMessage
+from tooluse import ChatClient
 from tooluse._sync import run_sync
 from tooluse.models import AnthropicChatModel, OpenAIChatModel
 from tooluse.streaming import merge_chunks
@@ -201,7 +201,7 @@ def test_aclose_closes_the_running_loops_client_and_the_model_stays_usable(
     assert before is not after and after.is_closed()
 
 
-def test_close_from_sync_code_closes_the_sync_apis_client_and_the_blocking_one(
+def test_close_from_sync_code_closes_the_sync_apis_client(
     provider: str, server: ProviderServer, no_resource_warnings: None
 ) -> None:
     model = _model(provider, server)
@@ -210,9 +210,8 @@ def test_close_from_sync_code_closes_the_sync_apis_client_and_the_blocking_one(
     assert model.call(ask()).text == "blocking"
     assert client.prompt("hi").call().content() == "sync api"
     async_client = run_sync(_acall_client(model), **NAMES)
-    blocking = model._blocking_client()
     model.close()
-    assert async_client.is_closed() and blocking.is_closed()
+    assert async_client.is_closed()
     assert client.prompt("hi").call().content() == "again"  # new clients
     model.close()
 
@@ -280,19 +279,12 @@ def test_an_injected_async_client_of_the_wrong_kind_is_refused() -> None:
         OpenAIChatModel("m", client=blocking)  # type: ignore[arg-type]
     assert str(raised.value) == (
         "OpenAIChatModel(client=...) takes an openai.AsyncOpenAI, got openai.OpenAI; "
-        "pass it as sync_client= instead"
-    )
-    with pytest.raises(TypeError) as raised:
-        OpenAIChatModel("m", sync_client=asynchronous)  # type: ignore[arg-type]
-    assert str(raised.value) == (
-        "OpenAIChatModel(sync_client=...) takes an openai.OpenAI, got openai.AsyncOpenAI; "
-        "pass it as client= instead"
+        "the model sends every request with the async client (its call() and "
+        "ChatClient.call() run it on an event loop of their own)"
     )
     with pytest.raises(TypeError, match=r"takes an openai\.AsyncOpenAI, got builtins\.str$"):
         OpenAIChatModel("m", client="sk-key")  # type: ignore[arg-type]
-    assert OpenAIChatModel("m", client=asynchronous, sync_client=blocking).base_url.startswith(
-        "http://127.0.0.1:9/v1"
-    )
+    assert OpenAIChatModel("m", client=asynchronous).base_url.startswith("http://127.0.0.1:9/v1")
     azure = openai.AsyncAzureOpenAI(
         api_key="k", api_version="2024-10-21", azure_endpoint="https://x.example"
     )
@@ -304,42 +296,14 @@ def test_an_injected_anthropic_client_of_the_wrong_kind_is_refused() -> None:
         AnthropicChatModel("m", client=anthropic.Anthropic(api_key="k"))  # type: ignore[arg-type]
     assert str(raised.value) == (
         "AnthropicChatModel(client=...) takes an anthropic.AsyncAnthropic, got "
-        "anthropic.Anthropic; pass it as sync_client= instead"
-    )
-    with pytest.raises(TypeError) as raised:
-        AnthropicChatModel("m", sync_client=anthropic.AsyncAnthropic(api_key="k"))  # type: ignore[arg-type]
-    assert str(raised.value) == (
-        "AnthropicChatModel(sync_client=...) takes an anthropic.Anthropic, got "
-        "anthropic.AsyncAnthropic; pass it as client= instead"
+        "anthropic.Anthropic; the model sends every request with the async client (its "
+        "call() and ChatClient.call() run it on an event loop of their own)"
     )
     with pytest.raises(TypeError, match=r"takes an anthropic\.AsyncAnthropic, got openai\."):
         AnthropicChatModel("m", client=openai.AsyncOpenAI(api_key="k"))  # type: ignore[arg-type]
     # The SDK's other async clients (Bedrock, Vertex) do not subclass AsyncAnthropic.
     vertex = anthropic.AsyncAnthropicVertex(region="us-east5", project_id="p", access_token="t")
     AnthropicChatModel("m", client=vertex)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("model_class", "blocking"),
-    [
-        (OpenAIChatModel, lambda: openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1")),
-        (
-            AnthropicChatModel,
-            lambda: anthropic.Anthropic(api_key="k", base_url="http://127.0.0.1:9"),
-        ),
-    ],
-)
-def test_a_blocking_client_alone_is_used_and_the_async_path_says_what_it_needs(
-    model_class: Any, blocking: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # No key in the environment: a model given only its blocking client once failed at
-    # construction, making an async client from settings it does not need.
-    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(variable, raising=False)
-    model = model_class("m", sync_client=blocking())
-    assert model.base_url.startswith("http://127.0.0.1:9")
-    with pytest.raises(RuntimeError, match=r"given a blocking client only; pass client="):
-        asyncio.run(model.acall(Prompt([UserMessage(text="hi")])))
 
 
 async def test_an_injected_async_client_is_the_users_on_every_loop(server: ProviderServer) -> None:

@@ -36,6 +36,7 @@ from tooluse import (
     Usage,
     UserMessage,
 )
+from tooluse._sync import run_sync
 from tooluse.messages import ImagePart
 from tooluse.models import (
     OpenAIChatModel,
@@ -357,21 +358,22 @@ async def test_reasoning_tokens_are_in_the_response_metadata_plain_and_streamed(
     assert merge_chunks(chunks).metadata["reasoning_tokens"] == 256
 
 
-def test_call_is_blocking_and_needs_no_event_loop(server: ProviderServer) -> None:
+def test_call_runs_the_async_client_and_needs_no_event_loop(server: ProviderServer) -> None:
     server.expect(Reply.json(openai_completion("Sunny.")))
     model = OpenAIChatModel("gpt-test", base_url=f"{server.url}/v1", api_key="sk-test")
     try:
         assert model.call(ask()).text == "Sunny."
     finally:
         model.close()
-    assert server.requests[0].headers["user-agent"].startswith("OpenAI/Python")
+    assert server.requests[0].headers["user-agent"].startswith("AsyncOpenAI/Python")
 
 
-def test_call_with_an_injected_async_client_only_says_what_to_pass() -> None:
-    client = openai.AsyncOpenAI(api_key="sk-test", base_url="http://127.0.0.1:9/v1")
-    model = OpenAIChatModel("gpt-test", client=client)
-    with pytest.raises(RuntimeError, match=r"sync_client=openai\.OpenAI"):
-        model.call(ask())
+def test_call_uses_an_injected_async_client(server: ProviderServer) -> None:
+    server.expect(Reply.json(openai_completion("Sunny.")))
+    client = openai.AsyncOpenAI(api_key="sk-test", base_url=f"{server.url}/v1")
+    assert OpenAIChatModel("gpt-test", client=client).call(ask()).text == "Sunny."
+    run_sync(client.close(), sync_name="close()", async_name="aclose()")
+    assert server.requests[0].headers["authorization"] == "Bearer sk-test"
 
 
 # -- tool names at the boundary ----------------------------------------------------------------

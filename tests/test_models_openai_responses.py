@@ -280,7 +280,7 @@ async def test_an_incomplete_response_says_why(
     )
 
 
-def test_call_is_blocking_and_needs_no_event_loop(server: ProviderServer) -> None:
+def test_call_needs_no_event_loop(server: ProviderServer) -> None:
     model = OpenAIResponsesChatModel("gpt-test", base_url=f"{server.url}/v1", api_key="k")
     server.expect(Reply.json(responses_body(responses_message("sync ok"))))
     try:

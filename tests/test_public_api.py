@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -43,6 +43,8 @@ from tooluse import (
     tool,
 )
 from tooluse.client import CallResponse, ChatClientRequestSpec, StreamResponse
+from tooluse.models import ChatModel
+from tooluse.tools import BaseToolCallback
 
 ROOT_NAMES = [
     "SystemMessage",
@@ -153,7 +155,9 @@ def test_declaration_signatures() -> None:
     assert fields(ToolDefinition) == ["name", "description", "input_schema"]
     assert fields(ToolMetadata)[0] == "return_direct"
     assert ToolMetadata().return_direct is False
-    for protocol_method in (ToolCallback.call, ToolCallback.acall):
+    # The protocol is async only; the callbacks of the package add call() (BaseToolCallback).
+    assert issubclass(FunctionToolCallback, BaseToolCallback)
+    for protocol_method in (BaseToolCallback.call, ToolCallback.acall):
         assert parameters(protocol_method) == {
             "arguments": inspect.Parameter.empty,
             "context": None,
@@ -161,6 +165,40 @@ def test_declaration_signatures() -> None:
     assert inspect.iscoroutinefunction(ToolCallback.acall)
     assert {"input_type", "input_schema"} <= set(parameters(FunctionToolCallback))
     assert dict(ToolContext({"k": "v"})) == {"k": "v"}
+
+
+class _AsyncOnlyModel:
+    """Implements only what the ChatModel protocol asks: calls ``echo``, then answers with
+    its result."""
+
+    async def acall(self, prompt: Prompt) -> ChatResponse:
+        results = [m for m in prompt.messages if isinstance(m, ToolResponseMessage)]
+        message = (
+            AssistantMessage(text=results[-1].responses[0].data)
+            if results
+            else AssistantMessage(tool_calls=(ToolCall(id="c1", name="echo", arguments="{}"),))
+        )
+        return ChatResponse(generations=(Generation(message=message),))
+
+    async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:
+        yield await self.acall(prompt)
+
+
+class _AsyncOnlyTool:
+    """Implements only what the ToolCallback protocol asks."""
+
+    definition = ToolDefinition("echo", "Echo.", {"type": "object", "properties": {}})
+    metadata = ToolMetadata()
+
+    async def acall(self, arguments: str, context: ToolContext | None = None) -> str:
+        return "echoed"
+
+
+def test_the_model_and_tool_protocols_are_async_only_and_the_sync_client_runs_them() -> None:
+    model, echo = _AsyncOnlyModel(), _AsyncOnlyTool()
+    assert isinstance(model, ChatModel) and isinstance(echo, ToolCallback)
+    assert tooluse.tool_callbacks(echo) == [echo]
+    assert ChatClient(model, tools=[echo]).prompt("hi").call().content() == "echoed"
 
 
 def test_execution_signatures_and_defaults() -> None:

@@ -143,7 +143,9 @@ async def test_ledger_callback_records_successes_only() -> None:
     ledger = FetchLedger()
     context = ToolContext({LEDGER_KEY: ledger})
     result = await wrapped_weather.acall('{"city": "Oslo"}', context)
-    assert wrapped_weather.call('{"city": "Rome"}', context) == '{"city":"Rome","sky":"sunny"}'
+    assert (
+        await wrapped_weather.acall('{"city": "Rome"}', context) == '{"city":"Rome","sky":"sunny"}'
+    )
     with pytest.raises(RuntimeError, match="down"):
         await wrapped_broken.acall('{"city": "Oslo"}', context)
     assert ledger.records == (
@@ -151,7 +153,7 @@ async def test_ledger_callback_records_successes_only() -> None:
         FetchRecord("weather", '{"city": "Rome"}', '{"city":"Rome","sky":"sunny"}'),
     )
     # Without a ledger it only runs the tool.
-    assert wrapped_weather.call('{"city": "Oslo"}') == result
+    assert await wrapped_weather.acall('{"city": "Oslo"}') == result
 
 
 async def test_ledger_callback_records_what_the_model_is_sent() -> None:
@@ -163,7 +165,7 @@ async def test_ledger_callback_records_what_the_model_is_sent() -> None:
     ledger = FetchLedger()
     context = ToolContext({LEDGER_KEY: ledger})
     assert await silent.acall("{}", context) is None
-    assert silent.call("{}", context) is None
+    assert await silent.acall("{}", context) is None
     await odd.acall("{}", context)
     assert ledger.records == (FetchRecord("ping", "{}", ""), FetchRecord("ping", "{}", ""))
     assert format_records(ledger.records) == "\n\n"

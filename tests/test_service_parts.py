@@ -80,7 +80,7 @@ async def test_offline_model_routes_with_tools_and_echoes_without() -> None:
     options = ChatOptions(tool_callbacks=tuple(tool_callbacks(*SAMPLE_TOOLS)))
     routed = await model.acall(Prompt([UserMessage(text="weather?")], options))
     assert [call.name for call in routed.generations[0].message.tool_calls] == ["get_weather"]
-    answer = model.call(Prompt([UserMessage(text="Rules... Question: hi")]))
+    answer = await model.acall(Prompt([UserMessage(text="Rules... Question: hi")]))
     assert answer.text.startswith("[No model is configured")
     assert answer.text.endswith("Rules... Question: hi")
     chunks = [chunk async for chunk in model.stream(Prompt([UserMessage(text="x")]))]

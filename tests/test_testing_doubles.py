@@ -94,14 +94,14 @@ async def test_calls_without_ids_inside_a_chat_response_get_ids_so_they_stream_a
         )
     )
     model = ScriptedModel([response, response], chunk_size=1)
-    called = model.call(prompt())
+    called = await model.acall(prompt())
     ids = [[c.id for c in g.message.tool_calls] for g in called.generations]
     assert ids == [["call_0_0", "mine"], ["call_0_2"]]
     streamed = merge_chunks(await collect(model.stream(prompt())))
     names = [[(c.id, c.name) for c in g.message.tool_calls] for g in streamed.generations]
     assert names == [[("call_1_0", "a"), ("mine", "b")], [("call_1_2", "c")]]
     complete = chat_response(tool_calls=[tool_call("x", id="x1")])
-    assert ScriptedModel([complete]).call(prompt()) is complete  # nothing to fill: as given
+    assert await ScriptedModel([complete]).acall(prompt()) is complete  # nothing to fill: as given
 
 
 @pytest.mark.parametrize(
@@ -216,7 +216,6 @@ async def test_function_model_takes_sync_and_async_functions() -> None:
 
     sync_model = FunctionModel(sync_fn)
     assert (await sync_model.acall(prompt("x"))).text == "echo x"
-    assert sync_model.call(prompt("y")).text == "echo y"  # no event loop needed for a sync fn
     async_model = FunctionModel(async_fn)
     call = (await async_model.acall(prompt("z"))).generations[0].message.tool_calls[0]
     assert (call.id, call.name, json.loads(call.arguments)) == ("call_0_0", "lookup", {"q": "z"})
@@ -231,11 +230,15 @@ async def test_function_model_sync_call_of_async_fn_inside_a_loop_points_to_acal
         FunctionModel(fn).call(prompt())
 
 
-def test_function_model_sync_call_of_async_fn_outside_a_loop() -> None:
+def test_function_model_sync_call_outside_a_loop() -> None:
     async def fn(p: Prompt) -> str:
         return "from async"
 
+    def sync_fn(p: Prompt) -> str:
+        return f"echo {p.messages[-1].text}"  # type: ignore[union-attr]
+
     assert FunctionModel(fn).call(prompt()).text == "from async"
+    assert FunctionModel(sync_fn).call(prompt("y")).text == "echo y"
 
 
 async def test_function_model_streams_chunks_from_stream_fn_or_by_cutting() -> None:
@@ -319,7 +322,7 @@ async def test_test_model_call_tools_and_final_text_are_configurable() -> None:
     assert [c.name for c in calls] == ["clock"]
     without_tools = await collect(TestModel(final_text="Fine.").stream(prompt("go")))
     assert merge_chunks(without_tools).text == "Fine."
-    assert TestModel().call(prompt("go")).text == "success (no tool calls)"
+    assert (await TestModel().acall(prompt("go"))).text == "success (no tool calls)"
     with pytest.raises(ValueError, match='takes "all" or a collection'):
         TestModel(call_tools="some")
 

@@ -1,5 +1,9 @@
 """Async SDK clients per event loop, and the checks of injected SDK clients.
 
+The chat models talk to their provider through the async client only: the sync API
+(``ChatClient.call()``, ``BaseChatModel.call()``) runs the async path on a loop of its own
+(``OpenAIEmbeddingModel``, whose embed methods are blocking, adds a blocking client of its own).
+
 An async HTTP client belongs to the event loop it first did I/O on: its pooled connections
 are that loop's transports, its locks and events that loop's futures. One used from another
 loop fails (``Event loop is closed``, ``... is bound to a different event loop``), and a
@@ -39,7 +43,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from tooluse._fork import PerProcess, ProcessLock, current_process
 from tooluse._sync import run_sync, thread_loop
 
-__all__ = ["AsyncClient", "ClientKinds", "PerLoop", "SdkClients", "SyncClient", "check_client"]
+__all__ = ["AsyncClient", "AsyncClients", "ClientKind", "PerLoop", "check_client"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,15 +55,7 @@ class AsyncClient(Protocol):
     async def close(self) -> None: ...
 
 
-class SyncClient(Protocol):
-    @property
-    def base_url(self) -> Any: ...
-
-    def close(self) -> None: ...
-
-
 _C = TypeVar("_C", bound=AsyncClient)
-_S = TypeVar("_S", bound=SyncClient)
 _Loop = asyncio.AbstractEventLoop
 
 
@@ -312,144 +308,93 @@ def check_client(
     expected: type | tuple[type, ...],
     expected_name: str,
     *,
-    other: type | tuple[type, ...],
-    other_parameter: str,
+    other: type | tuple[type, ...] = (),
+    other_hint: str = "",
 ) -> None:
     """``TypeError`` unless ``client`` (given as ``owner(parameter=...)``) is an ``expected``
-    instance. A client of the ``other`` kind (async for blocking, or the reverse) gets a
-    message naming the parameter it belongs to."""
+    instance. A client of the ``other`` kind (blocking for async, or the reverse) gets
+    ``other_hint`` added to the message (where it belongs, or what to pass instead)."""
     if client is None or isinstance(client, expected):
         return
     kind = type(client)
     got = f"{kind.__module__.split('.')[0]}.{kind.__qualname__}"
     message = f"{owner}({parameter}=...) takes an {expected_name}, got {got}"
-    if isinstance(client, other):
-        message += f"; pass it as {other_parameter}= instead"
+    if other_hint and isinstance(client, other):
+        message += f"; {other_hint}"
     raise TypeError(message)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ClientKinds:
-    """How a model builds its SDK's clients and checks injected ones: the factories, the
-    classes an injected client must be (the SDK's base classes: its Bedrock or Azure variants
-    do not subclass the plain client), how messages name them, and which methods of the
-    model need each (for the message when only the other kind was injected)."""
+class ClientKind:
+    """How a model builds its SDK's async client and checks an injected one: the factory,
+    the class an injected client must be (the SDK's base class: its Bedrock or Azure variants
+    do not subclass the plain client) and how messages name it and the model."""
 
     owner: str
-    new_async: Callable[..., Any]
-    new_sync: Callable[..., Any]
-    async_type: type
-    sync_type: type
-    async_name: str
-    sync_name: str
-    async_methods: str
-    sync_methods: str
+    new: Callable[..., Any]
+    type: type
+    name: str
 
 
-class SdkClients(Generic[_C, _S]):
-    """The SDK clients of one model. Injected ones (checked, used as they are, closed by their
-    owner), else made from ``settings``: the async ones one per event loop
-    (:class:`PerLoop`), the blocking one per process on first use. Given one kind only, the
-    other is refused rather than made from settings, which could reach another endpoint
-    (Azure, a proxy) than the injected client."""
+class AsyncClients(Generic[_C]):
+    """The async SDK clients of one model: the injected one (checked, used as it is, closed
+    by its owner), else one per event loop made from ``settings`` (:class:`PerLoop`).
+    ``build_now`` makes the first one at once, so a bad setting fails in the constructor.
+    ``blocking_type`` / ``blocking_hint``: the SDK's blocking client class, which a caller
+    may pass by mistake, and what the message then says."""
 
     def __init__(
         self,
-        kinds: ClientKinds,
+        kind: ClientKind,
         settings: Mapping[str, Any],
         client: _C | None,
-        sync_client: _S | None,
         *,
         build_now: bool = False,
+        blocking_type: type | tuple[type, ...] = (),
+        blocking_hint: str = "",
     ) -> None:
         check_client(
-            kinds.owner,
+            kind.owner,
             "client",
             client,
-            kinds.async_type,
-            kinds.async_name,
-            other=kinds.sync_type,
-            other_parameter="sync_client",
+            kind.type,
+            kind.name,
+            other=blocking_type,
+            other_hint=blocking_hint,
         )
-        check_client(
-            kinds.owner,
-            "sync_client",
-            sync_client,
-            kinds.sync_type,
-            kinds.sync_name,
-            other=kinds.async_type,
-            other_parameter="client",
-        )
-        self._kinds = kinds
+        self._kind = kind
         self._settings = dict(settings)
-        self._given = client
-        self._given_sync = sync_client
+        self.given = client
+        """The injected client, if any."""
         first: _C | None = None
-        if build_now and client is None and sync_client is None:
-            first = self._new_async()  # a bad setting fails now, not on first use
-        known = client or sync_client or first
+        if build_now and client is None:
+            first = self._new()  # a bad setting fails now, not on first use
+        known = client or first
         # Not the client itself: a first client must go when its loop is gone.
         self.base_url: str | None = str(known.base_url) if known is not None else None
-        self._clients: PerLoop[_C] = PerLoop(self._new_async, first=first)
-        self._sync_clients: PerProcess[_S] = PerProcess(self._new_sync)
+        self._clients: PerLoop[_C] = PerLoop(self._new, first=first)
 
-    def _new_async(self) -> _C:
-        client: _C = self._kinds.new_async(**self._settings)
+    def _new(self) -> _C:
+        client: _C = self._kind.new(**self._settings)
         return client
 
-    def _new_sync(self) -> _S:
-        client: _S = self._kinds.new_sync(**self._settings)
-        return client
-
-    def async_client(self) -> _C:
-        """The injected async client, else the running event loop's own."""
-        if self._given is not None:
-            return self._given
-        if self._given_sync is not None:
-            kinds = self._kinds
-            raise RuntimeError(
-                f"{kinds.owner} was given a blocking client only; pass "
-                f"client={kinds.async_name}(...) as well to use {kinds.async_methods}, or use "
-                f"{kinds.sync_methods}"
-            )
+    def get(self) -> _C:
+        """The injected client, else the running event loop's own."""
+        if self.given is not None:
+            return self.given
         return self._clients.get()
-
-    def sync_client(self) -> _S:
-        """The injected blocking client, else this process's own."""
-        if self._given_sync is not None:
-            return self._given_sync
-        if self._given is not None:
-            kinds = self._kinds
-            raise RuntimeError(
-                f"{kinds.owner} was given an async client only; pass "
-                f"sync_client={kinds.sync_name}(...) as well to use {kinds.sync_methods}, or "
-                f"use {kinds.async_methods}"
-            )
-        return self._sync_clients.get()
 
     def made_for(self, loop: _Loop) -> _C | None:
         return self._clients.made_for(loop)
 
     async def aclose(self) -> None:
-        """Close the clients made here (injected ones are their owner's): the running loop's
-        async client and the blocking client now, the async clients of other event loops on
-        their own loops (when each runs next or shuts down). Later requests make new ones."""
+        """Close the clients made here (an injected one is its owner's): the running loop's
+        now, those of other event loops on their own loops (when each runs next or shuts
+        down). Later requests make new ones."""
         await self._clients.aclose()
-        sync_client = self._take_sync_client()
-        if sync_client is not None:
-            await asyncio.to_thread(sync_client.close)
 
     def close(self) -> None:
-        """:meth:`aclose` from synchronous code: the blocking client and the async client of
-        the loop the sync API runs on in this thread (``ChatClient.call()``) are closed now,
-        the async clients of other loops on their own loops."""
-        sync_client = self._take_sync_client()
-        if sync_client is not None:
-            sync_client.close()
+        """:meth:`aclose` from synchronous code: the client of the loop the sync API runs on
+        in this thread (``ChatClient.call()``) is closed now, those of other loops on their
+        own loops."""
         self._clients.close()
-
-    def _take_sync_client(self) -> _S | None:
-        sync_client = self._sync_clients.made()
-        if sync_client is not None:
-            self._sync_clients = PerProcess(self._new_sync)
-        return sync_client

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import math
 import os
 from collections.abc import Iterator, Sequence
@@ -10,14 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tooluse._loop_clients import ClientKinds, SdkClients
-from tooluse._provider_errors import from_sdk_error, sdk_failures
+from tooluse._fork import PerProcess
+from tooluse._loop_clients import AsyncClients, ClientKind, check_client
 from tooluse.embedding._protocol import Vectors
+from tooluse.models._errors import from_sdk_error, sdk_failures
 
 if TYPE_CHECKING:
     import openai
 
 __all__ = ["OpenAIEmbeddingModel"]
+
+_OWNER = "OpenAIEmbeddingModel"
+_SYNC_METHODS = "embed_documents() and embed_query()"
+_ASYNC_METHODS = "aembed_documents() and aembed_query()"
 
 # OpenAI's limits on one request: inputs, and tokens summed over them.
 _MAX_INPUTS = 2048
@@ -61,12 +68,12 @@ class OpenAIEmbeddingModel:
     the endpoint's own limit applies. An empty text (after its prefix) is refused before any
     request: endpoints answer an empty input with an error.
 
-    ``client`` (an ``openai.AsyncOpenAI``) / ``sync_client`` (an ``openai.OpenAI``) inject
-    preconfigured SDK clients, as for :class:`~tooluse.models.OpenAIChatModel`; the embed
-    methods need the blocking one. An injected async client is used as it is on every event
-    loop, and its connections belong to the loop that opened them: use it from one loop only.
-    The async clients the model builds itself are one per event loop. ``close()`` /
-    ``await aclose()`` close the clients the model built.
+    ``client`` (an ``openai.AsyncOpenAI``, for the ``aembed_*`` methods) / ``sync_client`` (an
+    ``openai.OpenAI``, for the blocking ``embed_*`` methods) inject preconfigured SDK clients.
+    An injected async client is used as it is on every event loop, and its connections belong
+    to the loop that opened them: use it from one loop only. The async clients the model
+    builds itself are one per event loop. ``close()`` / ``await aclose()`` close the clients
+    the model built.
     """
 
     def __init__(
@@ -113,25 +120,34 @@ class OpenAIEmbeddingModel:
         }
         import openai
 
-        kinds = ClientKinds(
-            owner="OpenAIEmbeddingModel",
-            new_async=openai.AsyncOpenAI,
-            new_sync=openai.OpenAI,
-            async_type=openai.AsyncOpenAI,
-            sync_type=openai.OpenAI,
-            async_name="openai.AsyncOpenAI",
-            sync_name="openai.OpenAI",
-            async_methods="aembed_documents() and aembed_query()",
-            sync_methods="embed_documents() and embed_query()",
+        check_client(
+            _OWNER,
+            "sync_client",
+            sync_client,
+            openai.OpenAI,
+            "openai.OpenAI",
+            other=openai.AsyncOpenAI,
+            other_hint="pass it as client= instead",
         )
-        self._clients: SdkClients[openai.AsyncOpenAI, openai.OpenAI] = SdkClients(
-            kinds, settings, client, sync_client
+        self._clients: AsyncClients[openai.AsyncOpenAI] = AsyncClients(
+            ClientKind(_OWNER, openai.AsyncOpenAI, openai.AsyncOpenAI, "openai.AsyncOpenAI"),
+            settings,
+            client,
+            blocking_type=openai.OpenAI,
+            blocking_hint="pass it as sync_client= instead",
         )
+        # The embed methods are blocking (the EmbeddingModel protocol is), so this model keeps
+        # a blocking client too: the injected one, else one per process made on first use.
+        self._given_sync = sync_client
+        self._new_sync_client = functools.partial(openai.OpenAI, **settings)
+        self._sync_clients: PerProcess[openai.OpenAI] = PerProcess(self._new_sync_client)
+        given = client or sync_client
+        self._given_base_url = str(given.base_url) if given is not None else None
 
     @property
     def model_id(self) -> str:
         """Identifies endpoint, model and shape, for caches keyed by model."""
-        base_url = self._clients.base_url or self._base_url or "https://api.openai.com/v1"
+        base_url = self._given_base_url or self._base_url or "https://api.openai.com/v1"
         return (
             f"openai/{base_url}/{self._model}/{self._dimensions}"
             f"/{self._query_prefix!r}/{self._document_prefix!r}"
@@ -142,21 +158,52 @@ class OpenAIEmbeddingModel:
         return self._dimensions
 
     def _sync_client(self) -> openai.OpenAI:
-        return self._clients.sync_client()
+        """The injected blocking client, else this process's own. Given only an async
+        client, the other kind is refused rather than made from settings, which could reach
+        another endpoint (Azure, a proxy) than the injected client."""
+        if self._given_sync is not None:
+            return self._given_sync
+        if self._clients.given is not None:
+            raise RuntimeError(
+                f"{_OWNER} was given an async client only; pass sync_client=openai.OpenAI(...) "
+                f"as well to use {_SYNC_METHODS}, or use {_ASYNC_METHODS}"
+            )
+        return self._sync_clients.get()
 
     def _aclient(self) -> openai.AsyncOpenAI:
-        return self._clients.async_client()
+        """The injected async client, else the running event loop's own (refused when only
+        a blocking client was given, as in :meth:`_sync_client`)."""
+        if self._clients.given is None and self._given_sync is not None:
+            raise RuntimeError(
+                f"{_OWNER} was given a blocking client only; pass client=openai.AsyncOpenAI(...) "
+                f"as well to use {_ASYNC_METHODS}, or use {_SYNC_METHODS}"
+            )
+        return self._clients.get()
 
     # -- lifecycle --------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Close the clients this model built (injected ones are their owner's); see
-        :meth:`tooluse.models.OpenAIChatModel.aclose`. The model stays usable."""
+        """Close the clients this model built (injected ones are their owner's): the
+        blocking one and the running loop's async one now, the async ones of other loops on
+        their loops; see :meth:`tooluse.models.OpenAIChatModel.aclose`. The model stays
+        usable."""
         await self._clients.aclose()
+        sync_client = self._take_sync_client()
+        if sync_client is not None:
+            await asyncio.to_thread(sync_client.close)
 
     def close(self) -> None:
         """:meth:`aclose` from synchronous code."""
+        sync_client = self._take_sync_client()
+        if sync_client is not None:
+            sync_client.close()
         self._clients.close()
+
+    def _take_sync_client(self) -> openai.OpenAI | None:
+        sync_client = self._sync_clients.made()
+        if sync_client is not None:
+            self._sync_clients = PerProcess(self._new_sync_client)
+        return sync_client
 
     def _request(self, texts: list[str]) -> dict[str, Any]:
         request: dict[str, Any] = {"model": self._model, "input": texts}

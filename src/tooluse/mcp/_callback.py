@@ -8,12 +8,11 @@ from typing import Any
 from mcp.types import Tool
 from pydantic import TypeAdapter, ValidationError
 
-from tooluse._sync import run_sync
 from tooluse.errors import ToolArgumentsError, ToolExecutionException
 from tooluse.mcp._connection import McpConnection
 from tooluse.mcp._convert import error_text, result_content
 from tooluse.schema import ensure_valid_input_schema
-from tooluse.tools import ToolContext, ToolDefinition, ToolMetadata, ToolResult
+from tooluse.tools import BaseToolCallback, ToolContext, ToolDefinition, ToolMetadata, ToolResult
 from tooluse.tools._function_schema import describe_validation_error, normalise_arguments
 
 __all__ = ["ContextToMeta", "McpToolCallback"]
@@ -24,7 +23,7 @@ ContextToMeta = Callable[[Mapping[str, Any] | None], dict[str, Any] | None]
 _ARGUMENTS: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 
 
-class McpToolCallback:
+class McpToolCallback(BaseToolCallback):
     """A tool of an MCP server, as the model and the executor see it.
 
     - definition: the name the provider gave it (see ``NamingStrategy``), the server's
@@ -86,13 +85,6 @@ class McpToolCallback:
     def original_name(self) -> str:
         """The tool's name on its server (the model may see another, see ``NamingStrategy``)."""
         return self.tool.name
-
-    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
-        return run_sync(
-            self.acall(arguments, context),
-            sync_name=f"call() of the MCP tool '{self._definition.name}'",
-            async_name="callback.acall(...)",
-        )
 
     async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         try:

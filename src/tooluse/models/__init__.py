@@ -9,13 +9,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from tooluse._provider_errors import (
+from tooluse.models._base import BaseChatModel, ChatModel
+from tooluse.models._errors import (
     ProviderContextLengthError,
     ProviderError,
     ProviderResponseError,
     ProviderTimeoutError,
 )
-from tooluse.models._base import ChatModel
 from tooluse.models._names import ToolNameAliases, provider_safe_name
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MODEL_ENV",
     "AnthropicChatModel",
+    "BaseChatModel",
     "ChatModel",
     "OpenAIChatModel",
     "OpenAIResponsesChatModel",

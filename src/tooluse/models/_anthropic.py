@@ -66,7 +66,6 @@ from anthropic.types import (
 from anthropic.types import Message as AnthropicMessage
 from anthropic.types import Usage as AnthropicUsage
 
-from tooluse._provider_errors import from_sdk_error, sdk_failures
 from tooluse.messages import (
     AssistantMessage,
     ChatOptions,
@@ -85,9 +84,10 @@ from tooluse.messages import (
     UserMessage,
 )
 from tooluse.models._calls import IncomingCalls
+from tooluse.models._errors import from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
-from tooluse.models._sdk_model import SdkChatModel
+from tooluse.models._sdk_model import ProviderSettings, SdkChatModel
 from tooluse.models._utf16 import StreamedText, joined_surrogates
 from tooluse.tools import ToolDefinition
 
@@ -101,7 +101,7 @@ _PAUSED = "pause_turn"
 _PROVIDER = "anthropic"
 
 
-class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthropic]):
+class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic]):
     """A Claude model behind the Anthropic Messages API.
 
     ``max_tokens`` is required by the API; ``ChatOptions.max_tokens`` overrides it per request.
@@ -114,11 +114,9 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
     returned as it is (``finish_reason`` ``"pause_turn"``, with a warning).
     ``temperature`` and ``top_p`` are sent in the request body when set (the installed SDK
     has no named parameters for them). ``client`` (an ``anthropic.AsyncAnthropic``, or its
-    Bedrock / Vertex variants) / ``sync_client`` (an ``anthropic.Anthropic``, ...) inject
-    preconfigured SDK clients (``call`` needs the blocking one; it is built from the settings
-    when not injected). An injected async client is used as it is on every event loop, and its
-    connections belong to the loop that opened them: use it from one loop only. The async
-    clients the model builds itself are one per event loop.
+    Bedrock / Vertex variants) injects a preconfigured SDK client; it is used as it is on
+    every event loop, and its connections belong to the loop that opened them: use it from
+    one loop only. The async clients the model builds itself are one per event loop.
 
     ``prompt_cache="5m"`` or ``"1h"`` turns on Anthropic's automatic prompt caching (a
     top-level ``cache_control``: each request's prefix is written to the cache, and the next
@@ -132,13 +130,11 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
 
     provider = _PROVIDER
     loads_deferred_tools = True
-    _new_async_client = anthropic.AsyncAnthropic
-    _new_sync_client = anthropic.Anthropic
+    _new_client = anthropic.AsyncAnthropic
     # The SDK's base classes: its Bedrock and Vertex clients do not subclass AsyncAnthropic.
-    _async_client_type = AsyncAPIClient
-    _sync_client_type = SyncAPIClient
-    _async_client_name = "anthropic.AsyncAnthropic"
-    _sync_client_name = "anthropic.Anthropic"
+    _client_type = AsyncAPIClient
+    _client_name = "anthropic.AsyncAnthropic"
+    _blocking_client_type = SyncAPIClient
 
     def __init__(
         self,
@@ -155,7 +151,6 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         max_pause_continuations: int = 8,
         prompt_cache: Literal["5m", "1h"] | None = None,
         client: anthropic.AsyncAnthropic | None = None,
-        sync_client: anthropic.Anthropic | None = None,
     ) -> None:
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
@@ -168,35 +163,22 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
             raise ValueError(f"max_pause_continuations must be >= 0, got {max_pause_continuations}")
         super().__init__(
             model,
-            api_key=api_key,
-            base_url=base_url,
-            default_options=default_options,
-            extra_headers=extra_headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            client=client,
-            sync_client=sync_client,
+            ProviderSettings(
+                api_key=api_key,
+                base_url=base_url,
+                default_options=default_options,
+                extra_headers=extra_headers,
+                timeout=timeout,
+                max_retries=max_retries,
+                strict_tools=strict_tools,
+            ),
+            client,
         )
         self.max_tokens = max_tokens
-        self.strict_tools = strict_tools
         self.max_pause_continuations = max_pause_continuations
         self.prompt_cache = prompt_cache
 
     # -- the ChatModel protocol -----------------------------------------------------------
-
-    def call(self, prompt: Prompt) -> ChatResponse:
-        """Blocking form of :meth:`acall` (uses the SDK's blocking client, no event loop)."""
-        params, calls = self._request(prompt)
-        turn = _Turn(params, self.max_pause_continuations)
-        messages: list[AnthropicMessage] = []
-        sent: dict[str, Any] | None = params
-        try:
-            while sent is not None:
-                messages.append(self._send(self._blocking_client().messages.create, sent))
-                sent = turn.continuation_after(messages[-1])
-        except _FAILURES as exc:
-            raise from_sdk_error(self.provider, exc, anthropic) from exc
-        return _response(messages, calls)
 
     async def acall(self, prompt: Prompt) -> ChatResponse:
         params, calls = self._request(prompt)
@@ -205,7 +187,7 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         sent: dict[str, Any] | None = params
         try:
             while sent is not None:
-                messages.append(await self._asend(self._client.messages.create, sent))
+                messages.append(await self._send(self._client.messages.create, sent))
                 sent = turn.continuation_after(messages[-1])
         except _FAILURES as exc:
             raise from_sdk_error(self.provider, exc, anthropic) from exc
@@ -222,7 +204,7 @@ class AnthropicChatModel(SdkChatModel[anthropic.AsyncAnthropic, anthropic.Anthro
         sent: dict[str, Any] | None = params
         try:
             while sent is not None:
-                events = await self._asend(lambda **body: create(**body, stream=True), sent)
+                events = await self._send(lambda **body: create(**body, stream=True), sent)
                 content = _StreamedContent()
                 async with events:
                     async for event in events:

@@ -8,8 +8,8 @@ from typing import Any
 
 from tooluse.messages import ToolCall
 from tooluse.models._names import ToolNameAliases
+from tooluse.models._schema_shaping import drop_injected_nulls
 from tooluse.models._utf16 import joined_surrogates
-from tooluse.schema._provider import drop_injected_nulls
 
 __all__ = ["IncomingCalls"]
 

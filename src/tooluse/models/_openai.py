@@ -46,7 +46,6 @@ from openai.types import CompletionUsage
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
-from tooluse._provider_errors import ProviderError
 from tooluse.history import distinct_call_ids
 from tooluse.messages import (
     AssistantMessage,
@@ -64,8 +63,10 @@ from tooluse.messages import (
     UserMessage,
 )
 from tooluse.models._calls import IncomingCalls
+from tooluse.models._errors import ProviderError
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._openai_sdk import FAILURES, OpenAISdkChatModel
+from tooluse.models._sdk_model import ProviderSettings
 from tooluse.models._utf16 import StreamedText
 from tooluse.tools import ToolDefinition
 
@@ -115,13 +116,11 @@ class OpenAIChatModel(OpenAISdkChatModel):
     the module); ``None`` decides by the endpoint: off for OpenAI's own API
     (``api.openai.com``, Azure OpenAI), which rejects unknown message fields, on elsewhere
     (set it ``False`` for other servers that reject the field).
-    ``client`` (an ``openai.AsyncOpenAI``) / ``sync_client`` (an ``openai.OpenAI``)
-    inject preconfigured SDK clients (``call`` needs the blocking one; it is built from the
-    settings when not injected). An injected async client is used as it is on every event
-    loop, and its connections belong to the loop that opened them: use it from one loop only.
-    The async clients the model builds itself are one per event loop, so one model serves
-    ``ChatClient.call()``, ``asyncio.run(...)`` after ``asyncio.run(...)`` and a test suite
-    with a loop per test.
+    ``client`` (an ``openai.AsyncOpenAI``) injects a preconfigured SDK client; it is used as it
+    is on every event loop, and its connections belong to the loop that opened them: use it
+    from one loop only. The async clients the model builds itself are one per event loop, so
+    one model serves ``ChatClient.call()``, ``asyncio.run(...)`` after ``asyncio.run(...)``
+    and a test suite with a loop per test.
     """
 
     def __init__(
@@ -139,19 +138,19 @@ class OpenAIChatModel(OpenAISdkChatModel):
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None,
         send_reasoning: bool | None = None,
         client: openai.AsyncOpenAI | None = None,
-        sync_client: openai.OpenAI | None = None,
     ) -> None:
         super().__init__(
             model,
-            api_key=api_key,
-            base_url=base_url,
-            default_options=default_options,
-            extra_headers=extra_headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            strict_tools=strict_tools,
-            client=client,
-            sync_client=sync_client,
+            ProviderSettings(
+                api_key=api_key,
+                base_url=base_url,
+                default_options=default_options,
+                extra_headers=extra_headers,
+                timeout=timeout,
+                max_retries=max_retries,
+                strict_tools=strict_tools,
+            ),
+            client,
         )
         self.stream_usage = stream_usage
         self.max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = (
@@ -164,19 +163,10 @@ class OpenAIChatModel(OpenAISdkChatModel):
 
     # -- the ChatModel protocol -----------------------------------------------------------
 
-    def call(self, prompt: Prompt) -> ChatResponse:
-        """Blocking form of :meth:`acall` (uses the SDK's blocking client, no event loop)."""
-        request = self._request(prompt)
-        try:
-            completion = self._send(self._blocking_client().chat.completions.create, request.params)
-        except FAILURES as exc:
-            raise self._provider_error(exc) from exc
-        return self._response(completion, request)
-
     async def acall(self, prompt: Prompt) -> ChatResponse:
         request = self._request(prompt)
         try:
-            completion = await self._asend(self._client.chat.completions.create, request.params)
+            completion = await self._send(self._client.chat.completions.create, request.params)
         except FAILURES as exc:
             raise self._provider_error(exc) from exc
         return self._response(completion, request)
@@ -191,7 +181,7 @@ class OpenAIChatModel(OpenAISdkChatModel):
         state = _StreamState(request)
         create = self._client.chat.completions.create
         try:
-            chunks = await self._asend(lambda **sent: create(**sent, stream=True), params)
+            chunks = await self._send(lambda **sent: create(**sent, stream=True), params)
             async with chunks:
                 async for chunk in chunks:
                     response = state.add(chunk)

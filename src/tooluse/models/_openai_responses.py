@@ -53,7 +53,6 @@ from openai.types.responses import (
 )
 from pydantic import BaseModel
 
-from tooluse._provider_errors import ProviderError, ProviderResponseError
 from tooluse.history import distinct_call_ids
 from tooluse.messages import (
     AssistantMessage,
@@ -72,8 +71,10 @@ from tooluse.messages import (
     UserMessage,
 )
 from tooluse.models._calls import IncomingCalls
+from tooluse.models._errors import ProviderError, ProviderResponseError
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._openai_sdk import FAILURES, OpenAISdkChatModel
+from tooluse.models._sdk_model import ProviderSettings
 from tooluse.models._utf16 import StreamedText
 from tooluse.tools import ToolDefinition
 
@@ -98,8 +99,8 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
     ``strict_tools=True`` sends strict-mode schemas with ``"strict": true`` (a tool whose
     schema strict mode cannot express is sent ``"strict": false``, with a warning).
     ``store=True`` lets OpenAI keep the responses (it then also takes reasoning items back by
-    id alone); the request still carries the whole conversation. ``client`` /
-    ``sync_client`` inject preconfigured SDK clients, as for ``OpenAIChatModel``.
+    id alone); the request still carries the whole conversation. ``client`` injects a
+    preconfigured SDK client, as for ``OpenAIChatModel``.
 
     ``ChatOptions.deferred_tools`` use OpenAI's client-executed tool search
     (``loads_deferred_tools``; ``ToolSearchToolCallingAdvisor(defer_loading=True)``): the
@@ -126,19 +127,19 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
         strict_tools: bool = False,
         store: bool = False,
         client: openai.AsyncOpenAI | None = None,
-        sync_client: openai.OpenAI | None = None,
     ) -> None:
         super().__init__(
             model,
-            api_key=api_key,
-            base_url=base_url,
-            default_options=default_options,
-            extra_headers=extra_headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            strict_tools=strict_tools,
-            client=client,
-            sync_client=sync_client,
+            ProviderSettings(
+                api_key=api_key,
+                base_url=base_url,
+                default_options=default_options,
+                extra_headers=extra_headers,
+                timeout=timeout,
+                max_retries=max_retries,
+                strict_tools=strict_tools,
+            ),
+            client,
         )
         self.store = store
         # Models the API refused encrypted reasoning for: they do not reason.
@@ -146,19 +147,10 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
 
     # -- the ChatModel protocol -----------------------------------------------------------
 
-    def call(self, prompt: Prompt) -> ChatResponse:
-        """Blocking form of :meth:`acall` (uses the SDK's blocking client, no event loop)."""
-        params, incoming = self._request(prompt)
-        try:
-            response = self._create(self._blocking_client().responses.create, params)
-        except FAILURES as exc:
-            raise self._provider_error(exc) from exc
-        return _response(response, incoming)
-
     async def acall(self, prompt: Prompt) -> ChatResponse:
         params, incoming = self._request(prompt)
         try:
-            response = await self._acreate(self._client.responses.create, params)
+            response = await self._create(self._client.responses.create, params)
         except FAILURES as exc:
             raise self._provider_error(exc) from exc
         return _response(response, incoming)
@@ -173,7 +165,7 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
         state = _StreamState(incoming)
         create = self._client.responses.create
         try:
-            events = await self._acreate(lambda **sent: create(**sent, stream=True), params)
+            events = await self._create(lambda **sent: create(**sent, stream=True), params)
             async with events:
                 async for event in events:
                     chunk = state.add(event)
@@ -188,25 +180,16 @@ class OpenAIResponsesChatModel(OpenAISdkChatModel):
                 provider=self.provider,
             )
 
-    def _create(self, create: Callable[..., _Sent], params: dict[str, Any]) -> _Sent:
-        try:
-            return self._send(create, params)
-        except openai.BadRequestError as exc:
-            retry = self._retry_without_encrypted_reasoning(exc, params)
-            if retry is None:
-                raise
-            return self._send(create, retry)
-
-    async def _acreate(
+    async def _create(
         self, create: Callable[..., Awaitable[_Sent]], params: dict[str, Any]
     ) -> _Sent:
         try:
-            return await self._asend(create, params)
+            return await self._send(create, params)
         except openai.BadRequestError as exc:
             retry = self._retry_without_encrypted_reasoning(exc, params)
             if retry is None:
                 raise
-            return await self._asend(create, retry)
+            return await self._send(create, retry)
 
     def _retry_without_encrypted_reasoning(
         self, exc: openai.BadRequestError, params: dict[str, Any]

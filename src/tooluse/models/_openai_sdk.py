@@ -10,8 +10,7 @@ from typing import Any
 
 import openai
 
-from tooluse._provider_errors import ProviderError, from_sdk_error, sdk_failures
-from tooluse.messages import ChatOptions
+from tooluse.models._errors import ProviderError, from_sdk_error, sdk_failures
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._schema_cache import StrictMode, tool_input_schema
 from tooluse.models._sdk_model import SdkChatModel
@@ -23,43 +22,14 @@ __all__ = ["FAILURES", "OpenAISdkChatModel"]
 FAILURES = sdk_failures(openai.OpenAIError)
 
 
-class OpenAISdkChatModel(SdkChatModel[openai.AsyncOpenAI, openai.OpenAI]):
+class OpenAISdkChatModel(SdkChatModel[openai.AsyncOpenAI]):
     """Base of the chat models over the ``openai`` SDK."""
 
     provider = "openai"
-    _new_async_client = openai.AsyncOpenAI
-    _new_sync_client = openai.OpenAI
-    _async_client_type = openai.AsyncOpenAI  # Azure's and Bedrock's clients subclass them
-    _sync_client_type = openai.OpenAI
-    _async_client_name = "openai.AsyncOpenAI"
-    _sync_client_name = "openai.OpenAI"
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None,
-        api_key: str | None,
-        default_options: ChatOptions | None,
-        extra_headers: Mapping[str, str] | None,
-        timeout: float | None,
-        max_retries: int,
-        strict_tools: bool,
-        client: openai.AsyncOpenAI | None,
-        sync_client: openai.OpenAI | None,
-    ) -> None:
-        super().__init__(
-            model,
-            api_key=api_key,
-            base_url=base_url,
-            default_options=default_options,
-            extra_headers=extra_headers,
-            timeout=timeout,
-            max_retries=max_retries,
-            client=client,
-            sync_client=sync_client,
-        )
-        self.strict_tools = strict_tools
+    _new_client = openai.AsyncOpenAI
+    _client_type = openai.AsyncOpenAI  # Azure's and Bedrock's clients subclass it
+    _client_name = "openai.AsyncOpenAI"
+    _blocking_client_type = openai.OpenAI
 
     def _provider_error(self, exc: Exception, *, chunks_received: int = 0) -> ProviderError:
         return from_sdk_error(self.provider, exc, openai, chunks_received=chunks_received)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from tooluse._fork import ProcessLock
-from tooluse.schema._provider import (
+from tooluse.models._schema_shaping import (
     StrictSchemaError,
     anthropic_strict_schema,
     openai_strict_schema,

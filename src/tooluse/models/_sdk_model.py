@@ -1,100 +1,109 @@
-"""What the chat models over an official SDK share: settings and injected-client checks, the
-async clients (one per event loop) and the blocking one built on demand for ``call``, which of
-them the model closes, and the first step of every request (options over the defaults, the
-offered tools, their provider-safe names).
+"""What the chat models over an official SDK share: settings and the injected-client check,
+the async clients (one per event loop; ``call`` runs the async path too), which of them the
+model closes, and the first step of every request (options over the defaults, the offered
+tools, their provider-safe names).
 
 It imports no SDK: each provider passes its client classes, so the SDK loads only with it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
-from tooluse._loop_clients import AsyncClient, ClientKinds, SdkClients, SyncClient
+from tooluse._loop_clients import AsyncClient, AsyncClients, ClientKind
 from tooluse.messages import ChatOptions, Prompt
+from tooluse.models._base import BaseChatModel
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._options import merge_options
 from tooluse.tools import ToolDefinition
 
-__all__ = ["SdkChatModel", "encodable"]
+__all__ = ["ProviderSettings", "SdkChatModel", "encodable"]
 
 
 AsyncClientT = TypeVar("AsyncClientT", bound=AsyncClient)
-SyncClientT = TypeVar("SyncClientT", bound=SyncClient)
 ResultT = TypeVar("ResultT")
 
 
-class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
-    """Base of the SDK-backed chat models. Injected clients are closed by their owner; the
-    blocking client is built from the same settings the first time ``call`` needs it. The
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderSettings:
+    """The settings every SDK-backed model takes, passed once from its constructor (whose
+    keywords, with their defaults, are the documented API) to this base: how the SDK's client
+    reaches the provider, and what every request carries."""
+
+    api_key: str | None
+    base_url: str | None
+    default_options: ChatOptions | None
+    extra_headers: Mapping[str, str] | None
+    timeout: float | None
+    max_retries: int
+    strict_tools: bool
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {self.timeout}")
+
+    def sdk_client_settings(self) -> dict[str, Any]:
+        """The keywords of the SDK client's constructor (its own default timeout unless one
+        is set)."""
+        settings: dict[str, Any] = {
+            "api_key": self.api_key,
+            "base_url": self.base_url,
+            "max_retries": self.max_retries,
+        }
+        if self.timeout is not None:
+            settings["timeout"] = self.timeout
+        return settings
+
+
+class SdkChatModel(BaseChatModel, Generic[AsyncClientT]):
+    """Base of the SDK-backed chat models. An injected client is closed by its owner. The
     async clients the model builds are per event loop (:class:`~tooluse._loop_clients.PerLoop`)
-    and, like the blocking one, per process (a forked child builds its own)."""
+    and per process (a forked child builds its own)."""
 
     provider: ClassVar[str]
-    # How to build the SDK's clients, which classes an injected one must be (the SDK's base
-    # classes: its Bedrock or Azure variants are not subclasses of the plain client), and how
-    # the error messages name them.
-    _new_async_client: ClassVar[Callable[..., Any]]
-    _new_sync_client: ClassVar[Callable[..., Any]]
-    _async_client_type: ClassVar[type]
-    _sync_client_type: ClassVar[type]
-    _async_client_name: ClassVar[str]
-    _sync_client_name: ClassVar[str]
+    # How to build the SDK's async client, which class an injected one must be (the SDK's
+    # base class: its Bedrock or Azure variants are not subclasses of the plain client), how
+    # the error messages name it, and the SDK's blocking client (refused, with a message).
+    _new_client: ClassVar[Callable[..., Any]]
+    _client_type: ClassVar[type]
+    _client_name: ClassVar[str]
+    _blocking_client_type: ClassVar[type]
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None,
-        base_url: str | None,
-        default_options: ChatOptions | None,
-        extra_headers: Mapping[str, str] | None,
-        timeout: float | None,
-        max_retries: int,
-        client: AsyncClientT | None,
-        sync_client: SyncClientT | None,
-    ) -> None:
+    def __init__(self, model: str, settings: ProviderSettings, client: AsyncClientT | None) -> None:
         if not model.strip():
             raise ValueError(f"{type(self).__name__} needs a model name, got an empty string")
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
         self.model = model
-        self.default_options = default_options
-        self._extra_headers = dict(extra_headers or {})
-        settings: dict[str, Any] = {
-            "api_key": api_key,
-            "base_url": base_url,
-            "max_retries": max_retries,
-        }
-        if timeout is not None:
-            settings["timeout"] = timeout
-        kinds = ClientKinds(
+        self.default_options = settings.default_options
+        self.strict_tools = settings.strict_tools
+        self._extra_headers = dict(settings.extra_headers or {})
+        kind = ClientKind(
             owner=type(self).__name__,
-            new_async=type(self)._new_async_client,
-            new_sync=type(self)._new_sync_client,
-            async_type=self._async_client_type,
-            sync_type=self._sync_client_type,
-            async_name=self._async_client_name,
-            sync_name=self._sync_client_name,
-            async_methods="acall() and stream() (ChatClient runs them, for its call() too)",
-            sync_methods="the model's call()",
+            new=type(self)._new_client,
+            type=self._client_type,
+            name=self._client_name,
         )
-        self._clients: SdkClients[AsyncClientT, SyncClientT] = SdkClients(
-            kinds, settings, client, sync_client, build_now=True
+        self._clients: AsyncClients[AsyncClientT] = AsyncClients(
+            kind,
+            settings.sdk_client_settings(),
+            client,
+            build_now=True,
+            blocking_type=self._blocking_client_type,
+            blocking_hint=(
+                "the model sends every request with the async client (its call() and "
+                "ChatClient.call() run it on an event loop of their own)"
+            ),
         )
         self._base_url = str(self._clients.base_url)
 
     @property
     def _client(self) -> AsyncClientT:
         """The async client for the running event loop: the injected one, else this loop's."""
-        return self._clients.async_client()
-
-    def _blocking_client(self) -> SyncClientT:
-        return self._clients.sync_client()
+        return self._clients.get()
 
     @property
     def base_url(self) -> str:
@@ -106,33 +115,25 @@ class SdkChatModel(Generic[AsyncClientT, SyncClientT]):
     # -- lifecycle --------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Close the HTTP connections of the clients this model created (injected clients
-        are left to their owner): the running loop's async client and the blocking client
-        now, the async clients of other event loops on their own loops (when each runs next
-        or shuts down). The model stays usable: a later request makes new clients."""
+        """Close the HTTP connections of the clients this model created (an injected client
+        is left to its owner): the running loop's now, those of other event loops on their
+        own loops (when each runs next or shuts down). The model stays usable: a later
+        request makes new clients."""
         await self._clients.aclose()
 
     def close(self) -> None:
-        """:meth:`aclose` from synchronous code: the blocking client and the async client of
-        the loop the sync API runs on in this thread (``ChatClient.call()``) are closed now,
-        the async clients of other loops on their own loops."""
+        """:meth:`aclose` from synchronous code: the client of the loop the sync API runs on
+        in this thread (``ChatClient.call()``, the model's ``call()``) is closed now, those of
+        other loops on their own loops."""
         self._clients.close()
 
     # -- request ----------------------------------------------------------------------------
 
     @staticmethod
-    def _send(create: Callable[..., ResultT], params: dict[str, Any]) -> ResultT:
-        """``create(**params)``; a request the SDK cannot encode is sent again with its lone
-        surrogates replaced (:func:`encodable`). The SDK encodes the body before sending
+    async def _send(create: Callable[..., Awaitable[ResultT]], params: dict[str, Any]) -> ResultT:
+        """``await create(**params)``; a request the SDK cannot encode is sent again with its
+        lone surrogates replaced (:func:`encodable`). The SDK encodes the body before sending
         anything, and the check costs nothing when the request encodes."""
-        try:
-            return create(**params)
-        except UnicodeEncodeError:
-            return create(**encodable(params))
-
-    @staticmethod
-    async def _asend(create: Callable[..., Awaitable[ResultT]], params: dict[str, Any]) -> ResultT:
-        """:meth:`_send` for the async client."""
         try:
             return await create(**params)
         except UnicodeEncodeError:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from tooluse.qa._ledger import FetchLedger
 from tooluse.tools import (
+    BaseToolCallback,
     ToolCallback,
     ToolCallbackProvider,
     ToolContext,
@@ -20,7 +21,7 @@ from tooluse.tools import (
 __all__ = ["LedgerToolCallback", "LedgerToolCallbackProvider", "ledger_tool_callbacks"]
 
 
-class LedgerToolCallback:
+class LedgerToolCallback(BaseToolCallback):
     """Runs ``delegate`` unchanged and records its result in the ledger found in the tool
     context (see :data:`~tooluse.qa.LEDGER_KEY`); without a ledger it only runs the tool.
 
@@ -46,14 +47,6 @@ class LedgerToolCallback:
     @property
     def metadata(self) -> ToolMetadata:
         return self._delegate.metadata
-
-    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
-        ledger = FetchLedger.of(context)
-        position = ledger.reserve() if ledger is not None else 0
-        result = self._delegate.call(arguments, context)
-        if ledger is not None:
-            _record(ledger, self.definition.name, arguments, result, position)
-        return result
 
     async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         ledger = FetchLedger.of(context)

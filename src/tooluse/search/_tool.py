@@ -8,6 +8,7 @@ from typing import Annotated, Final
 
 from tooluse.search._types import ToolIndex, ToolSearchRequest, check_count
 from tooluse.tools import (
+    BaseToolCallback,
     FunctionToolCallback,
     ToolCallback,
     ToolContext,
@@ -113,23 +114,25 @@ def _max_results_text(default: int | None, limit: int | None) -> str:
     return "How many tools to return" + (f" ({', '.join(settings)})." if settings else ".")
 
 
-class _Described:
+class _Described(BaseToolCallback):
     """``toolSearchTool`` with the ``max_results`` description of its settings (the schema
     made from the signature is shared by every instance: copied, not changed)."""
 
-    __slots__ = ("_searching", "definition", "metadata")
+    __slots__ = ("_definition", "_searching")
 
     def __init__(self, searching: FunctionToolCallback, max_results_text: str) -> None:
         schema = copy.deepcopy(searching.definition.input_schema)
         schema["properties"]["max_results"]["description"] = max_results_text
         self._searching = searching
-        self.definition: ToolDefinition = dataclasses.replace(
-            searching.definition, input_schema=schema
-        )
-        self.metadata: ToolMetadata = searching.metadata
+        self._definition = dataclasses.replace(searching.definition, input_schema=schema)
 
-    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
-        return self._searching.call(arguments, context)
+    @property
+    def definition(self) -> ToolDefinition:
+        return self._definition
+
+    @property
+    def metadata(self) -> ToolMetadata:
+        return self._searching.metadata
 
     async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         return await self._searching.acall(arguments, context)

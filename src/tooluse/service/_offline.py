@@ -7,6 +7,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from tooluse.messages import ChatResponse, Message, Prompt, ToolResponseMessage, UserMessage
+from tooluse.models import BaseChatModel
 from tooluse.search import TOOL_SEARCH_TOOL_NAME
 from tooluse.testing import ScriptedModel, TestModel, tool_call
 from tooluse.tools import ToolDefinition
@@ -76,7 +77,7 @@ def _question(messages: Sequence[Message]) -> str:
     return next((m.text for m in reversed(messages) if isinstance(m, UserMessage)), "")
 
 
-class OfflineModel:
+class OfflineModel(BaseChatModel):
     """``TestModel`` for both stages of the QA pipeline, no network, no key.
 
     Router stage (tools offered): a ``TestModel`` that calls the tools the question mentions
@@ -104,9 +105,6 @@ class OfflineModel:
                 return ScriptedModel([search])
             return TestModel(call_tools=mentioned_tools(question, definitions))
         return TestModel(final_text=f"[{OFFLINE_NOTICE}]\n\n{question}", chunk_size=48)
-
-    def call(self, prompt: Prompt) -> ChatResponse:
-        return self._model_for(prompt).call(prompt)
 
     async def acall(self, prompt: Prompt) -> ChatResponse:
         return await self._model_for(prompt).acall(prompt)

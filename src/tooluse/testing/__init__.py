@@ -4,8 +4,9 @@
 - :class:`FunctionModel` lets a function decide each response.
 - :class:`TestModel` calls every offered tool once with schema-valid arguments, then answers.
 
-All three implement :class:`tooluse.models.ChatModel` (``call``, ``acall``, ``stream``), so
-they stand in for a real provider anywhere.
+All three implement :class:`tooluse.models.ChatModel` (``acall``, ``stream``, and the blocking
+``call`` of :class:`~tooluse.models.BaseChatModel`), so they stand in for a real provider
+anywhere.
 """
 
 from tooluse.testing._assertions import (

@@ -7,12 +7,13 @@ import abc
 from collections.abc import AsyncIterator
 
 from tooluse.messages import ChatResponse, Prompt
+from tooluse.models._base import BaseChatModel
 from tooluse.testing._chunking import stream_chunks
 
 __all__ = ["RecordingModel", "RespondingModel"]
 
 
-class RecordingModel:
+class RecordingModel(BaseChatModel):
     """Keeps every request's ``Prompt`` in :attr:`requests` and every response served in
     :attr:`responses`; streams cut responses into ``chunk_size``-character pieces."""
 
@@ -24,16 +25,13 @@ class RecordingModel:
         self.responses: list[ChatResponse] = []
 
 
-class RespondingModel(RecordingModel, abc.ABC):
+class RespondingModel(RecordingModel):
     """A test double whose answer to a request is computed synchronously by
-    :meth:`_respond`: ``call``, ``acall`` and ``stream`` all serve that answer."""
+    :meth:`_respond`: ``acall`` and ``stream`` (and so ``call``) serve that answer."""
 
     @abc.abstractmethod
     def _respond(self, prompt: Prompt) -> ChatResponse:
         """Record the request and give the response."""
-
-    def call(self, prompt: Prompt) -> ChatResponse:
-        return self._respond(prompt)
 
     async def acall(self, prompt: Prompt) -> ChatResponse:
         return self._respond(prompt)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 
-from tooluse._sync import run_sync
 from tooluse.messages import ChatResponse, Prompt
 from tooluse.testing._base import RecordingModel
 from tooluse.testing._chunking import stream_chunks
@@ -61,14 +60,6 @@ class FunctionModel(RecordingModel):
         result = self.fn(prompt)
         if inspect.isawaitable(result):
             result = await result
-        return self._record(result, index)
-
-    def call(self, prompt: Prompt) -> ChatResponse:
-        index = len(self.requests)
-        self.requests.append(prompt)
-        result = self.fn(prompt)
-        if inspect.isawaitable(result):
-            result = run_sync(result, sync_name="FunctionModel.call()", async_name="acall()")
         return self._record(result, index)
 
     async def stream(self, prompt: Prompt) -> AsyncIterator[ChatResponse]:

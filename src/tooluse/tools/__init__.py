@@ -1,7 +1,9 @@
 """Declaring tools: ``@tool``, ``ToolParam``, ``FunctionToolCallback``, ``tool_callbacks``,
-definitions, metadata, the ``ToolCallback`` protocol and the tool context."""
+definitions, metadata, the ``ToolCallback`` protocol, its ``BaseToolCallback`` and the tool
+context."""
 
 from tooluse.tools._callback import (
+    BaseToolCallback,
     ToolCallback,
     ToolCallbackProvider,
     is_tool_callback,
@@ -15,6 +17,7 @@ from tooluse.tools._results import Image, ResultConverter, ToolResult, convert_r
 from tooluse.tools._sources import tool_callbacks
 
 __all__ = [
+    "BaseToolCallback",
     "FunctionToolCallback",
     "Image",
     "ResultConverter",

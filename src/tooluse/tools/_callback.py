@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from typing import Protocol, TypeGuard, runtime_checkable
 
+from tooluse._sync import run_sync
 from tooluse.tools._definition import ToolContext, ToolDefinition, ToolMetadata
 from tooluse.tools._results import ToolResult
 
@@ -14,7 +16,10 @@ class ToolCallback(Protocol):
     """A callable tool: its definition for the model, its metadata for the executor, and the
     call itself. ``arguments`` is the JSON text the model produced; the result is text for the
     model, or a ``ToolResult`` when images go with the text. A failure the model can fix is
-    raised as ``ToolExecutionException``."""
+    raised as ``ToolExecutionException``.
+
+    The protocol is async only: the executor awaits ``acall``. The tools of this package
+    subclass :class:`BaseToolCallback`, which adds a blocking ``call`` for scripts and tests."""
 
     @property
     def definition(self) -> ToolDefinition: ...
@@ -22,11 +27,38 @@ class ToolCallback(Protocol):
     @property
     def metadata(self) -> ToolMetadata: ...
 
-    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult: ...
-
     async def acall(
         self, arguments: str, context: ToolContext | None = None
     ) -> str | ToolResult: ...
+
+
+class BaseToolCallback(abc.ABC):
+    """A :class:`ToolCallback` from its ``definition``, ``metadata`` and ``acall``, with
+    ``call``, the blocking form of ``acall`` for scripts and tests."""
+
+    __slots__ = ()
+
+    @property
+    @abc.abstractmethod
+    def definition(self) -> ToolDefinition: ...
+
+    @property
+    @abc.abstractmethod
+    def metadata(self) -> ToolMetadata: ...
+
+    @abc.abstractmethod
+    async def acall(
+        self, arguments: str, context: ToolContext | None = None
+    ) -> str | ToolResult: ...
+
+    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
+        """``acall`` run to its end on this thread's event loop (see ``tooluse._sync``); inside
+        a running event loop it raises ``RuntimeError``: await ``acall`` there."""
+        return run_sync(
+            self.acall(arguments, context),
+            sync_name=f"call() of the tool '{self.definition.name}'",
+            async_name="callback.acall(...)",
+        )
 
 
 @runtime_checkable
@@ -36,7 +68,7 @@ class ToolCallbackProvider(Protocol):
     def tool_callbacks(self) -> Sequence[ToolCallback]: ...
 
 
-_CALLBACK_ATTRIBUTES = ("definition", "metadata", "call", "acall")
+_CALLBACK_ATTRIBUTES = ("definition", "metadata", "acall")
 
 
 def is_tool_callback(value: object) -> TypeGuard[ToolCallback]:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tooluse._fork import ThreadPool
-from tooluse._sync import run_sync
+from tooluse.tools._callback import BaseToolCallback
 from tooluse.tools._decorator import (
     ToolOptions,
     check_tool_name,
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from tooluse.messages import ToolCall
 
 
-class FunctionToolCallback:
+class FunctionToolCallback(BaseToolCallback):
     """A tool backed by a Python function (sync or async), a bound method, a
     ``functools.partial`` (the arguments it binds are neither shown to the model nor
     overridable by it) or a callable object.
@@ -54,9 +54,9 @@ class FunctionToolCallback:
     ``null`` for an optional parameter means its default. Exceptions raised by the function
     itself propagate unchanged; the ``ToolCallingManager``'s exception processor decides what
     the model sees. ``acall`` runs sync functions in the tool thread pool (``run_in_tool_thread``)
-    and awaits async ones on the loop; ``call`` runs async functions on the calling thread's
-    own event loop and raises ``RuntimeError`` when called inside a running event loop (use
-    ``acall`` there).
+    and awaits async ones on the loop; ``call`` (of :class:`BaseToolCallback`) runs ``acall``
+    on the calling thread's own event loop and raises ``RuntimeError`` when called inside a
+    running event loop (await ``acall`` there).
     """
 
     __slots__ = (
@@ -123,18 +123,6 @@ class FunctionToolCallback:
     @property
     def function(self) -> Callable[..., Any]:
         return self._function
-
-    def call(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
-        args, kwargs = self._arguments.bind(arguments, context, self._definition)
-        if self._is_async:
-            result = run_sync(
-                self._run_async(args, kwargs),
-                sync_name=f"call() of the async tool '{self._definition.name}'",
-                async_name="callback.acall(...)",
-            )
-        else:
-            result = self._function(*args, **kwargs)
-        return self._convert(result)
 
     async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         args, kwargs = self._arguments.bind(arguments, context, self._definition)

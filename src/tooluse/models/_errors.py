@@ -4,8 +4,8 @@ The SDKs retry 429/5xx/timeouts themselves (bounded, exponential backoff with ji
 ``Retry-After``); what reaches the caller after that is a :class:`ProviderError` carrying the
 provider's own message, the HTTP status and the SDK exception as ``__cause__``.
 
-Private plumbing shared by the chat models (``tooluse.models``, which exports the error classes)
-and the embedding models (``tooluse.embedding``, a layer to its left that must not import it).
+Shared by the chat models (``tooluse.models`` exports the error classes) and
+``OpenAIEmbeddingModel`` (``tooluse.embedding``, in the same layer: provider clients).
 """
 
 from __future__ import annotations
