@@ -27,6 +27,7 @@ from tooluse.qa import (
     ToolResultEvent,
 )
 from tooluse.service._approvals import StoredApproval
+from tooluse.service._failures import described_failure, failure_status, log_failure
 from tooluse.service._service import QaService
 from tooluse.service._sse import JsonTextResponse, sse, sse_response
 
@@ -258,8 +259,11 @@ def _usage(usage: Usage | None) -> dict[str, int]:
 
 def _failure(exc: Exception) -> dict[str, str]:
     """What a failed run is reported as: OpenAI's type for a failure on the server's side,
-    and the exception (its class: ``ConnectionError``, ``TimeoutError``, ...)."""
+    and the exception (its class too, ``ConnectionError``, ``TimeoutError``, ..., unless its
+    message says it all: a provider or a tool source that failed)."""
     text = str(exc)
+    if described_failure(exc):
+        return {"message": text, "type": "server_error"}
     name = type(exc).__name__
     return {"message": f"{name}: {text}" if text else name, "type": "server_error"}
 
@@ -316,16 +320,17 @@ def openai_router(service: QaService) -> APIRouter:
             )
             return openai_error("the client went away before the answer", 499)
         except Exception as exc:
-            logger.exception("chat completion %s failed", completion_id)
+            log_failure(f"chat completion {completion_id}", exc)
             failure = _failure(exc)
+            status = failure_status(exc)
             if not ran:
-                return openai_error(failure["message"], 500, type=failure["type"])
+                return openai_error(failure["message"], status, type=failure["type"])
             # The SDKs retry a 500, and a retry is a new run that calls the tools again (an
             # order placed twice): they obey x-should-retry.
             return openai_error(
                 f"{failure['message']} (after the tools {', '.join(sorted(set(ran)))} ran; "
                 "not to be retried as is)",
-                500,
+                status,
                 type=failure["type"],
                 headers={"x-should-retry": "false"},
             )
@@ -424,7 +429,7 @@ async def _chunks(
                 elif isinstance(event, DoneEvent):
                     usage = event.usage
     except Exception as exc:
-        logger.exception("chat completion %s failed", completion_id)
+        log_failure(f"chat completion {completion_id}", exc)
         # OpenAI's SDKs raise an APIError for a chunk that carries "error".
         yield sse(None, {"error": {**_failure(exc), "param": None, "code": None}})
         return
