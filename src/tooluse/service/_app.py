@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import html
 import importlib.resources
 import json
 import logging
 import math
+import re
 import secrets
 import unicodedata
 import uuid
@@ -34,6 +37,7 @@ from tooluse.service._approvals import (
     UnknownApproval,
 )
 from tooluse.service._conversations import message_views
+from tooluse.service._guards import RequestGuard
 from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._openai_api import (
     is_openai_path,
@@ -143,6 +147,48 @@ def _page(service: QaService) -> str:
     )
 
 
+def _validation_details(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """pydantic's errors without the ``input`` each holds (FastAPI's own handler sends it:
+    a megabyte back for a message a megabyte long), and a body that was not read as JSON said
+    so (FastAPI reads JSON only when the Content-Type says it is)."""
+    details = []
+    for error in errors:
+        detail = {key: value for key, value in error.items() if key not in ("input", "url")}
+        if error.get("type") == "model_attributes_type" and isinstance(error.get("input"), bytes):
+            detail["msg"] = (
+                "The body was not read as JSON: send it with the header "
+                "Content-Type: application/json"
+            )
+        details.append(detail)
+    encoded: list[dict[str, Any]] = jsonable_encoder(details)
+    return encoded
+
+
+_INLINE = re.compile(r"<(script|style)>(.*?)</\1>", re.DOTALL)
+
+
+def _page_policy(page: str) -> str:
+    """The page's Content-Security-Policy: its own inline script and style (by their hashes)
+    and nothing else; requests to this service only; images from tool results (data: URLs);
+    never in a frame."""
+    sources: dict[str, list[str]] = {"script": [], "style": []}
+    for kind, body in _INLINE.findall(page):
+        digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode()
+        sources[kind].append(f"'sha256-{digest}'")
+    return "; ".join(
+        [
+            "default-src 'none'",
+            f"script-src {' '.join(sources['script'])}",
+            f"style-src {' '.join(sources['style'])}",
+            "img-src 'self' data: blob:",
+            "connect-src 'self'",
+            "base-uri 'none'",
+            "form-action 'none'",
+            "frame-ancestors 'none'",
+        ]
+    )
+
+
 def _approval_view(stored: StoredApproval) -> dict[str, Any]:
     return {
         "approval_id": stored.id,
@@ -242,14 +288,17 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         title="tooluse QA service", lifespan=lifespan, default_response_class=JsonTextResponse
     )
     app.state.service = service
+    app.add_middleware(
+        RequestGuard,
+        allowed_hosts=service.config.allowed_hosts,
+        max_body_bytes=service.config.max_request_bytes,
+    )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JsonTextResponse:
         if is_openai_path(request):  # 400 {"error": ...}, as OpenAI answers, for its SDKs
             return openai_validation_error(exc.errors())
-        # FastAPI's own handler echoes the input with JSONResponse, which fails (500) on a
-        # lone surrogate in the body ("\ud800", which pydantic refuses in a str).
-        return JsonTextResponse({"detail": jsonable_encoder(exc.errors())}, status_code=422)
+        return JsonTextResponse({"detail": _validation_details(exc.errors())}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -259,10 +308,11 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
     keepalive = service.config.keepalive_seconds
     page = _page(service)
+    page_headers = {"Content-Security-Policy": _page_policy(page)}
 
     @app.get("/", response_class=HTMLResponse)
-    async def chat_page() -> str:
-        return page
+    async def chat_page() -> HTMLResponse:
+        return HTMLResponse(page, headers=page_headers)
 
     @app.get("/favicon.ico", include_in_schema=False)
     async def favicon() -> Response:  # no icon: a 404 would be an error in the console
