@@ -148,3 +148,21 @@ def test_serve_answers_for_its_host_name_and_the_allowed_ones(
         (("qa.example", "qa.lan"), 1024 * 1024),
         ((), 5000),
     ]
+
+
+async def test_the_openapi_document_says_what_the_routes_send(tmp_path: Path) -> None:
+    async with running(_app(tmp_path)) as http:
+        paths = (await http.get("/openapi.json")).json()["paths"]
+        not_allowed = await http.request("PUT", "/api/approvals/abc")
+    assert set(paths["/api/approvals/{approval_id}"]["get"]["responses"]) == {
+        "200", "400", "401", "404",
+    }  # fmt: skip
+    chat = paths["/api/chat"]["post"]["responses"]
+    assert list(chat["200"]["content"]) == ["text/event-stream"]
+    assert {"400", "413", "422"} <= set(chat)
+    completions = paths["/v1/chat/completions"]["post"]["responses"]
+    assert list(completions["200"]["content"]) == ["application/json", "text/event-stream"]
+    assert "422" not in completions and {"400", "503"} <= set(completions)
+    assert "OpenAIErrorBody" in json.dumps(completions["400"])  # not FastAPI's detail
+    # Both routes of the path answer, so both methods are allowed (Starlette named the first).
+    assert not_allowed.status_code == 405 and not_allowed.headers["allow"] == "GET, POST"

@@ -24,8 +24,10 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Route
 
 from tooluse.calling import Approve, Decision, Deny
 from tooluse.memory._api import validate_conversation_id
@@ -45,6 +47,12 @@ from tooluse.service._openai_api import (
     openai_router,
     openai_validation_error,
 )
+from tooluse.service._openapi import (
+    API_ERRORS,
+    EVENT_STREAM,
+    with_statuses,
+    without_default_422,
+)
 from tooluse.service._service import QaService, ServiceConfig
 from tooluse.service._sse import JsonTextResponse, qa_event_stream, sse_response
 from tooluse.service._turn_displays import StoredTurnDisplay
@@ -54,6 +62,11 @@ __all__ = ["ApprovalRequest", "ChatRequest", "DecisionRequest", "create_app"]
 logger = logging.getLogger("tooluse.service")
 
 CONVERSATION_ID_MAX_LENGTH = 200
+# What _check_conversation_id takes, for the OpenAPI document only (the check itself says
+# what is wrong better than a pattern would): no control character or lone surrogate, and
+# not blank.
+_NOT_ID = r"\u0000-\u001f\u007f-\u009f\ud800-\udfff"
+_CONVERSATION_ID_SCHEMA = {"pattern": rf"^[^{_NOT_ID}]*[^\s{_NOT_ID}][^{_NOT_ID}]*$"}
 
 
 class ChatRequest(pydantic.BaseModel):
@@ -63,7 +76,10 @@ class ChatRequest(pydantic.BaseModel):
 
     message: str = pydantic.Field(min_length=1, max_length=32_000)
     conversation_id: str | None = pydantic.Field(
-        default=None, min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH
+        default=None,
+        min_length=1,
+        max_length=CONVERSATION_ID_MAX_LENGTH,
+        json_schema_extra=_CONVERSATION_ID_SCHEMA,
     )
 
 
@@ -145,6 +161,15 @@ def _page(service: QaService) -> str:
     return template.replace("<!--BANNER-->", banner).replace(
         "<!--MODEL-->", html.escape(service.model_label)
     )
+
+
+def _methods_at(request: Request) -> str:
+    methods: set[str] = set()
+    for route in request.app.routes:
+        match, _ = route.matches(request.scope)
+        if match != Match.NONE and isinstance(route, APIRoute | Route):
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
 
 
 def _validation_details(errors: Sequence[Any]) -> list[dict[str, Any]]:
@@ -235,8 +260,7 @@ def _check_conversation_id(conversation_id: str) -> None:
             raise HTTPException(
                 422,
                 "conversation id must not hold control characters (line breaks, tabs, "
-                f"escapes); it holds {character!r} at position {position}: "
-                f"{conversation_id!r:.100}",
+                f"escapes); it holds {character!r} at position {position}",
             )
 
 
@@ -288,6 +312,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         title="tooluse QA service", lifespan=lifespan, default_response_class=JsonTextResponse
     )
     app.state.service = service
+    without_default_422(app)
     app.add_middleware(
         RequestGuard,
         allowed_hosts=service.config.allowed_hosts,
@@ -302,6 +327,10 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route of the path only; a path of two
+            # routes (GET and POST /api/approvals/{id}) takes both.
+            exc = StarletteHTTPException(405, exc.detail, {"Allow": _methods_at(request)})
         if is_openai_path(request):
             return openai_http_error(request, exc)
         return await http_exception_handler(request, exc)
@@ -318,17 +347,21 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     async def favicon() -> Response:  # no icon: a 404 would be an error in the console
         return Response(status_code=204)
 
-    @app.get("/healthz")
+    @app.get("/healthz", responses=with_statuses(API_ERRORS, 400))
     async def healthz() -> dict[str, Any]:
         return service.health()
 
     api = APIRouter(dependencies=_api_key_guard(service.config.api_key))
 
-    @api.get("/api/tools")
+    @api.get("/api/tools", responses=with_statuses(API_ERRORS, 400, 401))
     async def tools() -> list[dict[str, Any]]:
         return service.tool_descriptions()
 
-    @api.post("/api/chat")
+    @api.post(
+        "/api/chat",
+        response_class=StreamingResponse,
+        responses=EVENT_STREAM | with_statuses(API_ERRORS, 400, 401, 413, 422),
+    )
     async def chat(request: ChatRequest) -> StreamingResponse:
         conversation_id = request.conversation_id or uuid.uuid4().hex
         if not request.message.strip():
@@ -359,9 +392,19 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             keepalive_seconds=keepalive,
         )
 
-    @api.get("/api/conversations/{conversation_id:any_text}")
+    @api.get(
+        "/api/conversations/{conversation_id:any_text}",
+        responses=with_statuses(API_ERRORS, 400, 401, 404, 422),
+    )
     async def conversation(
-        conversation_id: Annotated[str, Path(min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH)],
+        conversation_id: Annotated[
+            str,
+            Path(
+                min_length=1,
+                max_length=CONVERSATION_ID_MAX_LENGTH,
+                json_schema_extra=_CONVERSATION_ID_SCHEMA,
+            ),
+        ],
     ) -> dict[str, Any]:
         """The conversation's messages in memory and its runs waiting for a decision (a
         reloaded page shows them)."""
@@ -389,16 +432,23 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             "memory_window": service.config.memory_window,
         }
 
-    @api.get("/api/approvals")
+    @api.get("/api/approvals", responses=with_statuses(API_ERRORS, 400, 401, 422))
     async def pending_approvals(
-        conversation_id: Annotated[str, Query(min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH)],
+        conversation_id: Annotated[
+            str,
+            Query(
+                min_length=1,
+                max_length=CONVERSATION_ID_MAX_LENGTH,
+                json_schema_extra=_CONVERSATION_ID_SCHEMA,
+            ),
+        ],
     ) -> list[dict[str, Any]]:
         """The conversation's runs waiting for a decision."""
         _check_conversation_id(conversation_id)
         pending = await asyncio.to_thread(service.approvals.pending, conversation_id)
         return [_approval_view(stored) for stored in pending]
 
-    @api.get("/api/approvals/{approval_id}")
+    @api.get("/api/approvals/{approval_id}", responses=with_statuses(API_ERRORS, 400, 401, 404))
     async def approval(approval_id: str) -> dict[str, Any]:
         try:
             stored = await asyncio.to_thread(service.approvals.get, approval_id)
@@ -406,7 +456,11 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             raise HTTPException(404, str(exc.args[0])) from exc
         return _approval_view(stored)
 
-    @api.post("/api/approvals/{approval_id}")
+    @api.post(
+        "/api/approvals/{approval_id}",
+        response_class=StreamingResponse,
+        responses=EVENT_STREAM | API_ERRORS,
+    )
     async def decide(approval_id: str, request: ApprovalRequest) -> StreamingResponse:
         try:
             stored = await asyncio.to_thread(service.approvals.get, approval_id)

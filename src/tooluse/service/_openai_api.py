@@ -28,6 +28,7 @@ from tooluse.qa import (
 )
 from tooluse.service._approvals import StoredApproval
 from tooluse.service._failures import described_failure, failure_status, log_failure
+from tooluse.service._openapi import V1_COMPLETION, V1_ERRORS, with_statuses
 from tooluse.service._service import QaService
 from tooluse.service._sse import JsonTextResponse, sse, sse_response
 
@@ -281,13 +282,17 @@ def _approval_text(stored: StoredApproval) -> str:
 def openai_router(service: QaService) -> APIRouter:
     router = APIRouter()
 
-    @router.get("/v1/models")
+    @router.get("/v1/models", responses=with_statuses(V1_ERRORS, 400, 401))
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [_MODEL]}
 
     # ``:path``: an id with a slash (``org/model``, sent as ``org%2Fmodel``) still gets
     # OpenAI's model_not_found, not the router's bare 404.
-    @router.get("/v1/models/{model_id:path}", response_model=None)
+    @router.get(
+        "/v1/models/{model_id:path}",
+        response_model=None,
+        responses=with_statuses(V1_ERRORS, 400, 401, 404),
+    )
     async def model(model_id: str) -> Response:
         if model_id != OPENAI_MODEL_ID:
             return openai_error(
@@ -297,7 +302,7 @@ def openai_router(service: QaService) -> APIRouter:
             )
         return JsonTextResponse(_MODEL)
 
-    @router.post("/v1/chat/completions", response_model=None)
+    @router.post("/v1/chat/completions", response_model=None, responses=V1_COMPLETION | V1_ERRORS)
     async def completions(request: OpenAIChatRequest, http: Request) -> Response:
         try:
             check_supported(request)
