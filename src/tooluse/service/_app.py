@@ -24,10 +24,9 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
-from fastapi.routing import APIRoute
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Match, Route
+from starlette.routing import Match
 
 from tooluse.calling import Approve, Decision, Deny
 from tooluse.memory._api import validate_conversation_id
@@ -163,13 +162,21 @@ def _page(service: QaService) -> str:
     )
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
 def _methods_at(request: Request) -> str:
-    methods: set[str] = set()
-    for route in request.app.routes:
-        match, _ = route.matches(request.scope)
-        if match != Match.NONE and isinstance(route, APIRoute | Route):
-            methods |= route.methods or set()
-    return ", ".join(sorted(methods))
+    """The methods some route of the request's path takes (asked of the routes with each
+    method: included routers match as a whole)."""
+    found = [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL
+            for route in request.app.routes
+        )
+    ]
+    return ", ".join(found)
 
 
 def _validation_details(errors: Sequence[Any]) -> list[dict[str, Any]]:
