@@ -24,6 +24,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from pydantic.config import JsonDict
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -65,7 +66,7 @@ CONVERSATION_ID_MAX_LENGTH = 200
 # what is wrong better than a pattern would): no control character or lone surrogate, and
 # not blank.
 _NOT_ID = r"\u0000-\u001f\u007f-\u009f\ud800-\udfff"
-_CONVERSATION_ID_SCHEMA = {"pattern": rf"^[^{_NOT_ID}]*[^\s{_NOT_ID}][^{_NOT_ID}]*$"}
+_CONVERSATION_ID_SCHEMA: JsonDict = {"pattern": rf"^[^{_NOT_ID}]*[^\s{_NOT_ID}][^{_NOT_ID}]*$"}
 
 
 class ChatRequest(pydantic.BaseModel):
