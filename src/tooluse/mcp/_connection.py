@@ -58,6 +58,7 @@ from mcp.types import (
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from tooluse._fork import current_process
+from tooluse._version import VERSION
 from tooluse.mcp._errors import McpServerError
 from tooluse.mcp._servers import HttpServer, InProcessServer, ServerParameters, StdioServer
 
@@ -67,7 +68,7 @@ logger = logging.getLogger("tooluse.mcp")
 
 T = TypeVar("T")
 
-CLIENT_INFO: Final = Implementation(name="tooluse", version="0.1.0")
+CLIENT_INFO: Final = Implementation(name="tooluse", version=VERSION)
 _MAX_LIST_PAGES = 100  # a paginator that never ends cannot hang a listing
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: SSE streams stay open
 _RELISTEN_DELAY = 1.0  # seconds between attempts to reopen a dropped listen stream

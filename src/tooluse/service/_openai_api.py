@@ -52,8 +52,6 @@ _T = TypeVar("_T")
 OPENAI_MODEL_ID = "tooluse-qa"
 """The one model ``GET /v1/models`` lists; the ``model`` of a request is not used."""
 
-_MODEL = {"id": OPENAI_MODEL_ID, "object": "model", "created": 0, "owned_by": "tooluse"}
-
 
 class OpenAIMessage(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="allow")
@@ -281,10 +279,17 @@ def _approval_text(stored: StoredApproval) -> str:
 
 def openai_router(service: QaService) -> APIRouter:
     router = APIRouter()
+    # created: when this service began serving it (OpenAI's is the model's release).
+    listed = {
+        "id": OPENAI_MODEL_ID,
+        "object": "model",
+        "created": int(time.time()),
+        "owned_by": "tooluse",
+    }
 
     @router.get("/v1/models", responses=with_statuses(V1_ERRORS, 400, 401))
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [_MODEL]}
+        return {"object": "list", "data": [listed]}
 
     # ``:path``: an id with a slash (``org/model``, sent as ``org%2Fmodel``) still gets
     # OpenAI's model_not_found, not the router's bare 404.
@@ -300,7 +305,7 @@ def openai_router(service: QaService) -> APIRouter:
                 404,
                 code="model_not_found",
             )
-        return JsonTextResponse(_MODEL)
+        return JsonTextResponse(listed)
 
     @router.post("/v1/chat/completions", response_model=None, responses=V1_COMPLETION | V1_ERRORS)
     async def completions(request: OpenAIChatRequest, http: Request) -> Response:
