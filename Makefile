@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test serve lint typecheck bench clean check-lower-bounds
+.PHONY: test serve lint typecheck bench clean check-lower-bounds reliability
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,12 @@ test: $(STAMP)
 
 serve: $(STAMP)
 	$(BIN)/tooluse serve
+
+# The slow reliability checks against `tooluse serve` (MCP server killed, a 1 MB question,
+# schemathesis over /openapi.json): benchmarks/reliability.py, figures in docs/benchmarks.md.
+reliability: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[test,reliability]'
+	$(BIN)/python benchmarks/reliability.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

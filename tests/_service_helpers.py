@@ -53,7 +53,7 @@ async def running(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     """The app started (lifespan) with an HTTP client that calls it in-process."""
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             yield client
 
 

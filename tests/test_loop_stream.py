@@ -344,3 +344,21 @@ def test_a_stream_runs_the_same_loop_as_a_call(
     assert "".join(chunk.text for chunk in chunks) == called_answer.content() == answer
     total = usage(len(rounds) + 3, len(rounds) + 4, 2 * len(rounds) + 7)
     assert stream.chat_response().usage == called_answer.chat_response().usage == total
+
+
+async def test_two_complete_calls_sharing_an_id_run_apart_as_call_runs_them() -> None:
+    def response(prompt: Prompt) -> ChatResponse | str:
+        if len(prompt.messages) > 1:
+            return "done"
+        calls = [tool_call("echo", {"text": text}, id="same") for text in ("one", "two")]
+        return chat_response(tool_calls=calls)
+
+    for streamed in (False, True):
+        echo = RecordingTool("echo", lambda arguments, context: arguments["text"])
+        request = ChatClient(FunctionModel(response), tools=[echo]).prompt("echo twice")
+        if streamed:
+            text = "".join([text async for text in request.stream().content()])
+        else:
+            text = (await request.acall()).content()
+        assert text == "done"
+        assert [arguments for arguments, _ in echo.calls] == [{"text": "one"}, {"text": "two"}]

@@ -18,6 +18,7 @@ from tooluse.messages import (
 )
 from tooluse.qa import (
     PAUSED_TURN_NOTE,
+    RESUMING_TURN_NOTE,
     STOPPED_TURN_NOTE,
     DeltaEvent,
     QaPause,
@@ -255,3 +256,38 @@ async def test_a_run_without_a_conversation_stores_nothing_at_its_pause() -> Non
     result = await pipeline.aresume(pause, {"x": Approve()})
     assert result.answer == "A1 is cancelled."
     assert [m.text for m in model.requests[-1].messages[1:3]] == ["Hi", "Hello!"]
+
+
+async def test_while_approved_calls_run_memory_says_they_may_have_run() -> None:
+    # A process killed while an approved call ran (kill -9, a crash) left memory saying the
+    # call was "Not run ... It runs only if it is asked for again and approved": asked again
+    # and approved, it ran twice.
+    memory = CountingMemory()
+    seen_while_running: list[str] = []
+
+    @tool(requires_approval=True)
+    def cancel_order(order_id: str) -> dict[str, object]:
+        """Cancel an order."""
+        seen_while_running.extend(m.text or "" for m in memory.get("u1"))
+        CANCELLED.append(order_id)
+        return {"order_id": order_id, "cancelled": True}
+
+    model = ScriptedModel([STATUS_AND_CANCEL, "", "A1 is cancelled."])
+    pipeline = QaPipeline(
+        model, retriever=CountingRetriever(), tools=[order_status, cancel_order], memory=memory
+    )
+    pause = (await pipeline.acall("Cancel order A1", conversation_id="u1")).pause
+    assert pause is not None
+    await pipeline.aresume(pause, {"x": Approve(arguments={"order_id": "A1"})})
+
+    question, account = seen_while_running
+    assert question == "Cancel order A1"
+    assert account.startswith(RESUMING_TURN_NOTE)
+    assert '\nOutcome unknown: it may have run: cancel_order {"order_id": "A1"}\n' in account
+    assert "Not run" not in account and PAUSED_TURN_NOTE not in account
+    # The pause can no longer be resumed from that record: the call must not run twice.
+    with pytest.raises(StalePauseError, match="no longer waiting"):
+        await pipeline.aresume(pause, {"x": Approve()})
+    # The answered turn replaced the record.
+    assert [m.text for m in memory.get("u1")] == ["Cancel order A1", "A1 is cancelled."]
+    assert CANCELLED == ["A1"]

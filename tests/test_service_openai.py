@@ -28,7 +28,7 @@ async def openai_client(
     async with running(app):
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
         async with openai.AsyncOpenAI(
-            base_url="http://service/v1", api_key="unused", http_client=http, max_retries=0
+            base_url="http://localhost/v1", api_key="unused", http_client=http, max_retries=0
         ) as client:
             yield client
 
@@ -188,7 +188,7 @@ async def test_the_openai_endpoint_takes_the_service_key_as_the_sdk_sends_it(
     def sdk(key: str) -> openai.AsyncOpenAI:
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
         return openai.AsyncOpenAI(
-            base_url="http://service/v1", api_key=key, http_client=http, max_retries=0
+            base_url="http://localhost/v1", api_key=key, http_client=http, max_retries=0
         )
 
     async with running(app):
@@ -371,7 +371,7 @@ async def test_a_completion_that_failed_after_its_tools_ran_is_not_retried_by_th
     async with running(app):
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
         async with openai.AsyncOpenAI(
-            base_url="http://service/v1", api_key="unused", http_client=http, max_retries=2
+            base_url="http://localhost/v1", api_key="unused", http_client=http, max_retries=2
         ) as client:
             with pytest.raises(openai.InternalServerError, match="after the tools place_order"):
                 await client.chat.completions.create(model="m", messages=messages)
@@ -459,9 +459,9 @@ async def test_a_client_leaving_a_completion_before_its_answer_cancels_the_run(
         "raw_path": path.encode(),
         "root_path": "",
         "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"host", b"service")],
+        "headers": [(b"content-type", b"application/json"), (b"host", b"localhost")],
         "client": ("127.0.0.1", 50000),
-        "server": ("service", 80),
+        "server": ("localhost", 80),
     }
     async with running(app):
         call = asyncio.create_task(app(scope, receive, send))

@@ -60,3 +60,20 @@ def test_provider_content_of_chunks_is_joined_in_order() -> None:
 def test_provider_content_of_two_providers_in_one_generation_is_an_error() -> None:
     with pytest.raises(ValueError, match=r"two providers \('anthropic', then 'other'\)"):
         merge_chunks([content_chunk("anthropic", "a"), content_chunk("other", "b")])
+
+
+def test_a_complete_call_is_closed_and_a_named_fragment_with_its_id_is_another_call() -> None:
+    merged = merge_chunks(
+        [
+            chunk(None, ToolCall(id="x", name="echo", arguments='{"text": "a"}')),
+            chunk(None, ToolCall(id="x", name="echo", arguments='{"text": "b"}')),
+            chunk(None, ToolCall(id="y", name="echo", arguments='{"te')),
+            chunk(None, ToolCall(id="y", name="", arguments='xt": "c"}')),  # the id repeated
+            chunk(None, ToolCall(id="y", name="", arguments=" ")),
+        ]
+    )
+    assert [(c.id, c.name, c.arguments) for c in merged.generations[0].message.tool_calls] == [
+        ("x", "echo", '{"text": "a"}'),
+        ("x", "echo", '{"text": "b"}'),
+        ("y", "echo", '{"text": "c"}'),
+    ]

@@ -1,5 +1,6 @@
 """tooluse: LLM tool calling and tool search for Python."""
 
+from tooluse._version import VERSION
 from tooluse.advisors import (
     HIGHEST_PRECEDENCE,
     LOWEST_PRECEDENCE,
@@ -56,6 +57,8 @@ from tooluse.tools import (
     tool,
     tool_callbacks,
 )
+
+__version__ = VERSION
 
 __all__ = [
     "HIGHEST_PRECEDENCE",

@@ -6,6 +6,7 @@ text as it arrives. :class:`StreamAggregator` does the first without holding up 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -22,12 +23,30 @@ from tooluse.messages import (
 __all__ = ["StreamAggregator", "merge_chunks"]
 
 
+class _CallBuffer:
+    __slots__ = ("arguments", "call_id", "names")
+
+    def __init__(self, call_id: str) -> None:
+        self.call_id = call_id
+        self.names: list[str] = []  # name fragments, in arrival order
+        self.arguments: list[str] = []  # argument fragments
+
+    def is_complete(self) -> bool:
+        """Named, with arguments that are a whole JSON value: nothing can continue it."""
+        if not self.names or not self.arguments:
+            return False
+        try:
+            json.loads("".join(self.arguments))
+        except ValueError:
+            return False
+        return True
+
+
 class _GenerationBuffer:
     __slots__ = (
-        "arguments",
+        "by_id",
+        "calls",
         "metadata",
-        "names",
-        "order",
         "provider_content",
         "reasoning",
         "text",
@@ -37,9 +56,8 @@ class _GenerationBuffer:
         self.text: list[str] = []
         self.reasoning: list[Reasoning] = []
         self.provider_content: ProviderContent | None = None
-        self.names: dict[str, list[str]] = {}  # call id -> name fragments, in arrival order
-        self.arguments: dict[str, list[str]] = {}  # call id -> argument fragments
-        self.order: list[str] = []
+        self.calls: list[_CallBuffer] = []  # in arrival order
+        self.by_id: dict[str, _CallBuffer] = {}  # call id -> the latest call of that id
         self.metadata: dict[str, Any] = {}
 
 
@@ -51,7 +69,9 @@ class StreamAggregator:
     signature, or only an item id and encrypted reasoning, closes it (a signed, redacted or
     identified part stays closed). Tool-call fragments are merged by id (an empty
     id continues the previous call), which tolerates names and arguments split anywhere and
-    calls whose arguments never arrive (they become ``"{}"``). Provider content blocks
+    calls whose arguments never arrive (they become ``"{}"``); a call that is complete (named,
+    its arguments whole JSON) is closed, and a named fragment with its id begins another call
+    of that id, as ``call()`` gets two calls sharing an id. Provider content blocks
     (:class:`~tooluse.messages.ProviderContent`) are joined in arrival order; chunks of one
     generation giving content of two providers are an error. Metadata is merged with later
     chunks winning; the last non-empty usage wins (providers report the total once).
@@ -85,34 +105,44 @@ class StreamAggregator:
 
     @staticmethod
     def _add_fragment(buffer: _GenerationBuffer, fragment: ToolCall) -> None:
-        call_id = fragment.id
-        if not call_id:
-            # An empty id continues the previous call; with nothing to continue it becomes a
-            # call of its own so it is answered (with an error) rather than dropped.
-            call_id = buffer.order[-1] if buffer.order else f"call_{len(buffer.order)}"
-        if call_id not in buffer.names:
-            buffer.names[call_id] = []
-            buffer.arguments[call_id] = []
-            buffer.order.append(call_id)
+        if fragment.id:
+            call = buffer.by_id.get(fragment.id)
+            # A complete call is closed: a named fragment with its id is another call (the
+            # loop gives it an id of its own, as for calls that share an id in one response).
+            if call is None or (fragment.name and call.is_complete()):
+                call = _CallBuffer(fragment.id)
+                buffer.calls.append(call)
+                buffer.by_id[fragment.id] = call
+        elif buffer.calls:
+            call = buffer.calls[-1]  # an empty id continues the previous call
+        else:
+            # Nothing to continue: a call of its own, so it is answered (with an error)
+            # rather than dropped.
+            call = _CallBuffer("call_0")
+            buffer.calls.append(call)
+            buffer.by_id[call.call_id] = call
         if fragment.name:
-            buffer.names[call_id].append(fragment.name)
+            call.names.append(fragment.name)
         if fragment.arguments:
-            buffer.arguments[call_id].append(fragment.arguments)
+            call.arguments.append(fragment.arguments)
 
     def response(self) -> ChatResponse:
         generations = []
         for buffer in self._generations:
-            calls = []
-            for call_id in buffer.order:
-                arguments = "".join(buffer.arguments[call_id]).strip() or "{}"
-                name = "".join(buffer.names[call_id])
-                calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
+            calls = tuple(
+                ToolCall(
+                    id=call.call_id,
+                    name="".join(call.names),
+                    arguments="".join(call.arguments).strip() or "{}",
+                )
+                for call in buffer.calls
+            )
             text = "".join(buffer.text)
             generations.append(
                 Generation(
                     message=AssistantMessage(
                         text=text or None,
-                        tool_calls=tuple(calls),
+                        tool_calls=calls,
                         reasoning=tuple(buffer.reasoning),
                         provider_content=buffer.provider_content,
                     ),

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from tooluse._version import VERSION
 from tooluse.cli._option_types import port_number, positive_seconds
 
 __all__ = [
@@ -99,6 +100,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="tooluse", description="LLM tool calling and tool search for Python."
     )
+    parser.add_argument("--version", action="version", version=f"tooluse {VERSION}")
     subcommands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         sub = subcommands.add_parser(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["port_number", "positive_seconds"]
+__all__ = ["port_number", "positive_count", "positive_seconds"]
 
 
 def port_number(text: str) -> int:
@@ -31,3 +31,14 @@ def positive_seconds(text: str) -> float:
             f"a duration is a finite number of seconds above 0, got {text}"
         )
     return seconds
+
+
+def positive_count(text: str) -> int:
+    """The ``type=`` of a size option: a whole number above 0, else a usage error."""
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if count <= 0:
+        raise argparse.ArgumentTypeError(f"a size is a whole number above 0, got {count}")
+    return count

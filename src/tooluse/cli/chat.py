@@ -28,6 +28,7 @@ from tooluse.qa import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from tooluse.service._failures import described_failure
 from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._service import QaService
 
@@ -135,7 +136,13 @@ async def _chat(service: QaService, args: argparse.Namespace, ask: Callable[[str
         if service.offline:
             print(f"[{OFFLINE_NOTICE}]", file=sys.stderr)
         if args.question is not None:
-            await _answer(service, args.question, conversation_id, ask)
+            try:
+                await _answer(service, args.question, conversation_id, ask)
+            except Exception as exc:
+                if not described_failure(exc):
+                    raise  # a bug: its traceback helps
+                print(f"tooluse chat: {exc}", file=sys.stderr)
+                return 1
             return 0
         print(f"conversation {conversation_id}; an empty line or Ctrl-D ends it", file=sys.stderr)
         while True:
@@ -148,7 +155,8 @@ async def _chat(service: QaService, args: argparse.Namespace, ask: Callable[[str
             try:
                 await _answer(service, question, conversation_id, ask)
             except Exception as exc:  # the next question may work (e.g. a provider hiccup)
-                print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+                said = str(exc) if described_failure(exc) else f"{type(exc).__name__}: {exc}"
+                print(f"error: {said}", file=sys.stderr)
                 status = 1
     finally:
         await service.aclose()

@@ -11,7 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from tooluse.cli._option_types import port_number, positive_seconds
+from tooluse.cli._option_types import port_number, positive_count, positive_seconds
 from tooluse.cli._options import (
     OptionError,
     add_service_arguments,
@@ -20,6 +20,7 @@ from tooluse.cli._options import (
     start_service,
 )
 from tooluse.service._approvals import DEFAULT_APPROVAL_EXPIRY
+from tooluse.service._service import DEFAULT_MAX_REQUEST_BYTES
 
 if TYPE_CHECKING:
     import uvicorn
@@ -56,7 +57,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long a run paused for approval waits for a decision "
         f"(default: {DEFAULT_APPROVAL_EXPIRY:g})",
     )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the service answers for (the Host header), besides its IP addresses "
+        "and localhost: the name clients reach it by; '*': any (a proxy in front checks "
+        "them); repeatable",
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=positive_count,
+        default=DEFAULT_MAX_REQUEST_BYTES,
+        metavar="BYTES",
+        help="the largest request body taken, on every route (413 beyond; "
+        f"default: {DEFAULT_MAX_REQUEST_BYTES})",
+    )
     add_service_arguments(parser)
+
+
+def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--allowed-host`` names, and ``--host`` when it is a name (not an address)."""
+    names = list(args.allowed_host)
+    try:
+        ipaddress.ip_address(args.host.strip("[]"))
+    except ValueError:
+        names.append(args.host)
+    return tuple(names)
 
 
 def _is_loopback(host: str) -> bool:
@@ -80,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
                     config,
                     api_key=args.api_key or None,
                     approval_expiry_seconds=args.approval_expiry,
+                    allowed_hosts=_allowed_hosts(args),
+                    max_request_bytes=args.max_request_bytes,
                 )
             ),
         )

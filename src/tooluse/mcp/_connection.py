@@ -14,7 +14,10 @@ A server that dies (a crashed stdio process, a dropped HTTP session) ends the se
 call that was in flight fails (it may have run: it is never sent again). The next call
 reconnects first, on the owner's loop, and goes through when that works: a new session,
 tools listed again. Attempts are at least ``reconnect_interval`` seconds apart; in between,
-calls fail at once with the last error. ``reconnect_interval=None`` never reconnects.
+calls fail at once with the last error. ``reconnect_interval=None`` never reconnects. An
+attempt is a task of its own, which the calls that need it wait for (at most
+``connect_timeout``): a caller that gives up (a tool timeout, a client gone) leaves it running
+for the next call, and never cancels what the attempt waits for itself.
 
 Tool-list changes: the ``notifications/tools/list_changed`` notification (2025 protocol) and
 the ``subscriptions/listen`` change event (2026-07-28 protocol, where the owner keeps a
@@ -55,6 +58,7 @@ from mcp.types import (
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
 from tooluse._fork import current_process
+from tooluse._version import VERSION
 from tooluse.mcp._errors import McpServerError
 from tooluse.mcp._servers import HttpServer, InProcessServer, ServerParameters, StdioServer
 
@@ -64,7 +68,7 @@ logger = logging.getLogger("tooluse.mcp")
 
 T = TypeVar("T")
 
-CLIENT_INFO: Final = Implementation(name="tooluse", version="0.1.0")
+CLIENT_INFO: Final = Implementation(name="tooluse", version=VERSION)
 _MAX_LIST_PAGES = 100  # a paginator that never ends cannot hang a listing
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)  # the SDK's defaults: SSE streams stay open
 _RELISTEN_DELAY = 1.0  # seconds between attempts to reopen a dropped listen stream
@@ -104,9 +108,8 @@ class McpConnection:
         self._connect_timeout = connect_timeout
         self._call_timeout = call_timeout
         self._reconnect_interval = reconnect_interval
-        self._reconnecting = asyncio.Lock()
         self._last_reconnect: float | None = None  # time.monotonic() of the last attempt
-        self._background: asyncio.Task[None] | None = None  # a reconnect nobody awaits
+        self._attempt: asyncio.Task[McpServerError | None] | None = None  # a reconnect
         self._on_tools_changed = on_tools_changed
         self._tools: tuple[Tool, ...] = ()
         self._state: State = "new"
@@ -182,6 +185,7 @@ class McpConnection:
         if self._owner is None or self._loop is None or self._in_other_process():
             self._state = "closed"
             return
+        await self._stop_attempt()
         if self._state in ("connecting", "connected"):
             self._state = "closing"
         self._signal(self._stop)
@@ -387,7 +391,7 @@ class McpConnection:
             raise self._failed(exc, f"tools/call '{name}'", tool_name=name) from exc
 
     async def _require_client(self) -> Client:
-        if not self._closed and (self._failure is not None or self._reconnecting.locked()):
+        if not self._closed and (self._failure is not None or self._reconnecting):
             await self._reconnect()  # or wait for the one under way, then use its session
         client = self._client
         if client is None or self._state != "connected":
@@ -398,44 +402,102 @@ class McpConnection:
             )
         return client
 
+    @property
+    def _reconnecting(self) -> bool:
+        return self._attempt is not None and not self._attempt.done()
+
     async def _reconnect(self) -> None:
-        """A new session in place of the dead one, or ``McpServerError`` saying why not."""
-        async with self._reconnecting:
+        """Wait for a new session in place of the dead one (starting the attempt when none is
+        under way and one is due), or raise ``McpServerError`` saying why there is none."""
+        attempt = self._attempt if self._reconnecting else None
+        if attempt is None:
             failure = self._failure
-            if failure is None or self._closed:  # another call reconnected meanwhile, or closed
+            if failure is None or self._closed:  # reconnected meanwhile, or closed
                 return
-            now = time.monotonic()
-            interval = self._reconnect_interval
-            if interval is None or (
-                self._last_reconnect is not None and now - self._last_reconnect < interval
-            ):
+            if not self._reconnect_due():
+                interval = self._reconnect_interval
                 when = "never" if interval is None else f"at most every {interval:g} s"
                 raise McpServerError(
                     f"{failure} (the session has ended; reconnecting: {when})",
                     server_name=self.name,
                     code=failure.code,
                 )
-            await self._await_finished()
+            attempt = self._start_attempt(failure)
+        try:
+            # shield: the attempt is the connection's. A caller that gives up leaves it
+            # running for the next call; cancelling it would cut a stdio server's start
+            # short (seconds of clean-up) and make the next call wait for the interval.
+            async with asyncio.timeout(self._connect_timeout):
+                error = await asyncio.shield(attempt)
+        except TimeoutError:
+            raise McpServerError(
+                f"MCP server '{self.name}' did not reconnect within {self._connect_timeout:g} "
+                "seconds",
+                server_name=self.name,
+            ) from None
+        if error is not None:
+            raise error
+
+    def _reconnect_due(self) -> bool:
+        interval, last = self._reconnect_interval, self._last_reconnect
+        return interval is not None and (last is None or time.monotonic() - last >= interval)
+
+    def _start_attempt(self, failure: McpServerError) -> asyncio.Task[McpServerError | None]:
+        attempt = asyncio.get_running_loop().create_task(
+            self._attempt_reconnect(failure), name=f"tooluse.mcp reconnect {self.name}"
+        )
+        attempt.add_done_callback(self._log_unexpected)
+        self._attempt = attempt
+        return attempt
+
+    def _log_unexpected(self, attempt: asyncio.Task[McpServerError | None]) -> None:
+        # Retrieved here, so that an attempt whose callers all gave up is still reported.
+        if not attempt.cancelled() and (error := attempt.exception()) is not None:
+            logger.error(
+                "Reconnecting MCP server '%s' failed unexpectedly", self.name, exc_info=error
+            )
+
+    async def _attempt_reconnect(self, failure: McpServerError) -> McpServerError | None:
+        """Replace the dead session; the error to give its callers when that fails. Only
+        ``aclose()`` cancels it."""
+        try:
+            await self._await_finished()  # the dead session's owner sets its fields on exit
             self._failure, self._state, self._owner = None, "new", None
             self._finished = concurrent.futures.Future()
-            try:
-                await self.start()
-            except McpServerError as exc:
-                self._failure, self._state = exc, "failed"
-                raise McpServerError(
-                    f"{exc} (reconnecting after: {failure})", server_name=self.name, code=exc.code
-                ) from exc
-            except BaseException:
-                # Cancelled mid-attempt (a tool timeout, a cancelled request): the session is
-                # still the dead one, so a later call tries again instead of finding it closed.
-                if not self._closed:
-                    self._failure, self._state = failure, "failed"
-                raise
-            finally:  # the interval runs from the end of an attempt (a start can be slow)
-                self._last_reconnect = time.monotonic()
-            logger.info("MCP server '%s' reconnected after: %s", self.name, failure)
-            if self._on_tools_changed is not None:
-                self._on_tools_changed(self)
+            await self.start()
+        except McpServerError as exc:
+            self._failure, self._state = exc, "failed"
+            return McpServerError(
+                f"{exc} (reconnecting after: {failure})", server_name=self.name, code=exc.code
+            )
+        except asyncio.CancelledError:
+            if not self._closed:  # not closing: the loop ends; leave the dead session as it was
+                self._failure, self._state = failure, "failed"
+            raise
+        finally:  # the interval runs from the end of an attempt (a start can be slow)
+            self._last_reconnect = time.monotonic()
+        logger.info("MCP server '%s' reconnected after: %s", self.name, failure)
+        if self._on_tools_changed is not None:
+            self._on_tools_changed(self)
+        return None
+
+    async def _stop_attempt(self) -> None:
+        """Cancel a reconnect under way and wait until it has undone itself (its own loop)."""
+        owner = self._loop
+        if not self._reconnecting or owner is None or owner.is_closed():
+            return
+        if owner is asyncio.get_running_loop():
+            await self._cancel_attempt()
+        elif owner.is_running():
+            await asyncio.wrap_future(
+                asyncio.run_coroutine_threadsafe(self._cancel_attempt(), owner)
+            )
+
+    async def _cancel_attempt(self) -> None:
+        attempt = self._attempt
+        if attempt is not None and not attempt.done():
+            attempt.cancel()
+            await asyncio.wait([attempt])
 
     def start_failed(self, error: McpServerError) -> None:
         """Keep a server that could not be started as a failed session without tools (an
@@ -446,30 +508,39 @@ class McpConnection:
     def reconnect_in_background(self) -> None:
         """For a failed session no call reaches (an optional server that never came up): a
         reconnect on the owner's loop, when one is due; its tools show on a later listing."""
-        owner, interval, last = self._loop, self._reconnect_interval, self._last_reconnect
-        if self._closed or self._state != "failed" or interval is None:
-            return
-        if owner is None or owner.is_closed():
-            return
-        if self._reconnecting.locked() or (last is not None and time.monotonic() - last < interval):
+        owner = self._loop
+        if owner is None or owner.is_closed() or not self._background_reconnect_due():
             return
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is owner:
-            self._background = owner.create_task(self._quiet_reconnect())
+            self._reconnect_in_background()
         elif owner.is_running():
-            asyncio.run_coroutine_threadsafe(self._quiet_reconnect(), owner)
+            owner.call_soon_threadsafe(self._reconnect_in_background)
 
-    async def _quiet_reconnect(self) -> None:
-        # Nobody awaits this attempt: every outcome is logged here.
-        try:
-            await self._reconnect()
-        except McpServerError as exc:
-            logger.warning("MCP server '%s' is still unavailable: %s", self.name, exc)
-        except Exception:
-            logger.exception("Reconnecting MCP server '%s' failed unexpectedly", self.name)
+    def _background_reconnect_due(self) -> bool:
+        return (
+            not self._closed
+            and self._state == "failed"
+            and not self._reconnecting
+            and self._reconnect_due()
+        )
+
+    def _reconnect_in_background(self) -> None:
+        failure = self._failure
+        if failure is None or not self._background_reconnect_due():  # changed meanwhile
+            return
+
+        def report(attempt: asyncio.Task[McpServerError | None]) -> None:
+            # Nobody awaits this attempt: its failure is logged here.
+            if not attempt.cancelled() and attempt.exception() is None:
+                error = attempt.result()
+                if error is not None:
+                    logger.warning("MCP server '%s' is still unavailable: %s", self.name, error)
+
+        self._start_attempt(failure).add_done_callback(report)
 
     async def _on_owner_loop(
         self,
@@ -599,7 +670,8 @@ class McpConnection:
     def _end_session(self, error: McpServerError) -> None:
         if self._state == "closing" or self._failure is not None:
             return
-        self._failure = error
+        # "failed" now, not once its task has ended: /healthz and the next call see it at once
+        self._failure, self._state = error, "failed"
         logger.error("%s; the session has ended", error)
         self._signal(self._stop)
 
@@ -620,7 +692,9 @@ class McpConnection:
         owner = self._loop
         if owner is not None and owner.is_closed():
             return
-        await asyncio.wrap_future(self._finished)
+        # shield: a waiter that is cancelled must not cancel the future itself, which the
+        # owner task sets as it ends (it would fail there, and every later wait at once).
+        await asyncio.shield(asyncio.wrap_future(self._finished))
 
 
 def _errlog(chosen: TextIO | None) -> TextIO:

@@ -36,6 +36,7 @@ from mcp.types import (
 )
 
 from tooluse._sync import run_sync
+from tooluse._version import VERSION
 from tooluse.calling import (
     DefaultToolExecutionExceptionProcessor,
     ToolExecutionExceptionProcessor,
@@ -78,7 +79,7 @@ class ApprovalToolsError(ValueError):
 def mcp_server(
     *tools: object,
     name: str = "tooluse",
-    version: str = "",
+    version: str = VERSION,
     instructions: str | None = None,
     tool_context: ServedToolContext | None = None,
     exception_processor: ToolExecutionExceptionProcessor | None = None,

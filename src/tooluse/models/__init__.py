@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tooluse.models._base import BaseChatModel, ChatModel
 from tooluse.models._errors import (
+    ProviderConnectionError,
     ProviderContextLengthError,
     ProviderError,
     ProviderResponseError,
@@ -31,6 +32,7 @@ __all__ = [
     "ChatModel",
     "OpenAIChatModel",
     "OpenAIResponsesChatModel",
+    "ProviderConnectionError",
     "ProviderContextLengthError",
     "ProviderError",
     "ProviderResponseError",

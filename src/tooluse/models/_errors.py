@@ -10,11 +10,14 @@ Shared by the chat models (``tooluse.models`` exports the error classes) and
 
 from __future__ import annotations
 
+import ipaddress
 import sys
+import urllib.parse
 from collections.abc import Mapping
 from types import ModuleType
 
 __all__ = [
+    "ProviderConnectionError",
     "ProviderContextLengthError",
     "ProviderError",
     "ProviderResponseError",
@@ -78,6 +81,46 @@ class ProviderContextLengthError(ProviderError):
 
 class ProviderTimeoutError(ProviderError):
     """The provider did not answer within the configured timeout."""
+
+
+class ProviderConnectionError(ProviderError):
+    """The provider could not be reached: no connection was made (nothing listens at the
+    URL, its name does not resolve, the network is down). ``url`` is the server's address
+    (``scheme://host:port``); the message names it and says what to check, e.g. ``could not
+    reach Ollama at http://localhost:11434: is `ollama serve` running?``."""
+
+    def __init__(self, message: str, *, provider: str, url: str, provider_message: str) -> None:
+        super().__init__(message, provider=provider, provider_message=provider_message)
+        self.url = url
+
+
+# Servers known by their port on this machine: their name, and how to start them.
+_LOCAL_SERVERS = {11434: ("Ollama", "is `ollama serve` running?")}
+
+
+def _unreachable(provider: str, url: str, reason: str) -> ProviderConnectionError:
+    parts = urllib.parse.urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    name, advice = provider, "check the network, and the base URL (a proxy in between?)"
+    if _is_local(parts.hostname or ""):
+        name, advice = _LOCAL_SERVERS.get(
+            parts.port or 0, (provider, "is its server running, on that port?")
+        )
+    return ProviderConnectionError(
+        f"could not reach {name} at {origin} ({reason}): {advice}",
+        provider=provider,
+        url=origin,
+        provider_message=reason,
+    )
+
+
+def _is_local(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name
+        return False
 
 
 class ProviderResponseError(ProviderError):
@@ -154,6 +197,14 @@ def from_sdk_error(
             code=code,
             provider_message=message,
         )
+    cause = exc.__cause__
+    if (
+        not chunks_received
+        and isinstance(exc, sdk.APIConnectionError)
+        and isinstance(cause, Exception)
+        and _is_transport_error(cause, "ConnectError")
+    ):
+        return _unreachable(provider, str(exc.request.url), str(cause) or type(cause).__name__)
     if chunks_received and (
         isinstance(exc, sdk.APIConnectionError) or _is_transport_error(exc, "TransportError")
     ):

@@ -49,7 +49,7 @@ from tooluse.qa._events import (
 from tooluse.qa._gate import FetchGateQueryTransformer, FetchGateRetriever
 from tooluse.qa._ledger import LEDGER_KEY, FetchLedger, FetchRecord
 from tooluse.qa._pause import QaPause, StalePauseError
-from tooluse.qa._paused_turn import PAUSED_TURN_NOTE, STOPPED_TURN_NOTE
+from tooluse.qa._paused_turn import PAUSED_TURN_NOTE, RESUMING_TURN_NOTE, STOPPED_TURN_NOTE
 from tooluse.qa._pipeline import ANSWER_SYSTEM, ROUTER_SYSTEM, QaPipeline, QaResult
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "EMPTY_TEMPLATE",
     "LEDGER_KEY",
     "PAUSED_TURN_NOTE",
+    "RESUMING_TURN_NOTE",
     "ROUTER_SYSTEM",
     "STOPPED_TURN_NOTE",
     "ApprovalRequiredEvent",

@@ -42,7 +42,14 @@ from tooluse.client import CallResponse, ChatClient, RunState
 from tooluse.history import paused_turn_of
 from tooluse.memory import CONVERSATION_ID, ChatMemory, MessageChatMemoryAdvisor
 from tooluse.memory._api import validate_conversation_id
-from tooluse.messages import AssistantMessage, ChatOptions, Message, Usage, UserMessage
+from tooluse.messages import (
+    AssistantMessage,
+    ChatOptions,
+    Message,
+    ToolCall,
+    Usage,
+    UserMessage,
+)
 from tooluse.models import ChatModel
 from tooluse.qa._augmenter import TwoSourceAugmenter
 from tooluse.qa._callbacks import ledger_tool_callbacks
@@ -59,7 +66,12 @@ from tooluse.qa._events import (
 from tooluse.qa._gate import FetchGateQueryTransformer, FetchGateRetriever
 from tooluse.qa._ledger import LEDGER_KEY, FetchLedger
 from tooluse.qa._pause import QaPause, StalePauseError
-from tooluse.qa._paused_turn import PAUSED_TURN_NOTE, STOPPED_TURN_NOTE, turn_record
+from tooluse.qa._paused_turn import (
+    PAUSED_TURN_NOTE,
+    RESUMING_TURN_NOTE,
+    STOPPED_TURN_NOTE,
+    turn_record,
+)
 from tooluse.qa._text_history import TextOnlyHistoryAdvisor
 from tooluse.qa._trace import CURRENT_TRACE, ToolTrace, ToolTraceAdvisor
 from tooluse.rag import (
@@ -121,6 +133,7 @@ class _Turn:
     history: tuple[Message, ...]
     id: str
     resumed: bool
+    approved: tuple[ToolCall, ...] = ()  # a resumed turn's approved calls, as they run
 
 
 class QaPipeline:
@@ -248,18 +261,32 @@ class QaPipeline:
         _check_decisions(pause, decisions)
         self._check_conversation(pause.conversation_id)
         ledger = FetchLedger(pause.fetched)
+        # A pause of an older tooluse left no record in memory: nothing to replace.
+        turn_id = pause.turn_id if pause.turn_id is not None else uuid.uuid4().hex
+        approved = tuple(
+            ToolCall(
+                id=call.id,
+                name=call.name,
+                arguments=decision.encoded_arguments(call.id) or call.arguments,
+            )
+            for call in pause.pending_tool_calls
+            if isinstance(decision := decisions[call.id], Approve)
+        )
+        turn = _Turn(pause.question, pause.conversation_id, pause.history, turn_id, True, approved)
 
         async def route(router: ChatClient) -> CallResponse:
             await self._check_current(pause)
+            if approved:
+                # Before they run: should the process die while they do (kill -9, a crash),
+                # memory must not go on saying they wait, or asked for again and approved,
+                # they would run twice.
+                await self._remember(turn, RESUMING_TURN_NOTE, ledger, (), approved)
             state = pause.router_state
             return await router.aresume(state, decisions, tool_context={LEDGER_KEY: ledger})
 
         def trace(emit: Callable[[QaEvent], None]) -> ToolTrace:
             return ToolTrace.resuming(emit, pause.router_state.history)
 
-        # A pause of an older tooluse left no record in memory: nothing to replace.
-        turn_id = pause.turn_id if pause.turn_id is not None else uuid.uuid4().hex
-        turn = _Turn(pause.question, pause.conversation_id, pause.history, turn_id, resumed=True)
         return self._run(turn, ledger, route, trace)
 
     async def acall(
@@ -347,12 +374,17 @@ class QaPipeline:
             )
 
     async def _remember(
-        self, turn: _Turn, note: str, ledger: FetchLedger, held: Sequence[PendingToolCall]
+        self,
+        turn: _Turn,
+        note: str,
+        ledger: FetchLedger,
+        held: Sequence[PendingToolCall],
+        approved: Sequence[ToolCall] = (),
     ) -> None:
         """Store the turn's record (:func:`turn_record`) in its conversation, if it has one."""
         if turn.conversation_id is None or self._memory is None:
             return
-        record = turn_record(turn.question, turn.id, note, ledger.records, held)
+        record = turn_record(turn.question, turn.id, note, ledger.records, held, approved)
         await self._memory.aadd(turn.conversation_id, record)
 
     async def _run(
@@ -378,7 +410,7 @@ class QaPipeline:
             # wait. Its data goes in too.
             if turn.resumed and not answered:
                 try:
-                    await self._remember(turn, STOPPED_TURN_NOTE, ledger, ())
+                    await self._remember(turn, STOPPED_TURN_NOTE, ledger, (), turn.approved)
                 except Exception:
                     logger.exception("Could not record the stopped turn %s in memory", turn.id)
             raise

@@ -20,10 +20,21 @@ from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_
 from tooluse.search._text import cjk_language, last_words, split_identifier
 from tooluse.search._types import ToolReference
 
-__all__ = ["VectorToolIndex", "compact_embedding_text", "embedding_text"]
+__all__ = ["VectorToolIndex", "compact_embedding_text", "embedding_text", "query_tail_of"]
 
 _MAX_PARAMETERS = 8
 _BATCH = 256
+
+
+def query_tail_of(model: EmbeddingModel) -> Callable[[str, int], str]:
+    """How to cut a query to its last ``max_tokens`` tokens for ``model``: its own
+    ``query_tail(text, max_tokens)`` (the bundled model's, under any caches), else its last
+    ``max_tokens`` words and CJK characters."""
+    inner = model
+    while isinstance(inner, CachedEmbeddingModel):
+        inner = inner.model
+    tail: Callable[[str, int], str] = getattr(inner, "query_tail", last_words)
+    return tail
 
 
 def embedding_text(reference: ToolReference) -> str:
@@ -127,10 +138,7 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
         self._threshold = similarity_threshold
         self._document_text = document_text
         self._query_tokens = query_tokens
-        inner: EmbeddingModel = model
-        while isinstance(inner, CachedEmbeddingModel):
-            inner = inner.model
-        self._query_tail: Callable[[str, int], str] = getattr(inner, "query_tail", last_words)
+        self._query_tail = query_tail_of(model)
 
     @property
     def embedding_model(self) -> CachedEmbeddingModel:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import html
 import importlib.resources
 import json
 import logging
 import math
+import re
 import secrets
 import unicodedata
 import uuid
@@ -21,8 +24,10 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from pydantic.config import JsonDict
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from tooluse.calling import Approve, Decision, Deny
 from tooluse.memory._api import validate_conversation_id
@@ -34,12 +39,19 @@ from tooluse.service._approvals import (
     UnknownApproval,
 )
 from tooluse.service._conversations import message_views
+from tooluse.service._guards import RequestGuard
 from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._openai_api import (
     is_openai_path,
     openai_http_error,
     openai_router,
     openai_validation_error,
+)
+from tooluse.service._openapi import (
+    API_ERRORS,
+    EVENT_STREAM,
+    with_statuses,
+    without_default_422,
 )
 from tooluse.service._service import QaService, ServiceConfig
 from tooluse.service._sse import JsonTextResponse, qa_event_stream, sse_response
@@ -50,6 +62,11 @@ __all__ = ["ApprovalRequest", "ChatRequest", "DecisionRequest", "create_app"]
 logger = logging.getLogger("tooluse.service")
 
 CONVERSATION_ID_MAX_LENGTH = 200
+# What _check_conversation_id takes, for the OpenAPI document only (the check itself says
+# what is wrong better than a pattern would): no control character or lone surrogate, and
+# not blank.
+_NOT_ID = r"\u0000-\u001f\u007f-\u009f\ud800-\udfff"
+_CONVERSATION_ID_SCHEMA: JsonDict = {"pattern": rf"^[^{_NOT_ID}]*[^\s{_NOT_ID}][^{_NOT_ID}]*$"}
 
 
 class ChatRequest(pydantic.BaseModel):
@@ -59,7 +76,10 @@ class ChatRequest(pydantic.BaseModel):
 
     message: str = pydantic.Field(min_length=1, max_length=32_000)
     conversation_id: str | None = pydantic.Field(
-        default=None, min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH
+        default=None,
+        min_length=1,
+        max_length=CONVERSATION_ID_MAX_LENGTH,
+        json_schema_extra=_CONVERSATION_ID_SCHEMA,
     )
 
 
@@ -143,6 +163,65 @@ def _page(service: QaService) -> str:
     )
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def _methods_at(request: Request) -> str:
+    """The methods some route of the request's path takes (asked of the routes with each
+    method: included routers match as a whole)."""
+    found = [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL
+            for route in request.app.routes
+        )
+    ]
+    return ", ".join(found)
+
+
+def _validation_details(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """pydantic's errors without the ``input`` each holds (FastAPI's own handler sends it:
+    a megabyte back for a message a megabyte long), and a body that was not read as JSON said
+    so (FastAPI reads JSON only when the Content-Type says it is)."""
+    details = []
+    for error in errors:
+        detail = {key: value for key, value in error.items() if key not in ("input", "url")}
+        if error.get("type") == "model_attributes_type" and isinstance(error.get("input"), bytes):
+            detail["msg"] = (
+                "The body was not read as JSON: send it with the header "
+                "Content-Type: application/json"
+            )
+        details.append(detail)
+    encoded: list[dict[str, Any]] = jsonable_encoder(details)
+    return encoded
+
+
+_INLINE = re.compile(r"<(script|style)>(.*?)</\1>", re.DOTALL)
+
+
+def _page_policy(page: str) -> str:
+    """The page's Content-Security-Policy: its own inline script and style (by their hashes)
+    and nothing else; requests to this service only; images from tool results (data: URLs);
+    never in a frame."""
+    sources: dict[str, list[str]] = {"script": [], "style": []}
+    for kind, body in _INLINE.findall(page):
+        digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode()
+        sources[kind].append(f"'sha256-{digest}'")
+    return "; ".join(
+        [
+            "default-src 'none'",
+            f"script-src {' '.join(sources['script'])}",
+            f"style-src {' '.join(sources['style'])}",
+            "img-src 'self' data: blob:",
+            "connect-src 'self'",
+            "base-uri 'none'",
+            "form-action 'none'",
+            "frame-ancestors 'none'",
+        ]
+    )
+
+
 def _approval_view(stored: StoredApproval) -> dict[str, Any]:
     return {
         "approval_id": stored.id,
@@ -189,8 +268,7 @@ def _check_conversation_id(conversation_id: str) -> None:
             raise HTTPException(
                 422,
                 "conversation id must not hold control characters (line breaks, tabs, "
-                f"escapes); it holds {character!r} at position {position}: "
-                f"{conversation_id!r:.100}",
+                f"escapes); it holds {character!r} at position {position}",
             )
 
 
@@ -242,43 +320,56 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         title="tooluse QA service", lifespan=lifespan, default_response_class=JsonTextResponse
     )
     app.state.service = service
+    without_default_422(app)
+    app.add_middleware(
+        RequestGuard,
+        allowed_hosts=service.config.allowed_hosts,
+        max_body_bytes=service.config.max_request_bytes,
+    )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JsonTextResponse:
         if is_openai_path(request):  # 400 {"error": ...}, as OpenAI answers, for its SDKs
             return openai_validation_error(exc.errors())
-        # FastAPI's own handler echoes the input with JSONResponse, which fails (500) on a
-        # lone surrogate in the body ("\ud800", which pydantic refuses in a str).
-        return JsonTextResponse({"detail": jsonable_encoder(exc.errors())}, status_code=422)
+        return JsonTextResponse({"detail": _validation_details(exc.errors())}, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route of the path only; a path of two
+            # routes (GET and POST /api/approvals/{id}) takes both.
+            exc = StarletteHTTPException(405, exc.detail, {"Allow": _methods_at(request)})
         if is_openai_path(request):
             return openai_http_error(request, exc)
         return await http_exception_handler(request, exc)
 
     keepalive = service.config.keepalive_seconds
     page = _page(service)
+    page_headers = {"Content-Security-Policy": _page_policy(page)}
 
     @app.get("/", response_class=HTMLResponse)
-    async def chat_page() -> str:
-        return page
+    async def chat_page() -> HTMLResponse:
+        return HTMLResponse(page, headers=page_headers)
 
     @app.get("/favicon.ico", include_in_schema=False)
     async def favicon() -> Response:  # no icon: a 404 would be an error in the console
         return Response(status_code=204)
 
-    @app.get("/healthz")
+    @app.get("/healthz", responses=with_statuses(API_ERRORS, 400))
     async def healthz() -> dict[str, Any]:
         return service.health()
 
     api = APIRouter(dependencies=_api_key_guard(service.config.api_key))
 
-    @api.get("/api/tools")
+    @api.get("/api/tools", responses=with_statuses(API_ERRORS, 400, 401))
     async def tools() -> list[dict[str, Any]]:
         return service.tool_descriptions()
 
-    @api.post("/api/chat")
+    @api.post(
+        "/api/chat",
+        response_class=StreamingResponse,
+        responses=EVENT_STREAM | with_statuses(API_ERRORS, 400, 401, 413, 422),
+    )
     async def chat(request: ChatRequest) -> StreamingResponse:
         conversation_id = request.conversation_id or uuid.uuid4().hex
         if not request.message.strip():
@@ -309,9 +400,19 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             keepalive_seconds=keepalive,
         )
 
-    @api.get("/api/conversations/{conversation_id:any_text}")
+    @api.get(
+        "/api/conversations/{conversation_id:any_text}",
+        responses=with_statuses(API_ERRORS, 400, 401, 404, 422),
+    )
     async def conversation(
-        conversation_id: Annotated[str, Path(min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH)],
+        conversation_id: Annotated[
+            str,
+            Path(
+                min_length=1,
+                max_length=CONVERSATION_ID_MAX_LENGTH,
+                json_schema_extra=_CONVERSATION_ID_SCHEMA,
+            ),
+        ],
     ) -> dict[str, Any]:
         """The conversation's messages in memory and its runs waiting for a decision (a
         reloaded page shows them)."""
@@ -339,16 +440,23 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             "memory_window": service.config.memory_window,
         }
 
-    @api.get("/api/approvals")
+    @api.get("/api/approvals", responses=with_statuses(API_ERRORS, 400, 401, 422))
     async def pending_approvals(
-        conversation_id: Annotated[str, Query(min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH)],
+        conversation_id: Annotated[
+            str,
+            Query(
+                min_length=1,
+                max_length=CONVERSATION_ID_MAX_LENGTH,
+                json_schema_extra=_CONVERSATION_ID_SCHEMA,
+            ),
+        ],
     ) -> list[dict[str, Any]]:
         """The conversation's runs waiting for a decision."""
         _check_conversation_id(conversation_id)
         pending = await asyncio.to_thread(service.approvals.pending, conversation_id)
         return [_approval_view(stored) for stored in pending]
 
-    @api.get("/api/approvals/{approval_id}")
+    @api.get("/api/approvals/{approval_id}", responses=with_statuses(API_ERRORS, 400, 401, 404))
     async def approval(approval_id: str) -> dict[str, Any]:
         try:
             stored = await asyncio.to_thread(service.approvals.get, approval_id)
@@ -356,7 +464,11 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             raise HTTPException(404, str(exc.args[0])) from exc
         return _approval_view(stored)
 
-    @api.post("/api/approvals/{approval_id}")
+    @api.post(
+        "/api/approvals/{approval_id}",
+        response_class=StreamingResponse,
+        responses=EVENT_STREAM | API_ERRORS,
+    )
     async def decide(approval_id: str, request: ApprovalRequest) -> StreamingResponse:
         try:
             stored = await asyncio.to_thread(service.approvals.get, approval_id)

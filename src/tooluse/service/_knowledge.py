@@ -10,6 +10,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Literal
 
 from tooluse._fork import ProcessLock
@@ -22,6 +23,9 @@ from tooluse.rag import (
     VectorStoreRetriever,
     ingest_directory,
 )
+from tooluse.rag._retrieval import as_query
+from tooluse.search._text import last_words
+from tooluse.search._vector import query_tail_of
 
 __all__ = ["SAMPLE_SOURCE_PREFIX", "KnowledgeBase", "sync_sample_documents"]
 
@@ -31,6 +35,10 @@ SAMPLE_SOURCE_PREFIX = "tooluse-samples/"
 """The ``source`` of every sample document starts with this."""
 
 KnowledgeStatus = Literal["loading", "ready", "failed"]
+
+QUERY_TOKENS = 512
+"""A question is embedded up to its last this many tokens: one window of the bundled model
+(about 0.2 s on two cores), as tool search embeds its queries."""
 
 
 def sync_sample_documents(store: SqliteVectorStore) -> IngestReport | None:
@@ -80,6 +88,7 @@ class KnowledgeBase:
         self._top_k = top_k
         self._ready: concurrent.futures.Future[VectorStoreRetriever] = concurrent.futures.Future()
         self._store: SqliteVectorStore | None = None
+        self._query_tail: Callable[[str, int], str] = last_words  # the model's, once loaded
         self._thread: threading.Thread | None = None
         self._lock = ProcessLock()
         self._closing = False
@@ -121,6 +130,7 @@ class KnowledgeBase:
             store.embedding_model.embed_query("warm-up")  # the first question is not slow
             self.documents = len(store)
             retriever = VectorStoreRetriever(store, top_k=self._top_k)
+            self._query_tail = query_tail_of(store.embedding_model)  # before _ready is set
         except Exception as exc:
             logger.exception("the knowledge base failed to load")
             self._settle(store, exc)
@@ -151,11 +161,19 @@ class KnowledgeBase:
         self._ready.result(timeout)
 
     def retrieve(self, query: str | Query) -> list[Document]:
-        return self._ready.result().retrieve(query)
+        retriever = self._ready.result()
+        return retriever.retrieve(self._bounded(query))
 
     async def aretrieve(self, query: str | Query) -> list[Document]:
         retriever = await asyncio.wrap_future(self._ready)
-        return await retriever.aretrieve(query)
+        return await retriever.aretrieve(self._bounded(query))
+
+    def _bounded(self, query: str | Query) -> Query:
+        """The query cut to its last :data:`QUERY_TOKENS` tokens: embedding time grows with
+        the length, and the model reads one query at a time, so a pasted megabyte held every
+        other question up for half a minute (where the question is, at the end, is kept)."""
+        query = as_query(query)
+        return query.replace(text=self._query_tail(query.text, QUERY_TOKENS))
 
     def close(self) -> None:
         """Close the store; a load still under way is not waited for (the server stops at

@@ -27,6 +27,8 @@ from tooluse.qa import (
     ToolResultEvent,
 )
 from tooluse.service._approvals import StoredApproval
+from tooluse.service._failures import described_failure, failure_status, log_failure
+from tooluse.service._openapi import V1_COMPLETION, V1_ERRORS, with_statuses
 from tooluse.service._service import QaService
 from tooluse.service._sse import JsonTextResponse, sse, sse_response
 
@@ -49,8 +51,6 @@ _T = TypeVar("_T")
 
 OPENAI_MODEL_ID = "tooluse-qa"
 """The one model ``GET /v1/models`` lists; the ``model`` of a request is not used."""
-
-_MODEL = {"id": OPENAI_MODEL_ID, "object": "model", "created": 0, "owned_by": "tooluse"}
 
 
 class OpenAIMessage(pydantic.BaseModel):
@@ -258,8 +258,11 @@ def _usage(usage: Usage | None) -> dict[str, int]:
 
 def _failure(exc: Exception) -> dict[str, str]:
     """What a failed run is reported as: OpenAI's type for a failure on the server's side,
-    and the exception (its class: ``ConnectionError``, ``TimeoutError``, ...)."""
+    and the exception (its class too, ``ConnectionError``, ``TimeoutError``, ..., unless its
+    message says it all: a provider or a tool source that failed)."""
     text = str(exc)
+    if described_failure(exc):
+        return {"message": text, "type": "server_error"}
     name = type(exc).__name__
     return {"message": f"{name}: {text}" if text else name, "type": "server_error"}
 
@@ -276,14 +279,25 @@ def _approval_text(stored: StoredApproval) -> str:
 
 def openai_router(service: QaService) -> APIRouter:
     router = APIRouter()
+    # created: when this service began serving it (OpenAI's is the model's release).
+    listed = {
+        "id": OPENAI_MODEL_ID,
+        "object": "model",
+        "created": int(time.time()),
+        "owned_by": "tooluse",
+    }
 
-    @router.get("/v1/models")
+    @router.get("/v1/models", responses=with_statuses(V1_ERRORS, 400, 401))
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [_MODEL]}
+        return {"object": "list", "data": [listed]}
 
     # ``:path``: an id with a slash (``org/model``, sent as ``org%2Fmodel``) still gets
     # OpenAI's model_not_found, not the router's bare 404.
-    @router.get("/v1/models/{model_id:path}", response_model=None)
+    @router.get(
+        "/v1/models/{model_id:path}",
+        response_model=None,
+        responses=with_statuses(V1_ERRORS, 400, 401, 404),
+    )
     async def model(model_id: str) -> Response:
         if model_id != OPENAI_MODEL_ID:
             return openai_error(
@@ -291,9 +305,9 @@ def openai_router(service: QaService) -> APIRouter:
                 404,
                 code="model_not_found",
             )
-        return JsonTextResponse(_MODEL)
+        return JsonTextResponse(listed)
 
-    @router.post("/v1/chat/completions", response_model=None)
+    @router.post("/v1/chat/completions", response_model=None, responses=V1_COMPLETION | V1_ERRORS)
     async def completions(request: OpenAIChatRequest, http: Request) -> Response:
         try:
             check_supported(request)
@@ -316,16 +330,17 @@ def openai_router(service: QaService) -> APIRouter:
             )
             return openai_error("the client went away before the answer", 499)
         except Exception as exc:
-            logger.exception("chat completion %s failed", completion_id)
+            log_failure(f"chat completion {completion_id}", exc)
             failure = _failure(exc)
+            status = failure_status(exc)
             if not ran:
-                return openai_error(failure["message"], 500, type=failure["type"])
+                return openai_error(failure["message"], status, type=failure["type"])
             # The SDKs retry a 500, and a retry is a new run that calls the tools again (an
             # order placed twice): they obey x-should-retry.
             return openai_error(
                 f"{failure['message']} (after the tools {', '.join(sorted(set(ran)))} ran; "
                 "not to be retried as is)",
-                500,
+                status,
                 type=failure["type"],
                 headers={"x-should-retry": "false"},
             )
@@ -424,7 +439,7 @@ async def _chunks(
                 elif isinstance(event, DoneEvent):
                     usage = event.usage
     except Exception as exc:
-        logger.exception("chat completion %s failed", completion_id)
+        log_failure(f"chat completion {completion_id}", exc)
         # OpenAI's SDKs raise an APIError for a chunk that carries "error".
         yield sse(None, {"error": {**_failure(exc), "param": None, "code": None}})
         return

@@ -55,6 +55,11 @@ DEFAULT_DATABASE = "tooluse.db"
 # advises fewer than 20 functions offered at once, for accuracy; each also costs prompt tokens.
 TOOL_SEARCH_ABOVE = 20
 
+# A request body over this is refused (413): a question of the page's 32,000 characters and a
+# conversation of them for /v1 fit many times; a body that would hold the embedding model for
+# seconds does not.
+DEFAULT_MAX_REQUEST_BYTES = 1024 * 1024
+
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ServiceConfig:
@@ -92,7 +97,10 @@ class ServiceConfig:
       before its row is deleted from ``db``; runs still pending or resuming are kept;
     - ``turn_display_retention_seconds``: how long a turn's tool calls and results, route and
       sources are kept for a reloaded page after the turn last ran (its question and answer
-      are in memory, which keeps them as long as the memory window does).
+      are in memory, which keeps them as long as the memory window does);
+    - ``allowed_hosts``: host names the service answers for (the ``Host`` header) besides
+      its IP addresses and ``localhost``; ``("*",)``: any (a proxy in front checks them);
+    - ``max_request_bytes``: the largest request body taken, on every route (413 beyond).
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -111,8 +119,15 @@ class ServiceConfig:
     approval_expiry_seconds: float = DEFAULT_APPROVAL_EXPIRY
     approval_retention_seconds: float = DEFAULT_APPROVAL_RETENTION
     turn_display_retention_seconds: float = DEFAULT_TURN_DISPLAY_RETENTION
+    allowed_hosts: Sequence[str] = ()
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
 
     def __post_init__(self) -> None:
+        if isinstance(self.allowed_hosts, str):
+            raise TypeError(f"allowed_hosts takes a list of host names, got {self.allowed_hosts!r}")
+        object.__setattr__(self, "allowed_hosts", tuple(self.allowed_hosts))
+        if not self.max_request_bytes > 0:
+            raise ValueError(f"max_request_bytes must be > 0, got {self.max_request_bytes}")
         if not self.keepalive_seconds > 0:
             raise ValueError(f"keepalive_seconds must be > 0, got {self.keepalive_seconds}")
         if not self.approval_expiry_seconds > 0:

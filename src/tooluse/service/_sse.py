@@ -13,6 +13,7 @@ from fastapi.sse import format_sse_event
 from starlette.responses import JSONResponse, StreamingResponse
 
 from tooluse.qa import ApprovalRequiredEvent, DoneEvent, QaEvent
+from tooluse.service._failures import log_failure
 from tooluse.service._service import QaService
 from tooluse.service._turn_displays import TurnDisplay
 
@@ -167,7 +168,7 @@ async def qa_event_stream(
                     await _save_display(service, conversation_id, question, paused_turn, display)
         error = None
     except Exception as exc:
-        logger.exception("chat %s failed", conversation_id)
+        log_failure(f"chat {conversation_id}", exc)
         error = f"{type(exc).__name__}: {exc}"
         yield sse("error", {"message": str(exc) or type(exc).__name__, "type": type(exc).__name__})
     finally:

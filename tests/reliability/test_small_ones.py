@@ -1,0 +1,53 @@
+"""The smaller findings of issue 22: the version, told everywhere it is asked for; the
+database's side files ignored by git; /v1/models dated."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _service_helpers import config, running
+from tooluse import __version__
+from tooluse.mcp import InProcessServer, McpToolProvider, mcp_server
+from tooluse.service import create_app
+from tooluse.tools import tool
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_tooluse_says_its_version() -> None:
+    assert __version__ and __version__[0].isdigit()
+    done = subprocess.run(
+        [sys.executable, "-m", "tooluse.cli", "--version"], capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, f"tooluse {__version__}")
+
+
+@tool
+def ping() -> str:
+    """Answer pong."""
+    return "pong"
+
+
+async def test_the_mcp_server_and_client_say_their_version() -> None:
+    server = InProcessServer(mcp_server(ping), name="served")
+    async with McpToolProvider(server) as provider:
+        info = provider.connections[0].server_info
+    assert info is not None and (info.name, info.version) == ("tooluse", __version__)
+
+
+def test_the_database_files_sqlite_writes_beside_it_are_ignored(tmp_path: Path) -> None:
+    names = ["tooluse.db", "tooluse.db-wal", "tooluse.db-shm", "tooluse.db-journal"]
+    done = subprocess.run(
+        ["git", "check-ignore", "--no-index", *names], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.stdout.split() == names
+
+
+async def test_the_listed_model_says_when_it_was_created(tmp_path: Path) -> None:
+    before = int(time.time())
+    async with running(create_app(config(tmp_path / "s.db"))) as http:
+        listed = (await http.get("/v1/models")).json()["data"][0]
+    assert before <= listed["created"] <= time.time()
