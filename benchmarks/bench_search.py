@@ -735,8 +735,10 @@ def sessions(size: int, count: int, kind: str) -> None:
         return (time.perf_counter() - started) * 1000.0
 
     converse("warm")
-    same = [converse("same") for _ in range(count)]
-    new = [converse(f"new-{number}") for number in range(count)]
+    new, same = [], []
+    for number in range(count):  # alternating: the machine's drift hits both alike
+        new.append(converse(f"new-{number}"))
+        same.append(converse("same"))
     gc.collect()
     tracemalloc.start()  # slows allocations down: only for the memory, on other sessions
     before = tracemalloc.take_snapshot()
@@ -751,6 +753,26 @@ def sessions(size: int, count: int, kind: str) -> None:
         for stat in after.filter_traces(search_files).compare_to(
             before.filter_traces(search_files), "filename"
         )
+    )
+
+    # The search layer's part alone: what the advisor does before the first model call of a
+    # turn (the catalogue looked up, the session indexed if new) and the turn's first search.
+    def set_up(conversation: str) -> float:
+        started = time.perf_counter()
+        known = advisor._catalogue(callbacks)
+        advisor._prepare_session(conversation, known)
+        index.search(ToolSearchRequest(conversation, "weather forecast"))
+        advisor._end_turn(conversation)
+        return (time.perf_counter() - started) * 1000.0
+
+    new_set_up, same_set_up = [], []
+    for number in range(count):
+        new_set_up.append(set_up(f"set-up-{number}"))
+        same_set_up.append(set_up("same"))
+    new_p50, same_p50 = _percentile(new_set_up, 50), _percentile(same_set_up, 50)
+    print(
+        f"search layer: set-up + first search of a new session p50 {new_p50:.3f} ms, of a "
+        f"known one {same_p50:.3f} ms"
     )
     print(
         f"| tools | index | conversations | new conversation p50 / mean ms | another turn of one "
