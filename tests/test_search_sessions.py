@@ -13,11 +13,11 @@ from tooluse.client import ChatClient
 from tooluse.memory import CONVERSATION_ID
 from tooluse.search import (
     BM25ToolIndex,
+    ToolCatalogue,
     ToolReference,
     ToolSearchRequest,
     ToolSearchToolCallingAdvisor,
 )
-from tooluse.search._sessions import ToolCatalogue
 from tooluse.testing import ScriptedModel, tool_call
 from tooluse.tools import FunctionToolCallback, ToolCallback, ToolDefinition
 
