@@ -108,13 +108,15 @@ _ENGLISH = ["weather", "city", "email", "send", "order", "status", "forecast", "
 _HAN = ["天气", "预报", "邮件", "发送", "订单", "城市"]
 
 
+def english_texts(min_size: int) -> st.SearchStrategy[list[str]]:
+    """``min_size`` to 8 texts of 1 to 4 English words."""
+    text = st.lists(st.sampled_from(_ENGLISH), min_size=1, max_size=4).map(" ".join)
+    return st.lists(text, min_size=min_size, max_size=8)
+
+
 @settings(max_examples=100, deadline=None)
 @given(
-    texts=st.lists(
-        st.lists(st.sampled_from(_ENGLISH), min_size=1, max_size=4).map(" ".join),
-        min_size=2,
-        max_size=8,
-    ),
+    texts=english_texts(2),
     han=st.lists(st.sampled_from(_HAN), min_size=1, max_size=4),
     digits=st.sampled_from(["", " 12345", " 2024"]),
 )
@@ -139,11 +141,7 @@ def test_a_query_without_a_word_of_the_catalogues_script_ranks_by_the_embeddings
 
 @settings(max_examples=100, deadline=None)
 @given(
-    texts=st.lists(
-        st.lists(st.sampled_from(_ENGLISH), min_size=1, max_size=4).map(" ".join),
-        min_size=1,
-        max_size=8,
-    ),
+    texts=english_texts(1),
     query=st.lists(st.sampled_from(_ENGLISH), min_size=1, max_size=3).map(" ".join),
 )
 def test_a_query_in_the_catalogues_script_ranks_as_without_the_language_mix(
