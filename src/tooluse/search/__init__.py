@@ -23,7 +23,7 @@ from tooluse.search._eviction import (
 )
 from tooluse.search._hybrid import Fusion, HybridToolIndex
 from tooluse.search._regex import RegexToolIndex, query_to_pattern
-from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
+from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, ToolCatalogue
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
 from tooluse.search._types import (
     ReplaceableToolIndex,
@@ -51,6 +51,7 @@ __all__ = [
     "RegexToolIndex",
     "ReplaceableToolIndex",
     "SessionToolIndex",
+    "ToolCatalogue",
     "ToolIndex",
     "ToolReference",
     "ToolSearchRequest",

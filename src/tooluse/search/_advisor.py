@@ -4,6 +4,7 @@ and the tools its searches found (Spring AI's advisor of the same name, referenc
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import hashlib
@@ -33,7 +34,7 @@ from tooluse.messages import (
     UserMessage,
 )
 from tooluse.search._eviction import EvictionStrategy, LruEvictionStrategy
-from tooluse.search._sessions import SessionToolIndex
+from tooluse.search._sessions import SessionToolIndex, ToolCatalogue
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
 from tooluse.search._types import (
     ReplaceableToolIndex,
@@ -218,6 +219,11 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         self.tool_category = tool_category
         self._warned_cannot_defer = False
         self._fingerprints: dict[str, str] = {}
+        # The catalogues of the tool lists seen lately, by the identity of their callbacks and
+        # definitions: a new conversation over known tools reads no tool's text.
+        self._catalogues: collections.OrderedDict[
+            tuple[tuple[object, ...], ...], _KnownCatalogue
+        ] = collections.OrderedDict()
         self._session_locks: dict[str, _SessionLock] = {}
         # Sessions with turns under way (how many), and those of them the eviction strategy
         # chose meanwhile: evicted when their last turn ends, not while a search may need them.
@@ -269,7 +275,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             )
         return str(value)
 
-    def _prepare_session(self, session_id: str, references: list[ToolReference]) -> None:
+    def _prepare_session(self, session_id: str, catalogue: _KnownCatalogue) -> None:
         """Evict, start the session's turn, then (re-)index when the fingerprint changed;
         runs in a worker thread. A session with a turn under way is evicted when its last
         turn ends: cleared now, its searches would find nothing and the model would conclude
@@ -283,14 +289,14 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         with self._lock:
             turns.running[session_id] = turns.running.get(session_id, 0) + 1
         try:
-            self._index_session(session_id, references)
+            self._index_session(session_id, catalogue)
         except BaseException:
             if self._end_turn(session_id):
                 self._evict_unless_busy(session_id)
             raise
 
-    def _index_session(self, session_id: str, references: list[ToolReference]) -> None:
-        fingerprint = tool_fingerprint(references)
+    def _index_session(self, session_id: str, known: _KnownCatalogue) -> None:
+        fingerprint, references = known.fingerprint, known.references
         with self._session_locked(session_id):
             with self._lock:
                 if self._fingerprints.get(session_id) == fingerprint:
@@ -367,9 +373,11 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         for a new catalogue of thousands with the bundled model), e.g. in a thread at
         start-up: the built-in indexes share one built index among the sessions of one
         catalogue, so conversations over these tools start with it. Blocks until built."""
-        callbacks = self._searchable(tools)
-        references = self._references(callbacks)
-        self.tool_index.index_tools(_WARM_UP_SESSION, references)
+        references = self._catalogue(tools).references
+        if isinstance(self.tool_index, ReplaceableToolIndex):  # the conversations' catalogue
+            self.tool_index.replace_tools(_WARM_UP_SESSION, references)
+        else:
+            self.tool_index.index_tools(_WARM_UP_SESSION, references)
         if isinstance(self.tool_index, SessionToolIndex):
             self.tool_index.build(_WARM_UP_SESSION)
 
@@ -386,20 +394,52 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             )
         return callbacks
 
-    def _references(self, callbacks: Mapping[str, ToolCallback]) -> list[ToolReference]:
-        return [
-            ToolReference.from_callback(callback, self.tool_category(callback))
-            for callback in callbacks.values()
-        ]
+    def _catalogue(self, tools: Sequence[ToolCallback]) -> _KnownCatalogue:
+        """The searchable callbacks, references and fingerprint of ``tools``, made once per
+        list of callback and definition objects (a definition replaced, e.g. an MCP tool
+        updated, makes a new list) and categories: the same tools in every conversation cost a
+        look-up by identity, not a pass over their texts. The default ``tool_category`` (an MCP
+        tool's server, fixed for a callback) is read when the list is first seen; one of the
+        caller's is asked on every request, and a changed answer makes a new list."""
+        definitions = [tool.definition for tool in tools]
+        key: tuple[tuple[object, ...], ...] = (
+            tuple(map(id, tools)),
+            tuple(map(id, definitions)),
+        )
+        callbacks = categories = None
+        if self.tool_category is not mcp_server_category:
+            callbacks = self._searchable(tools)
+            categories = [self.tool_category(callback) for callback in callbacks.values()]
+            key += (tuple(categories),)
+        with self._lock:
+            known = self._catalogues.get(key)
+            if known is not None:
+                self._catalogues.move_to_end(key)
+                return known
+        if callbacks is None:
+            callbacks = self._searchable(tools)
+        if categories is None:
+            categories = [self.tool_category(callback) for callback in callbacks.values()]
+        references = ToolCatalogue(
+            ToolReference.from_callback(callback, category)
+            for callback, category in zip(callbacks.values(), categories, strict=True)
+        )
+        # Holding the callbacks and definitions keeps their ids from being reused meanwhile.
+        held = (tuple(tools), tuple(definitions))
+        known = _KnownCatalogue(callbacks, references, tool_fingerprint(references), held)
+        with self._lock:
+            self._catalogues[key] = known
+            while len(self._catalogues) > _KNOWN_CATALOGUES:
+                self._catalogues.popitem(last=False)
+        return known
 
     async def do_initialize_loop(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> ChatClientRequest:
         session_id = self._session_id(request.context)
-        callbacks = self._searchable(request.prompt.options.tool_callbacks)
-        references = self._references(callbacks)
-        await asyncio.to_thread(self._prepare_session, session_id, references)
-        state = _SearchTurn(session_id, callbacks)
+        catalogue = self._catalogue(request.prompt.options.tool_callbacks)
+        await asyncio.to_thread(self._prepare_session, session_id, catalogue)
+        state = _SearchTurn(session_id, catalogue.callbacks)
         request.turn[_SEARCH_TURN] = state  # the session's turn started: _end_request ends it
         preselected: list[str] = []
         question = _last_user_text(request.prompt.messages)
@@ -518,6 +558,18 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             return list(first_order)
         recent = set(sorted(recency, key=recency.__getitem__)[-self.max_exposed_tools :])
         return [name for name in first_order if name in recent]
+
+
+# Tool lists remembered (a service gives most conversations the same one, a few per user).
+_KNOWN_CATALOGUES = 16
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _KnownCatalogue:
+    callbacks: dict[str, ToolCallback]  # the searchable ones by name (read-only)
+    references: ToolCatalogue
+    fingerprint: str
+    held: tuple[tuple[object, ...], ...]  # the callbacks and definitions whose ids are the key
 
 
 class _Turns:

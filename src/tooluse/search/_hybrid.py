@@ -16,8 +16,9 @@ import numpy.typing as npt
 from tooluse._fork import ThreadPool, current_process, run_into
 from tooluse.embedding import EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
+from tooluse.search._scripts import ScriptMix
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
-from tooluse.search._text import clauses, last_line, without_quoted
+from tooluse.search._text import clauses, last_line, requests, without_quoted
 from tooluse.search._toolsets import Scores, Toolsets
 from tooluse.search._types import ToolReference, check_count
 from tooluse.search._vector import VectorToolIndex
@@ -35,6 +36,13 @@ _CLAUSE_MIN_WORDS = 4
 # A query's last sentences scored on their own at most: a pasted document of 600 sentences
 # took 0.4 s of BM25; the longest dev-set query has 41, the next 17.
 _MAX_CLAUSES = 32
+# A request ("post the differences", "再买一张火车票") has a verb and its object at least.
+_REQUEST_MIN_WORDS = 3
+# The share of a query that the catalogue's tools must be able to match lexically on average
+# (the rest being in other scripts) for BM25 to say much: below, see _alone.
+_LEXICAL_REACH = 0.5
+# A task's last requests searched on their own at most (each embeds its own query).
+_MAX_REQUESTS = 4
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +60,7 @@ _LEXICAL = ThreadPool(min(4, os.cpu_count() or 1), "tooluse-bm25")
 class _HybridSnapshot:
     lexical: Any
     toolsets: Toolsets
+    scripts: ScriptMix | None  # None: language_mix=False
     embed: Callable[[], Any]  # makes the vector snapshot
     embedded: dict[int, Future[Any]]  # the vector snapshot by process, maybe still embedding
 
@@ -138,6 +147,25 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     scaled score (recall@5 of queries needing 2+ tools: bfcl-v4 0.708 -> 0.721, ACEBench en
     0.951 -> 0.962, zh 0.929 -> 0.943; recall@1 en 0.843 -> 0.855, zh 0.854 -> 0.860; 0: off).
 
+    Languages (``language_mix=True``): each tool's scripts (Latin, Han, kana, Hangul,
+    Cyrillic, other) are read once when a catalogue is built, from its prose (description,
+    parameter descriptions, choices: a script fully counts from a fifth of its words) and its
+    identifiers (name, parameter names: always); a query's, per search. A tool's BM25 share of
+    the fused score is multiplied by the share of the query's words written in its scripts
+    (digits count for none): a Chinese question over tools described in English matches only
+    its numbers and stray Latin words, whose best match, scaled to 1, used to outweigh what the
+    embeddings found. When the catalogue's tools can match less than half of the query on
+    average, the vector side also reads the query as ``VectorToolIndex`` does (all its lines,
+    up to that index's window) and, with ``split_requests=True``, each of its requests (its
+    sentences, cut again at connectives such as "then", "also", "然后", "另外", "，再") is
+    searched on its own, and each request's best tool is moved up behind the whole task's
+    first. Chinese questions over the English dev catalogues (``crosslingual/``, translated
+    by hand): recall@5 0.344 -> 0.644 (vector alone 0.587) and 0.256 -> 0.422 (0.389);
+    complete@5 0.267 -> 0.560 (0.467) and 0.175 -> 0.300 (0.300). A query in the
+    catalogue's own scripts ranks as before (same-language dev sets unchanged); splitting it
+    too did not help there (bfcl-v4 recall@5 0.851 -> 0.837 in turns, +-0.001 by scores: its
+    sentences are already scored lexically, above). Each request embeds its own query.
+
     Toolsets: the tools of a category of ``toolset_min_size`` to ``toolset_size`` tools (an
     MCP server, an API class; ``ToolReference.category``) are used together (``cd`` before
     ``mv``, a login before a post), so each also gets ``toolset_weight`` x the best fused
@@ -172,6 +200,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         toolset_weight: float = 0.5,
         toolset_min_size: int = 8,
         toolset_size: int = 30,
+        language_mix: bool = True,
+        split_requests: bool = True,
         background_embedding: bool = True,
         default_max_results: int = DEFAULT_MAX_RESULTS,
     ) -> None:
@@ -218,6 +248,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         self._clause_weight = clause_weight
         self._toolset_weight = toolset_weight
         self._toolset_sizes = (toolset_min_size, toolset_size)
+        self._language_mix = language_mix
+        self._split_requests = split_requests
         self._background_embedding = background_embedding
 
     def _build(self, references: Sequence[ToolReference]) -> _HybridSnapshot:
@@ -229,8 +261,9 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         else:
             semantic.set_result(vectors())
         toolsets = Toolsets.of(references, *self._toolset_sizes)
+        scripts = ScriptMix.of(references) if self._language_mix else None
         return _HybridSnapshot(
-            self._bm25._build(references), toolsets, embed, {current_process(): semantic}
+            self._bm25._build(references), toolsets, scripts, embed, {current_process(): semantic}
         )
 
     def _complete(self, snapshot: _HybridSnapshot) -> None:
@@ -239,14 +272,47 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     def _rank(
         self, snapshot: _HybridSnapshot, query: str, limit: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
+        parts: list[str] = []
+        if self._split_requests and self._embeddings_alone(snapshot, query):
+            parts = requests(query, _REQUEST_MIN_WORDS)[-_MAX_REQUESTS:]
+        rankings = [
+            [(p, s) for p, s in top_positions(fused, limit, allowed) if s != -np.inf]
+            for fused in (
+                self._fused(snapshot, text, limit, allowed)
+                for text in ((query, *parts) if len(parts) > 1 else (query,))
+            )
+        ]
+        return _fair_shares(rankings, limit) if len(rankings) > 1 else rankings[0]
+
+    @staticmethod
+    def _embeddings_alone(snapshot: _HybridSnapshot, query: str) -> bool:
+        """The query is mostly in other scripts than the catalogue's (lexical matches say
+        little), and the catalogue is embedded."""
+        if snapshot.scripts is None:
+            return False
+        future = snapshot.semantic()
+        if not future.done() or future.exception() is not None:
+            return False
+        return _alone(snapshot.scripts.matchable(query))
+
+    def _fused(
+        self, snapshot: _HybridSnapshot, query: str, limit: int, allowed: set[int] | None
+    ) -> Scores:
+        """Every tool's fused score for ``query``; -inf for those neither side found."""
         semantic: Scores | None = None
+        matchable: Scores | None = None  # each tool's share of the query BM25 can match
         future = snapshot.semantic()
         if future.done() and future.exception() is None:
             lexical_future = _LEXICAL.submit(self._lexical_scores, snapshot.lexical, query)
+            if snapshot.scripts is not None:
+                matchable = snapshot.scripts.matchable(query)
             try:
-                semantic = self._vector.similarities(future.result(), self._semantic_query(query))
+                semantic = self._vector.similarities(
+                    future.result(), self._semantic_query(query, whole=_alone(matchable))
+                )
             except Exception:  # an embedding endpoint down or rate-limited: BM25 still answers
                 logger.exception("Embedding the query failed; this search ranks with BM25 only")
+                matchable = None  # nothing else to lean on
             lexical = lexical_future.result()
         else:
             lexical = self._lexical_scores(snapshot.lexical, query)
@@ -258,17 +324,18 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             positions = np.fromiter(sorted(allowed), dtype=np.int64, count=len(allowed))
             lexical = lexical[positions]
             semantic = semantic[positions] if semantic is not None else None
+            matchable = matchable[positions] if matchable is not None else None
         depth = max(self._candidates, limit)
         if self._fusion == "scores":
-            fused, found = self._fuse_scores(lexical, semantic, depth)
+            fused, found = self._fuse_scores(lexical, semantic, depth, matchable)
         else:
-            fused, found = self._fuse_ranks(lexical, semantic, depth)
+            fused, found = self._fuse_ranks(lexical, semantic, depth, matchable)
         if allowed is not None:
             fused, found = _scattered(fused, positions, size), _scattered(found, positions, size)
         snapshot.toolsets.boost(fused, self._toolset_weight)
         found |= fused > 0.0  # a sibling lifted by its toolset
         fused[~found] = -np.inf
-        return [(p, s) for p, s in top_positions(fused, limit, allowed) if s != -np.inf]
+        return fused
 
     def _lexical_scores(self, snapshot: Any, query: str) -> Scores:
         """BM25 of the whole query; for a query of several sentences or lines, scaled to its
@@ -286,21 +353,28 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         combined: Scores = scores[0] + self._clause_weight * scores[1:].max(axis=0)
         return combined
 
-    def _semantic_query(self, query: str) -> str:
-        if self._last_line_words is not None:
+    def _semantic_query(self, query: str, *, whole: bool = False) -> str:
+        """What the vector side embeds; ``whole``: the query as ``VectorToolIndex`` embeds
+        it (its own window, every line), its quoted values still left out."""
+        if self._last_line_words is not None and not whole:
             query = last_line(query, self._last_line_words)
         if not self._embed_quoted:
             query = without_quoted(query)
-        return self._vector.query_tail(query, self._query_tokens)
+        return self._vector.query_tail(
+            query, self._vector.query_tokens if whole else self._query_tokens
+        )
 
     def _fuse_scores(
-        self, lexical: Scores, semantic: Scores | None, depth: int
+        self, lexical: Scores, semantic: Scores | None, depth: int, matchable: Scores | None
     ) -> tuple[Scores, Found]:
-        """Weighted sum of the scaled scores; found: BM25 matches and the vector side's top
-        ``depth``."""
+        """Weighted sum of the scaled scores, each tool's BM25 x its ``matchable`` share of
+        the query (after scaling: the best match of a query in another script stays small);
+        found: BM25 matches and the vector side's top ``depth``."""
         best = float(lexical.max(initial=0.0))
         if best > 0.0 and self._bm25_weight > 0:
             fused, found = (self._bm25_weight / best) * lexical, lexical > 0.0
+            if matchable is not None:
+                fused *= matchable
         else:
             fused, found = np.zeros_like(lexical), np.zeros(lexical.size, dtype=np.bool_)
         if semantic is not None and semantic.size and self._vector_weight > 0:
@@ -317,14 +391,18 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         return fused.astype(np.float32, copy=False), found
 
     def _fuse_ranks(
-        self, lexical: Scores, semantic: Scores | None, depth: int
+        self, lexical: Scores, semantic: Scores | None, depth: int, matchable: Scores | None
     ) -> tuple[Scores, Found]:
-        """Weighted reciprocal ranks; found: whatever either side ranked."""
+        """Weighted reciprocal ranks, a tool's BM25 rank counting x its ``matchable`` share of
+        the query; found: whatever either side ranked."""
         fused = np.zeros(lexical.size, dtype=np.float32)
-        self._add_ranks(fused, lexical, depth, self._bm25_weight, positive_only=True)
+        lexical_ranks = np.zeros(lexical.size, dtype=np.float32)
+        self._add_ranks(lexical_ranks, lexical, depth, self._bm25_weight, positive_only=True)
+        found = lexical_ranks > 0.0
+        fused += lexical_ranks if matchable is None else lexical_ranks * matchable
         if semantic is not None:
             self._add_ranks(fused, semantic, depth, self._vector_weight, positive_only=False)
-        return fused, fused > 0.0
+        return fused, found | (fused > 0.0)
 
     def _add_ranks(
         self, fused: Scores, scores: Scores, depth: int, weight: float, *, positive_only: bool
@@ -336,6 +414,31 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             ranked = [(p, s) for p, s in ranked if s > 0.0]
         for rank, (position, _) in enumerate(ranked, 1):
             fused[position] += weight / (self._rrf_k + rank)
+
+
+def _alone(matchable: Scores | None) -> bool:
+    """Whether the catalogue's tools can match less than ``_LEXICAL_REACH`` of a query on
+    average: then the embeddings alone can rank, and read the query as the vector index does
+    (the whole of it, up to its window)."""
+    return matchable is not None and float(matchable.mean()) < _LEXICAL_REACH
+
+
+def _fair_shares(
+    rankings: Sequence[list[tuple[int, float]]], limit: int
+) -> list[tuple[int, float]]:
+    """The whole task's ranking (the first) with each request's best tool moved up behind its
+    first, in request order: every request has its tool among the top ``requests + 1``. (Taking
+    every ranking's second, third, ... tools in turns as well did better on one cross-lingual
+    dev set and worse on the other, docs/benchmarks.md.) A tool keeps its score in the ranking
+    it was taken from, up to ``limit`` tools."""
+    whole, *parts = rankings
+    merged = dict(whole[:1])
+    for ranking in parts:
+        if ranking:
+            merged.setdefault(*ranking[0])
+    for position, score in whole[1:]:
+        merged.setdefault(position, score)
+    return list(merged.items())[:limit]
 
 
 ArrayT = TypeVar("ArrayT", bound=np.generic)

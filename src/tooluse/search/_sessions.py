@@ -12,8 +12,8 @@ import hashlib
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -26,28 +26,94 @@ from tooluse.search._types import (
     check_count,
 )
 
-__all__ = ["DEFAULT_MAX_RESULTS", "SessionToolIndex", "top_positions"]
+__all__ = ["DEFAULT_MAX_RESULTS", "SessionToolIndex", "ToolCatalogue", "top_positions"]
 
 DEFAULT_MAX_RESULTS = 10
 
 SnapshotT = TypeVar("SnapshotT")
 
 
-class _Session:
-    __slots__ = ("references", "snapshot", "snapshot_references", "version")
+class ToolCatalogue(Sequence[ToolReference]):
+    """An immutable list of tools that sessions share: a thousand conversations over one
+    catalogue hold one of these, not a copy each, and its key (a hash over every tool, which
+    finds the shared snapshot) is computed once, not per session. A name given twice keeps the
+    last, moved to the end (as indexing it again does). Pass one to ``replace_tools`` (the
+    search advisor does)."""
 
-    def __init__(self) -> None:
-        self.references: dict[str, ToolReference] = {}
+    __slots__ = ("_key", "_references")
+
+    def __init__(self, references: Iterable[ToolReference]) -> None:
+        by_name: dict[str, ToolReference] = {}
+        for reference in references:
+            if not isinstance(reference, ToolReference):
+                raise TypeError(f"expected ToolReference, got {type(reference).__name__}")
+            by_name.pop(reference.tool_name, None)
+            by_name[reference.tool_name] = reference
+        self._references = tuple(by_name.values())
+        self._key: str | None = None
+
+    @property
+    def references(self) -> tuple[ToolReference, ...]:
+        return self._references
+
+    @property
+    def key(self) -> str:
+        """SHA-256 (hex) over every tool's name, summary, category and parameters; computed on
+        first use (two threads may both compute it: same value)."""
+        if self._key is None:
+            self._key = _catalogue_key(self._references)
+        return self._key
+
+    def __len__(self) -> int:
+        return len(self._references)
+
+    @overload
+    def __getitem__(self, index: int) -> ToolReference: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[ToolReference, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> ToolReference | tuple[ToolReference, ...]:
+        return self._references[index]
+
+    def __iter__(self) -> Iterator[ToolReference]:
+        return iter(self._references)
+
+    def __repr__(self) -> str:
+        return f"ToolCatalogue({len(self._references)} tools)"
+
+
+class _Session:
+    """A session's tools: a shared :class:`ToolCatalogue` until tools are added one by one,
+    then its own dict (made into a catalogue again at its next search)."""
+
+    __slots__ = ("catalogue", "own", "snapshot", "version")
+
+    def __init__(self, catalogue: ToolCatalogue | None = None) -> None:
+        self.catalogue = catalogue
+        self.own: dict[str, ToolReference] | None = None if catalogue is not None else {}
         self.snapshot: _Shared[Any] | None = None
-        self.snapshot_references: tuple[ToolReference, ...] = ()
         self.version = 0
 
+    def __len__(self) -> int:
+        return len(self.catalogue) if self.catalogue is not None else len(self.own or ())
+
     def add(self, references: Sequence[ToolReference]) -> None:
+        if self.own is None:
+            self.own = {r.tool_name: r for r in self.catalogue or ()}
+            self.catalogue = None
         for reference in references:
-            self.references.pop(reference.tool_name, None)  # re-indexed: moves to the end
-            self.references[reference.tool_name] = reference
+            self.own.pop(reference.tool_name, None)  # re-indexed: moves to the end
+            self.own[reference.tool_name] = reference
         self.snapshot = None
         self.version += 1
+
+    def frozen(self) -> ToolCatalogue:
+        """The session's tools as a catalogue (its own dict given up for it)."""
+        if self.catalogue is None:
+            self.catalogue = ToolCatalogue((self.own or {}).values())
+            self.own = None
+        return self.catalogue
 
 
 def _catalogue_key(references: Sequence[ToolReference]) -> str:
@@ -98,14 +164,16 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
         """Make ``references`` the session's tools in one step: a concurrent search finds the
         old tools or the new ones, never none, as it can between ``clear_index`` and
         ``index_tools``. No references: the session is cleared."""
-        references = _checked(session_id, references)
+        if isinstance(references, ToolCatalogue):  # shared as it is: no copy, no hashing
+            _check_session_id(session_id)
+            catalogue = references
+        else:
+            catalogue = ToolCatalogue(_checked(session_id, references))
         with self._lock:
-            if not references:
+            if not catalogue:
                 self._sessions.pop(session_id, None)
                 return
-            session = _Session()
-            session.add(references)
-            self._sessions[session_id] = session
+            self._sessions[session_id] = _Session(catalogue)
 
     def clear_index(self, session_id: str) -> None:
         _check_session_id(session_id)
@@ -139,7 +207,7 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
     def size(self, session_id: str) -> int:
         with self._lock:
             session = self._sessions.get(session_id)
-            return len(session.references) if session is not None else 0
+            return len(session) if session is not None else 0
 
     def session_ids(self) -> list[str]:
         with self._lock:
@@ -163,28 +231,27 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
     def _snapshot(self, session_id: str) -> tuple[SnapshotT, tuple[ToolReference, ...]] | None:
         with self._lock:
             session = self._sessions.get(session_id)
-            if session is None or not session.references:
+            if session is None or not len(session):
                 return None
+            catalogue = session.frozen()
             if session.snapshot is not None:
-                return session.snapshot.snapshot, session.snapshot_references
-            references = tuple(session.references.values())
+                return session.snapshot.snapshot, catalogue.references
             version = session.version
-        shared = self._shared_snapshot(references)
+        shared = self._shared_snapshot(catalogue)
         with self._lock:
             if self._sessions.get(session_id) is session and session.version == version:
                 session.snapshot = shared  # the session keeps the shared snapshot alive
-                session.snapshot_references = references
-        return shared.snapshot, references
+        return shared.snapshot, catalogue.references
 
-    def _shared_snapshot(self, references: tuple[ToolReference, ...]) -> _Shared[SnapshotT]:
-        key = _catalogue_key(references)
+    def _shared_snapshot(self, catalogue: ToolCatalogue) -> _Shared[SnapshotT]:
+        key = catalogue.key
         with self._lock:
             build_lock = self._build_locks.setdefault(key, ProcessLock())
         try:
             with build_lock:  # concurrent sessions on a new catalogue build it once
                 shared = self._shared.get(key)
                 if shared is None:
-                    shared = _Shared(self._build(references))
+                    shared = _Shared(self._build(catalogue.references))
                     self._shared[key] = shared
                 return shared
         finally:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from tooluse._fork import ProcessLock
 
 __all__ = [
+    "SCRIPTS",
     "CjkMode",
     "check_cjk_mode",
     "cjk_language",
@@ -21,6 +22,8 @@ __all__ = [
     "contains_cjk",
     "last_line",
     "last_words",
+    "requests",
+    "script_counts",
     "split_identifier",
     "stem",
     "without_quoted",
@@ -218,6 +221,34 @@ def clauses(text: str, min_words: int) -> list[str]:
     return [part.strip() for part in _CLAUSE_END.split(text) if word_count(part) >= min_words]
 
 
+# Where a task's next request starts inside a sentence: "..., then ...", "... and then ...",
+# "Also, ...", "...，然后...", "另外...", "...，再..." (a connective alone in its language; "and" or
+# "并" alone joins things more often than requests).
+_NEXT_REQUEST = re.compile(
+    r"(?:^|,\s*|\s+)(?:and\s+)?(?:then|after\s+that|afterwards|also|additionally|lastly|finally)"
+    r"\b,?\s*|,\s*and\s+"
+    r"|[，,]?(?:然后|接着|随后|之后|另外|此外|同时|并且|而且|最后|还要|还需要|顺便)[，,]?"
+    r"|[，,](?:再|并|也)",
+    re.IGNORECASE,
+)
+
+
+def requests(text: str, min_words: int) -> list[str]:
+    """The requests of a task: its :func:`clauses`, each cut again where a connective starts
+    another request (EN and ZH), those of at least ``min_words`` words: ``"Compare the two
+    files, then post the differences"`` -> ``["Compare the two files", "post the
+    differences"]``; ``"比较这两份文件，然后把差异发到推特上"`` -> ``["比较这两份文件",
+    "把差异发到推特上"]``."""
+    if min_words < 1:
+        raise ValueError(f"min_words must be at least 1, got {min_words}")
+    return [
+        request.strip()
+        for clause in _CLAUSE_END.split(text)
+        for request in _NEXT_REQUEST.split(clause)
+        if word_count(request) >= min_words
+    ]
+
+
 # A span in quotes: '...' (not an apostrophe: no letter just outside), "...", “...”, ‘...’,
 # 「...」, 『...』 or `...`, on one line.
 _QUOTED = re.compile(
@@ -232,3 +263,28 @@ def without_quoted(text: str) -> str:
     do with it."""
     rest = _QUOTED.sub(" ", text)
     return rest if _WORD_OR_CJK.search(rest) else text
+
+
+# The scripts a query's words are told apart by, for the hybrid's language mix: a word in one
+# script cannot match a tool written in another. Digits belong to none (they match anywhere).
+SCRIPTS = ("latin", "han", "kana", "hangul", "cyrillic", "other")
+_LATIN_LETTERS = "A-Za-z\u00c0-\u024f"
+_CYRILLIC_LETTERS = "\u0400-\u04ff"
+# One alternative per script, in SCRIPTS order: a Latin or Cyrillic word, a CJK character (as
+# word_count counts it), or a run of any other letters.
+_SCRIPT_WORD = re.compile(
+    f"([{_LATIN_LETTERS}]+)|([{_HAN}])|([{_KANA}])|([{_HANGUL}])|([{_CYRILLIC_LETTERS}]+)"
+    f"|((?:(?![{_LATIN_LETTERS}{_CYRILLIC_LETTERS}{_HAN}{_KANA_HANGUL}])[^\\W\\d_])+)"
+)
+
+
+def script_counts(text: str) -> list[int]:
+    """How many words of ``text`` are in each of :data:`SCRIPTS` (a CJK character counts as a
+    word, digits as none): ``"查询 weather 2024"`` -> ``[1, 2, 0, 0, 0, 0]``."""
+    counts = [0] * len(SCRIPTS)
+    if text.isascii():  # fast path: only Latin words can be there
+        counts[0] = len(_LATIN_WORD.findall(text))
+        return counts
+    for match in _SCRIPT_WORD.finditer(text):
+        counts[match.lastindex - 1] += 1  # type: ignore[operator]
+    return counts

@@ -144,6 +144,11 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
     def embedding_model(self) -> CachedEmbeddingModel:
         return self._model
 
+    @property
+    def query_tokens(self) -> int | None:
+        """How many of a query's last tokens this index embeds (``None``: all)."""
+        return self._query_tokens
+
     def query_tail(self, query: str, max_tokens: int | None) -> str:
         """The end of ``query`` that reads as about ``max_tokens`` tokens of this index's model
         (``None``: all of it)."""
