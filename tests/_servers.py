@@ -9,14 +9,17 @@ root it runs as ``nobody``."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import os
 import shutil
+import sqlite3
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -152,3 +155,14 @@ class RedisServer:
             self._process.wait(timeout=30)
         finally:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def run_sql(location: str, statement: str, parameters: tuple[object, ...] = ()) -> list[Any]:
+    """Run one statement (``?`` placeholders) on a store's SQLite file or PostgreSQL URL, as
+    another process would; its rows."""
+    if location.startswith("postgresql://"):
+        with psycopg.connect(location, autocommit=True) as connection:
+            cursor = connection.execute(statement.replace("?", "%s"), parameters)
+            return cursor.fetchall() if cursor.description else []
+    with contextlib.closing(sqlite3.connect(location)) as connection, connection:
+        return connection.execute(statement, parameters).fetchall()

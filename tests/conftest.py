@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Generator, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -175,6 +176,16 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
         yield url
     finally:
         postgres_server.drop_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store that runs on either engine keeps its tables: a SQLite file, or a
+    PostgreSQL database of this test's own."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.db")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
 
 
 @pytest.fixture(scope="session")
