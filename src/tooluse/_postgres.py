@@ -62,14 +62,20 @@ class PostgresDatabase:
         self._pools.get()
 
     def _open_pool(self, min_size: int, max_size: int) -> ConnectionPool[Any]:
+        import psycopg
         from psycopg_pool import ConnectionPool
 
+        connect_timeout = max(1, round(self._timeout))
+        settings: dict[str, Any] = {"autocommit": True, "connect_timeout": connect_timeout}
+        # One connection first: a pool retries a failing address until its timeout and then
+        # says only that it timed out; this says why at once (refused, bad password, ...).
+        psycopg.connect(self.url, connect_timeout=connect_timeout).close()
         pool: ConnectionPool[Any] = ConnectionPool(
             self.url,
             min_size=min_size,
             max_size=max_size,
             timeout=self._timeout,
-            kwargs={"autocommit": True, "connect_timeout": max(1, round(self._timeout))},
+            kwargs=settings,
             open=False,
             name="tooluse",
         )

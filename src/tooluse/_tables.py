@@ -15,6 +15,7 @@ import abc
 import contextlib
 import dataclasses
 import os
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,6 +34,7 @@ __all__ = [
     "SqliteTables",
     "Tables",
     "is_postgres_url",
+    "location_label",
     "open_tables",
 ]
 
@@ -176,6 +178,18 @@ class _Placeholders:
 
 def is_postgres_url(location: object) -> bool:
     return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+
+
+def location_label(location: Location) -> str:
+    """``location`` for a log line: a file's path, or a URL without its password."""
+    url = location.url if isinstance(location, PostgresDatabase) else os.fspath(location)
+    if not is_postgres_url(url):
+        return url
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 def open_tables(location: Location, schema: Schema, *, busy_timeout: float = 30.0) -> Tables:
