@@ -1,6 +1,7 @@
-"""The service on PostgreSQL (``--database-url``): every worker keeps its memory, knowledge
-base, paused runs and turn displays in one database, so a conversation goes on and an
-approval is given on any worker."""
+"""The service on PostgreSQL (``--database-url``) and Redis (``--redis-url``): every worker
+keeps its memory, knowledge base, paused runs and turn displays in one database and runs a
+conversation's turns one at a time through Redis, so a conversation goes on and an approval
+is given on any worker."""
 
 from __future__ import annotations
 
@@ -18,11 +19,14 @@ from tooluse.service import ServiceConfig, create_app
 
 
 @contextlib.asynccontextmanager
-async def worker(url: str, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+async def worker(
+    url: str, tmp_path: Path, redis_url: str | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
     """One worker of the service: its own app and process state, the shared database (its
     ``db`` file, unused, is its own)."""
     unused = tmp_path / f"unused-{id(object())}.db"
-    async with running(create_app(config(unused, database_url=url, model=fake_llm()))) as client:
+    shared = config(unused, database_url=url, redis_url=redis_url, model=fake_llm())
+    async with running(create_app(shared)) as client:
         yield client
 
 
@@ -50,9 +54,12 @@ def said(conversation: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 async def test_two_workers_share_one_conversation_and_one_approval(
-    postgres_url: str, tmp_path: Path
+    postgres_url: str, redis_url: str, tmp_path: Path
 ) -> None:
-    async with worker(postgres_url, tmp_path) as first, worker(postgres_url, tmp_path) as second:
+    async with (
+        worker(postgres_url, tmp_path, redis_url) as first,
+        worker(postgres_url, tmp_path, redis_url) as second,
+    ):
         await ready(first)
         await ready(second)
         await ask(first, "Any refund rules?", "c1")

@@ -183,7 +183,7 @@ def is_postgres_url(location: object) -> bool:
 def location_label(location: Location) -> str:
     """``location`` for a log line: a file's path, or a URL without its password."""
     url = location.url if isinstance(location, PostgresDatabase) else os.fspath(location)
-    if not is_postgres_url(url):
+    if "://" not in url:
         return url
     parts = urllib.parse.urlsplit(url)
     if parts.password is None:

@@ -158,11 +158,24 @@ async def start_service(service: QaService, args: argparse.Namespace) -> None:
     """``await service.astart()``; when it fails for what the options ask for (see
     :func:`mcp_startup_errors`), the service is closed and ``OptionError`` says why."""
     try:
-        with mcp_startup_errors(args):
-            await service.astart()
+        try:
+            with mcp_startup_errors(args):
+                await service.astart()
+        except _redis_errors() as exc:
+            url = location_label(service.config.redis_url or "")
+            raise OptionError(f"--redis-url {url}: {exc}") from exc
     except OptionError:
         await service.aclose()
         raise
+
+
+def _redis_errors() -> tuple[type[Exception], ...]:
+    """The redis client's errors, when the redis extra is installed."""
+    try:
+        import redis
+    except ImportError:
+        return ()
+    return (redis.RedisError,)
 
 
 def _import_tools(reference: str) -> object:

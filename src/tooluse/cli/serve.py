@@ -74,6 +74,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the largest request body taken, on every route (413 beyond; "
         f"default: {DEFAULT_MAX_REQUEST_BYTES})",
     )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("TOOLUSE_REDIS_URL") or None,
+        metavar="URL",
+        help="a Redis server through which several workers of the service run each "
+        "conversation's turns one at a time: redis://HOST:PORT/DB "
+        "(default: $TOOLUSE_REDIS_URL; none: one at a time per worker)",
+    )
     add_service_arguments(parser)
 
 
@@ -110,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
                     approval_expiry_seconds=args.approval_expiry,
                     allowed_hosts=_allowed_hosts(args),
                     max_request_bytes=args.max_request_bytes,
+                    redis_url=args.redis_url,
                 )
             ),
         )

@@ -37,7 +37,7 @@ from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._turn_displays import DEFAULT_TURN_DISPLAY_RETENTION, TurnDisplayStore
-from tooluse.service._turns import ConversationTurns
+from tooluse.service._turns import ConversationTurns, RedisTurnLocks
 from tooluse.tools import ToolCallback, tool_callbacks
 
 if TYPE_CHECKING:  # the mcp extra is imported only for a service with MCP servers
@@ -77,6 +77,9 @@ class ServiceConfig:
       ``"default"``, where ``tooluse ingest`` writes) and paused runs;
     - ``database_url``: a PostgreSQL database (``postgresql://...``, with pgvector) that
       holds all of these instead of ``db``, shared by every worker of the service;
+    - ``redis_url``: a Redis server (``redis://...``) through which the workers of the
+      service run the turns of a conversation one at a time, whichever worker each comes to
+      (:class:`ConversationTurns`); without it, one at a time on each worker;
     - ``model``: ``None`` runs the offline ``TestModel`` (:class:`OfflineModel`);
       ``model_label`` names the model on the page (default: the model's name);
     - ``tools``: tool sources; ``None``: the sample tools, unless ``mcp_servers`` is given;
@@ -115,6 +118,7 @@ class ServiceConfig:
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
     database_url: str | None = None
+    redis_url: str | None = None
     model: ChatModel | None = None
     model_label: str | None = None
     tools: Sequence[object] | None = None
@@ -158,6 +162,12 @@ class ServiceConfig:
             raise ValueError(
                 "database_url must be a PostgreSQL URL, postgresql://USER:PASSWORD@HOST/DB, "
                 f"got {self.database_url!r}"
+            )
+        if self.redis_url is not None and not self.redis_url.startswith(
+            ("redis://", "rediss://", "unix://")
+        ):
+            raise ValueError(
+                f"redis_url must be a Redis URL, redis://HOST:PORT/DB, got {self.redis_url!r}"
             )
         if self.api_key is not None and (not self.api_key.strip() or " " in self.api_key):
             raise ValueError("api_key must be a non-blank token without spaces")
@@ -250,7 +260,9 @@ class QaService:
         self.memory = MessageWindowChatMemory(
             max_messages=config.memory_window, repository=self._repository
         )
-        self.turns = ConversationTurns()
+        self.turns = ConversationTurns(
+            None if config.redis_url is None else RedisTurnLocks(config.redis_url)
+        )
         self.knowledge = KnowledgeBase(
             location,
             embedding_model=config.embedding_model,
@@ -285,6 +297,7 @@ class QaService:
         self._check_startable()
         self._starting = True
         try:
+            await self.turns.check()  # an unreachable Redis fails here, not at the first turn
             if self.mcp is not None:
                 await self.mcp.aconnect()
             try:
@@ -364,6 +377,7 @@ class QaService:
         Idempotent."""
         if self.mcp is not None:
             await self.mcp.aclose()
+        await self.turns.aclose()
         await asyncio.to_thread(self._close_files)
 
     def close(self) -> None:
