@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import os
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tooluse._postgres import PostgresDatabase, database_of
@@ -55,6 +55,9 @@ class Rows(Protocol):
 
 class Runner(Protocol):
     def execute(self, statement: str, parameters: Sequence[Any] = ()) -> Rows: ...
+
+    def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> object:
+        """One statement for each of ``rows`` (PostgreSQL: pipelined, one round trip)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,6 +177,11 @@ class _Placeholders:
 
     def execute(self, statement: str, parameters: Sequence[Any] = ()) -> Rows:
         return self._connection.execute(statement.replace("?", "%s"), parameters)
+
+    def executemany(self, statement: str, rows: Iterable[Sequence[Any]]) -> object:
+        with self._connection.cursor() as cursor:
+            cursor.executemany(statement.replace("?", "%s"), rows)
+        return None
 
 
 def is_postgres_url(location: object) -> bool:
