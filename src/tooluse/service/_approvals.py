@@ -27,40 +27,29 @@ logger = logging.getLogger("tooluse.service")
 
 # conversation_id: the pause's own (NULL for a run without one), a column of its own so that
 # a conversation's runs are found by an index, not by parsing every pause's JSON.
+_TABLE = """CREATE TABLE qa_approval (
+    id TEXT PRIMARY KEY,
+    created_at {real} NOT NULL,
+    status TEXT NOT NULL,
+    pause TEXT NOT NULL,
+    error TEXT,
+    conversation_id TEXT
+)"""
+_BY_CONVERSATION = (
+    "CREATE INDEX qa_approval_by_conversation ON qa_approval (conversation_id, status)"
+)
 _SCHEMA = Schema(
     component="qa_approval",
-    sqlite=(
-        """CREATE TABLE qa_approval (
-            id TEXT PRIMARY KEY,
-            created_at REAL NOT NULL,
-            status TEXT NOT NULL,
-            pause TEXT NOT NULL,
-            error TEXT,
-            conversation_id TEXT
-        )""",
-        "CREATE INDEX qa_approval_by_conversation ON qa_approval (conversation_id, status)",
-    ),
+    sqlite=(_TABLE.format(real="REAL"), _BY_CONVERSATION),
     sqlite_version=2,
     sqlite_upgrades={
         1: (
             "ALTER TABLE qa_approval ADD COLUMN conversation_id TEXT",
             "UPDATE qa_approval SET conversation_id = json_extract(pause, '$.conversation_id')",
-            "CREATE INDEX qa_approval_by_conversation ON qa_approval (conversation_id, status)",
+            _BY_CONVERSATION,
         )
     },
-    postgres=(
-        (
-            """CREATE TABLE qa_approval (
-                id TEXT PRIMARY KEY,
-                created_at DOUBLE PRECISION NOT NULL,
-                status TEXT NOT NULL,
-                pause TEXT NOT NULL,
-                error TEXT,
-                conversation_id TEXT
-            )""",
-            "CREATE INDEX qa_approval_by_conversation ON qa_approval (conversation_id, status)",
-        ),
-    ),
+    postgres=((_TABLE.format(real="DOUBLE PRECISION"), _BY_CONVERSATION),),
 )
 
 DEFAULT_APPROVAL_EXPIRY = 3600.0

@@ -34,30 +34,26 @@ logger = logging.getLogger("tooluse.service")
 _BY_CONVERSATION = (
     "CREATE INDEX qa_turn_display_by_conversation ON qa_turn_display (conversation_id, seq)"
 )
+_TABLE = """CREATE TABLE qa_turn_display (
+    seq {serial},
+    conversation_id TEXT NOT NULL,
+    turn_id TEXT UNIQUE,
+    question TEXT NOT NULL,
+    updated_at {real} NOT NULL,
+    events TEXT NOT NULL
+)"""
 _SCHEMA = Schema(
     component="qa_turn_display",
     sqlite=(
-        """CREATE TABLE qa_turn_display (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            conversation_id TEXT NOT NULL,
-            turn_id TEXT UNIQUE,
-            question TEXT NOT NULL,
-            updated_at REAL NOT NULL,
-            events TEXT NOT NULL
-        )""",
+        _TABLE.format(serial="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL"),
         _BY_CONVERSATION,
     ),
     sqlite_version=1,
     postgres=(
         (
-            """CREATE TABLE qa_turn_display (
-                seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-                conversation_id TEXT NOT NULL,
-                turn_id TEXT UNIQUE,
-                question TEXT NOT NULL,
-                updated_at DOUBLE PRECISION NOT NULL,
-                events TEXT NOT NULL
-            )""",
+            _TABLE.format(
+                serial="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", real="DOUBLE PRECISION"
+            ),
             _BY_CONVERSATION,
         ),
     ),
