@@ -1,7 +1,7 @@
 """Fixtures shared by several test modules, a fresh embedding cache for each run, and how a
 skip is treated under ``CI=true``.
 
-Skips under CI. ``.ci/run`` installs everything the suite needs (PostgreSQL's programs,
+Skips under CI. ``.ci/run`` installs everything the suite needs (Redis,
 Chromium, the Python packages), so under ``CI=true`` a test that skips, for a missing browser,
 server or package, FAILS: a green CI then says every test ran. A skip that is fine on any
 machine (an optional extra such as uvloop, a test for another operating system) is declared
