@@ -24,6 +24,7 @@ import tempfile
 import warnings
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -31,8 +32,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from _servers import PostgresServer, RedisServer
 from tooluse import _tracing
+
+if TYPE_CHECKING:  # imported where used: tests/test_ci_skips.py runs this file on its own
+    from _servers import PostgresServer, RedisServer
 
 # Hypothesis' timing checks (a slow example, slow input generation) measure the machine, not the
 # code: on a busy 2-core machine they failed tests whose properties held. Its checks of the
@@ -161,6 +164,8 @@ def no_resource_warnings() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     """One PostgreSQL server (with pgvector) for the session, started on first use."""
+    from _servers import PostgresServer
+
     server = PostgresServer()
     try:
         yield server
@@ -191,6 +196,8 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     """One Redis server for the session, started on first use."""
+    from _servers import RedisServer
+
     server = RedisServer()
     try:
         yield server
