@@ -1,7 +1,7 @@
 """Fixtures shared by several test modules, a fresh embedding cache for each run, and how a
 skip is treated under ``CI=true``.
 
-Skips under CI. ``.ci/run`` installs everything the suite needs (PostgreSQL's programs,
+Skips under CI. ``.ci/run`` installs everything the suite needs (Redis,
 Chromium, the Python packages), so under ``CI=true`` a test that skips, for a missing browser,
 server or package, FAILS: a green CI then says every test ran. A skip that is fine on any
 machine (an optional extra such as uvloop, a test for another operating system) is declared
@@ -23,6 +23,8 @@ import shutil
 import tempfile
 import warnings
 from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -31,6 +33,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tooluse import _tracing
+
+if TYPE_CHECKING:  # imported where used: tests/test_ci_skips.py runs this file on its own
+    from _servers import PostgresServer, RedisServer
 
 # Hypothesis' timing checks (a slow example, slow input generation) measure the machine, not the
 # code: on a busy 2-core machine they failed tests whose properties held. Its checks of the
@@ -154,3 +159,57 @@ def no_resource_warnings() -> Iterator[None]:
         gc.collect()
     unclosed = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
     assert unclosed == []
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server (with pgvector) for the session, started on first use."""
+    from _servers import PostgresServer
+
+    server = PostgresServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """The URL of a database of this test's own on the session's server."""
+    url = postgres_server.new_database()
+    try:
+        yield url
+    finally:
+        postgres_server.drop_database(url)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a store that runs on either engine keeps its tables: a SQLite file, or a
+    PostgreSQL database of this test's own."""
+    if request.param == "sqlite":
+        return str(tmp_path / "store.db")
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """One Redis server for the session, started on first use."""
+    from _servers import RedisServer
+
+    server = RedisServer()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> str:
+    """The session's Redis server, emptied for this test."""
+    import redis
+
+    with redis.Redis.from_url(redis_server.url) as client:
+        client.flushall()
+    return redis_server.url

@@ -17,6 +17,7 @@ from tooluse.embedding import (
     EmbeddingModel,
     InMemoryEmbeddingCache,
     OpenAIEmbeddingModel,
+    PostgresEmbeddingCache,
     SqliteEmbeddingCache,
     TieredEmbeddingCache,
     Vectors,
@@ -82,27 +83,36 @@ def test_queries_are_cached_apart_from_documents() -> None:
     assert inner.queries == ["weather"]
 
 
-def test_sqlite_cache_survives_a_restart(tmp_path: Path) -> None:
-    path = tmp_path / "nested" / "embeddings.sqlite3"
+def open_cache(location: str) -> SqliteEmbeddingCache | PostgresEmbeddingCache:
+    if location.startswith("postgresql://"):
+        return PostgresEmbeddingCache(location)
+    return SqliteEmbeddingCache(Path(location).parent / "nested" / "embeddings.sqlite3")
+
+
+def test_a_database_cache_survives_a_restart(store_location: str) -> None:
     first = CountingModel()
-    cache = SqliteEmbeddingCache(path)
+    cache = open_cache(store_location)
     vectors = CachedEmbeddingModel(first, cache).embed_documents(["a", "b"])
     cache.close()
     second = CountingModel()
-    reopened = SqliteEmbeddingCache(path)
+    reopened = open_cache(store_location)
     restored = CachedEmbeddingModel(second, reopened).embed_documents(["b", "a"])
     assert second.documents == []
     np.testing.assert_array_equal(restored, vectors[[1, 0]])
     assert len(reopened) == 2
+    reopened.close()
 
 
-def test_sqlite_cache_reads_more_keys_than_one_statement_binds(tmp_path: Path) -> None:
-    cache = SqliteEmbeddingCache(tmp_path / "e.sqlite3")
+def test_a_database_cache_reads_more_keys_than_one_statement_binds(store_location: str) -> None:
+    cache = open_cache(store_location)
     items = {f"k{i}": np.full(2, i, dtype=np.float32) for i in range(1200)}
     cache.put_many(items)
+    cache.put_many({"k0": np.full(2, -1, dtype=np.float32)})  # a key written again
     found = cache.get_many([*items, "absent"])
     assert len(found) == 1200
     assert found["k1199"].tolist() == [1199.0, 1199.0]
+    assert found["k0"].tolist() == [-1.0, -1.0]
+    cache.close()
 
 
 def test_tiered_cache_copies_disk_hits_into_memory(tmp_path: Path) -> None:

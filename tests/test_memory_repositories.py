@@ -23,7 +23,6 @@ from _memory_helpers import (
     user,
     write_messages,
 )
-from _postgres_server import PostgresServer
 from tooluse.memory import (
     ChatMemoryRepository,
     InMemoryChatMemoryRepository,
@@ -43,23 +42,6 @@ from tooluse.messages import (
 )
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    server = PostgresServer()
-    try:
-        yield server.conninfo
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def empty_postgres(postgres: str) -> str:
-    """The server's conninfo, with the tables of earlier tests dropped."""
-    with psycopg.connect(postgres, autocommit=True) as connection:
-        connection.execute("DROP TABLE IF EXISTS chat_memory_message, tooluse_schema_version")
-    return postgres
-
-
 @pytest.fixture(params=["in-memory", "sqlite", "postgres"])
 def repository(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ChatMemoryRepository]:
     if request.param == "in-memory":
@@ -68,7 +50,7 @@ def repository(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ChatM
         with SqliteChatMemoryRepository(tmp_path / "memory.db") as sqlite_repository:
             yield sqlite_repository
     else:
-        conninfo = request.getfixturevalue("empty_postgres")
+        conninfo = request.getfixturevalue("postgres_url")
         with PostgresChatMemoryRepository(conninfo) as postgres_repository:
             yield postgres_repository
 
@@ -374,13 +356,13 @@ def test_window_memory_over_sqlite_keeps_tool_pairs(tmp_path: Path) -> None:
 
 
 def test_postgres_twenty_writers_with_their_own_connections_lose_no_message(
-    empty_postgres: str,
+    postgres_url: str,
 ) -> None:
-    PostgresChatMemoryRepository(empty_postgres).close()  # create the schema once
+    PostgresChatMemoryRepository(postgres_url).close()  # create the schema once
     per_writer = 5
 
     def writer(number: int) -> None:
-        with PostgresChatMemoryRepository(empty_postgres) as own:
+        with PostgresChatMemoryRepository(postgres_url) as own:
             memory = MessageWindowChatMemory(max_messages=10_000, repository=own)
             for n in range(per_writer):
                 memory.add("shared", user(f"writer {number} message {n}"))
@@ -390,17 +372,17 @@ def test_postgres_twenty_writers_with_their_own_connections_lose_no_message(
         thread.start()
     for thread in threads:
         thread.join()
-    with PostgresChatMemoryRepository(empty_postgres) as repository:
+    with PostgresChatMemoryRepository(postgres_url) as repository:
         stored = repository.find_by_conversation_id("shared")
     assert_no_message_lost(stored, 20, per_writer)
 
 
-def test_postgres_refuses_another_schema_version(empty_postgres: str) -> None:
-    PostgresChatMemoryRepository(empty_postgres).close()
-    with psycopg.connect(empty_postgres, autocommit=True) as connection:
+def test_postgres_refuses_another_schema_version(postgres_url: str) -> None:
+    PostgresChatMemoryRepository(postgres_url).close()
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute("UPDATE tooluse_schema_version SET version = 99")
     with pytest.raises(RuntimeError, match=r"chat_memory schema version 99.*reads version 1"):
-        PostgresChatMemoryRepository(empty_postgres)
+        PostgresChatMemoryRepository(postgres_url)
 
 
 def test_sqlite_stores_a_conversation_holding_lone_surrogates(tmp_path: Path) -> None:
@@ -414,10 +396,10 @@ def test_sqlite_stores_a_conversation_holding_lone_surrogates(tmp_path: Path) ->
     repository.close()
 
 
-def test_postgres_keeps_ordinary_messages_as_json_objects(empty_postgres: str) -> None:
-    with PostgresChatMemoryRepository(empty_postgres) as repository:
+def test_postgres_keeps_ordinary_messages_as_json_objects(postgres_url: str) -> None:
+    with PostgresChatMemoryRepository(postgres_url) as repository:
         repository.save_all("c", [user("plain 😀"), user("with \x00")])
-    with psycopg.connect(empty_postgres, autocommit=True) as connection:
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
         kinds = connection.execute(
             "SELECT jsonb_typeof(message) FROM chat_memory_message ORDER BY position"
         ).fetchall()

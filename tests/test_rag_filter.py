@@ -1,14 +1,21 @@
-"""Metadata filters: operators, kinds, mistakes reported up front, algebraic properties."""
+"""Metadata filters: operators, kinds, mistakes reported up front, algebraic properties; the
+SQL the PostgreSQL store compiles them to matches what the predicate matches."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _servers import PostgresServer
 from tooluse.rag import compile_filter
+from tooluse.rag._filter import parse_filter
+from tooluse.rag._postgres_store import filter_sql
 
 _values = st.one_of(
     st.booleans(), st.integers(-3, 3), st.sampled_from([1.5, "a", "b", "2020"]), st.none()
@@ -44,8 +51,67 @@ def matches(filter: Any, metadata: dict[str, Any]) -> bool:
         ({}, {"anything": 1}, True),
     ],
 )
-def test_operator_semantics(filter: Any, metadata: dict[str, Any], expected: bool) -> None:
+def test_operator_semantics(
+    filter: Any, metadata: dict[str, Any], expected: bool, sql: psycopg.Connection[Any]
+) -> None:
     assert matches(filter, metadata) is expected
+    assert matches_in_sql(sql, filter, metadata) is expected
+
+
+@pytest.fixture(scope="module")
+def sql(postgres_server: PostgresServer) -> Iterator[psycopg.Connection[Any]]:
+    url = postgres_server.new_database()
+    with psycopg.connect(url, autocommit=True) as connection:
+        yield connection
+    postgres_server.drop_database(url)
+
+
+def matches_in_sql(
+    connection: psycopg.Connection[Any], filter: Any, metadata: dict[str, Any]
+) -> bool:
+    condition, parameters = filter_sql(parse_filter(filter))
+    row = connection.execute(
+        f"SELECT {condition} FROM (SELECT %s::jsonb AS metadata) AS document",
+        [*parameters, json.dumps(metadata)],  # the condition comes first in the text
+    ).fetchone()
+    assert row is not None
+    return bool(row[0])
+
+
+_operands = st.one_of(_values, st.lists(_values, max_size=3))
+_conditions = st.one_of(
+    st.tuples(st.sampled_from(["$eq", "$ne"]), _values),
+    st.tuples(st.sampled_from(["$in", "$nin"]), st.lists(_values, max_size=3)),
+    st.tuples(st.just("$exists"), st.booleans()),
+    st.tuples(
+        st.sampled_from(["$gt", "$gte", "$lt", "$lte"]),
+        st.sampled_from([-1, 0, 1.5, 2, "a", "b", "2020", "é", "Z"]),
+    ),
+)
+_fields = st.builds(
+    lambda key, conditions: {key: dict(conditions)},
+    st.sampled_from(["k", "n", "x"]),
+    st.lists(_conditions, min_size=1, max_size=2, unique_by=lambda c: c[0]),
+)
+_filters = st.recursive(
+    _fields,
+    lambda inner: st.one_of(
+        st.builds(lambda parts: {"$and": parts}, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(lambda parts: {"$or": parts}, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(lambda part: {"$not": part}, inner),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(filter=_filters, metadata=st.dictionaries(st.sampled_from(["k", "n", "x"]), _operands))
+def test_sql_matches_what_the_predicate_matches(
+    sql: psycopg.Connection[Any], filter: dict[str, Any], metadata: dict[str, Any]
+) -> None:
+    assert matches_in_sql(sql, filter, metadata) == matches(filter, metadata)
 
 
 @pytest.mark.parametrize(

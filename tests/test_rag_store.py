@@ -1,18 +1,28 @@
-"""Vector stores: the shared contract (in-memory and SQLite), and SQLite persistence."""
+"""Vector stores: the shared contract (in memory, SQLite, PostgreSQL with pgvector), what the
+stores kept in a database share (persistence, collections, the embedding model recorded), and
+what is SQLite's own (its file, other processes, forks)."""
 
 from __future__ import annotations
 
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from _forking import in_child
 from _rag_helpers import HashingEmbeddingModel
-from tooluse.rag import Document, InMemoryVectorStore, SqliteVectorStore, VectorStore
+from tooluse.embedding import EmbeddingModel
+from tooluse.rag import (
+    Document,
+    InMemoryVectorStore,
+    PostgresVectorStore,
+    SqliteVectorStore,
+    VectorStore,
+)
 
 FRUIT = [
     Document(id="apple", text="apple pie recipe", metadata={"kind": "recipe", "year": 2021}),
@@ -22,14 +32,42 @@ FRUIT = [
 ]
 
 
-@pytest.fixture(params=["in-memory", "sqlite"])
+OpenStore = Callable[..., Any]  # (model=..., collection=...) -> a store of one database
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OpenStore]:
+    """Opens stores on one database (a SQLite file, a PostgreSQL database), each closed at
+    the end of the test."""
+    yield from _opener(request, tmp_path, request.param)
+
+
+@pytest.fixture(params=["in-memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
-    model = HashingEmbeddingModel()
     if request.param == "in-memory":
-        yield InMemoryVectorStore(model)
+        yield InMemoryVectorStore(HashingEmbeddingModel())
         return
-    with SqliteVectorStore(tmp_path / "kb.db", model) as sqlite_store:
-        yield sqlite_store
+    for open_one in _opener(request, tmp_path, request.param):
+        yield open_one()
+
+
+def _opener(request: pytest.FixtureRequest, tmp_path: Path, backend: str) -> Iterator[OpenStore]:
+    opened: list[Any] = []
+    if backend == "sqlite":
+        location, kind = str(tmp_path / "kb.db"), SqliteVectorStore
+    else:
+        location, kind = request.getfixturevalue("postgres_url"), PostgresVectorStore
+
+    def open_one(
+        model: EmbeddingModel | None = None, *, collection: str = "default"
+    ) -> SqliteVectorStore | PostgresVectorStore:
+        store = kind(location, model or HashingEmbeddingModel(), collection=collection)
+        opened.append(store)
+        return store
+
+    yield open_one
+    for store in opened:
+        store.close()
 
 
 def ids(documents: list[Document]) -> list[str]:
@@ -145,16 +183,14 @@ def test_documents_validate_themselves() -> None:
     assert Document(text="x").id != Document(text="x").id
 
 
-def test_sqlite_store_persists_and_reloads(tmp_path: Path) -> None:
-    path = tmp_path / "kb.db"
+def test_a_store_persists_and_reloads(open_store: OpenStore) -> None:
     model = HashingEmbeddingModel()
-    with SqliteVectorStore(path, model) as first:
-        first.add(FRUIT)
+    open_store(model).add(FRUIT)
     embedded_before = len(model.embedded)
-    with SqliteVectorStore(path, model) as reopened:
-        assert ids(reopened.similarity_search("pear tart", top_k=1)) == ["pear"]
-        assert sorted(ids(reopened.find({"kind": "guide"}))) == ["bike", "tea"]
-        assert reopened.find({"lang": "zh"})[0].text == "绿茶 泡法"
+    reopened = open_store(model)
+    assert ids(reopened.similarity_search("pear tart", top_k=1)) == ["pear"]
+    assert sorted(ids(reopened.find({"kind": "guide"}))) == ["bike", "tea"]
+    assert reopened.find({"lang": "zh"})[0].text == "绿茶 泡法"
     assert len(model.embedded) == embedded_before  # reloading embeds nothing
 
 
@@ -192,46 +228,39 @@ def test_a_forked_child_sees_what_was_written_before_the_fork(tmp_path: Path) ->
         assert sorted(ids(store.find())) == ["apple", "pear"]
 
 
-def test_sqlite_collections_are_separate(tmp_path: Path) -> None:
-    path = tmp_path / "kb.db"
-    model = HashingEmbeddingModel()
-    with (
-        SqliteVectorStore(path, model, collection="a") as a,
-        SqliteVectorStore(path, model, collection="b") as b,
-    ):
-        a.add(FRUIT[:2])
-        b.add(FRUIT[2:])
-        assert sorted(ids(a.find())) == ["apple", "pear"]
-        assert sorted(ids(b.find())) == ["bike", "tea"]
+def test_collections_are_separate(open_store: OpenStore) -> None:
+    a, b = open_store(collection="a"), open_store(collection="b")
+    a.add(FRUIT[:2])
+    b.add(FRUIT[2:])
+    assert sorted(ids(a.find())) == ["apple", "pear"]
+    assert sorted(ids(b.find())) == ["bike", "tea"]
+    assert ids(a.similarity_search("bike repair", top_k=4)) != ["bike"]
+    assert len(a) == 2 and len(b) == 2
 
 
-def test_sqlite_refuses_another_embedding_model(tmp_path: Path) -> None:
-    path = tmp_path / "kb.db"
-    SqliteVectorStore(path, HashingEmbeddingModel()).close()
+def test_a_collection_refuses_another_embedding_model(open_store: OpenStore) -> None:
+    open_store(HashingEmbeddingModel())
     with pytest.raises(ValueError, match=r"embedded with hashing-64 \(64 dimensions\)"):
-        SqliteVectorStore(path, HashingEmbeddingModel(32, "hashing-32"))
+        open_store(HashingEmbeddingModel(32, "hashing-32"))
     with pytest.raises(ValueError, match="use the same model"):
-        SqliteVectorStore(path, HashingEmbeddingModel(64, "other-64"))
+        open_store(HashingEmbeddingModel(64, "other-64"))
+    assert open_store(HashingEmbeddingModel(32, "hashing-32"), collection="small").find() == []
 
 
-def test_sqlite_rejects_metadata_it_cannot_store(tmp_path: Path) -> None:
-    with (
-        SqliteVectorStore(tmp_path / "kb.db", HashingEmbeddingModel()) as store,
-        pytest.raises(ValueError, match="Document 'x': metadata must be JSON-serialisable"),
-    ):
+def test_metadata_that_cannot_be_stored_is_refused(open_store: OpenStore) -> None:
+    store = open_store()
+    with pytest.raises(ValueError, match="Document 'x': metadata must be JSON-serialisable"):
         store.add([Document(id="x", text="a", metadata={"when": object()})])
+    assert store.find() == []
 
 
-def test_sqlite_store_answers_the_same_before_and_after_a_reload(tmp_path: Path) -> None:
-    # JSON has no tuples: the file gives a list back, so the writer must index a list too.
-    path = tmp_path / "kb.db"
-    model = HashingEmbeddingModel()
+def test_a_store_answers_the_same_before_and_after_a_reload(open_store: OpenStore) -> None:
+    # JSON has no tuples: the database gives a list back, so the writer must index a list too.
     tagged = Document(id="a", text="apple pie", metadata={"tags": ("faq", "en")})
-    with SqliteVectorStore(path, model) as store:
-        store.add([tagged])
-        before = store.find({"tags": ["faq", "en"]})
-    with SqliteVectorStore(path, model) as reopened:
-        after = reopened.find({"tags": ["faq", "en"]})
+    store = open_store()
+    store.add([tagged])
+    before = store.find({"tags": ["faq", "en"]})
+    after = open_store().find({"tags": ["faq", "en"]})
     assert before == after == [Document(id="a", text="apple pie", metadata={"tags": ["faq", "en"]})]
 
 

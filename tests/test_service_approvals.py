@@ -8,11 +8,13 @@ import json
 import logging
 import re
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from _servers import run_sql
 from _service_helpers import config, names, parse_sse, respond, running, service
 from tooluse.calling import PendingToolCall
 from tooluse.client import RunState
@@ -353,18 +355,17 @@ def _pause(conversation_id: str | None = "c1") -> QaPause:
     return QaPause("cancel A1", conversation_id, (), state, (), turn_id="t1")
 
 
-def _statuses(db: Path) -> dict[str, str]:
-    with sqlite3.connect(db) as connection:
-        return dict(connection.execute("SELECT id, status FROM qa_approval").fetchall())
+def _statuses(db: Path | str) -> dict[str, str]:
+    return dict(run_sql(str(db), "SELECT id, status FROM qa_approval"))
 
 
-def _backdate(db: Path, approval_id: str, seconds: float) -> None:
+def _backdate(db: Path | str, approval_id: str, seconds: float) -> None:
     """As if the run had paused ``seconds`` earlier."""
-    with sqlite3.connect(db) as connection:
-        connection.execute(
-            "UPDATE qa_approval SET created_at = created_at - ? WHERE id = ?",
-            (seconds, approval_id),
-        )
+    run_sql(
+        str(db),
+        "UPDATE qa_approval SET created_at = created_at - ? WHERE id = ?",
+        (seconds, approval_id),
+    )
 
 
 def _ended(store: ApprovalStore, status: str) -> str:
@@ -378,8 +379,10 @@ def _ended(store: ApprovalStore, status: str) -> str:
     return approval_id
 
 
-def test_a_conversation_going_on_supersedes_only_its_own_waiting_runs(tmp_path: Path) -> None:
-    with ApprovalStore(tmp_path / "a.db") as store:
+def test_a_conversation_going_on_supersedes_only_its_own_waiting_runs(
+    store_location: str,
+) -> None:
+    with ApprovalStore(store_location) as store:
         waiting = store.save(_pause()).id
         claimed = store.save(_pause()).id
         elsewhere = store.save(_pause("c2")).id
@@ -393,13 +396,13 @@ def test_a_conversation_going_on_supersedes_only_its_own_waiting_runs(tmp_path: 
             store.claim(claimed)
         store.claim(elsewhere)
         store.claim(stateless)
-    assert _statuses(tmp_path / "a.db")[waiting] == "superseded"
+    assert _statuses(store_location)[waiting] == "superseded"
 
 
 def test_overdue_runs_are_marked_expired_when_a_store_opens(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    store_location: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    db = tmp_path / "a.db"
+    db = store_location
     with ApprovalStore(db) as store:
         old, fresh = store.save(_pause()).id, store.save(_pause()).id
     _backdate(db, old, 7200)
@@ -419,9 +422,9 @@ WEEK = 7 * 24 * 3600
 
 
 def test_ended_runs_are_deleted_a_week_after_their_expiry_when_a_store_opens(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    store_location: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    db = tmp_path / "a.db"
+    db = store_location
     with ApprovalStore(db) as store:  # the defaults: expiry in an hour, kept a week past it
         old = {status: _ended(store, status) for status in ("done", "failed", "superseded")}
         old["expired"] = store.save(_pause()).id  # expires as the store opens again
@@ -441,9 +444,9 @@ def test_ended_runs_are_deleted_a_week_after_their_expiry_when_a_store_opens(
 
 
 def test_a_store_that_stays_open_deletes_ended_runs_hourly_as_runs_are_saved(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_location: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db = tmp_path / "a.db"
+    db = store_location
     with ApprovalStore(db, expire_after=60, retention=60) as store:
         ended = _ended(store, "done")
         _backdate(db, ended, 121)
@@ -466,19 +469,16 @@ def test_the_service_keeps_ended_runs_as_configured(tmp_path: Path) -> None:
     assert _statuses(db) == {}
 
 
-def test_a_pause_stored_before_turn_ids_is_still_read(tmp_path: Path) -> None:
+def test_a_pause_stored_before_turn_ids_is_still_read(store_location: str) -> None:
     """A service upgraded with runs pending (QaPause JSON version 1) lists and resumes them."""
-    db = tmp_path / "a.db"
+    db = store_location
     pause = _pause()
     old = json.loads(pause.to_json())
     del old["turn_id"]
     old["version"] = 1
     with ApprovalStore(db) as store:
         approval_id = store.save(pause).id
-    with sqlite3.connect(db) as connection:
-        connection.execute(
-            "UPDATE qa_approval SET pause = ? WHERE id = ?", (json.dumps(old), approval_id)
-        )
+    run_sql(db, "UPDATE qa_approval SET pause = ? WHERE id = ?", (json.dumps(old), approval_id))
     with ApprovalStore(db) as store:
         (listed,) = store.pending("c1")
         assert listed.pause.turn_id is None and listed.pause.question == "cancel A1"
@@ -496,3 +496,30 @@ async def test_the_page_says_until_when_an_approval_waits_and_withdraws_it_on_a_
     assert submit.index("for (const withdraw of waitingApprovals) withdraw();") < submit.index(
         'api("/api/chat"'
     )
+
+
+def test_a_file_of_the_first_schema_is_upgraded_with_its_runs(tmp_path: Path) -> None:
+    """A file written before runs had a conversation column: its waiting runs are still
+    found by conversation, and superseded by a new message in it."""
+    db = tmp_path / "a.db"
+    pause = _pause()
+    with sqlite3.connect(db) as connection:
+        connection.execute(
+            "CREATE TABLE tooluse_schema_version (component TEXT PRIMARY KEY, version INTEGER)"
+        )
+        connection.execute("INSERT INTO tooluse_schema_version VALUES ('qa_approval', 1)")
+        connection.execute(
+            "CREATE TABLE qa_approval (id TEXT PRIMARY KEY, created_at REAL NOT NULL, "
+            "status TEXT NOT NULL, pause TEXT NOT NULL, error TEXT)"
+        )
+        connection.execute(
+            "INSERT INTO qa_approval VALUES ('old', ?, 'pending', ?, NULL)",
+            (time.time(), pause.to_json()),
+        )
+    connection.close()
+    with ApprovalStore(db) as store:
+        assert [approval.id for approval in store.pending("c1")] == ["old"]
+        assert store.supersede("c1") == ["old"]
+    assert run_sql(
+        str(db), "SELECT version FROM tooluse_schema_version WHERE component = 'qa_approval'"
+    ) == [(2,)]

@@ -410,13 +410,27 @@ async def test_a_turn_s_trace_is_kept_within_bounds(tmp_path: Path) -> None:
     assert (route["event"], sources["event"]) == ("route", "sources")
 
 
-def test_a_turn_s_record_is_deleted_after_its_retention(tmp_path: Path) -> None:
+def test_a_turn_s_record_is_deleted_after_its_retention(store_location: str) -> None:
     display = TurnDisplay()
     display.add(RouteEvent("knowledge", 0))
-    with TurnDisplayStore(tmp_path / "s.db", retention=3600) as store:
+    with TurnDisplayStore(store_location, retention=3600) as store:
         store.save("c1", "Any refund rules?", None, display)
         assert [r.question for r in store.recent("c1", 10)] == ["Any refund rules?"]
-    with TurnDisplayStore(tmp_path / "s.db", retention=1e-6) as store:  # deletes on opening
+    with TurnDisplayStore(store_location, retention=1e-6) as store:  # deletes on opening
         assert store.recent("c1", 10) == []
     with pytest.raises(ValueError, match=r"retention must be > 0 seconds, got 0"):
-        TurnDisplayStore(tmp_path / "s.db", retention=0)
+        TurnDisplayStore(store_location, retention=0)
+
+
+def test_a_paused_turn_s_record_gathers_its_resumed_run_s_events(store_location: str) -> None:
+    paused, resumed = TurnDisplay(), TurnDisplay()
+    paused.add(RouteEvent("tools", 0))
+    resumed.add(RouteEvent("knowledge", 0))
+    with TurnDisplayStore(store_location) as store:
+        store.save("c1", "Cancel A1", "t1", paused)
+        store.save("c1", "Next?", None, TurnDisplay())
+        store.save("c1", "Cancel A1", "t1", resumed)
+        first, second = store.recent("c1", 10)
+        assert (first.turn_id, second.question) == ("t1", "Next?")  # the order turns began
+        assert [event["data"]["route"] for event in first.events] == ["tools", "knowledge"]
+        assert store.recent("c2", 10) == []

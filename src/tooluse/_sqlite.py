@@ -13,7 +13,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Literal, Self
 
@@ -110,21 +110,48 @@ def ensure_schema(
     version: int,
     statements: Iterable[str],
     location: str,
+    upgrades: Mapping[int, Sequence[str]] | None = None,
 ) -> None:
-    """Create ``component``'s tables on first use; refuse a file of another schema version
-    (:class:`~tooluse.errors.SchemaVersionError`)."""
+    """Create ``component``'s tables (``statements``, the schema of ``version``) on first
+    use; bring a file of an older version up to date with ``upgrades`` (``upgrades[n]``: the
+    statements taking version ``n`` to ``n + 1``), in the same transaction; refuse a file of
+    another version (:class:`~tooluse.errors.SchemaVersionError`)."""
+    upgrades = upgrades or {}
     with write_transaction(connection):
         connection.execute(
             f"CREATE TABLE IF NOT EXISTS {SCHEMA_TABLE} "
             "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
         )
-        if not check_schema(connection, component=component, version=version, location=location):
+        found = _stored_version(connection, component)
+        if found is None:
             for statement in statements:
                 connection.execute(statement)
             connection.execute(
                 f"INSERT INTO {SCHEMA_TABLE} (component, version) VALUES (?, ?)",
                 (component, version),
             )
+            return
+        if found == version:
+            return
+        if (
+            not isinstance(found, int)
+            or found > version
+            or any(n not in upgrades for n in range(found, version))
+        ):
+            raise SchemaVersionError(location, component, found, version)  # newer, or unknown
+        for n in range(found, version):
+            for statement in upgrades[n]:
+                connection.execute(statement)
+        connection.execute(
+            f"UPDATE {SCHEMA_TABLE} SET version = ? WHERE component = ?", (version, component)
+        )
+
+
+def _stored_version(connection: sqlite3.Connection, component: str) -> object:
+    row = connection.execute(
+        f"SELECT version FROM {SCHEMA_TABLE} WHERE component = ?", (component,)
+    ).fetchone()
+    return None if row is None else row[0]
 
 
 def check_schema(
@@ -137,13 +164,11 @@ def check_schema(
     ).fetchone()
     if exists is None:
         return False
-    row = connection.execute(
-        f"SELECT version FROM {SCHEMA_TABLE} WHERE component = ?", (component,)
-    ).fetchone()
-    if row is None:
+    found = _stored_version(connection, component)
+    if found is None:
         return False
-    if row[0] != version:
-        raise SchemaVersionError(location, component, row[0], version)
+    if found != version:
+        raise SchemaVersionError(location, component, found, version)
     return True
 
 
@@ -187,6 +212,7 @@ class SqliteStore:
         statements: Iterable[str],
         busy_timeout: float,
         synchronous: Synchronous,
+        upgrades: Mapping[int, Sequence[str]] | None = None,
     ) -> None:
         self._path = os.fspath(path)
         self._lock: AbstractContextManager[None] = _StoreLock()
@@ -203,6 +229,7 @@ class SqliteStore:
                     version=version,
                     statements=statements,
                     location=self._path,
+                    upgrades=upgrades,
                 )
             except BaseException:
                 connection.close()

@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
+from tooluse._tables import is_postgres_url, location_label
 from tooluse.cli._targets import TargetError, load_target
 from tooluse.errors import SchemaVersionError, ToolSourceError
 from tooluse.service._service import (
@@ -52,6 +53,14 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("TOOLUSE_DB", DEFAULT_DATABASE),
         help=f"SQLite file for memory, knowledge base and approvals "
         f"(default: $TOOLUSE_DB or {DEFAULT_DATABASE})",
+    )
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("TOOLUSE_DATABASE_URL") or None,
+        metavar="URL",
+        help="a PostgreSQL database (with pgvector) for memory, knowledge base, approvals "
+        "and turn displays instead of --db, shared by every worker: postgresql://USER:"
+        "PASSWORD@HOST:PORT/DB (default: $TOOLUSE_DATABASE_URL)",
     )
     parser.add_argument(
         "--model",
@@ -149,11 +158,24 @@ async def start_service(service: QaService, args: argparse.Namespace) -> None:
     """``await service.astart()``; when it fails for what the options ask for (see
     :func:`mcp_startup_errors`), the service is closed and ``OptionError`` says why."""
     try:
-        with mcp_startup_errors(args):
-            await service.astart()
+        try:
+            with mcp_startup_errors(args):
+                await service.astart()
+        except _redis_errors() as exc:
+            url = location_label(service.config.redis_url or "")
+            raise OptionError(f"--redis-url {url}: {exc}") from exc
     except OptionError:
         await service.aclose()
         raise
+
+
+def _redis_errors() -> tuple[type[Exception], ...]:
+    """The redis client's errors, when the redis extra is installed."""
+    try:
+        import redis
+    except ImportError:
+        return ()
+    return (redis.RedisError,)
 
 
 def _import_tools(reference: str) -> object:
@@ -181,8 +203,14 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
             ) from exc
         except ValueError as exc:
             raise OptionError(f"--model: {exc}") from exc
+    if args.database_url is not None and not is_postgres_url(args.database_url):
+        raise OptionError(
+            f"--database-url {location_label(args.database_url)}: expected a PostgreSQL URL, "
+            "postgresql://USER:PASSWORD@HOST:PORT/DB"
+        )
     return ServiceConfig(
         db=args.db,
+        database_url=args.database_url,
         model=model,
         model_label=args.model,
         sample_knowledge=args.sample_knowledge,
@@ -203,10 +231,21 @@ def open_service(args: argparse.Namespace, build: Callable[[ServiceConfig], T]) 
         return build(config)
     except sqlite3.Error as exc:
         raise OptionError(f"--db {args.db}: {exc}") from exc
+    except _postgres_errors() as exc:  # cannot connect, no pgvector, no permission, ...
+        raise OptionError(f"--database-url {location_label(args.database_url)}: {exc}") from exc
     except SchemaVersionError as exc:  # it names the file
         raise OptionError(str(exc)) from exc
     except (ValueError, TypeError) as exc:  # tool_callbacks refusing a --tools source, ...
         raise OptionError(str(exc)) from exc
+
+
+def _postgres_errors() -> tuple[type[Exception], ...]:
+    """psycopg's errors, when the postgres extra is installed."""
+    try:
+        import psycopg
+    except ImportError:
+        return ()
+    return (psycopg.Error,)
 
 
 def configure_logging(level: str) -> None:

@@ -96,7 +96,9 @@ async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) ->
                 await stack.enter_async_context(mcp)
         tools = tool_sources(config, mcp)
         knowledge = KnowledgeBase(
-            config.db, embedding_model=config.embedding_model, samples=config.sample_knowledge
+            config.database_url or config.db,
+            embedding_model=config.embedding_model,
+            samples=config.sample_knowledge,
         )
         callbacks = tool_callbacks(*tools)
         tool_search = router_advisor(config, callbacks)

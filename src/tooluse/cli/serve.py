@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import dataclasses
 import ipaddress
+import json
 import logging
 import os
 import sys
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "run", "worker_app"]
 
 logger = logging.getLogger("tooluse.service")
 
@@ -74,6 +75,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the largest request body taken, on every route (413 beyond; "
         f"default: {DEFAULT_MAX_REQUEST_BYTES})",
     )
+    parser.add_argument(
+        "--workers",
+        type=_worker_count,
+        default=1,
+        help="worker processes serving the port (default: 1); with more than one, put the "
+        "state in shared engines: --database-url and --redis-url",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("TOOLUSE_REDIS_URL") or None,
+        metavar="URL",
+        help="a Redis server through which several workers of the service run each "
+        "conversation's turns one at a time: redis://HOST:PORT/DB "
+        "(default: $TOOLUSE_REDIS_URL; none: one at a time per worker)",
+    )
     add_service_arguments(parser)
 
 
@@ -87,6 +103,73 @@ def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _worker_count(text: str) -> int:
+    count = int(text)
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"at least 1 worker, got {count}")
+    return count
+
+
+# The options of `tooluse serve --workers N`, for its worker processes (uvicorn starts them
+# afresh: they build their app from these).
+_WORKER_OPTIONS = "TOOLUSE_SERVE_OPTIONS"
+
+
+def _service_app(args: argparse.Namespace) -> FastAPI:
+    from tooluse.service._app import create_app
+
+    return open_service(
+        args,
+        lambda config: create_app(
+            dataclasses.replace(
+                config,
+                api_key=args.api_key or None,
+                approval_expiry_seconds=args.approval_expiry,
+                allowed_hosts=_allowed_hosts(args),
+                max_request_bytes=args.max_request_bytes,
+                redis_url=args.redis_url,
+            )
+        ),
+    )
+
+
+def worker_app() -> FastAPI:
+    """The app of one worker process of ``tooluse serve --workers N`` (uvicorn's factory)."""
+    options = json.loads(os.environ[_WORKER_OPTIONS])
+    args = argparse.Namespace(**options)
+    configure_logging(args.log_level)
+    return _service_app(args)
+
+
+def _run_workers(args: argparse.Namespace) -> int:
+    """``--workers N``: uvicorn's supervisor starts N processes that share the port and
+    restarts one that dies; each builds its app from the options and starts its service in
+    its app's lifespan."""
+    import uvicorn
+
+    if args.database_url is None or args.redis_url is None:
+        logger.warning(
+            "%d workers without --database-url and --redis-url: they share the SQLite file, "
+            "but each runs its conversations' turns one at a time only among its own",
+            args.workers,
+        )
+    options = {
+        key: value
+        for key, value in vars(args).items()
+        if isinstance(value, str | int | float | bool | list | type(None))
+    }
+    os.environ[_WORKER_OPTIONS] = json.dumps(options)
+    uvicorn.run(
+        "tooluse.cli.serve:worker_app",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=args.log_level,
+    )
+    return 0
+
+
 def _is_loopback(host: str) -> bool:
     if host.lower() == "localhost":
         return True
@@ -97,22 +180,9 @@ def _is_loopback(host: str) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tooluse.service._app import create_app
-
     configure_logging(args.log_level)
     try:
-        app = open_service(
-            args,
-            lambda config: create_app(
-                dataclasses.replace(
-                    config,
-                    api_key=args.api_key or None,
-                    approval_expiry_seconds=args.approval_expiry,
-                    allowed_hosts=_allowed_hosts(args),
-                    max_request_bytes=args.max_request_bytes,
-                )
-            ),
-        )
+        app = _service_app(args)
     except OptionError as exc:
         print(f"tooluse serve: {exc}", file=sys.stderr)
         return 2
@@ -124,6 +194,9 @@ def run(args: argparse.Namespace) -> int:
             "unless a proxy in front authenticates the requests",
             args.host,
         )
+    if args.workers > 1:
+        app.state.service.close()  # the options are good; each worker opens its own
+        return _run_workers(args)
     import uvicorn
 
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)

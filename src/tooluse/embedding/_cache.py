@@ -16,13 +16,15 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 
 from tooluse._fork import ProcessLock
-from tooluse._sqlite import SqliteStore, write_transaction
+from tooluse._postgres import PostgresDatabase
+from tooluse._tables import PostgresTables, Schema, SqliteTables, Tables
 from tooluse.embedding._protocol import EmbeddingModel, Vectors
 
 __all__ = [
     "CachedEmbeddingModel",
     "EmbeddingCache",
     "InMemoryEmbeddingCache",
+    "PostgresEmbeddingCache",
     "SqliteEmbeddingCache",
     "TieredEmbeddingCache",
     "default_cache_path",
@@ -105,44 +107,26 @@ class InMemoryEmbeddingCache:
                 self._entries.popitem(last=False)
 
 
-class SqliteEmbeddingCache(SqliteStore):
-    """Vectors in a SQLite file (WAL; safe for several threads and processes, also forked
-    ones).
-
-    Losing the last writes on power failure only costs a re-embedding, so commits do not wait
-    for the disk (``synchronous=NORMAL``).
-    """
+class _TableEmbeddingCache:
+    """Vectors in a table of ``_tables`` (a SQLite file or a PostgreSQL database)."""
 
     _SELECT_CHUNK = 500  # stays under SQLite's limit on bound parameters
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        if os.fspath(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        super().__init__(
-            path,
-            component="embedding_cache",
-            version=1,
-            statements=[
-                "CREATE TABLE IF NOT EXISTS embeddings "
-                "(key TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID"
-            ],
-            busy_timeout=30.0,
-            synchronous="NORMAL",
-        )
+    _tables: Tables
+    _table: str
 
     def __len__(self) -> int:
-        with self._lock:
-            return int(self._connection.execute("SELECT count(*) FROM embeddings").fetchone()[0])
+        with self._tables.read() as connection:
+            return int(connection.execute(f"SELECT count(*) FROM {self._table}").fetchone()[0])
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Vectors]:
         found: dict[str, Vectors] = {}
-        with self._lock:
+        with self._tables.read() as connection:
             for start in range(0, len(keys), self._SELECT_CHUNK):
                 chunk = list(keys[start : start + self._SELECT_CHUNK])
                 marks = ",".join("?" * len(chunk))
-                rows = self._connection.execute(
-                    f"SELECT key, vector FROM embeddings WHERE key IN ({marks})", chunk
-                )
+                rows = connection.execute(
+                    f"SELECT key, vector FROM {self._table} WHERE key IN ({marks})", chunk
+                ).fetchall()
                 for key, blob in rows:
                     found[key] = np.frombuffer(blob, dtype=np.float32)
         return found
@@ -152,10 +136,64 @@ class SqliteEmbeddingCache(SqliteStore):
             (key, np.ascontiguousarray(vector, dtype=np.float32).tobytes())
             for key, vector in items.items()
         ]
-        with self._lock, write_transaction(self._connection) as connection:
+        with self._tables.write() as connection:
             connection.executemany(
-                "INSERT OR REPLACE INTO embeddings (key, vector) VALUES (?, ?)", rows
+                f"INSERT INTO {self._table} (key, vector) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET vector = excluded.vector",
+                rows,
             )
+
+
+_SQLITE_TABLE = "embeddings"
+_POSTGRES_TABLE = "embedding_cache"  # a database shared with other programs: a telling name
+_SCHEMA = Schema(
+    component="embedding_cache",
+    sqlite=(
+        f"CREATE TABLE IF NOT EXISTS {_SQLITE_TABLE} "
+        "(key TEXT PRIMARY KEY, vector BLOB NOT NULL) WITHOUT ROWID",
+    ),
+    sqlite_version=1,
+    postgres=((f"CREATE TABLE {_POSTGRES_TABLE} (key TEXT PRIMARY KEY, vector BYTEA NOT NULL)",),),
+)
+
+
+class SqliteEmbeddingCache(SqliteTables, _TableEmbeddingCache):
+    """Vectors in a SQLite file (WAL; safe for several threads and processes, also forked
+    ones).
+
+    Losing the last writes on power failure only costs a re-embedding, so commits do not wait
+    for the disk (``synchronous=NORMAL``).
+    """
+
+    _table = _SQLITE_TABLE
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        if os.fspath(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        super().__init__(path, _SCHEMA, busy_timeout=30.0)
+        self._tables = self
+
+
+class PostgresEmbeddingCache(_TableEmbeddingCache):
+    """Vectors in a PostgreSQL database, shared by every worker and host: a text one of them
+    embedded is not embedded again by another. ``database`` is a URL (``postgresql://...``;
+    the cache opens its own connection pool, closed with it) or a
+    :class:`~tooluse.memory.PostgresDatabase` shared with other stores. Needs
+    ``pip install 'tooluse[postgres]'``."""
+
+    _table = _POSTGRES_TABLE
+
+    def __init__(self, database: str | PostgresDatabase) -> None:
+        self._tables = PostgresTables(database, _SCHEMA)
+
+    def close(self) -> None:
+        self._tables.close()
+
+    def __enter__(self) -> PostgresEmbeddingCache:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class TieredEmbeddingCache:

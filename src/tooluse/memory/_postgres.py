@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tooluse._fork import PerProcess, ProcessLock
-from tooluse.errors import SchemaVersionError
+from tooluse._postgres import PostgresDatabase, database_of
 from tooluse.memory._api import validate_conversation_id
 from tooluse.memory._rows import MESSAGE, MessageRow, message_rows
 from tooluse.messages import Message, message_from_json
@@ -19,8 +17,20 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresChatMemoryRepository"]
 
-SCHEMA_VERSION = 1
-_SCHEMA_LOCK = 7_436_871_502  # advisory lock id serialising schema creation across hosts
+# The schema's migrations, oldest first (tooluse._postgres): version 1 is the table as
+# created by the first release.
+_MIGRATIONS = (
+    (
+        """CREATE TABLE chat_memory_message (
+            conversation_id TEXT NOT NULL,
+            position INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            message JSONB NOT NULL,
+            PRIMARY KEY (conversation_id, position)
+        )""",
+    ),
+)
+SCHEMA_VERSION = len(_MIGRATIONS)
 # What jsonb refuses in a string: the escape of NUL and surrogate escapes (a lone surrogate is
 # written as one; a pair of an emoji only by the standard library's writer, and wrapping it
 # too is harmless).
@@ -35,43 +45,27 @@ class PostgresChatMemoryRepository:
     transaction that first takes a transaction-scoped advisory lock on the conversation id,
     so concurrent writers on any number of hosts never lose a message, even for a
     conversation that has no row yet. The tables carry a schema version
-    (``tooluse_schema_version``); a database of another version is refused. One connection
-    per repository and process, used by one thread at a time. Needs
-    ``pip install 'tooluse[postgres]'``.
+    (``tooluse_schema_version``), created or migrated when the repository opens; a database
+    of a later version is refused.
+
+    ``database`` is a URL (``postgresql://...``; the repository opens its own connection
+    pool, closed with it) or a :class:`~tooluse.memory.PostgresDatabase` shared with other stores
+    (closed by its owner). Any number of threads may use the repository at once, each on a
+    pooled connection. Needs ``pip install 'tooluse[postgres]'``.
     """
 
-    def __init__(self, conninfo: str, *, connect_timeout: float = 10.0) -> None:
+    def __init__(self, database: str | PostgresDatabase) -> None:
+        self._database, self._owned = database_of(database)
         try:
-            import psycopg
-        except ImportError as exc:  # the postgres extra is optional
-            raise ImportError(
-                "PostgresChatMemoryRepository needs psycopg: pip install 'tooluse[postgres]'"
-            ) from exc
-        # Autocommit: every statement runs inside an explicit ``transaction()`` block. One
-        # connection per process: a forked child must not talk on its parent's socket.
-        self._connections: PerProcess[psycopg.Connection[Any]] = PerProcess(
-            functools.partial(
-                psycopg.connect,
-                conninfo,
-                autocommit=True,
-                connect_timeout=max(1, round(connect_timeout)),
-            )
-        )
-        self._lock = ProcessLock()
-        connection = self._connection  # opened now: a bad address fails here
-        try:
-            self._ensure_schema()
+            self._database.migrate("chat_memory", _MIGRATIONS)
         except BaseException:
-            connection.close()
+            self.close()
             raise
 
-    @property
-    def _connection(self) -> psycopg.Connection[Any]:
-        return self._connections.get()
-
     def close(self) -> None:
-        with self._lock:
-            self._connection.close()
+        """Close the connection pool if the repository opened it (from a URL)."""
+        if self._owned:
+            self._database.close()
 
     def __enter__(self) -> PostgresChatMemoryRepository:
         return self
@@ -80,29 +74,29 @@ class PostgresChatMemoryRepository:
         self.close()
 
     def find_conversation_ids(self) -> list[str]:
-        with self._lock, self._connection.transaction():
-            rows = self._connection.execute(
+        with self._database.transaction() as connection:
+            rows = connection.execute(
                 "SELECT DISTINCT conversation_id FROM chat_memory_message ORDER BY 1"
             ).fetchall()
         return [row[0] for row in rows]
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         validate_conversation_id(conversation_id)
-        with self._lock, self._connection.transaction():
-            return self._load(conversation_id)
+        with self._database.transaction() as connection:
+            return _load(connection, conversation_id)
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         validate_conversation_id(conversation_id)
         rows = message_rows(conversation_id, messages)
-        with self._lock, self._connection.transaction():
-            self._lock_conversation(conversation_id)
-            self._replace(conversation_id, rows)
+        with self._database.transaction() as connection:
+            _lock_conversation(connection, conversation_id)
+            _replace(connection, conversation_id, rows)
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         validate_conversation_id(conversation_id)
-        with self._lock, self._connection.transaction():
-            self._lock_conversation(conversation_id)
-            self._connection.execute(
+        with self._database.transaction() as connection:
+            _lock_conversation(connection, conversation_id)
+            connection.execute(
                 "DELETE FROM chat_memory_message WHERE conversation_id = %s", (conversation_id,)
             )
 
@@ -110,68 +104,37 @@ class PostgresChatMemoryRepository:
         self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
     ) -> list[Message]:
         validate_conversation_id(conversation_id)
-        with self._lock, self._connection.transaction():
-            self._lock_conversation(conversation_id)
-            updated = change(self._load(conversation_id))
-            self._replace(conversation_id, message_rows(conversation_id, updated))
+        with self._database.transaction() as connection:
+            _lock_conversation(connection, conversation_id)
+            updated = change(_load(connection, conversation_id))
+            _replace(connection, conversation_id, message_rows(conversation_id, updated))
         return updated
 
-    def _ensure_schema(self) -> None:
-        with self._lock, self._connection.transaction():
-            self._connection.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            self._connection.execute(
-                "CREATE TABLE IF NOT EXISTS tooluse_schema_version "
-                "(component TEXT PRIMARY KEY, version INTEGER NOT NULL)"
-            )
-            row = self._connection.execute(
-                "SELECT version FROM tooluse_schema_version WHERE component = 'chat_memory'"
-            ).fetchone()
-            if row is None:
-                self._connection.execute(
-                    """CREATE TABLE chat_memory_message (
-                        conversation_id TEXT NOT NULL,
-                        position INTEGER NOT NULL,
-                        role TEXT NOT NULL,
-                        message JSONB NOT NULL,
-                        PRIMARY KEY (conversation_id, position)
-                    )"""
-                )
-                self._connection.execute(
-                    "INSERT INTO tooluse_schema_version (component, version) "
-                    "VALUES ('chat_memory', %s)",
-                    (SCHEMA_VERSION,),
-                )
-            elif row[0] != SCHEMA_VERSION:
-                raise SchemaVersionError(
-                    "the database",
-                    "chat_memory",
-                    row[0],
-                    SCHEMA_VERSION,
-                    instead="another database",
-                )
 
-    def _lock_conversation(self, conversation_id: str) -> None:
-        self._connection.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (conversation_id,)
+def _lock_conversation(connection: psycopg.Connection[Any], conversation_id: str) -> None:
+    connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (conversation_id,))
+
+
+def _load(connection: psycopg.Connection[Any], conversation_id: str) -> list[Message]:
+    rows = connection.execute(
+        "SELECT message FROM chat_memory_message WHERE conversation_id = %s ORDER BY position",
+        (conversation_id,),
+    ).fetchall()
+    return [_message(row[0]) for row in rows]
+
+
+def _replace(
+    connection: psycopg.Connection[Any], conversation_id: str, rows: list[MessageRow]
+) -> None:
+    connection.execute(
+        "DELETE FROM chat_memory_message WHERE conversation_id = %s", (conversation_id,)
+    )
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO chat_memory_message (conversation_id, position, role, message) "
+            "VALUES (%s, %s, %s, %s::jsonb)",
+            [(*row[:3], _jsonb(row[3])) for row in rows],
         )
-
-    def _load(self, conversation_id: str) -> list[Message]:
-        rows = self._connection.execute(
-            "SELECT message FROM chat_memory_message WHERE conversation_id = %s ORDER BY position",
-            (conversation_id,),
-        ).fetchall()
-        return [_message(row[0]) for row in rows]
-
-    def _replace(self, conversation_id: str, rows: list[MessageRow]) -> None:
-        self._connection.execute(
-            "DELETE FROM chat_memory_message WHERE conversation_id = %s", (conversation_id,)
-        )
-        with self._connection.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO chat_memory_message (conversation_id, position, role, message) "
-                "VALUES (%s, %s, %s, %s::jsonb)",
-                [(*row[:3], _jsonb(row[3])) for row in rows],
-            )
 
 
 def _message(stored: object) -> Message:

@@ -1,6 +1,7 @@
 """Retrieval-augmented generation: documents, vector stores, retrievers, augmenters, ingestion.
 
-``SqliteVectorStore`` (a file, the embedded default) and ``InMemoryVectorStore`` embed with
+``SqliteVectorStore`` (a file, the embedded default), ``InMemoryVectorStore`` and
+``PostgresVectorStore`` (pgvector, for several hosts) embed with
 the bundled offline multilingual model unless given another :class:`EmbeddingModel` (such as
 ``tooluse.embedding.OpenAIEmbeddingModel`` for an OpenAI-compatible endpoint).
 ``RetrievalAugmentationAdvisor`` wires a retriever and an augmenter into a ``ChatClient``;
@@ -23,6 +24,7 @@ from tooluse.rag._augmenter import (
 from tooluse.rag._document import Document, Query
 from tooluse.rag._filter import Filter, compile_filter
 from tooluse.rag._ingest import DEFAULT_PATTERNS, IngestReport, ingest_directory
+from tooluse.rag._postgres_store import PostgresVectorStore
 from tooluse.rag._readers import MarkdownReader, TextReader, markdown_sections
 from tooluse.rag._retrieval import (
     FILTER_EXPRESSION,
@@ -64,6 +66,7 @@ __all__ = [
     "InMemoryVectorStore",
     "IngestReport",
     "MarkdownReader",
+    "PostgresVectorStore",
     "PromptTemplate",
     "Query",
     "QueryAugmenter",

@@ -17,8 +17,10 @@ from tooluse.rag._filter import Filter, compile_deletion_filter
 from tooluse.rag._index import VectorIndex
 from tooluse.rag._store import (
     IndexedVectorStore,
+    check_collection_model,
     check_ids,
     embed_documents,
+    model_id_of,
     resolve_embedding_model,
 )
 
@@ -138,8 +140,7 @@ class SqliteVectorStore(SqliteStore, IndexedVectorStore):
             raise
 
     def _register_collection(self) -> None:
-        model_id = getattr(self._model, "model_id", None)
-        model_id = model_id if isinstance(model_id, str) else None
+        model_id = model_id_of(self._model)
         with write_transaction(self._connection):
             row = self._connection.execute(
                 "SELECT dimensions, model_id FROM vector_store_collection WHERE collection = ?",
@@ -153,16 +154,13 @@ class SqliteVectorStore(SqliteStore, IndexedVectorStore):
                 )
                 return
         dimensions, stored_model = row
-        if dimensions != self._model.dimensions or (
-            stored_model is not None and model_id is not None and stored_model != model_id
-        ):
-            raise ValueError(
-                f"collection {self._collection!r} in {self._path} was embedded with "
-                f"{stored_model or 'an unnamed model'} ({dimensions} dimensions), but this "
-                f"store uses {model_id or type(self._model).__name__} "
-                f"({self._model.dimensions} dimensions); use the same model or re-ingest "
-                "into a new collection"
-            )
+        check_collection_model(
+            self._model,
+            collection=self._collection,
+            location=self._path,
+            dimensions=dimensions,
+            stored_model=stored_model,
+        )
 
     def _refresh(self) -> None:
         """Reload the index if another connection changed the file since the last look."""

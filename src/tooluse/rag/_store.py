@@ -19,9 +19,12 @@ from tooluse.rag._index import VectorIndex, validate_search
 __all__ = [
     "InMemoryVectorStore",
     "IndexedVectorStore",
+    "ThreadedVectorStore",
     "VectorStore",
+    "check_collection_model",
     "check_ids",
     "embed_documents",
+    "model_id_of",
     "resolve_embedding_model",
 ]
 
@@ -83,7 +86,39 @@ def embed_documents(model: EmbeddingModel, documents: Sequence[Document]) -> Vec
     return np.asarray(vectors, dtype=np.float32).reshape(len(documents), model.dimensions)
 
 
-class IndexedVectorStore(abc.ABC):
+class ThreadedVectorStore(abc.ABC):
+    """A store whose methods block: the async forms run them in a worker thread."""
+
+    @abc.abstractmethod
+    def add(self, documents: Sequence[Document]) -> None: ...
+
+    @abc.abstractmethod
+    def delete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int: ...
+
+    @abc.abstractmethod
+    def similarity_search(
+        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
+    ) -> list[Document]: ...
+
+    @abc.abstractmethod
+    def find(self, filter: Filter | None = None) -> list[Document]: ...
+
+    async def aadd(self, documents: Sequence[Document]) -> None:
+        await asyncio.to_thread(self.add, documents)
+
+    async def adelete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
+        return await asyncio.to_thread(self.delete, ids, filter=filter)
+
+    async def asimilarity_search(
+        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
+    ) -> list[Document]:
+        return await asyncio.to_thread(self.similarity_search, query, top_k, threshold, filter)
+
+    async def afind(self, filter: Filter | None = None) -> list[Document]:
+        return await asyncio.to_thread(self.find, filter)
+
+
+class IndexedVectorStore(ThreadedVectorStore):
     """What the stores searched in memory share: ``_index`` holds the documents and vectors
     (guarded by ``_lock``) and ``_refresh`` brings it up to date before a read. Subclasses set
     ``_model``, ``_index`` and ``_lock`` and implement ``add`` and ``delete``."""
@@ -95,12 +130,6 @@ class IndexedVectorStore(abc.ABC):
     @property
     def embedding_model(self) -> EmbeddingModel:
         return self._model
-
-    @abc.abstractmethod
-    def add(self, documents: Sequence[Document]) -> None: ...
-
-    @abc.abstractmethod
-    def delete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int: ...
 
     def similarity_search(
         self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
@@ -117,20 +146,6 @@ class IndexedVectorStore(abc.ABC):
         with self._lock:
             self._refresh()
             return self._index.matching(predicate)
-
-    async def aadd(self, documents: Sequence[Document]) -> None:
-        await asyncio.to_thread(self.add, documents)
-
-    async def adelete(self, ids: Iterable[str] = (), *, filter: Filter | None = None) -> int:
-        return await asyncio.to_thread(self.delete, ids, filter=filter)
-
-    async def asimilarity_search(
-        self, query: str, top_k: int = 4, threshold: float = 0.0, filter: Filter | None = None
-    ) -> list[Document]:
-        return await asyncio.to_thread(self.similarity_search, query, top_k, threshold, filter)
-
-    async def afind(self, filter: Filter | None = None) -> list[Document]:
-        return await asyncio.to_thread(self.find, filter)
 
     @abc.abstractmethod
     def _refresh(self) -> None:
@@ -177,3 +192,32 @@ def check_ids(ids: Iterable[str]) -> list[str]:
         if not isinstance(item, str):
             raise TypeError(f"document ids are strings, got {item!r}")
     return listed
+
+
+def check_collection_model(
+    model: EmbeddingModel,
+    *,
+    collection: str,
+    location: str,
+    dimensions: int,
+    stored_model: str | None,
+) -> None:
+    """Refuse to open ``collection`` (embedded with ``stored_model`` into ``dimensions``)
+    with ``model``, whose scores against its vectors would mean nothing."""
+    model_id = model_id_of(model)
+    if dimensions != model.dimensions or (
+        stored_model is not None and model_id is not None and stored_model != model_id
+    ):
+        raise ValueError(
+            f"collection {collection!r} in {location} was embedded with "
+            f"{stored_model or 'an unnamed model'} ({dimensions} dimensions), but this "
+            f"store uses {model_id or type(model).__name__} "
+            f"({model.dimensions} dimensions); use the same model or re-ingest "
+            "into a new collection"
+        )
+
+
+def model_id_of(model: EmbeddingModel) -> str | None:
+    """The model's ``model_id``, if it names itself."""
+    model_id = getattr(model, "model_id", None)
+    return model_id if isinstance(model_id, str) else None

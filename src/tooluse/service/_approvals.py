@@ -1,16 +1,15 @@
-"""Runs paused for approval, stored in SQLite so a decision can come in a later request or
-after a restart."""
+"""Runs paused for approval, stored in SQLite or PostgreSQL so a decision can come in a later
+request, after a restart, or to another worker."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import time
 import uuid
 from typing import Any, Final, Literal
 
-from tooluse._sqlite import SqliteStore, write_transaction
+from tooluse._tables import Location, Schema, open_tables
 from tooluse.qa import QaPause
 
 __all__ = [
@@ -26,15 +25,31 @@ __all__ = [
 
 logger = logging.getLogger("tooluse.service")
 
-SCHEMA_VERSION = 1
-_SCHEMA = (
-    """CREATE TABLE qa_approval (
-        id TEXT PRIMARY KEY,
-        created_at REAL NOT NULL,
-        status TEXT NOT NULL,
-        pause TEXT NOT NULL,
-        error TEXT
-    )""",
+# conversation_id: the pause's own (NULL for a run without one), a column of its own so that
+# a conversation's runs are found by an index, not by parsing every pause's JSON.
+_TABLE = """CREATE TABLE qa_approval (
+    id TEXT PRIMARY KEY,
+    created_at {real} NOT NULL,
+    status TEXT NOT NULL,
+    pause TEXT NOT NULL,
+    error TEXT,
+    conversation_id TEXT
+)"""
+_BY_CONVERSATION = (
+    "CREATE INDEX qa_approval_by_conversation ON qa_approval (conversation_id, status)"
+)
+_SCHEMA = Schema(
+    component="qa_approval",
+    sqlite=(_TABLE.format(real="REAL"), _BY_CONVERSATION),
+    sqlite_version=2,
+    sqlite_upgrades={
+        1: (
+            "ALTER TABLE qa_approval ADD COLUMN conversation_id TEXT",
+            "UPDATE qa_approval SET conversation_id = json_extract(pause, '$.conversation_id')",
+            _BY_CONVERSATION,
+        )
+    },
+    postgres=((_TABLE.format(real="DOUBLE PRECISION"), _BY_CONVERSATION),),
 )
 
 DEFAULT_APPROVAL_EXPIRY = 3600.0
@@ -91,11 +106,13 @@ class StoredApproval:
     error: str | None
 
 
-class ApprovalStore(SqliteStore):
+class ApprovalStore:
     """Paused runs (:class:`QaPause` JSON) by id, in a SQLite file (WAL, shared with memory
-    and the knowledge base). :meth:`claim` moves a run from ``pending`` to ``resuming`` in one
-    transaction, so a run is resumed once even when two decisions race: an approved call
-    never runs twice. A run whose resumption was cut off by a crash stays ``resuming``; it is
+    and the knowledge base) or a PostgreSQL database (``location`` a ``postgresql://`` URL
+    or a :class:`~tooluse.memory.PostgresDatabase`), which every worker of a service shares.
+    :meth:`claim` moves a run from ``pending`` to ``resuming`` in one transaction, so a run
+    is resumed once even when two decisions race, on any workers: an approved call never
+    runs twice. A run whose resumption was cut off by a crash stays ``resuming``; it is
     not retried, because its approved calls may have run.
 
     A run waits ``expire_after`` seconds at most: past that it reads as ``expired`` and
@@ -110,7 +127,7 @@ class ApprovalStore(SqliteStore):
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        location: Location,
         *,
         busy_timeout: float = 30.0,
         expire_after: float = DEFAULT_APPROVAL_EXPIRY,
@@ -120,14 +137,7 @@ class ApprovalStore(SqliteStore):
             raise ValueError(f"expire_after must be > 0 seconds, got {expire_after}")
         if not retention > 0:
             raise ValueError(f"retention must be > 0 seconds, got {retention}")
-        super().__init__(
-            path,
-            component="qa_approval",
-            version=SCHEMA_VERSION,
-            statements=_SCHEMA,
-            busy_timeout=busy_timeout,
-            synchronous="NORMAL",
-        )
+        self._tables = open_tables(location, _SCHEMA, busy_timeout=busy_timeout)
         self._expire_after = expire_after
         self._retention = retention
         self._next_tidy = 0.0  # time.monotonic() from which save() tidies up
@@ -137,14 +147,24 @@ class ApprovalStore(SqliteStore):
     def expire_after(self) -> float:
         return self._expire_after
 
+    def close(self) -> None:
+        self._tables.close()
+
+    def __enter__(self) -> ApprovalStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def save(self, pause: QaPause) -> StoredApproval:
         """Store a paused run, ``pending`` under a new id."""
         approval_id, created_at = uuid.uuid4().hex, time.time()
         text = pause.to_json()
-        with self._lock, write_transaction(self._connection) as connection:
+        with self._tables.write() as connection:
             connection.execute(
-                "INSERT INTO qa_approval (id, created_at, status, pause) VALUES (?, ?, ?, ?)",
-                (approval_id, created_at, "pending", text),
+                "INSERT INTO qa_approval (id, created_at, status, pause, conversation_id) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (approval_id, created_at, "pending", text, pause.conversation_id),
             )
         if time.monotonic() >= self._next_tidy:
             self._tidy()
@@ -152,8 +172,8 @@ class ApprovalStore(SqliteStore):
         return StoredApproval(approval_id, created_at, expires_at, "pending", pause, None)
 
     def get(self, approval_id: str) -> StoredApproval:
-        with self._lock:
-            row = self._connection.execute(
+        with self._tables.read() as connection:
+            row = connection.execute(
                 "SELECT id, created_at, status, pause, error FROM qa_approval WHERE id = ?",
                 (approval_id,),
             ).fetchone()
@@ -164,11 +184,11 @@ class ApprovalStore(SqliteStore):
     def pending(self, conversation_id: str) -> list[StoredApproval]:
         """The conversation's runs still waiting for a decision, oldest first (a reloaded
         page shows them again)."""
-        with self._lock:
-            rows = self._connection.execute(
+        with self._tables.read() as connection:
+            rows = connection.execute(
                 "SELECT id, created_at, status, pause, error FROM qa_approval "
                 "WHERE status = 'pending' AND created_at > ? "
-                "AND json_extract(pause, '$.conversation_id') = ? ORDER BY created_at",
+                "AND conversation_id = ? ORDER BY created_at",
                 (time.time() - self._expire_after, conversation_id),
             ).fetchall()
         return [self._stored(row) for row in rows]
@@ -177,9 +197,10 @@ class ApprovalStore(SqliteStore):
         """Take a pending run for resumption (``pending`` -> ``resuming``):
         :class:`ApprovalConflict` when it was claimed already, :class:`ApprovalGone` when it
         was superseded or expired."""
-        with self._lock, write_transaction(self._connection) as connection:
+        with self._tables.write() as connection:
             row = connection.execute(
-                "SELECT status, pause, error, created_at FROM qa_approval WHERE id = ?",
+                "SELECT status, pause, error, created_at FROM qa_approval WHERE id = ?"
+                + self._tables.row_lock,
                 (approval_id,),
             ).fetchone()
             if row is None:
@@ -207,10 +228,10 @@ class ApprovalStore(SqliteStore):
         """End the conversation's runs still waiting for a decision (``superseded``), as a
         later message in it does; their ids. A run claimed first is not affected."""
         # Selected, then updated, in one write transaction (no RETURNING: SQLite 3.35+).
-        where = "WHERE status = 'pending' AND json_extract(pause, '$.conversation_id') = ?"
-        with self._lock, write_transaction(self._connection) as connection:
+        where = "WHERE status = 'pending' AND conversation_id = ?"
+        with self._tables.write() as connection:
             rows = connection.execute(
-                f"SELECT id FROM qa_approval {where}", (conversation_id,)
+                f"SELECT id FROM qa_approval {where}{self._tables.row_lock}", (conversation_id,)
             ).fetchall()
             connection.execute(
                 f"UPDATE qa_approval SET status = 'superseded', error = ? {where}",
@@ -220,7 +241,7 @@ class ApprovalStore(SqliteStore):
 
     def expire_overdue(self) -> int:
         """Mark the runs that waited longer than ``expire_after`` ``expired``; how many."""
-        with self._lock, write_transaction(self._connection) as connection:
+        with self._tables.write() as connection:
             cursor = connection.execute(
                 "UPDATE qa_approval SET status = 'expired', error = ? "
                 "WHERE status = 'pending' AND created_at <= ?",
@@ -232,7 +253,7 @@ class ApprovalStore(SqliteStore):
         """Delete the runs that ended (``done``, ``failed``, ``superseded``, ``expired``)
         ``retention`` seconds or more after their ``expires_at``; how many."""
         cutoff = time.time() - self._expire_after - self._retention
-        with self._lock, write_transaction(self._connection) as connection:
+        with self._tables.write() as connection:
             cursor = connection.execute(
                 "DELETE FROM qa_approval WHERE created_at <= ? "
                 "AND status IN ('done', 'failed', 'superseded', 'expired')",
@@ -243,7 +264,7 @@ class ApprovalStore(SqliteStore):
     def finish(self, approval_id: str, error: str | None = None) -> None:
         """Record how the resumption ended (``done``, or ``failed`` with ``error``)."""
         status = "done" if error is None else "failed"
-        with self._lock, write_transaction(self._connection) as connection:
+        with self._tables.write() as connection:
             connection.execute(
                 "UPDATE qa_approval SET status = ?, error = ? WHERE id = ?",
                 (status, error, approval_id),

@@ -7,17 +7,19 @@ import asyncio
 import concurrent.futures
 import importlib.resources
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
 from typing import Literal
 
 from tooluse._fork import ProcessLock
+from tooluse._tables import Location, is_postgres_url, location_label
 from tooluse.embedding import EmbeddingModel
+from tooluse.memory import PostgresDatabase
 from tooluse.rag import (
     Document,
     IngestReport,
+    PostgresVectorStore,
     Query,
     SqliteVectorStore,
     VectorStoreRetriever,
@@ -27,7 +29,13 @@ from tooluse.rag._retrieval import as_query
 from tooluse.search._text import last_words
 from tooluse.search._vector import query_tail_of
 
-__all__ = ["SAMPLE_SOURCE_PREFIX", "KnowledgeBase", "sync_sample_documents"]
+__all__ = [
+    "SAMPLE_SOURCE_PREFIX",
+    "KnowledgeBase",
+    "KnowledgeStore",
+    "open_knowledge_store",
+    "sync_sample_documents",
+]
 
 logger = logging.getLogger("tooluse.service")
 
@@ -40,8 +48,22 @@ QUERY_TOKENS = 512
 """A question is embedded up to its last this many tokens: one window of the bundled model
 (about 0.2 s on two cores), as tool search embeds its queries."""
 
+KnowledgeStore = SqliteVectorStore | PostgresVectorStore
 
-def sync_sample_documents(store: SqliteVectorStore) -> IngestReport | None:
+
+def open_knowledge_store(
+    location: Location, embedding_model: EmbeddingModel | None, *, collection: str = "default"
+) -> KnowledgeStore:
+    """The knowledge base's vector store at ``location``: PostgreSQL (pgvector) for a
+    ``postgresql://`` URL or a :class:`~tooluse.memory.PostgresDatabase`, else a SQLite
+    file."""
+    if isinstance(location, PostgresDatabase) or is_postgres_url(location):
+        assert isinstance(location, str | PostgresDatabase)
+        return PostgresVectorStore(location, embedding_model, collection=collection)
+    return SqliteVectorStore(location, embedding_model, collection=collection)
+
+
+def sync_sample_documents(store: KnowledgeStore) -> IngestReport | None:
     """Ingest the sample documents into ``store`` unless it holds documents of its own.
 
     Idempotent (unchanged files are skipped). When the store has other documents (e.g. from
@@ -64,7 +86,8 @@ def _is_sample(document: Document) -> bool:
 
 
 class KnowledgeBase:
-    """A :class:`SqliteVectorStore` collection behind a retriever, loaded in the background.
+    """A vector store collection (:func:`open_knowledge_store`) behind a retriever, loaded in
+    the background.
 
     :meth:`start` opens the store in a thread (the bundled embedding model takes seconds to
     load), ingests the sample documents when ``samples`` is on (see
@@ -74,20 +97,21 @@ class KnowledgeBase:
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        location: Location,
         *,
         embedding_model: EmbeddingModel | None = None,
         collection: str = "default",
         samples: bool = True,
         top_k: int = 4,
     ) -> None:
-        self._path = os.fspath(path)
+        self._location = location
+        self._label = location_label(location)
         self._embedding_model = embedding_model
         self._collection = collection
         self._samples = samples
         self._top_k = top_k
         self._ready: concurrent.futures.Future[VectorStoreRetriever] = concurrent.futures.Future()
-        self._store: SqliteVectorStore | None = None
+        self._store: KnowledgeStore | None = None
         self._query_tail: Callable[[str, int], str] = last_words  # the model's, once loaded
         self._thread: threading.Thread | None = None
         self._lock = ProcessLock()
@@ -107,16 +131,16 @@ class KnowledgeBase:
     def start(self) -> None:
         if self._thread is not None:
             raise RuntimeError("The knowledge base is already started")
-        logger.info("loading the knowledge base (%s) in the background", self._path)
+        logger.info("loading the knowledge base (%s) in the background", self._label)
         self._thread = threading.Thread(target=self._load, name="tooluse-knowledge", daemon=True)
         self._thread.start()
 
     def _load(self) -> None:
         started = time.perf_counter()
-        store: SqliteVectorStore | None = None
+        store: KnowledgeStore | None = None
         try:
-            store = SqliteVectorStore(
-                self._path, self._embedding_model, collection=self._collection
+            store = open_knowledge_store(
+                self._location, self._embedding_model, collection=self._collection
             )
             self._store = store
             if self._samples:
@@ -138,14 +162,14 @@ class KnowledgeBase:
         logger.info(
             "knowledge base ready: %d chunks in %s (collection %r), %.1f s",
             self.documents,
-            self._path,
+            self._label,
             self._collection,
             time.perf_counter() - started,
         )
         self._settle(store, retriever)
 
     def _settle(
-        self, store: SqliteVectorStore | None, outcome: VectorStoreRetriever | Exception
+        self, store: KnowledgeStore | None, outcome: VectorStoreRetriever | Exception
     ) -> None:
         with self._lock:
             if isinstance(outcome, Exception):

@@ -4,6 +4,7 @@ app (``tooluse serve``) and the terminal (``tooluse chat``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -12,9 +13,16 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tooluse._tables import Location, is_postgres_url
 from tooluse.advisors._api import model_name
 from tooluse.embedding import EmbeddingModel
-from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
+from tooluse.memory import (
+    ChatMemoryRepository,
+    MessageWindowChatMemory,
+    PostgresChatMemoryRepository,
+    PostgresDatabase,
+    SqliteChatMemoryRepository,
+)
 from tooluse.models import ChatModel
 from tooluse.qa import QaPipeline
 from tooluse.rag import CompressionQueryTransformer, QueryTransformer
@@ -29,7 +37,7 @@ from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._turn_displays import DEFAULT_TURN_DISPLAY_RETENTION, TurnDisplayStore
-from tooluse.service._turns import ConversationTurns
+from tooluse.service._turns import ConversationTurns, RedisTurnLocks
 from tooluse.tools import ToolCallback, tool_callbacks
 
 if TYPE_CHECKING:  # the mcp extra is imported only for a service with MCP servers
@@ -67,6 +75,11 @@ class ServiceConfig:
 
     - ``db``: the SQLite file for chat memory, the knowledge base (collection
       ``"default"``, where ``tooluse ingest`` writes) and paused runs;
+    - ``database_url``: a PostgreSQL database (``postgresql://...``, with pgvector) that
+      holds all of these instead of ``db``, shared by every worker of the service;
+    - ``redis_url``: a Redis server (``redis://...``) through which the workers of the
+      service run the turns of a conversation one at a time, whichever worker each comes to
+      (:class:`ConversationTurns`); without it, one at a time on each worker;
     - ``model``: ``None`` runs the offline ``TestModel`` (:class:`OfflineModel`);
       ``model_label`` names the model on the page (default: the model's name);
     - ``tools``: tool sources; ``None``: the sample tools, unless ``mcp_servers`` is given;
@@ -104,6 +117,8 @@ class ServiceConfig:
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
+    database_url: str | None = None
+    redis_url: str | None = None
     model: ChatModel | None = None
     model_label: str | None = None
     tools: Sequence[object] | None = None
@@ -142,6 +157,17 @@ class ServiceConfig:
             raise ValueError(
                 "turn_display_retention_seconds must be > 0, got "
                 f"{self.turn_display_retention_seconds}"
+            )
+        if self.database_url is not None and not is_postgres_url(self.database_url):
+            raise ValueError(
+                "database_url must be a PostgreSQL URL, postgresql://USER:PASSWORD@HOST/DB, "
+                f"got {self.database_url!r}"
+            )
+        if self.redis_url is not None and not self.redis_url.startswith(
+            ("redis://", "rediss://", "unix://")
+        ):
+            raise ValueError(
+                f"redis_url must be a Redis URL, redis://HOST:PORT/DB, got {self.redis_url!r}"
             )
         if self.api_key is not None and (not self.api_key.strip() or " " in self.api_key):
             raise ValueError("api_key must be a non-blank token without spaces")
@@ -226,34 +252,19 @@ class QaService:
         tool_callbacks(*local_tools(config))  # bad tool sources fail here, with their names
         self.mcp = mcp_provider(config)
         self.tools = tool_sources(config, self.mcp)
-        self._repository = SqliteChatMemoryRepository(config.db)
-        try:
-            # The knowledge base opens its store in the background, where a file of another
-            # schema version would only be a failed load: refused now, as for the others.
-            self._repository.check_schema(
-                component="vector_store", version=VECTOR_STORE_SCHEMA_VERSION
+        with contextlib.ExitStack() as opened:  # closed again if one cannot be opened
+            self._repository, self.approvals, self.turn_displays, location = _open_stores(
+                config, opened
             )
-            self.approvals = ApprovalStore(
-                config.db,
-                expire_after=config.approval_expiry_seconds,
-                retention=config.approval_retention_seconds,
-            )
-            try:
-                self.turn_displays = TurnDisplayStore(
-                    config.db, retention=config.turn_display_retention_seconds
-                )
-            except BaseException:
-                self.approvals.close()
-                raise
-        except BaseException:
-            self._repository.close()
-            raise
+            self._stores = opened.pop_all()
         self.memory = MessageWindowChatMemory(
             max_messages=config.memory_window, repository=self._repository
         )
-        self.turns = ConversationTurns()
+        self.turns = ConversationTurns(
+            None if config.redis_url is None else RedisTurnLocks(config.redis_url)
+        )
         self.knowledge = KnowledgeBase(
-            config.db,
+            location,
             embedding_model=config.embedding_model,
             samples=config.sample_knowledge,
             top_k=config.top_k,
@@ -286,6 +297,7 @@ class QaService:
         self._check_startable()
         self._starting = True
         try:
+            await self.turns.check()  # an unreachable Redis fails here, not at the first turn
             if self.mcp is not None:
                 await self.mcp.aconnect()
             try:
@@ -365,6 +377,7 @@ class QaService:
         Idempotent."""
         if self.mcp is not None:
             await self.mcp.aclose()
+        await self.turns.aclose()
         await asyncio.to_thread(self._close_files)
 
     def close(self) -> None:
@@ -378,9 +391,7 @@ class QaService:
             return
         self._closed = True
         self.knowledge.close()
-        self.approvals.close()
-        self.turn_displays.close()
-        self._repository.close()
+        self._stores.close()
 
     def health(self) -> dict[str, Any]:
         error = self.knowledge.error
@@ -427,6 +438,37 @@ class QaService:
                 }
             )
         return described
+
+
+def _open_stores(
+    config: ServiceConfig, opened: contextlib.ExitStack
+) -> tuple[ChatMemoryRepository, ApprovalStore, TurnDisplayStore, Location]:
+    """The service's stores: in ``config.database_url``'s PostgreSQL database, on one
+    connection pool, or in the SQLite file ``config.db``; and where the knowledge base is
+    (opened later, in the background). ``opened`` closes what was opened."""
+    location: Location
+    repository: ChatMemoryRepository
+    if config.database_url is not None:
+        location = opened.enter_context(PostgresDatabase(config.database_url))
+        repository = opened.enter_context(PostgresChatMemoryRepository(location))
+    else:
+        location = config.db
+        sqlite = opened.enter_context(SqliteChatMemoryRepository(config.db))
+        # The knowledge base opens its store in the background, where a file of another
+        # schema version would only be a failed load: refused now, as for the others.
+        sqlite.check_schema(component="vector_store", version=VECTOR_STORE_SCHEMA_VERSION)
+        repository = sqlite
+    approvals = opened.enter_context(
+        ApprovalStore(
+            location,
+            expire_after=config.approval_expiry_seconds,
+            retention=config.approval_retention_seconds,
+        )
+    )
+    turn_displays = opened.enter_context(
+        TurnDisplayStore(location, retention=config.turn_display_retention_seconds)
+    )
+    return repository, approvals, turn_displays, location
 
 
 def _tools_per_server(callbacks: Sequence[ToolCallback]) -> Counter[str | None]:

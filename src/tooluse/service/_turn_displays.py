@@ -1,5 +1,6 @@
 """What the page showed of each turn besides its question and answer (its tool calls and
-results, its route, its sources), stored in SQLite so that a reloaded page shows it again.
+results, its route, its sources), stored in SQLite or PostgreSQL so that a reloaded page
+shows it again, from any worker.
 
 The conversation's memory keeps only the question and the answer: it is what the model
 reads, and the router reads it but never writes it. These records are for display only, and
@@ -11,11 +12,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import time
 from typing import Any, Final
 
-from tooluse._sqlite import SqliteStore, write_transaction
+from tooluse._tables import Location, Schema, open_tables
 from tooluse.qa import DoneEvent, QaEvent, RouteEvent, ToolCallEvent, ToolResultEvent
 
 __all__ = [
@@ -29,19 +29,34 @@ __all__ = [
 
 logger = logging.getLogger("tooluse.service")
 
-SCHEMA_VERSION = 1
-_SCHEMA = (
-    # seq: the order the turns began in. turn_id: the id of a turn that paused for approval,
-    # which its resumed run adds its events under (NULL for a turn that never paused).
-    """CREATE TABLE qa_turn_display (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        conversation_id TEXT NOT NULL,
-        turn_id TEXT UNIQUE,
-        question TEXT NOT NULL,
-        updated_at REAL NOT NULL,
-        events TEXT NOT NULL
-    )""",
-    "CREATE INDEX qa_turn_display_by_conversation ON qa_turn_display (conversation_id, seq)",
+# seq: the order the turns began in. turn_id: the id of a turn that paused for approval,
+# which its resumed run adds its events under (NULL for a turn that never paused).
+_BY_CONVERSATION = (
+    "CREATE INDEX qa_turn_display_by_conversation ON qa_turn_display (conversation_id, seq)"
+)
+_TABLE = """CREATE TABLE qa_turn_display (
+    seq {serial},
+    conversation_id TEXT NOT NULL,
+    turn_id TEXT UNIQUE,
+    question TEXT NOT NULL,
+    updated_at {real} NOT NULL,
+    events TEXT NOT NULL
+)"""
+_SCHEMA = Schema(
+    component="qa_turn_display",
+    sqlite=(
+        _TABLE.format(serial="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL"),
+        _BY_CONVERSATION,
+    ),
+    sqlite_version=1,
+    postgres=(
+        (
+            _TABLE.format(
+                serial="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", real="DOUBLE PRECISION"
+            ),
+            _BY_CONVERSATION,
+        ),
+    ),
 )
 
 DEFAULT_TURN_DISPLAY_RETENTION: Final = 30 * 24 * 3600.0
@@ -112,32 +127,36 @@ class StoredTurnDisplay:
     events: list[dict[str, Any]]
 
 
-class TurnDisplayStore(SqliteStore):
+class TurnDisplayStore:
     """Display records of turns, by conversation in the order the turns began, in a SQLite
-    file (WAL, shared with memory, the knowledge base and paused runs). A record untouched
+    file (WAL, shared with memory, the knowledge base and paused runs) or a PostgreSQL
+    database (``location`` a ``postgresql://`` URL or a
+    :class:`~tooluse.memory.PostgresDatabase`). A record untouched
     for ``retention`` seconds is deleted (when the store opens, then at most hourly as
     records are saved)."""
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        location: Location,
         *,
         busy_timeout: float = 30.0,
         retention: float = DEFAULT_TURN_DISPLAY_RETENTION,
     ) -> None:
         if not retention > 0:
             raise ValueError(f"retention must be > 0 seconds, got {retention}")
-        super().__init__(
-            path,
-            component="qa_turn_display",
-            version=SCHEMA_VERSION,
-            statements=_SCHEMA,
-            busy_timeout=busy_timeout,
-            synchronous="NORMAL",
-        )
+        self._tables = open_tables(location, _SCHEMA, busy_timeout=busy_timeout)
         self._retention = retention
         self._next_tidy = 0.0  # time.monotonic() from which save() tidies up
         self._tidy()
+
+    def close(self) -> None:
+        self._tables.close()
+
+    def __enter__(self) -> TurnDisplayStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def save(
         self, conversation_id: str, question: str, turn_id: str | None, display: TurnDisplay
@@ -149,12 +168,14 @@ class TurnDisplayStore(SqliteStore):
             # Shown as a tool result of its own, so that the page says what is missing.
             events = [*events, _omitted_note(display.omitted)]
         now = time.time()
-        with self._lock, write_transaction(self._connection) as connection:
+        with self._tables.write() as connection:
             row = (
                 None
                 if turn_id is None
                 else connection.execute(
-                    "SELECT seq, events FROM qa_turn_display WHERE turn_id = ?", (turn_id,)
+                    "SELECT seq, events FROM qa_turn_display WHERE turn_id = ?"
+                    + self._tables.row_lock,
+                    (turn_id,),
                 ).fetchone()
             )
             if row is None:
@@ -175,8 +196,8 @@ class TurnDisplayStore(SqliteStore):
 
     def recent(self, conversation_id: str, limit: int) -> list[StoredTurnDisplay]:
         """The conversation's last ``limit`` records, oldest first."""
-        with self._lock:
-            rows = self._connection.execute(
+        with self._tables.read() as connection:
+            rows = connection.execute(
                 "SELECT seq, conversation_id, turn_id, question, events FROM qa_turn_display "
                 "WHERE conversation_id = ? ORDER BY seq DESC LIMIT ?",
                 (conversation_id, limit),
@@ -188,7 +209,7 @@ class TurnDisplayStore(SqliteStore):
 
     def delete_old(self) -> int:
         """Delete the records untouched for ``retention`` seconds; how many."""
-        with self._lock, write_transaction(self._connection) as connection:
+        with self._tables.write() as connection:
             cursor = connection.execute(
                 "DELETE FROM qa_turn_display WHERE updated_at <= ?",
                 (time.time() - self._retention,),

@@ -1,13 +1,94 @@
-"""``ConversationTurns``: the turns of one conversation run one after another."""
+"""``ConversationTurns``: the turns of one conversation run one after another, on one worker
+or, with Redis, across all of them."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections import Counter
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["ConversationTurns"]
+if TYPE_CHECKING:
+    import redis.asyncio
+
+__all__ = ["DEFAULT_TURN_LEASE", "ConversationTurns", "RedisTurnLocks"]
+
+logger = logging.getLogger("tooluse.service")
+
+DEFAULT_TURN_LEASE = 30.0
+"""Seconds a worker's hold on a conversation lasts unless renewed: it renews it while the turn
+runs, so a worker that dies holds the conversation this long at most."""
+
+
+class RedisTurnLocks:
+    """One lock per conversation in Redis (redis-py's ``Lock``: a key set with ``NX`` and an
+    expiry, released only by its holder), shared by every worker on ``url``. A held lock is
+    renewed every third of ``lease`` seconds; when a worker dies, its lock expires after
+    ``lease`` seconds and the others go on. Needs ``pip install 'tooluse[redis]'``."""
+
+    def __init__(
+        self, url: str, *, lease: float = DEFAULT_TURN_LEASE, prefix: str = "tooluse:turn:"
+    ) -> None:
+        try:
+            import redis.asyncio
+        except ImportError as exc:  # the redis extra is optional
+            raise ImportError(
+                "A service on Redis needs the redis client: pip install 'tooluse[redis]'"
+            ) from exc
+        if not lease > 0:
+            raise ValueError(f"lease must be > 0 seconds, got {lease}")
+        self._client: redis.asyncio.Redis = redis.asyncio.Redis.from_url(url)
+        self._lease = lease
+        self._prefix = prefix
+
+    @contextlib.asynccontextmanager
+    async def hold(self, conversation_id: str) -> AsyncIterator[None]:
+        """Held while this worker runs a turn of ``conversation_id``; waits for another
+        worker's turn of it to end."""
+        lock = self._client.lock(
+            self._prefix + conversation_id, timeout=self._lease, sleep=0.05, blocking=True
+        )
+        await lock.acquire()
+        renewing = asyncio.create_task(self._renew(lock, conversation_id))
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewing
+            await _release(lock, conversation_id)
+
+    async def _renew(self, lock: Any, conversation_id: str) -> None:
+        while True:
+            await asyncio.sleep(self._lease / 3)
+            if not await lock.reacquire():
+                logger.warning(
+                    "the Redis lock of conversation %r expired while its turn ran: another "
+                    "worker may run a turn of it at the same time",
+                    conversation_id,
+                )
+                return
+
+    async def ping(self) -> None:
+        """Raise ``redis.RedisError`` unless the server answers."""
+        await self._client.ping()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+async def _release(lock: Any, conversation_id: str) -> None:
+    from redis.exceptions import LockNotOwnedError
+
+    try:
+        await lock.release()
+    except LockNotOwnedError:  # it expired while held (logged by the renewal) and was taken
+        logger.warning(
+            "the Redis lock of conversation %r was no longer this worker's at the turn's end",
+            conversation_id,
+        )
 
 
 class ConversationTurns:
@@ -20,14 +101,18 @@ class ConversationTurns:
     running turn (a new question, or a resumed run) to end, in the order they came.
 
     The locks live in this process, on the event loop that serves the app; a conversation's
-    lock is dropped once no turn holds it or waits for it.
+    lock is dropped once no turn holds it or waits for it. With ``shared`` (the service's
+    workers on one Redis), a turn also holds the conversation's lock there, so the turns of
+    a conversation run one at a time whichever workers they come to (in the order they came
+    on each worker; across workers, in the order Redis grants the lock).
     """
 
-    __slots__ = ("_locks", "_users")
+    __slots__ = ("_locks", "_shared", "_users")
 
-    def __init__(self) -> None:
+    def __init__(self, shared: RedisTurnLocks | None = None) -> None:
         self._locks: dict[str, asyncio.Lock] = {}
         self._users: Counter[str] = Counter()  # the turns holding or waiting for each lock
+        self._shared = shared
 
     @contextlib.asynccontextmanager
     async def turn(self, conversation_id: str | None) -> AsyncIterator[None]:
@@ -39,12 +124,29 @@ class ConversationTurns:
         lock = self._locks.setdefault(conversation_id, asyncio.Lock())
         self._users[conversation_id] += 1
         try:
-            async with lock:
+            async with lock, self._held_everywhere(conversation_id):
                 yield
         finally:
             self._users[conversation_id] -= 1
             if not self._users[conversation_id]:
                 del self._users[conversation_id], self._locks[conversation_id]
+
+    def _held_everywhere(
+        self, conversation_id: str
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        if self._shared is None:
+            return contextlib.nullcontext()
+        return self._shared.hold(conversation_id)
+
+    async def check(self) -> None:
+        """Make sure Redis answers, if the turns are shared through it."""
+        if self._shared is not None:
+            await self._shared.ping()
+
+    async def aclose(self) -> None:
+        """Close the connections to Redis, if any."""
+        if self._shared is not None:
+            await self._shared.aclose()
 
     def __len__(self) -> int:
         """How many conversations have a turn running or waiting."""

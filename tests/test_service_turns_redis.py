@@ -1,0 +1,101 @@
+"""The turns of a conversation run one at a time across workers that share a Redis server
+(``--redis-url``), as they do within one worker."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import redis.asyncio
+
+from tooluse.service import ServiceConfig
+from tooluse.service._turns import ConversationTurns, RedisTurnLocks
+
+
+async def test_a_conversation_s_turn_on_one_worker_waits_for_its_turn_on_another(
+    redis_url: str,
+) -> None:
+    first = ConversationTurns(RedisTurnLocks(redis_url))
+    second = ConversationTurns(RedisTurnLocks(redis_url))
+    order: list[str] = []
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def long_turn() -> None:
+        async with first.turn("c1"):
+            order.append("first begins")
+            started.set()
+            await release.wait()
+            order.append("first ends")
+
+    async def next_turn() -> None:
+        async with second.turn("c1"):
+            order.append("second begins")
+
+    running = asyncio.create_task(long_turn())
+    await started.wait()
+    waiting = asyncio.create_task(next_turn())
+    async with second.turn("c2"):  # another conversation is not held up
+        order.append("other conversation")
+    await asyncio.sleep(0.3)
+    assert order == ["first begins", "other conversation"]
+    release.set()
+    await asyncio.wait_for(asyncio.gather(running, waiting), 10)
+    assert order[2:] == ["first ends", "second begins"]
+    await first.aclose()
+    await second.aclose()
+
+
+async def test_a_turn_longer_than_the_lease_keeps_its_conversation(redis_url: str) -> None:
+    first = ConversationTurns(RedisTurnLocks(redis_url, lease=0.3))
+    second = ConversationTurns(RedisTurnLocks(redis_url, lease=0.3))
+    order: list[str] = []
+
+    async def long_turn() -> None:
+        async with first.turn("c1"):
+            await asyncio.sleep(1.2)  # four leases: renewed while it runs
+            order.append("first ends")
+
+    async def next_turn() -> None:
+        await asyncio.sleep(0.1)
+        async with second.turn("c1"):
+            order.append("second begins")
+
+    await asyncio.wait_for(asyncio.gather(long_turn(), next_turn()), 10)
+    assert order == ["first ends", "second begins"]
+    await first.aclose()
+    await second.aclose()
+
+
+async def test_the_conversation_of_a_worker_that_died_is_free_after_the_lease(
+    redis_url: str,
+) -> None:
+    client = redis.asyncio.Redis.from_url(redis_url)
+    # A worker that took the lock and died: nobody renews or releases it.
+    assert await client.set("tooluse:turn:c1", "dead worker", px=500, nx=True)
+    turns = ConversationTurns(RedisTurnLocks(redis_url, lease=0.5))
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    async with asyncio.timeout(10), turns.turn("c1"):
+        waited = loop.time() - began
+    assert waited > 0.2  # it waited for the lease to run out, not for ever
+    await turns.aclose()
+    await client.aclose()
+
+
+def test_the_redis_url_must_be_a_redis_url() -> None:
+    with pytest.raises(ValueError, match="redis_url must be a Redis URL"):
+        ServiceConfig(redis_url="127.0.0.1:6379")
+
+
+def test_an_unreachable_redis_is_reported_when_the_service_starts(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from tooluse.cli import main
+
+    monkeypatch.setenv("TOOLUSE_REDIS_URL", "redis://:secret@127.0.0.1:1/0")
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve", "--no-sample-knowledge"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tooluse serve: --redis-url redis://:***@127.0.0.1:1/0: "), err
+    assert "secret" not in err and "Traceback" not in err
