@@ -40,6 +40,7 @@ __all__ = [
     "TOOL_SEARCH_ABOVE",
     "QaService",
     "ServiceConfig",
+    "grounded_arguments",
     "local_tools",
     "mcp_provider",
     "query_transformers",
@@ -82,6 +83,15 @@ class ServiceConfig:
     - ``query_compression``: with a model configured, a question asked after others is
       rewritten by the model into a standalone question for retrieval, one model call more
       (:func:`query_transformers`); the offline ``TestModel`` never rewrites;
+    - ``router_fetch_rounds``: the router ends after this many rounds that fetched data
+      (default 1: fetch, then answer, which small models need; ``None``: when the model
+      calls no more tools), see :class:`~tooluse.qa.QaPipeline`;
+    - ``router_grounded_arguments``: the router drops a call whose required text arguments
+      appear nowhere in the conversation, as made up (small models call a tool with its
+      description's example values when asked a knowledge question; ``tooluse serve``
+      turns it on; a model that translates arguments, 东京 -> "Tokyo", would lose such
+      calls); never with the offline ``TestModel``, whose arguments are all made up
+      (:func:`grounded_arguments`);
     - ``keepalive_seconds``: a stream that sends nothing for this long (a model thinking, a
       slow tool) gets an SSE comment, so that proxies do not close it as idle;
     - ``api_key``: when set, ``/api/*`` and ``/v1/*`` require ``Authorization: Bearer <key>``
@@ -113,6 +123,8 @@ class ServiceConfig:
     memory_window: int = 20
     top_k: int = 4
     query_compression: bool = True
+    router_fetch_rounds: int | None = 1
+    router_grounded_arguments: bool = False
     keepalive_seconds: float = 15.0
     api_key: str | None = None
     tool_search: bool | None = None
@@ -192,6 +204,12 @@ def query_transformers(config: ServiceConfig, model: ChatModel) -> tuple[QueryTr
     if config.model is None or not config.query_compression:
         return ()
     return (CompressionQueryTransformer(model),)
+
+
+def grounded_arguments(config: ServiceConfig) -> bool:
+    """Whether the router drops calls with made-up arguments: as ``config`` asks, with a
+    model configured (the offline ``TestModel`` makes up every argument)."""
+    return config.router_grounded_arguments and config.model is not None
 
 
 def router_advisor(
@@ -326,6 +344,8 @@ class QaService:
             tools=self.tools,
             memory=self.memory,
             router_advisor=self.tool_search,
+            router_fetch_rounds=self.config.router_fetch_rounds,
+            router_grounded_arguments=grounded_arguments(self.config),
         )
         if self.offline:
             logger.warning("%s", OFFLINE_NOTICE)
