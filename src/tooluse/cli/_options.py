@@ -111,6 +111,13 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-grounded-arguments for a model that translates arguments (东京 -> Tokyo)",
     )
     parser.add_argument(
+        "--router-history",
+        choices=["text", "messages"],
+        default="text",
+        help="how the router reads the earlier turns: as a note before the question, or "
+        "as messages (a small model shown answers in words answers in words too)",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning"], help="log level"
     )
 
@@ -221,6 +228,7 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
         query_compression=args.query_compression,
         router_fetch_rounds=args.router_fetch_rounds,
         router_grounded_arguments=args.grounded_arguments,
+        router_history_as_text=args.router_history == "text",
         tool_search=_TOOL_SEARCH[args.tool_search],
         tools=tools,
         mcp_servers=mcp_servers,

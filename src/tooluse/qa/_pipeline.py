@@ -161,7 +161,9 @@ class QaPipeline:
     ``router_grounded_arguments``: drop a call whose required text arguments appear nowhere
     in the conversation, as made up (small models fill them from the tool's examples when
     asked a knowledge question); off by default, as a model that translates arguments
-    (东京 -> ``"Tokyo"``) would lose such calls.
+    (东京 -> ``"Tokyo"``) would lose such calls. ``router_history_as_text``: the router
+    gets the earlier turns as a note before the question rather than as messages (a small
+    model shown answers in words answers in words too, instead of calling a tool).
     Run a conversation's turns one at a time: a turn reads the memory as it starts, so one
     started while another runs (a resumed run's approved call, say) reads it as it was.
     """
@@ -183,9 +185,12 @@ class QaPipeline:
         router_advisor: ToolCallingAdvisor | None = None,
         router_fetch_rounds: int | None = None,
         router_grounded_arguments: bool = False,
+        router_history_as_text: bool = False,
     ) -> None:
         guard = RouterGuardAdvisor(
-            router_fetch_rounds, grounded_arguments=router_grounded_arguments
+            router_fetch_rounds,
+            grounded_arguments=router_grounded_arguments,
+            history_as_text=router_history_as_text,
         )
         sources = list(tools) if isinstance(tools, list | tuple | set | frozenset) else [tools]
         recording_tools = ledger_tool_callbacks(*sources)

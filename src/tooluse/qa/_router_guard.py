@@ -12,10 +12,16 @@ from the tool's own examples ("How long do I have to return an item?" ->
 ``get_order_status(order_id="A1001")``, the id of the parameter's description). With
 ``grounded_arguments``, a call whose required text arguments appear nowhere in the
 conversation is dropped as made up.
+
+Shown earlier turns as messages, where the assistant answered in words, the same model
+answers the next question in words too instead of calling a tool ("Where is my order
+A1001?" after a knowledge answer). With ``history_as_text``, the earlier turns reach the
+model as a quoted note before the question, for what "it" or "there" refer to.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,6 +38,7 @@ from tooluse.messages import (
     ChatResponse,
     Generation,
     Message,
+    SystemMessage,
     ToolCall,
     ToolResponseMessage,
     UserMessage,
@@ -57,14 +64,23 @@ class RouterGuardAdvisor(BaseAdvisor):
     error; ``None``: no such limit), or when the model only repeats calls already made in
     this turn, by answering for the model with an empty message. With
     ``grounded_arguments``, it drops each call with a required string argument (no enum)
-    whose value, case and spacing aside, is in no message of the conversation."""
+    whose value, case and spacing aside, is in no message of the conversation. With
+    ``history_as_text``, the messages before the question go to the model as a note in the
+    question's message."""
 
-    def __init__(self, fetch_rounds: int | None, *, grounded_arguments: bool = False) -> None:
+    def __init__(
+        self,
+        fetch_rounds: int | None,
+        *,
+        grounded_arguments: bool = False,
+        history_as_text: bool = False,
+    ) -> None:
         if fetch_rounds is not None and fetch_rounds < 1:
             raise ValueError(f"fetch_rounds must be >= 1 or None, got {fetch_rounds}")
         super().__init__(name="QaRouterGuardAdvisor", order=ROUTER_GUARD_ORDER)
         self.fetch_rounds = fetch_rounds
         self.grounded_arguments = grounded_arguments
+        self.history_as_text = history_as_text
 
     async def advise_call(
         self, request: ChatClientRequest, chain: AdvisorChain
@@ -77,7 +93,14 @@ class RouterGuardAdvisor(BaseAdvisor):
         }
         if self.fetch_rounds is not None and _fetched_rounds(turn, fetching) >= self.fetch_rounds:
             return ChatClientResponse(_DONE, request.context)
-        response = await chain.next_call(request)
+        sent = request
+        if self.history_as_text:
+            sent = request.replace(
+                prompt=dataclasses.replace(
+                    request.prompt, messages=_history_as_text(request.prompt.messages)
+                )
+            )
+        response = await chain.next_call(sent)
         chat_response = response.chat_response or ChatResponse()
         calls = [call for g in chat_response.generations for call in g.message.tool_calls]
         if not calls:
@@ -124,6 +147,32 @@ def _calls_made(turn: Sequence[Message]) -> list[ToolCall]:
         if isinstance(message, AssistantMessage)
         for call in message.tool_calls
     ]
+
+
+HISTORY_NOTE = "Earlier in this conversation (not live data; only for what the question refers to):"
+
+
+def _history_as_text(messages: Sequence[Message]) -> tuple[Message, ...]:
+    """``messages`` with the user and assistant texts before the last user message moved
+    into it as a note (system messages stay; earlier tool traffic is left out: not live)."""
+    last = next(
+        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserMessage)),
+        None,
+    )
+    if last is None:
+        return tuple(messages)
+    lines = [
+        f"{'User' if isinstance(m, UserMessage) else 'Assistant'}: {m.text}"
+        for m in messages[:last]
+        if isinstance(m, UserMessage | AssistantMessage) and m.text
+    ]
+    if not lines:
+        return tuple(messages)
+    question = messages[last]
+    assert isinstance(question, UserMessage)
+    note = "\n".join([HISTORY_NOTE, *lines, "", f"The question: {question.text}"])
+    kept = [m for m in messages[:last] if isinstance(m, SystemMessage)]
+    return (*kept, question.model_copy(update={"text": note}), *messages[last + 1 :])
 
 
 def _texts(messages: Sequence[Message]) -> list[str]:

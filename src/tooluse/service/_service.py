@@ -92,6 +92,9 @@ class ServiceConfig:
       turns it on; a model that translates arguments, 东京 -> "Tokyo", would lose such
       calls); never with the offline ``TestModel``, whose arguments are all made up
       (:func:`grounded_arguments`);
+    - ``router_history_as_text``: the router reads the earlier turns as a note before the
+      question, not as messages (a small model shown answers in words answers the next
+      question in words too); ``tooluse serve`` turns it on;
     - ``keepalive_seconds``: a stream that sends nothing for this long (a model thinking, a
       slow tool) gets an SSE comment, so that proxies do not close it as idle;
     - ``api_key``: when set, ``/api/*`` and ``/v1/*`` require ``Authorization: Bearer <key>``
@@ -125,6 +128,7 @@ class ServiceConfig:
     query_compression: bool = True
     router_fetch_rounds: int | None = 1
     router_grounded_arguments: bool = False
+    router_history_as_text: bool = False
     keepalive_seconds: float = 15.0
     api_key: str | None = None
     tool_search: bool | None = None
@@ -346,6 +350,7 @@ class QaService:
             router_advisor=self.tool_search,
             router_fetch_rounds=self.config.router_fetch_rounds,
             router_grounded_arguments=grounded_arguments(self.config),
+            router_history_as_text=self.config.router_history_as_text,
         )
         if self.offline:
             logger.warning("%s", OFFLINE_NOTICE)
