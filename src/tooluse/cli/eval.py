@@ -24,6 +24,7 @@ from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OfflineModel
 from tooluse.service._service import (
     grounded_arguments,
+    history_as_text,
     mcp_provider,
     query_transformers,
     router_advisor,
@@ -115,7 +116,7 @@ async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) ->
             router_advisor=tool_search,
             router_fetch_rounds=config.router_fetch_rounds,
             router_grounded_arguments=grounded_arguments(config),
-            router_history_as_text=config.router_history_as_text,
+            router_history_as_text=history_as_text(config),
         )
         knowledge.start()
         try:

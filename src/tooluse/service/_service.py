@@ -41,6 +41,7 @@ __all__ = [
     "QaService",
     "ServiceConfig",
     "grounded_arguments",
+    "history_as_text",
     "local_tools",
     "mcp_provider",
     "query_transformers",
@@ -94,7 +95,8 @@ class ServiceConfig:
       (:func:`grounded_arguments`);
     - ``router_history_as_text``: the router reads the earlier turns as a note before the
       question, not as messages (a small model shown answers in words answers the next
-      question in words too); ``tooluse serve`` turns it on;
+      question in words too); ``tooluse serve`` turns it on; never with the offline
+      ``TestModel`` (:func:`history_as_text`);
     - ``keepalive_seconds``: a stream that sends nothing for this long (a model thinking, a
       slow tool) gets an SSE comment, so that proxies do not close it as idle;
     - ``api_key``: when set, ``/api/*`` and ``/v1/*`` require ``Authorization: Bearer <key>``
@@ -214,6 +216,13 @@ def grounded_arguments(config: ServiceConfig) -> bool:
     """Whether the router drops calls with made-up arguments: as ``config`` asks, with a
     model configured (the offline ``TestModel`` makes up every argument)."""
     return config.router_grounded_arguments and config.model is not None
+
+
+def history_as_text(config: ServiceConfig) -> bool:
+    """Whether the router reads the earlier turns as a note: as ``config`` asks, with a
+    model configured (the offline ``TestModel`` calls the tools its question mentions, and
+    the note would mention the earlier questions' tools)."""
+    return config.router_history_as_text and config.model is not None
 
 
 def router_advisor(
@@ -350,7 +359,7 @@ class QaService:
             router_advisor=self.tool_search,
             router_fetch_rounds=self.config.router_fetch_rounds,
             router_grounded_arguments=grounded_arguments(self.config),
-            router_history_as_text=self.config.router_history_as_text,
+            router_history_as_text=history_as_text(self.config),
         )
         if self.offline:
             logger.warning("%s", OFFLINE_NOTICE)
