@@ -484,7 +484,7 @@ def test_ctrl_c_while_tooluse_chat_streams_an_answer_ends_it_quietly(tmp_path: P
                 finish_reason="tool_calls",
             )
         ),
-        Reply.json(openai_completion("")),
+        # The router ends after its fetching round (--router-fetch-rounds 1): the answer next.
         openai_sse([openai_chunk({"content": "Oslo is "})], stall_after=(1, 60)),
     )
     env = {**os.environ, "OPENAI_BASE_URL": f"{provider.url}/v1", "OPENAI_API_KEY": "k"}
