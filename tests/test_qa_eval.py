@@ -139,7 +139,17 @@ def test_tooluse_eval_on_the_samples_offline(
     monkeypatch.delenv("TOOLUSE_MODEL", raising=False)
     monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
     report = tmp_path / "runs.json"
-    argv = ["eval", "--runs", "1", "--db", str(tmp_path / "e.db"), "--json", str(report)]
+    argv = [
+        "eval",
+        "--model",
+        "test",
+        "--runs",
+        "1",
+        "--db",
+        str(tmp_path / "e.db"),
+        "--json",
+        str(report),
+    ]
     assert cli.main([*argv, "--min-rate", "1"]) == 1  # one weather question is missed
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "weather: 2/3 (67%) called get_weather"
@@ -159,9 +169,23 @@ def test_tooluse_eval_on_the_samples_offline(
             }
         )
     )
-    assert cli.main(["eval", str(families), "--runs", "2", "--db", str(tmp_path / "e.db")]) == 0
+    assert (
+        cli.main(
+            [
+                "eval",
+                "--model",
+                "test",
+                str(families),
+                "--runs",
+                "2",
+                "--db",
+                str(tmp_path / "e.db"),
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out.startswith("t: 2/2 (100%)")
-    assert cli.main(["eval", str(tmp_path / "missing.json")]) == 2
+    assert cli.main(["eval", "--model", "test", str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().err
 
 

@@ -184,5 +184,5 @@ async def test_the_service_rewrites_a_follow_up_for_retrieval(tmp_path: Path) ->
 def test_the_option_turns_compression_off(argv: list[str], expected: bool) -> None:
     parser = argparse.ArgumentParser()
     add_service_arguments(parser)
-    args = parser.parse_args(["--db", "x.db", *argv])
+    args = parser.parse_args(["--model", "test", "--db", "x.db", *argv])
     assert config_from_arguments(args).query_compression is expected

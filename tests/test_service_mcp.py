@@ -139,7 +139,7 @@ def test_ctrl_c_at_the_chat_prompt_ends_it_quietly_and_stops_the_servers(tmp_pat
     mcp = _write(
         tmp_path / "mcp.json", {"sdk": {"command": sys.executable, "args": [SDK_SERVER, marker]}}
     )
-    command = [sys.executable, "-m", "tooluse.cli", "chat", "--mcp", str(mcp)]
+    command = [sys.executable, "-m", "tooluse.cli", "chat", "--model", "test", "--mcp", str(mcp)]
     command += ["--db", str(tmp_path / "c.db"), "--no-sample-knowledge"]
     env = {name: value for name, value in os.environ.items() if name != "TOOLUSE_MODEL"}
     pipe = subprocess.PIPE
@@ -250,7 +250,8 @@ def _write(path: Path, servers: dict[str, object]) -> Path:
 def _argv(command: str, mcp: Path, db: Path) -> list[str]:
     if command in ("tools", "search"):
         return [command, *(["weather"] if command == "search" else []), "--mcp", str(mcp)]
-    service_options = ["--mcp", str(mcp), "--db", str(db), "--no-sample-knowledge"]
+    service_options = ["--model", "test", "--mcp", str(mcp), "--db", str(db)]
+    service_options.append("--no-sample-knowledge")
     return [command, *service_options, *(["weather?"] if command == "chat" else [])]
 
 
@@ -398,6 +399,17 @@ def test_chat_and_eval_call_the_mcp_tools(
     path = tmp_path / "families.json"
     path.write_text(json.dumps({"families": families}), encoding="utf-8")
     database = str(tmp_path / "e.db")
-    argv = ["eval", str(path), "--runs", "1", "--mcp", str(http_mcp), "--db", database]
+    argv = [
+        "eval",
+        "--model",
+        "test",
+        str(path),
+        "--runs",
+        "1",
+        "--mcp",
+        str(http_mcp),
+        "--db",
+        database,
+    ]
     assert main([*argv, "--no-sample-knowledge"]) == 0
     assert capsys.readouterr().out.startswith("w: 1/1 (100%) called get_weather")

@@ -196,9 +196,10 @@ def test_approvals_are_claimed_once_even_when_decisions_race(store_location: str
 
 
 def _arguments(*argv: str) -> argparse.Namespace:
+    """The service options of ``argv``, the offline TestModel unless it names a model."""
     parser = argparse.ArgumentParser()
     add_service_arguments(parser)
-    return parser.parse_args(list(argv))
+    return parser.parse_args(["--model", "test", *argv])
 
 
 def test_options_build_the_configuration(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -235,7 +236,7 @@ def test_startup_failures_are_reported_without_a_traceback(
         (["--tools", "os:path"], "No @tool methods found"),
     ]
     for options, message in cases:
-        assert main([command, *options, *question]) == 2, options
+        assert main([command, "--model", "test", *options, *question]) == 2, options
         err = capsys.readouterr().err
         assert err.startswith(f"tooluse {command}: ") and message in err, err
         assert "Traceback" not in err
@@ -294,7 +295,16 @@ def test_serve_warns_when_it_opens_an_unkeyed_api_beyond_this_machine(
     bound: list[str] = []
 
     serve_without_listening(monkeypatch, lambda config: bound.append(config.host))
-    argv = ["serve", "--host", host, "--db", str(tmp_path / "s.db"), "--no-sample-knowledge"]
+    argv = [
+        "serve",
+        "--model",
+        "test",
+        "--host",
+        host,
+        "--db",
+        str(tmp_path / "s.db"),
+        "--no-sample-knowledge",
+    ]
     with caplog.at_level(logging.WARNING, logger="tooluse.service"):
         assert main(argv) == 0
     assert bound == [host]  # a warning, not a refusal: a proxy in front may authenticate
@@ -317,7 +327,7 @@ def test_serve_refuses_a_port_out_of_range(
     db = str(tmp_path / "s.db")
     for port in ("65536", "-1", "http"):
         with pytest.raises(SystemExit) as exit_:
-            main(["serve", "--port", port, "--db", db, "--no-sample-knowledge"])
+            main(["serve", "--model", "test", "--port", port, "--db", db, "--no-sample-knowledge"])
         assert exit_.value.code == 2
         assert "argument --port" in capsys.readouterr().err
 
@@ -331,7 +341,10 @@ def serving_loop(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> asyncio.Abs
     monkeypatch.delitem(sys.modules, "uvicorn.loops.uvloop", raising=False)
     loops: list[asyncio.AbstractEventLoop] = []
     serve_without_listening(monkeypatch, lambda config: loops.append(asyncio.get_running_loop()))
-    assert main(["serve", "--db", str(tmp_path / "s.db"), "--no-sample-knowledge"]) == 0
+    assert (
+        main(["serve", "--model", "test", "--db", str(tmp_path / "s.db"), "--no-sample-knowledge"])
+        == 0
+    )
     return loops[0]
 
 
@@ -375,12 +388,12 @@ def test_serve_takes_how_long_approvals_wait(
         monkeypatch, lambda config: expiries.append(config.app.state.service.approvals.expire_after)
     )
     db = ["--db", str(tmp_path / "s.db"), "--no-sample-knowledge"]
-    assert main(["serve", *db]) == 0
-    assert main(["serve", "--approval-expiry", "90", *db]) == 0
+    assert main(["serve", "--model", "test", *db]) == 0
+    assert main(["serve", "--model", "test", "--approval-expiry", "90", *db]) == 0
     assert expiries == [3600.0, 90.0]
     for bad in ("0", "-5", "soon", "inf", "nan"):
         with pytest.raises(SystemExit) as exit_:
-            main(["serve", "--approval-expiry", bad, *db])
+            main(["serve", "--model", "test", "--approval-expiry", bad, *db])
         assert exit_.value.code == 2
         error = capsys.readouterr().err
         assert "argument --approval-expiry" in error
@@ -402,7 +415,9 @@ def test_chat_answers_a_question_and_asks_for_approvals(
         return "y"
 
     db = str(tmp_path / "c.db")
-    args = parser.parse_args(["--db", db, "--conversation", "c1", "cancel my order"])
+    args = parser.parse_args(
+        ["--model", "test", "--db", db, "--conversation", "c1", "cancel my order"]
+    )
     assert chat_command.run(args, ask=answer) == 0
     out = capsys.readouterr()
     assert "-> get_order_status(" in out.out and "-> cancel_order(" in out.out
@@ -411,7 +426,7 @@ def test_chat_answers_a_question_and_asks_for_approvals(
     assert "No model is configured" in out.err
 
     replies = iter(["How long do points last?", ""])
-    args = parser.parse_args(["--db", db, "--conversation", "c1"])
+    args = parser.parse_args(["--model", "test", "--db", db, "--conversation", "c1"])
     assert chat_command.run(args, ask=lambda prompt: next(replies)) == 0
     out = capsys.readouterr()
     assert "[answering from the knowledge base]" in out.out
@@ -427,7 +442,7 @@ def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_backgro
     port = free_port()
     env = {**os.environ, "TOOLUSE_CACHE_DIR": str(tmp_path / "cache"), "TOOLUSE_API_KEY": "k1"}
     env.pop("TOOLUSE_MODEL", None)
-    command = [sys.executable, "-m", "tooluse.cli", "serve", "--port", str(port)]
+    command = [sys.executable, "-m", "tooluse.cli", "serve", "--model", "test", "--port", str(port)]
     command += ["--db", str(tmp_path / "serve.db")]
     started = time.monotonic()
     server = subprocess.Popen(
@@ -469,7 +484,7 @@ def test_ctrl_c_while_tooluse_chat_streams_an_answer_ends_it_quietly(tmp_path: P
                 finish_reason="tool_calls",
             )
         ),
-        Reply.json(openai_completion("")),
+        # The router ends after its fetching round (--router-fetch-rounds 1): the answer next.
         openai_sse([openai_chunk({"content": "Oslo is "})], stall_after=(1, 60)),
     )
     env = {**os.environ, "OPENAI_BASE_URL": f"{provider.url}/v1", "OPENAI_API_KEY": "k"}
@@ -671,7 +686,12 @@ def test_a_db_of_another_schema_version_is_reported_without_a_traceback(
     connection.close()
     question = ["hi"] if command == "chat" else []
     # The vector store opens in the background: its version is checked before the start.
-    assert main([command, "--db", str(database), "--no-sample-knowledge", *question]) == 2
+    assert (
+        main(
+            [command, "--model", "test", "--db", str(database), "--no-sample-knowledge", *question]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith(f"tooluse {command}: "), err
     reads = 2 if component == "qa_approval" else 1  # version 2: the conversation's column

@@ -103,7 +103,7 @@ def test_a_database_that_cannot_be_reached_is_reported_without_a_traceback(
     from tooluse.cli import main
 
     monkeypatch.setenv("TOOLUSE_DATABASE_URL", "postgresql://someone:secret@127.0.0.1:1/none")
-    assert main(["chat", "--no-sample-knowledge", "hi"]) == 2
+    assert main(["chat", "--model", "test", "--no-sample-knowledge", "hi"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tooluse chat: --database-url postgresql://someone:***@127.0.0.1:1/none")
     assert "Connection refused" in err  # why, not only that a pool timed out

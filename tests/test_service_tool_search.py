@@ -67,7 +67,7 @@ def test_tool_search_is_on_above_the_threshold_or_as_asked(tmp_path: Path) -> No
     assert router_advisor(config(tmp_path / "d.db", tool_search=True), samples) is not None
     parser = build_parser(["serve"])
     for flag, expected in (("auto", None), ("on", True), ("off", False)):
-        arguments = parser.parse_args(["serve", "--tool-search", flag])
+        arguments = parser.parse_args(["serve", "--model", "test", "--tool-search", flag])
         assert config_from_arguments(arguments).tool_search is expected
     with pytest.raises(SystemExit):
         parser.parse_args(["serve", "--tool-search", "maybe"])

@@ -95,7 +95,7 @@ def test_an_unreachable_redis_is_reported_when_the_service_starts(
 
     monkeypatch.setenv("TOOLUSE_REDIS_URL", "redis://:secret@127.0.0.1:1/0")
     monkeypatch.chdir(tmp_path)
-    assert main(["serve", "--no-sample-knowledge"]) == 2
+    assert main(["serve", "--model", "test", "--no-sample-knowledge"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tooluse serve: --redis-url redis://:***@127.0.0.1:1/0: "), err
     assert "secret" not in err and "Traceback" not in err

@@ -29,8 +29,11 @@ def start_worker(
         "TOOLUSE_DATABASE_URL": database_url,
         "TOOLUSE_REDIS_URL": redis_url,
     }
-    env.pop("TOOLUSE_MODEL", None)  # the offline TestModel: it calls cancel_order when asked
-    command = [sys.executable, "-m", "tooluse.cli", "serve", "--port", str(port)]
+    env.pop(
+        "TOOLUSE_MODEL", None
+    )  # --model test below: the TestModel calls cancel_order when asked
+    command = [sys.executable, "-m", "tooluse.cli", "serve", "--model", "test"]
+    command += ["--port", str(port)]
     command += ["--db", str(tmp_path / f"unused-{port}.db"), "--no-sample-knowledge", *options]
     return subprocess.Popen(
         command, env=env, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 from tooluse._tables import is_postgres_url, location_label
 from tooluse.cli._targets import TargetError, load_target
 from tooluse.errors import SchemaVersionError, ToolSourceError
+from tooluse.models import ChatModel
 from tooluse.service._service import (
     DEFAULT_DATABASE,
     TOOL_SEARCH_ABOVE,
@@ -27,9 +28,12 @@ if TYPE_CHECKING:
     from tooluse.mcp import ServerParameters
 
 __all__ = [
+    "DEFAULT_MODEL",
+    "TEST_MODEL",
     "OptionError",
     "add_service_arguments",
     "add_tools_argument",
+    "close_model",
     "config_from_arguments",
     "configure_logging",
     "mcp_startup_errors",
@@ -41,6 +45,11 @@ __all__ = [
 T = TypeVar("T")
 
 _TOOL_SEARCH: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
+
+DEFAULT_MODEL = "local:qwen2.5-coder-1.5b"
+"""The model the commands run when neither ``--model`` nor ``$TOOLUSE_MODEL`` names one."""
+TEST_MODEL = "test"
+"""``--model test``: the offline ``TestModel`` (:class:`~tooluse.service._offline.OfflineModel`)."""
 
 
 class OptionError(ValueError):
@@ -65,9 +74,11 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         default=os.environ.get("TOOLUSE_MODEL"),
-        help="model spec: openai:gpt-4o-mini, openai-responses:gpt-5-mini, "
+        help="model spec: local:qwen2.5-coder-1.5b, local:qwen2.5-coder-0.5b, "
+        "local:PATH.gguf, openai:gpt-4o-mini, openai-responses:gpt-5-mini, "
         "anthropic:claude-sonnet-4-5, deepseek:deepseek-chat, qwen:qwen-plus, ollama:qwen2.5, "
-        "openai-compatible:MODEL@URL (default: $TOOLUSE_MODEL; none: the offline TestModel)",
+        f"openai-compatible:MODEL@URL, or '{TEST_MODEL}' for the offline TestModel (default: "
+        f"$TOOLUSE_MODEL, else {DEFAULT_MODEL}, on this machine)",
     )
     add_tools_argument(parser)
     parser.add_argument(
@@ -92,8 +103,46 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         "with the offline TestModel)",
     )
     parser.add_argument(
+        "--router-fetch-rounds",
+        type=_fetch_rounds,
+        default=1,
+        metavar="N",
+        help="the router ends after N rounds of tool calls that fetched data, without "
+        "asking the model again ('unlimited': when the model calls no more tools; small "
+        "local models call again whatever they were sent) (default: 1)",
+    )
+    parser.add_argument(
+        "--grounded-arguments",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the router drops a call whose required text arguments appear nowhere in the "
+        "conversation, as made up (small models fill in the tool's example values); "
+        "--no-grounded-arguments for a model that translates arguments (东京 -> Tokyo)",
+    )
+    parser.add_argument(
+        "--router-history",
+        choices=["text", "messages"],
+        default="text",
+        help="how the router reads the earlier turns: as a note before the question, or "
+        "as messages (a small model shown answers in words answers in words too)",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning"], help="log level"
     )
+
+
+def _fetch_rounds(text: str) -> int | None:
+    if text == "unlimited":
+        return None
+    try:
+        rounds = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of rounds: {text!r}") from None
+    if rounds < 1:
+        raise argparse.ArgumentTypeError(
+            f"at least 1 round ('unlimited' for no limit), got {rounds}"
+        )
+    return rounds
 
 
 def add_tools_argument(parser: argparse.ArgumentParser) -> None:
@@ -189,20 +238,10 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
     """The service configuration the options ask for (``OptionError`` when they cannot be
     used: a model spec without its key, tools that do not import, an ``--mcp`` file that is
     not a configuration of MCP servers, ...)."""
-    model = None
-    if args.model:
-        from tooluse.models import from_config
-        from tooluse.models._config import MissingApiKeyError
-
-        try:
-            model = from_config(args.model)
-        except MissingApiKeyError as exc:  # its message names from_config's api_key=
-            raise OptionError(
-                f"--model {args.model} needs an API key: set the environment variable "
-                f"{exc.key_env} (e.g. export {exc.key_env}=...)"
-            ) from exc
-        except ValueError as exc:
-            raise OptionError(f"--model: {exc}") from exc
+    # The model last: a local one starts its engine, which a bad option would leave running.
+    tools = tuple(_import_tools(reference) for reference in args.tools) if args.tools else None
+    mcp_servers = mcp_servers_from_arguments(args)
+    spec = (args.model or "").strip() or DEFAULT_MODEL
     if args.database_url is not None and not is_postgres_url(args.database_url):
         raise OptionError(
             f"--database-url {location_label(args.database_url)}: expected a PostgreSQL URL, "
@@ -211,14 +250,45 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
     return ServiceConfig(
         db=args.db,
         database_url=args.database_url,
-        model=model,
-        model_label=args.model,
+        model=None if spec == TEST_MODEL else _model(spec),
+        model_label=None if spec == TEST_MODEL else spec,
         sample_knowledge=args.sample_knowledge,
         query_compression=args.query_compression,
+        router_fetch_rounds=args.router_fetch_rounds,
+        router_grounded_arguments=args.grounded_arguments,
+        router_history_as_text=args.router_history == "text",
         tool_search=_TOOL_SEARCH[args.tool_search],
-        tools=tuple(_import_tools(reference) for reference in args.tools) if args.tools else None,
-        mcp_servers=mcp_servers_from_arguments(args),
+        tools=tools,
+        mcp_servers=mcp_servers,
     )
+
+
+def _model(spec: str) -> ChatModel:
+    from tooluse.models import from_config
+    from tooluse.models._config import MissingApiKeyError
+    from tooluse.models._llama_engine import EngineError
+    from tooluse.models.weights import WeightsError
+
+    try:
+        return from_config(spec)
+    except MissingApiKeyError as exc:  # its message names from_config's api_key=
+        raise OptionError(
+            f"--model {spec} needs an API key: set the environment variable "
+            f"{exc.key_env} (e.g. export {exc.key_env}=...)"
+        ) from exc
+    except (WeightsError, EngineError) as exc:  # each names the command that fixes it
+        raise OptionError(
+            f"--model {spec}: {exc} (or run the offline TestModel: --model {TEST_MODEL})"
+        ) from exc
+    except ValueError as exc:
+        raise OptionError(f"--model: {exc}") from exc
+
+
+def close_model(config: ServiceConfig) -> None:
+    """Close the model the options built (a local model's engine stops)."""
+    close = getattr(config.model, "close", None)
+    if callable(close):
+        close()
 
 
 def open_service(args: argparse.Namespace, build: Callable[[ServiceConfig], T]) -> T:
@@ -230,12 +300,16 @@ def open_service(args: argparse.Namespace, build: Callable[[ServiceConfig], T]) 
     try:
         return build(config)
     except sqlite3.Error as exc:
+        close_model(config)
         raise OptionError(f"--db {args.db}: {exc}") from exc
     except _postgres_errors() as exc:  # cannot connect, no pgvector, no permission, ...
+        close_model(config)
         raise OptionError(f"--database-url {location_label(args.database_url)}: {exc}") from exc
     except SchemaVersionError as exc:  # it names the file
+        close_model(config)
         raise OptionError(str(exc)) from exc
     except (ValueError, TypeError) as exc:  # tool_callbacks refusing a --tools source, ...
+        close_model(config)
         raise OptionError(str(exc)) from exc
 
 

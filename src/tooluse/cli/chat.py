@@ -15,6 +15,7 @@ from tooluse.calling import Approve, Decision, Deny
 from tooluse.cli._options import (
     OptionError,
     add_service_arguments,
+    close_model,
     configure_logging,
     open_service,
     start_service,
@@ -177,3 +178,5 @@ def run(args: argparse.Namespace, ask: Callable[[str], str] = _ask) -> int:
     except KeyboardInterrupt:
         print(file=sys.stderr)  # the shell's prompt on a line of its own, after "^C"
         return _INTERRUPTED
+    finally:
+        close_model(service.config)

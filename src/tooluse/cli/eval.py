@@ -13,6 +13,7 @@ from pathlib import Path
 from tooluse.cli._options import (
     OptionError,
     add_service_arguments,
+    close_model,
     config_from_arguments,
     configure_logging,
     mcp_startup_errors,
@@ -22,6 +23,8 @@ from tooluse.qa import FamilyReport, QaPipeline, QuestionFamily, aevaluate
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OfflineModel
 from tooluse.service._service import (
+    grounded_arguments,
+    history_as_text,
     mcp_provider,
     query_transformers,
     router_advisor,
@@ -90,6 +93,7 @@ def _print(reports: list[FamilyReport]) -> None:
 async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) -> int:
     config = config_from_arguments(args)
     async with contextlib.AsyncExitStack() as stack:
+        stack.callback(close_model, config)
         mcp = mcp_provider(config)
         if mcp is not None:
             with mcp_startup_errors(args):
@@ -112,6 +116,9 @@ async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) ->
             tools=tools,
             memory=MessageWindowChatMemory(),  # eval conversations are not kept
             router_advisor=tool_search,
+            router_fetch_rounds=config.router_fetch_rounds,
+            router_grounded_arguments=grounded_arguments(config),
+            router_history_as_text=history_as_text(config),
         )
         knowledge.start()
         try:

@@ -16,16 +16,20 @@ from tooluse.cli._option_types import port_number, positive_count, positive_seco
 from tooluse.cli._options import (
     OptionError,
     add_service_arguments,
+    close_model,
     configure_logging,
     open_service,
     start_service,
 )
 from tooluse.service._approvals import DEFAULT_APPROVAL_EXPIRY
 from tooluse.service._service import DEFAULT_MAX_REQUEST_BYTES
+from tooluse.service._startup import startup_lines
 
 if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
+
+    from tooluse.service._service import QaService
 
 __all__ = ["add_arguments", "run", "worker_app"]
 
@@ -39,8 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Run the question-answering service: a chat page at /, Server-Sent Events at "
         "POST /api/chat, approvals at POST /api/approvals/{id}, and an OpenAI-compatible "
         "POST /v1/chat/completions. Works with no configuration: a SQLite file, the bundled "
-        "embedding model, sample documents and tools, and the offline TestModel until a "
-        "model is set."
+        "embedding model, sample documents and tools, and a local model (Qwen2.5-Coder-1.5B "
+        "on llama.cpp, installed by `make serve`) until another is set."
     )
     parser.add_argument("--host", default="127.0.0.1", help="address (default: 127.0.0.1)")
     parser.add_argument("--port", type=port_number, default=8000, help="port (default: 8000)")
@@ -196,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.workers > 1:
         app.state.service.close()  # the options are good; each worker opens its own
+        close_model(app.state.service.config)  # and starts its own engine, if local
         return _run_workers(args)
     import uvicorn
 
@@ -207,6 +212,8 @@ def run(args: argparse.Namespace) -> int:
             return runner.run(_serve(app, uvicorn.Server(config), args))
     except KeyboardInterrupt:  # uvicorn raises the Ctrl+C again once it has shut down
         return 0
+    finally:
+        close_model(app.state.service.config)
 
 
 async def _serve(app: FastAPI, server: uvicorn.Server, args: argparse.Namespace) -> int:
@@ -219,9 +226,22 @@ async def _serve(app: FastAPI, server: uvicorn.Server, args: argparse.Namespace)
     except OptionError as exc:
         print(f"tooluse serve: {exc}", file=sys.stderr)
         return 2
+    announce = asyncio.ensure_future(_announce(server, service, args.host))
     try:
         await server.serve()
     finally:
+        announce.cancel()
         if not server.started:  # else its lifespan closed the service
             await service.aclose()
     return 0 if server.started else _STARTUP_FAILURE
+
+
+async def _announce(server: uvicorn.Server, service: QaService, host: str) -> None:
+    """Print :func:`startup_lines` once the server listens (on the port it got, which
+    ``--port 0`` leaves to the system)."""
+    while not server.started:
+        await asyncio.sleep(0.05)
+    sockets = [socket for listener in server.servers for socket in listener.sockets]
+    port = sockets[0].getsockname()[1] if sockets else server.config.port
+    shown = f"[{host}]" if ":" in host else host
+    print("\n".join(startup_lines(service, f"http://{shown}:{port}")), flush=True)

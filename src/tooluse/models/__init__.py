@@ -22,6 +22,7 @@ from tooluse.models._names import ToolNameAliases, provider_safe_name
 if TYPE_CHECKING:
     from tooluse.models._anthropic import AnthropicChatModel
     from tooluse.models._config import MODEL_ENV, from_config
+    from tooluse.models._local import LocalChatModel
     from tooluse.models._openai import OpenAIChatModel
     from tooluse.models._openai_responses import OpenAIResponsesChatModel
 
@@ -30,6 +31,7 @@ __all__ = [
     "AnthropicChatModel",
     "BaseChatModel",
     "ChatModel",
+    "LocalChatModel",
     "OpenAIChatModel",
     "OpenAIResponsesChatModel",
     "ProviderConnectionError",
@@ -44,6 +46,7 @@ __all__ = [
 
 _LAZY = {
     "AnthropicChatModel": "tooluse.models._anthropic",
+    "LocalChatModel": "tooluse.models._local",
     "OpenAIChatModel": "tooluse.models._openai",
     "OpenAIResponsesChatModel": "tooluse.models._openai_responses",
     "MODEL_ENV": "tooluse.models._config",

@@ -10,6 +10,9 @@
 - ``ollama:qwen2.5``: ``http://localhost:11434/v1``; no key.
 - ``openai-compatible:<model>@<base_url>`` (vLLM, llama.cpp, gateways): the URL given, else
   ``OPENAI_BASE_URL``; key ``OPENAI_API_KEY`` when set.
+- ``local:qwen2.5-coder-1.5b``, ``local:qwen2.5-coder-0.5b``, ``local:/path/to/model.gguf``:
+  a :class:`~tooluse.models.LocalChatModel` on this machine (llama.cpp, the ``local``
+  extra); the engine starts here.
 
 The spec comes from the argument or ``TOOLUSE_MODEL``. Everything after the first ``:`` is the
 model name, so Ollama tags work (``ollama:qwen2.5:7b``).
@@ -41,6 +44,8 @@ class _Provider:
     placeholder_key: str | None = None
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
 
+
+LOCAL_PROVIDER = "local"
 
 _PROVIDERS: dict[str, _Provider] = {
     # The official URLs are given, not left to the SDKs: they would read their *_BASE_URL
@@ -128,14 +133,20 @@ def from_config(
     if not sep:
         raise ValueError(
             f"Model spec {spec!r} needs a provider prefix, '<provider>:<model>', with provider "
-            f"one of {', '.join(sorted(_PROVIDERS))}"
+            f"one of {', '.join(sorted([*_PROVIDERS, LOCAL_PROVIDER]))}"
         )
     provider_name = provider_name.lower()
+    if provider_name == LOCAL_PROVIDER:
+        if not model.strip():
+            raise ValueError(f"Model spec {spec!r} names no model")
+        from tooluse.models._local import LocalChatModel
+
+        return LocalChatModel(model.strip(), timeout=timeout, default_options=default_options)
     provider = _PROVIDERS.get(provider_name)
     if provider is None:
         raise ValueError(
             f"Unknown model provider {provider_name!r} in {spec!r}; "
-            f"known providers: {', '.join(sorted(_PROVIDERS))}"
+            f"known providers: {', '.join(sorted([*_PROVIDERS, LOCAL_PROVIDER]))}"
         )
     if provider_name == "openai-compatible" and "@" in model:
         model, _, url = model.partition("@")

@@ -67,6 +67,7 @@ from tooluse.models._errors import ProviderError
 from tooluse.models._names import ToolNameAliases
 from tooluse.models._openai_sdk import FAILURES, OpenAISdkChatModel
 from tooluse.models._sdk_model import ProviderSettings
+from tooluse.models._text_tool_calls import recovered_stream, text_tool_calls
 from tooluse.models._utf16 import StreamedText
 from tooluse.tools import ToolDefinition
 
@@ -84,6 +85,13 @@ class _Request:
 
     def tool_call(self, call_id: str | None, name: str | None, arguments: object) -> ToolCall:
         return self.calls.tool_call(call_id or _new_call_id(), name, _arguments_text(arguments))
+
+    def offered(self) -> frozenset[str]:
+        """The names of the tools the request offers, as sent."""
+        return frozenset(tool["function"]["name"] for tool in self.params.get("tools", ()))
+
+    def text_call(self, name: str, arguments: str) -> ToolCall:
+        return self.tool_call(None, name, arguments)
 
 
 def _arguments_text(arguments: object) -> str | None:
@@ -116,6 +124,11 @@ class OpenAIChatModel(OpenAISdkChatModel):
     the module); ``None`` decides by the endpoint: off for OpenAI's own API
     (``api.openai.com``, Azure OpenAI), which rejects unknown message fields, on elsewhere
     (set it ``False`` for other servers that reject the field).
+    ``text_tool_calls=True`` recovers the tool calls a server left in the text, for models
+    that write them as JSON (often a fenced ```` ```json ```` block) where the server's
+    parser expects other markers: a response whose whole text is calls to offered tools
+    comes back as those calls (streamed: such text is held back until it is clear whether
+    it is calls; other text streams as it comes).
     ``client`` (an ``openai.AsyncOpenAI``) injects a preconfigured SDK client; it is used as it
     is on every event loop, and its connections belong to the loop that opened them: use it
     from one loop only. The async clients the model builds itself are one per event loop, so
@@ -137,6 +150,7 @@ class OpenAIChatModel(OpenAISdkChatModel):
         stream_usage: bool = True,
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None,
         send_reasoning: bool | None = None,
+        text_tool_calls: bool = False,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
         super().__init__(
@@ -160,6 +174,7 @@ class OpenAIChatModel(OpenAISdkChatModel):
         self.send_reasoning = (
             not _is_openais_own_api(self.base_url) if send_reasoning is None else send_reasoning
         )
+        self.text_tool_calls = text_tool_calls
 
     # -- the ChatModel protocol -----------------------------------------------------------
 
@@ -175,6 +190,14 @@ class OpenAIChatModel(OpenAISdkChatModel):
         """Text arrives as it is generated; each tool call arrives whole (real name, complete
         arguments) when its choice finishes, carrying the call's id."""
         request = self._request(prompt)
+        chunks = self._stream(request)
+        offered = request.offered()
+        if self.text_tool_calls and offered:
+            chunks = recovered_stream(chunks, offered, request.text_call)
+        async for chunk in chunks:
+            yield chunk
+
+    async def _stream(self, request: _Request) -> AsyncIterator[ChatResponse]:
         params = dict(request.params)
         if self.stream_usage:
             params["stream_options"] = {"include_usage": True}
@@ -250,10 +273,16 @@ class OpenAIChatModel(OpenAISdkChatModel):
             metadata: dict[str, Any] = {"finish_reason": choice.finish_reason}
             if message.refusal:
                 metadata["refusal"] = message.refusal
+            text = message.content
+            if self.text_tool_calls and not calls and text:
+                recovered = text_tool_calls(text, request.offered())
+                if recovered is not None:
+                    calls = [request.text_call(name, arguments) for name, arguments in recovered]
+                    text, metadata["finish_reason"] = None, "tool_calls"
             generations.append(
                 Generation(
                     message=AssistantMessage(
-                        text=message.content,
+                        text=text,
                         tool_calls=distinct_call_ids(calls),
                         reasoning=_reasoning(message.model_extra),
                     ),

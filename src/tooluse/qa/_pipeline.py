@@ -6,7 +6,8 @@ on every tool round. The pipeline splits the work into two clients run in order:
 
 1. router: tools only (each wrapped to record into the turn's :class:`FetchLedger`), no
    documents, the conversation read but never written, a short rule "tools only for live
-   data";
+   data"; it ends when the model calls no more tools, repeats a call, or (an option)
+   after its fetching round (:class:`~tooluse.qa._router_guard.RouterGuardAdvisor`);
 2. answer: RAG and memory, no tools. The retrieval gate skips retrieval when the ledger has
    data (and the query transformers with it, e.g. the rewriting of a follow-up question into
    a standalone one); the two-source augmenter renders the fetched data or the documents;
@@ -72,6 +73,7 @@ from tooluse.qa._paused_turn import (
     STOPPED_TURN_NOTE,
     turn_record,
 )
+from tooluse.qa._router_guard import RouterGuardAdvisor
 from tooluse.qa._text_history import TextOnlyHistoryAdvisor
 from tooluse.qa._trace import CURRENT_TRACE, ToolTrace, ToolTraceAdvisor
 from tooluse.rag import (
@@ -150,6 +152,18 @@ class QaPipeline:
     by the answer stage, or at a pause for approval with an account of the paused turn that
     its resumption replaces). ``router_advisor`` configures the router's tool loop (limits,
     approval rules: a ``ToolCallingAdvisor(tool_calling_manager=ToolCallingManager(...))``).
+    ``router_fetch_rounds``: the router ends after this many rounds that fetched data,
+    without sending the results back to the model (``1``: fetch, then answer, what small
+    models need: sent the results, they call again; a round of tool search or of failed
+    calls does not count, so the model searches, or corrects its arguments, first);
+    ``None`` (default) lets the model chain calls until it calls no more. A response that
+    only repeats calls of this turn ends the router either way.
+    ``router_grounded_arguments``: drop a call whose required text arguments appear nowhere
+    in the conversation, as made up (small models fill them from the tool's examples when
+    asked a knowledge question); off by default, as a model that translates arguments
+    (东京 -> ``"Tokyo"``) would lose such calls. ``router_history_as_text``: the router
+    gets the earlier turns as a note before the question rather than as messages (a small
+    model shown answers in words answers in words too, instead of calling a tool).
     Run a conversation's turns one at a time: a turn reads the memory as it starts, so one
     started while another runs (a resumed run's approved call, say) reads it as it was.
     """
@@ -169,7 +183,15 @@ class QaPipeline:
         router_options: ChatOptions | None = None,
         answer_options: ChatOptions | None = None,
         router_advisor: ToolCallingAdvisor | None = None,
+        router_fetch_rounds: int | None = None,
+        router_grounded_arguments: bool = False,
+        router_history_as_text: bool = False,
     ) -> None:
+        guard = RouterGuardAdvisor(
+            router_fetch_rounds,
+            grounded_arguments=router_grounded_arguments,
+            history_as_text=router_history_as_text,
+        )
         sources = list(tools) if isinstance(tools, list | tuple | set | frozenset) else [tools]
         recording_tools = ledger_tool_callbacks(*sources)
         trace = ToolTraceAdvisor()
@@ -185,7 +207,7 @@ class QaPipeline:
                 router_model if router_model is not None else model,
                 system=router_system,
                 tools=recording_tools,
-                advisors=[trace, *memory],
+                advisors=[trace, guard, *memory],
                 options=router_options,
                 tool_calling_advisor=router_advisor,
             )

@@ -48,6 +48,8 @@ __all__ = [
     "TOOL_SEARCH_ABOVE",
     "QaService",
     "ServiceConfig",
+    "grounded_arguments",
+    "history_as_text",
     "local_tools",
     "mcp_provider",
     "query_transformers",
@@ -95,6 +97,19 @@ class ServiceConfig:
     - ``query_compression``: with a model configured, a question asked after others is
       rewritten by the model into a standalone question for retrieval, one model call more
       (:func:`query_transformers`); the offline ``TestModel`` never rewrites;
+    - ``router_fetch_rounds``: the router ends after this many rounds that fetched data
+      (default 1: fetch, then answer, which small models need; ``None``: when the model
+      calls no more tools), see :class:`~tooluse.qa.QaPipeline`;
+    - ``router_grounded_arguments``: the router drops a call whose required text arguments
+      appear nowhere in the conversation, as made up (small models call a tool with its
+      description's example values when asked a knowledge question; ``tooluse serve``
+      turns it on; a model that translates arguments, 东京 -> "Tokyo", would lose such
+      calls); never with the offline ``TestModel``, whose arguments are all made up
+      (:func:`grounded_arguments`);
+    - ``router_history_as_text``: the router reads the earlier turns as a note before the
+      question, not as messages (a small model shown answers in words answers the next
+      question in words too); ``tooluse serve`` turns it on; never with the offline
+      ``TestModel`` (:func:`history_as_text`);
     - ``keepalive_seconds``: a stream that sends nothing for this long (a model thinking, a
       slow tool) gets an SSE comment, so that proxies do not close it as idle;
     - ``api_key``: when set, ``/api/*`` and ``/v1/*`` require ``Authorization: Bearer <key>``
@@ -128,6 +143,9 @@ class ServiceConfig:
     memory_window: int = 20
     top_k: int = 4
     query_compression: bool = True
+    router_fetch_rounds: int | None = 1
+    router_grounded_arguments: bool = False
+    router_history_as_text: bool = False
     keepalive_seconds: float = 15.0
     api_key: str | None = None
     tool_search: bool | None = None
@@ -218,6 +236,19 @@ def query_transformers(config: ServiceConfig, model: ChatModel) -> tuple[QueryTr
     if config.model is None or not config.query_compression:
         return ()
     return (CompressionQueryTransformer(model),)
+
+
+def grounded_arguments(config: ServiceConfig) -> bool:
+    """Whether the router drops calls with made-up arguments: as ``config`` asks, with a
+    model configured (the offline ``TestModel`` makes up every argument)."""
+    return config.router_grounded_arguments and config.model is not None
+
+
+def history_as_text(config: ServiceConfig) -> bool:
+    """Whether the router reads the earlier turns as a note: as ``config`` asks, with a
+    model configured (the offline ``TestModel`` calls the tools its question mentions, and
+    the note would mention the earlier questions' tools)."""
+    return config.router_history_as_text and config.model is not None
 
 
 def router_advisor(
@@ -338,6 +369,9 @@ class QaService:
             tools=self.tools,
             memory=self.memory,
             router_advisor=self.tool_search,
+            router_fetch_rounds=self.config.router_fetch_rounds,
+            router_grounded_arguments=grounded_arguments(self.config),
+            router_history_as_text=history_as_text(self.config),
         )
         if self.offline:
             logger.warning("%s", OFFLINE_NOTICE)

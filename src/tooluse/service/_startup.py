@@ -1,0 +1,57 @@
+"""What ``tooluse serve`` prints once it listens: the model and where it runs, the URLs, the
+tools, the knowledge base and the files it writes (absolute paths)."""
+
+from __future__ import annotations
+
+import os
+
+from tooluse.embedding._cache import default_cache_path
+from tooluse.models import ChatModel
+from tooluse.models._llama_engine import LlamaEngine
+from tooluse.service._openai_api import OPENAI_MODEL_ID
+from tooluse.service._service import QaService
+from tooluse.tools import tool_callbacks
+
+__all__ = ["model_location", "startup_lines"]
+
+
+def model_location(model: ChatModel | None) -> str:
+    """Where the model runs, in words: the offline TestModel, a local engine (its process,
+    threads, context and weights), or the API it is reached at."""
+    if model is None:
+        return "the offline TestModel (--model test): made-up tool arguments, echoed prompts"
+    engine = getattr(model, "engine", None)  # a LocalChatModel's
+    if isinstance(engine, LlamaEngine):
+        return (
+            f"on this machine: llama.cpp (pid {engine.pid}) at {engine.base_url}, "
+            f"{engine.threads} thread(s), {engine.context_size}-token context, weights "
+            f"{engine.model_path}"
+        )
+    base_url = getattr(model, "base_url", None)
+    return f"at {base_url}" if isinstance(base_url, str) else type(model).__name__
+
+
+def startup_lines(service: QaService, url: str) -> list[str]:
+    """The lines for a service listening at ``url`` (``http://HOST:PORT``)."""
+    config = service.config
+    names = [callback.definition.name for callback in tool_callbacks(*service.tools)]
+    if config.tools is None and not config.mcp_servers:
+        origin = "the sample tools (made-up data); --tools and --mcp give yours"
+    else:
+        origin = "from --tools / --mcp"
+    database = os.path.abspath(config.db)
+    knowledge = f'collection "default" in {database}'
+    if config.sample_knowledge:
+        knowledge += " (the sample documents while it holds none of its own; tooluse ingest adds)"
+    search = ", found through tool search" if service.tool_search is not None else ""
+    return [
+        "tooluse serve is ready",
+        f"  model       {service.model_label}, {model_location(config.model)}",
+        f"  chat page   {url}/",
+        f"  OpenAI API  {url}/v1 (model {OPENAI_MODEL_ID!r}; POST /v1/chat/completions)",
+        f"  SSE API     {url}/api/chat",
+        f"  tools       {len(names)}{search}: {', '.join(names)}: {origin}",
+        f"  knowledge   {knowledge}",
+        f"  data        {database} (memory, knowledge base, approvals); embedding cache "
+        f"{default_cache_path().resolve()}",
+    ]
