@@ -458,10 +458,10 @@ def test_two_families_of_one_name_are_refused() -> None:
         load_families(json.dumps({"families": [family, family]}), "f.json")
 
 
-def test_sampled_model_checks_its_temperature() -> None:
+async def test_sampled_model_checks_its_temperature() -> None:
     with pytest.raises(ValueError, match="temperature must be between 0 and 2"):
         SampledModel(ScriptedModel([]), temperature=3, seed=None)
     model = SampledModel(ScriptedModel(["hi"]), temperature=None, seed=None)
     prompt = Prompt([UserMessage(text="hi")])
-    assert model.call(prompt).text == "hi"
+    assert (await model.acall(prompt)).text == "hi"
     assert model.model.requests[0].options == prompt.options  # type: ignore[attr-defined]

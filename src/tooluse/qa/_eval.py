@@ -120,9 +120,6 @@ class SampledModel:
             changes["extra"] = {**prompt.options.extra, "seed": self.seed + _RUN_NUMBER.get()}
         return prompt.replace(options=prompt.options.replace(**changes)) if changes else prompt
 
-    def call(self, prompt: Prompt) -> ChatResponse:
-        return self._model.call(self._prompt(prompt))
-
     async def acall(self, prompt: Prompt) -> ChatResponse:
         return await self._model.acall(self._prompt(prompt))
 
