@@ -21,6 +21,7 @@ def test_tools_lists_the_sample_tools_with_their_marks(
         "get_current_time",
         "get_order_status",
         "cancel_order",
+        "find_pickup_locations",
     ]
     assert lines[3].split("\t")[1].startswith("[approval] Cancel an order")
 
@@ -63,7 +64,7 @@ def test_search_ranks_the_sample_tools(capsys: pytest.CaptureFixture[str]) -> No
     captured = capsys.readouterr()
     rank, score, name = captured.out.split()[:3]
     assert (rank, name) == ("1", "get_weather") and float(score) > 0
-    assert captured.err == "1 of 4 tools (bm25 index)\n"
+    assert captured.err == "1 of 5 tools (bm25 index)\n"
 
 
 CATALOGUE = [

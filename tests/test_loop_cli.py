@@ -147,7 +147,8 @@ def test_tools_in_the_working_directory_load_in_every_command(
     if command == "chat":  # the offline router calls the tool the question names
         assert "-> shout(" in out and '<- shout: "!A"' in out, out
     elif command == "eval":
-        assert out.startswith("s: 1/1 (100%) called shout"), out
+        assert out.startswith("ok   single chain | s #1 shout -> shout("), out
+        assert "ok   two-stage | s #1 shout -> shout(" in out, out
     else:
         assert names == ["shout"]
     assert sys.modules["my_tools"].__file__ == str(user_tools / "my_tools.py")

@@ -411,5 +411,5 @@ def test_chat_and_eval_call_the_mcp_tools(
         "--db",
         database,
     ]
-    assert main([*argv, "--no-sample-knowledge"]) == 0
-    assert capsys.readouterr().out.startswith("w: 1/1 (100%) called get_weather")
+    assert main([*argv, "--no-sample-knowledge", "--pipelines", "two-stage"]) == 0
+    assert capsys.readouterr().out.startswith("ok   two-stage | w #1 ")

@@ -1,4 +1,5 @@
-"""``tooluse eval``: how often the router calls the tools each family of questions needs."""
+"""``tooluse eval``: how reliably each pipeline calls the tools each family of questions
+needs (and no tool when none is due), with their arguments, over N runs."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from tooluse.advisors import ToolCallingAdvisor
+from tooluse.calling import ToolCallingManager
 from tooluse.cli._options import (
     OptionError,
     add_service_arguments,
@@ -19,7 +22,20 @@ from tooluse.cli._options import (
     mcp_startup_errors,
 )
 from tooluse.memory import MessageWindowChatMemory
-from tooluse.qa import FamilyReport, QaPipeline, QuestionFamily, aevaluate
+from tooluse.qa import (
+    EvalRun,
+    EvalTarget,
+    FamilyReport,
+    PipelineTarget,
+    QaPipeline,
+    QuestionFamily,
+    SampledModel,
+    SingleChain,
+    acompare,
+    report_json,
+    report_markdown,
+)
+from tooluse.search import ToolSearchToolCallingAdvisor
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OfflineModel
 from tooluse.service._service import (
@@ -32,30 +48,65 @@ from tooluse.service._service import (
 )
 from tooluse.tools import tool_callbacks
 
-__all__ = ["add_arguments", "load_families", "run"]
+__all__ = ["PIPELINES", "add_arguments", "load_families", "run"]
+
+PIPELINES = ("single-chain", "two-stage")
+"""What ``--pipelines`` names: the seed's original single chain (:class:`SingleChain`) and
+the two-stage :class:`QaPipeline` that ``tooluse serve`` runs."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
-        "Ask families of questions N times each through the QA pipeline and report, per "
-        "family, how often the expected tools were called, with each run's tool calls. "
-        "Without FILE, the sample families for the sample tools."
+        "Ask labelled families of questions N times each through the seed's single chain "
+        "(one client with tools, RAG and memory) and the two-stage pipeline of `tooluse "
+        "serve`, and report per family and overall: right decisions (the expected tools, or "
+        "no tool), right arguments, answers claiming a look-up without a call, tool errors and "
+        "answer latency. Without FILE, the sample set for the sample tools and knowledge base."
     )
     parser.add_argument(
         "file",
         nargs="?",
         type=Path,
-        help='JSON: {"families": [{"name", "questions": [...], "expected_tools": [...]}]}',
+        help='JSON: {"families": [{"name", "category", "questions": [TEXT or {"text", '
+        '"arguments": {TOOL: {ARGUMENT: CHECK}}}], "expected_tools": [...], '
+        '"allowed_tools": [...], "history": [{"role", "text"}]}]} (docs/service.md)',
     )
     parser.add_argument("--runs", type=int, default=3, help="times each question is asked")
+    parser.add_argument(
+        "--pipelines",
+        default=",".join(PIPELINES),
+        help=f"which pipelines to measure, comma-separated (default: {','.join(PIPELINES)})",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.7,
+        help="sampling temperature of every request (default 0.7: runs differ, as in use)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="seed of the first run (the n-th gets SEED+n), sent as the request's `seed` "
+        "(llama.cpp, vLLM and OpenAI read it): a run repeats as it went",
+    )
+    parser.add_argument(
+        "--max-tool-calls",
+        type=int,
+        help="tool calls per turn after which a run stops, in both pipelines (default: the "
+        "service's, 150): a model that repeats its call ends there",
+    )
     parser.add_argument(
         "--same-conversation",
         action="store_true",
         help="all runs of a family in one conversation (earlier answers in the history)",
     )
-    parser.add_argument("--json", type=Path, help="write every run to this file")
+    parser.add_argument("--json", type=Path, help="write the figures and every run to this file")
+    parser.add_argument("--markdown", type=Path, help="write the table to this file")
     parser.add_argument(
-        "--min-rate", type=float, default=0.0, help="exit 1 if a family passes less often"
+        "--min-rate",
+        type=float,
+        default=0.0,
+        help="exit 1 if a family passes less often through a pipeline",
     )
     add_service_arguments(parser)
     parser.set_defaults(log_level="warning")
@@ -68,29 +119,100 @@ def load_families(text: str, where: str) -> list[QuestionFamily]:
         raise ValueError(f"{where} is not valid JSON: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("families"), list):
         raise ValueError(f'{where} must be an object with a list "families"')
-    return [
+    families = [
         QuestionFamily.from_dict(item, f"{where}: families[{n}]")
         for n, item in enumerate(data["families"])
     ]
+    names = [family.name for family in families]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"{where}: two families are named {repeated}")
+    return families
 
 
-def _print(reports: list[FamilyReport]) -> None:
-    for report in reports:
-        family = report.family
-        expected = ", ".join(family.expected_tools) or "no tool"
-        print(
-            f"{family.name}: {report.passed}/{len(report.runs)} ({report.rate:.0%}) "
-            f"called {expected}"
-        )
-        for run in report.runs:
-            steps = "; ".join(f"{s.name}({s.arguments})" for s in run.trajectory) or "no tool"
-            mark = "ok  " if run.passed else "MISS"
-            extra = " [paused for approval]" if run.paused else ""
-            extra += f" [error: {run.error}]" if run.error else ""
-            print(f"  {mark} #{run.attempt} {run.question} -> {steps}{extra}")
+def _pipelines(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(PIPELINES))
+    if unknown or not names:
+        raise OptionError(f"--pipelines: unknown {unknown}; choose from {', '.join(PIPELINES)}")
+    return list(dict.fromkeys(names))
 
 
-async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) -> int:
+class _Progress:
+    """Prints each run as it ends and rewrites the ``--json`` and ``--markdown`` files with
+    the runs so far: an evaluation stopped half way leaves a report of what it ran."""
+
+    def __init__(self, args: argparse.Namespace, families: list[QuestionFamily]) -> None:
+        self._args = args
+        self._families = {family.name: family for family in families}
+        self._runs: dict[tuple[str, str], list[EvalRun]] = {}
+
+    def __call__(self, run: EvalRun) -> None:
+        _print_run(run)
+        self._runs.setdefault((run.target, run.family), []).append(run)
+        reports = [
+            FamilyReport(self._families[family], tuple(runs), target)
+            for (target, family), runs in self._runs.items()
+        ]
+        _write(self._args, reports)
+
+
+def _compact(arguments: str) -> str:
+    """The arguments on one line (models often indent their JSON)."""
+    try:
+        return json.dumps(json.loads(arguments), ensure_ascii=False)
+    except ValueError:
+        return arguments
+
+
+def _print_run(run: EvalRun) -> None:
+    steps = "; ".join(f"{s.name}({_compact(s.arguments)})" for s in run.trajectory) or "no tool"
+    score = run.score
+    marks = []
+    if not score.decision_ok:
+        marks.append("wrong decision")
+    if score.arguments_ok is False and score.decision_ok:
+        marks.append("wrong arguments")
+    if score.tool_error:
+        marks.append("tool error")
+    if score.claimed_lookup:
+        marks.append("claims a look-up")
+    if run.paused:
+        marks.append("paused for approval")
+    if run.error:
+        marks.append(f"error: {run.error}")
+    extra = "".join(f" [{mark}]" for mark in marks)
+    mark = "ok  " if run.passed else "MISS"
+    print(
+        f"{mark} {run.target} | {run.family} #{run.attempt} {run.question} -> {steps}"
+        f"{extra} ({run.latency_seconds:.1f} s)",
+        flush=True,
+    )
+
+
+def _write(args: argparse.Namespace, reports: list[FamilyReport]) -> None:
+    if args.json is not None:
+        text = json.dumps(report_json(reports), ensure_ascii=False, indent=2)
+        args.json.write_text(text, "utf-8")
+    if args.markdown is not None:
+        args.markdown.write_text(report_markdown(reports), "utf-8")
+
+
+def _tool_loop(
+    tool_search: ToolSearchToolCallingAdvisor | None, max_tool_calls: int | None
+) -> ToolCallingAdvisor | None:
+    if max_tool_calls is None:
+        return tool_search
+    manager = ToolCallingManager(max_total_tool_calls=max_tool_calls)
+    if tool_search is not None:
+        tool_search.tool_calling_manager = manager
+        return tool_search
+    return ToolCallingAdvisor(tool_calling_manager=manager)
+
+
+async def _evaluate(
+    args: argparse.Namespace, families: list[QuestionFamily], pipelines: list[str]
+) -> list[FamilyReport]:
     config = config_from_arguments(args)
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(close_model, config)
@@ -108,30 +230,50 @@ async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) ->
         tool_search = router_advisor(config, callbacks)
         if tool_search is not None:  # built first: every run searches the same, embedded index
             await asyncio.to_thread(tool_search.warm_up, callbacks)
-        model = OfflineModel() if config.model is None else config.model
-        pipeline = QaPipeline(
-            model,
-            retriever=knowledge,
-            query_transformers=query_transformers(config, model),
-            tools=tools,
-            memory=MessageWindowChatMemory(),  # eval conversations are not kept
-            router_advisor=tool_search,
-            router_fetch_rounds=config.router_fetch_rounds,
-            router_grounded_arguments=grounded_arguments(config),
-            router_history_as_text=history_as_text(config),
+        loop = _tool_loop(tool_search, args.max_tool_calls)
+        model = SampledModel(
+            OfflineModel() if config.model is None else config.model,
+            temperature=args.temperature,
+            seed=args.seed,
         )
+        transformers = query_transformers(config, model)
+        targets: list[EvalTarget] = []
+        for name in pipelines:  # eval conversations are kept in memory only
+            memory = MessageWindowChatMemory()
+            if name == "single-chain":
+                single = SingleChain(
+                    model,
+                    retriever=knowledge,
+                    query_transformers=transformers,
+                    tools=tools,
+                    memory=memory,
+                    tool_calling_advisor=loop,
+                )
+                targets.append(single)
+            else:
+                pipeline = QaPipeline(
+                    model,
+                    retriever=knowledge,
+                    query_transformers=transformers,
+                    tools=tools,
+                    memory=memory,
+                    router_advisor=loop,
+                    router_fetch_rounds=config.router_fetch_rounds,
+                    router_grounded_arguments=grounded_arguments(config),
+                    router_history_as_text=history_as_text(config),
+                )
+                targets.append(PipelineTarget(pipeline))
         knowledge.start()
         try:
-            reports = await aevaluate(
-                pipeline, families, runs=args.runs, same_conversation=args.same_conversation
+            return await acompare(
+                targets,
+                families,
+                runs=args.runs,
+                same_conversation=args.same_conversation,
+                on_run=_Progress(args, families),
             )
         finally:
             await asyncio.to_thread(knowledge.close)
-    _print(reports)
-    if args.json is not None:
-        runs = [run.to_dict() for report in reports for run in report.runs]
-        args.json.write_text(json.dumps({"runs": runs}, ensure_ascii=False, indent=2), "utf-8")
-    return 1 if any(report.rate < args.min_rate for report in reports) else 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,9 +284,17 @@ def run(args: argparse.Namespace) -> int:
             families = load_families(resource.read_text("utf-8"), "sample_eval.json")
         else:
             families = load_families(args.file.read_text("utf-8"), str(args.file))
-        if args.runs < 1:
-            raise ValueError(f"--runs must be at least 1, got {args.runs}")
-        return asyncio.run(_evaluate(args, families))
+        for option in ("runs", "max_tool_calls"):
+            value = getattr(args, option)
+            if value is not None and value < 1:
+                raise ValueError(f"--{option.replace('_', '-')} must be at least 1, got {value}")
+        if not 0 <= args.temperature <= 2:
+            raise ValueError(f"--temperature must be between 0 and 2, got {args.temperature}")
+        reports = asyncio.run(_evaluate(args, families, _pipelines(args.pipelines)))
     except (OptionError, ValueError, OSError) as exc:
         print(f"tooluse eval: {exc}", file=sys.stderr)
         return 2
+    print()
+    print(report_markdown(reports), end="")
+    _write(args, reports)
+    return 1 if any(report.rate < args.min_rate for report in reports) else 0

@@ -11,8 +11,11 @@
 - :class:`QaPause` is a run waiting for approval, storable as JSON; memory keeps its turn as
   text (:data:`PAUSED_TURN_NOTE`) until it is resumed, which it can be only while it is its
   conversation's last turn (:class:`StalePauseError`).
-- :func:`evaluate` (:func:`aevaluate`) asks :class:`QuestionFamily` questions N times and
-  reports how often the expected tools were called (``tooluse eval``).
+- :func:`acompare` asks labelled :class:`QuestionFamily` questions N times through
+  pipelines (:class:`PipelineTarget`, :class:`SingleChain`: the seed's original chain) and
+  scores each run (:func:`score_run`: decision, arguments, tool errors, claimed look-ups,
+  latency); :func:`report_markdown` / :func:`report_json` sum them up (``tooluse eval``);
+  :func:`evaluate` (:func:`aevaluate`) measures one pipeline.
 """
 
 from tooluse.qa._augmenter import (
@@ -29,13 +32,24 @@ from tooluse.qa._callbacks import (
     ledger_tool_callbacks,
 )
 from tooluse.qa._eval import (
+    SINGLE_CHAIN_EMPTY_TEMPLATE,
+    SINGLE_CHAIN_SYSTEM,
+    SINGLE_CHAIN_TEMPLATE,
     EvalRun,
+    EvalTarget,
     FamilyReport,
-    QuestionFamily,
-    TrajectoryStep,
+    PipelineTarget,
+    Reply,
+    SampledModel,
+    SingleChain,
+    Trajectory,
+    acompare,
     aevaluate,
     evaluate,
 )
+from tooluse.qa._eval_report import report_json, report_markdown
+from tooluse.qa._eval_score import RunScore, Tally, TrajectoryStep, claims_lookup, score_run, tally
+from tooluse.qa._eval_set import ArgumentCheck, Question, QuestionFamily, normalised
 from tooluse.qa._events import (
     ApprovalRequiredEvent,
     DeltaEvent,
@@ -61,11 +75,16 @@ __all__ = [
     "PAUSED_TURN_NOTE",
     "RESUMING_TURN_NOTE",
     "ROUTER_SYSTEM",
+    "SINGLE_CHAIN_EMPTY_TEMPLATE",
+    "SINGLE_CHAIN_SYSTEM",
+    "SINGLE_CHAIN_TEMPLATE",
     "STOPPED_TURN_NOTE",
     "ApprovalRequiredEvent",
+    "ArgumentCheck",
     "DeltaEvent",
     "DoneEvent",
     "EvalRun",
+    "EvalTarget",
     "FamilyReport",
     "FetchGateQueryTransformer",
     "FetchGateRetriever",
@@ -73,21 +92,36 @@ __all__ = [
     "FetchRecord",
     "LedgerToolCallback",
     "LedgerToolCallbackProvider",
+    "PipelineTarget",
     "QaEvent",
     "QaPause",
     "QaPipeline",
     "QaResult",
+    "Question",
     "QuestionFamily",
+    "Reply",
     "Route",
     "RouteEvent",
+    "RunScore",
+    "SampledModel",
+    "SingleChain",
     "StalePauseError",
+    "Tally",
     "ToolCallEvent",
     "ToolResultEvent",
+    "Trajectory",
     "TrajectoryStep",
     "TwoSourceAugmenter",
+    "acompare",
     "aevaluate",
+    "claims_lookup",
     "evaluate",
     "format_documents",
     "format_records",
     "ledger_tool_callbacks",
+    "normalised",
+    "report_json",
+    "report_markdown",
+    "score_run",
+    "tally",
 ]

@@ -15,7 +15,14 @@ from typing import Annotated, Literal
 
 from tooluse.tools import ToolParam, tool
 
-__all__ = ["SAMPLE_TOOLS", "cancel_order", "get_current_time", "get_order_status", "get_weather"]
+__all__ = [
+    "SAMPLE_TOOLS",
+    "cancel_order",
+    "find_pickup_locations",
+    "get_current_time",
+    "get_order_status",
+    "get_weather",
+]
 
 _SKIES = ("sunny", "partly cloudy", "overcast", "light rain", "windy")
 _ORDER_STATES = ("processing", "shipped", "out for delivery", "delivered")
@@ -80,6 +87,36 @@ def get_order_status(
     }
 
 
+_POINT_KINDS = ("parcel locker", "pickup station", "convenience store counter")
+
+
+@tool
+def find_pickup_locations(
+    near: Annotated[
+        str, ToolParam(description="A place, address or landmark, e.g. People's Square or 外滩")
+    ],
+    radius_km: Annotated[float, ToolParam(description="Search radius in km, up to 20")] = 2.0,
+) -> dict[str, object]:
+    """Parcel pickup points (lockers, stations) near a place, nearest first (sample tool with
+    made-up data; 自提点、快递柜、附近有哪些)."""
+    if not near.strip():
+        raise ValueError("near is empty: ask the user where to search")
+    if not 0 < radius_km <= 20:
+        raise ValueError(f"radius_km must be above 0 and at most 20, got {radius_km}")
+    count = 1 + _stable_number("count" + near, 4)
+    points = [
+        {
+            "name": f"{near} {_POINT_KINDS[_stable_number(f'{n}{near}', 3)]} #{n}",
+            # inside the radius, nearest first
+            "distance_km": round(
+                radius_km * (n - 1 + (1 + _stable_number(f"d{n}{near}", 9)) / 10) / count, 1
+            ),
+        }
+        for n in range(1, count + 1)
+    ]
+    return {"near": near, "radius_km": radius_km, "pickup_points": points, "sample": True}
+
+
 @tool(requires_approval=True)
 def cancel_order(
     order_id: Annotated[str, ToolParam(description="Order number, e.g. A1001")],
@@ -90,5 +127,11 @@ def cancel_order(
     return {"order_id": order_id, "cancelled": True, "reason": reason, "sample": True}
 
 
-SAMPLE_TOOLS = (get_weather, get_current_time, get_order_status, cancel_order)
+SAMPLE_TOOLS = (
+    get_weather,
+    get_current_time,
+    get_order_status,
+    cancel_order,
+    find_pickup_locations,
+)
 """The sample tools ``tooluse serve`` offers when it is given no tools of its own."""
