@@ -24,7 +24,7 @@ test: $(STAMP)
 
 serve: $(STAMP)
 	$(WEIGHTS) qwen2.5-coder-1.5b
-	$(BIN)/tooluse serve
+	$(BIN)/tooluse serve $(ARGS)
 
 # The slow reliability checks against `tooluse serve` (MCP server killed, a 1 MB question,
 # schemathesis over /openapi.json): benchmarks/reliability.py, figures in docs/benchmarks.md.

@@ -49,6 +49,7 @@ from tooluse.service import (
 )
 from tooluse.service._service import local_tools
 from tooluse.service._sse import qa_event_stream, sse_response
+from tooluse.testing import FunctionModel
 
 DEFINITIONS = [callback.definition for callback in tool_callbacks(*SAMPLE_TOOLS)]
 
@@ -218,6 +219,25 @@ def test_options_build_the_configuration(monkeypatch: pytest.MonkeyPatch, tmp_pa
         config_from_arguments(_arguments("--tools", "no_such_module:x"))
     with pytest.raises(OptionError, match="has no attribute 'missing'"):
         config_from_arguments(_arguments("--tools", "json:missing"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "grounded"),
+    [
+        (["--model", "openai:gpt-4o-mini"], False),  # translates arguments: 北京 -> Beijing
+        (["--model", "openai:gpt-4o-mini", "--grounded-arguments"], True),
+        (["--model", "local:qwen2.5-coder-0.5b"], True),  # fills in the examples it was shown
+        (["--model", "local:qwen2.5-coder-0.5b", "--no-grounded-arguments"], False),
+    ],
+)
+def test_the_made_up_argument_check_is_on_for_local_models_unless_asked(
+    argv: list[str], grounded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tooluse.cli._options as options
+
+    monkeypatch.setattr(options, "_model", lambda spec: FunctionModel(lambda _: "ok"))
+    config = config_from_arguments(_arguments(*argv))
+    assert config.router_grounded_arguments is grounded
 
 
 @pytest.mark.parametrize("command", ["serve", "chat"])

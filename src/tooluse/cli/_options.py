@@ -114,10 +114,11 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--grounded-arguments",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=None,
         help="the router drops a call whose required text arguments appear nowhere in the "
-        "conversation, as made up (small models fill in the tool's example values); "
-        "--no-grounded-arguments for a model that translates arguments (东京 -> Tokyo)",
+        "conversation, as made up (small models fill in the tool's example values) "
+        "(default: on for a local: model; off for others, which translate arguments: "
+        "北京 -> Beijing)",
     )
     parser.add_argument(
         "--router-history",
@@ -255,7 +256,11 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
         sample_knowledge=args.sample_knowledge,
         query_compression=args.query_compression,
         router_fetch_rounds=args.router_fetch_rounds,
-        router_grounded_arguments=args.grounded_arguments,
+        router_grounded_arguments=(
+            spec.startswith("local:")
+            if args.grounded_arguments is None
+            else args.grounded_arguments
+        ),
         router_history_as_text=args.router_history == "text",
         tool_search=_TOOL_SEARCH[args.tool_search],
         tools=tools,
