@@ -130,12 +130,15 @@ async def _chat(
         end, failure = "data: [DONE]", "event: error"
     started = time.perf_counter()
     done = False
-    async with client.stream("POST", path, json=body) as response:
-        async for line in response.aiter_lines():
-            if line == end:
-                done = True
-            elif line == failure or line.startswith('data: {"error"'):
-                return time.perf_counter() - started, False
+    try:
+        async with client.stream("POST", path, json=body) as response:
+            async for line in response.aiter_lines():
+                if line == end:
+                    done = True
+                elif line == failure or line.startswith('data: {"error"'):
+                    return time.perf_counter() - started, False
+    except httpx.TransportError:  # counted as an error (a refused or dropped connection)
+        return time.perf_counter() - started, False
     return time.perf_counter() - started, done and response.status_code == 200
 
 
