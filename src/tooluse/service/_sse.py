@@ -82,14 +82,14 @@ async def _with_keepalive(
                 waiting.append(queue.get_nowait())
             chunk: list[bytes] = []
             for item in waiting:
-                if item is _END or isinstance(item, BaseException):
-                    if chunk:
-                        yield b"".join(chunk)
-                    if item is _END:
-                        return
+                if isinstance(item, bytes):
+                    chunk.append(item)
+                    continue
+                if chunk:  # what came before the end or the failure goes out first
+                    yield b"".join(chunk)
+                if isinstance(item, BaseException):
                     raise item
-                assert isinstance(item, bytes)
-                chunk.append(item)
+                return  # _END
             yield b"".join(chunk)
     finally:
         reader.cancel()
