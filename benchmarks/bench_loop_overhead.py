@@ -6,7 +6,8 @@ Scenario B: five rounds of three parallel calls + answer (6 model calls, 15 tool
 Everything is on: argument validation (pydantic, against ``add``'s signature), call limits,
 the OpenTelemetry hooks (API installed, no SDK configured), the auto-registered tool advisor.
 The model is a ``FunctionModel`` whose responses are built once, so the figure is the cost of
-the framework. The tool is ``add(a, b)``, plain (run in the thread pool) or ``async``.
+the framework. The tool is ``add(a, b)``, plain (run in the thread pool), plain declared
+``@tool(inline=True)`` (run on the loop's thread) or ``async``.
 
     .venv/bin/python benchmarks/bench_loop_overhead.py                # both scenarios, both tools
     .venv/bin/python benchmarks/bench_loop_overhead.py --profile B    # where the time goes
@@ -40,6 +41,11 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+def add_inline(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
 async def add_async(a: int, b: int) -> int:
     """Add two integers."""
     return a + b
@@ -66,10 +72,12 @@ def scripted_model(rounds: int, calls: int) -> FunctionModel:
     return FunctionModel(respond)
 
 
-def make_run(scenario: str, function: Callable[..., Any]) -> Callable[[], Any]:
+def make_run(
+    scenario: str, function: Callable[..., Any], *, inline: bool = False
+) -> Callable[[], Any]:
     rounds, calls = SCENARIOS[scenario]
     model = scripted_model(rounds, calls)
-    client = ChatClient(model, tools=[tool(function, name="add")])
+    client = ChatClient(model, tools=[tool(name="add", inline=inline)(function)])
 
     async def run() -> None:
         response = await client.prompt("go").acall()
@@ -115,9 +123,13 @@ def main() -> None:
     print("| scenario | tool | CPU ms median | CPU p10 | wall ms median | wall p10 | wall p90 |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for scenario in SCENARIOS:
-        for kind, function in (("async", add_async), ("sync", add)):
+        for kind, function in (("async", add_async), ("sync", add), ("sync inline", add_inline)):
             wall, cpu = asyncio.run(
-                measure(make_run(scenario, function), args.warmup, args.iterations)
+                measure(
+                    make_run(scenario, function, inline=kind == "sync inline"),
+                    args.warmup,
+                    args.iterations,
+                )
             )
             wall_deciles = statistics.quantiles(wall, n=10)
             cpu_deciles = statistics.quantiles(cpu, n=10)

@@ -46,6 +46,7 @@ class Framework:
 
 FRAMEWORKS = (
     Framework(OURS, "tooluse_loop.py", peer=False),
+    Framework("tooluse-inline", "tooluse_inline_loop.py", peer=False),
     Framework("haystack", "haystack_loop.py", peer=True),
     Framework("pydantic-ai", "pydantic_ai_loop.py", peer=True),
     Framework("langchain", "langchain_loop.py", peer=True),
@@ -163,7 +164,8 @@ def summarise(results: list[dict[str, Any]], names: list[str], tool_kind: str) -
             ]
         lines.append("| " + " | ".join(cells) + " |")
     lines.extend(f"\n{name}: skipped ({reason})." for name, reason in skipped.items())
-    peers = [n for n in ran if n != OURS]
+    ours_too = {f.name for f in FRAMEWORKS if not f.peer}  # ours with an option set
+    peers = [n for n in ran if n not in ours_too]
     if ours and peers:
         for scenario in SCENARIOS:
             fastest = min(peers, key=lambda n: median_of(n, scenario))

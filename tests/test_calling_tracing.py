@@ -24,8 +24,9 @@ def tool_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
 
 
 async def test_one_span_per_execution_with_genai_attributes(exporter: InMemorySpanExporter) -> None:
-    assert tracing._tracer is not None  # the recording tracer the fixture installed
-    with tracing._tracer.start_as_current_span("turn") as parent:
+    tracer = tracing._current_tracer()
+    assert tracer is not None  # the recording tracer the fixture installed
+    with tracer.start_as_current_span("turn") as parent:
         await ToolCallingManager().aexecute_tool_calls(
             prompt_with([FakeTool("weather"), FakeTool("time")]),
             tool_calls_response(("weather", ""), ("time", ""), ("nope", "")),
@@ -98,7 +99,7 @@ def test_without_opentelemetry_spans_are_no_ops() -> None:
         spec = importlib.util.spec_from_file_location("tracing_probe", sys.argv[1])
         tracing = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(tracing)
-        assert tracing._tracer is None
+        assert tracing._current_tracer() is None
         with tracing.start_span("execute_tool x", {"gen_ai.tool.name": "x"}) as span:
             span.set_attribute("k", 1)
             span.set_error("timeout")

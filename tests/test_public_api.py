@@ -150,6 +150,7 @@ def test_declaration_signatures() -> None:
         "sequential": False,
         "timeout": None,
         "result_converter": None,
+        "inline": False,
     }
     assert parameters(ToolParam) == {"description": None, "required": None}
     assert fields(ToolDefinition) == ["name", "description", "input_schema"]

@@ -570,24 +570,44 @@ async def test_leaving_a_kept_alive_stream_early_cancels_the_run() -> None:
 
 
 async def test_leaving_a_kept_alive_stream_closes_a_run_waiting_to_hand_over_an_event() -> None:
-    # The run is held at a yield (the stream's one-slot queue is full), not at an await that
+    # The run is held at a yield (the stream's bounded queue is full), not at an await that
     # a cancellation reaches: it is closed at once all the same, so that what it holds (its
     # conversation's turn) is let go now, not whenever the garbage collector finds it.
     finished = asyncio.Event()
 
     async def events() -> AsyncIterator[bytes]:
         try:
-            for number in range(10):
-                yield str(number).encode()
+            for number in range(1000):
+                yield b"%d," % number
         finally:
             finished.set()
 
     stream = sse_response(events(), keepalive_seconds=10).body_iterator
     assert isinstance(stream, AsyncGenerator)
-    assert await anext(stream) == b"0"
+    first = await anext(stream)
+    assert first.startswith(b"0,1,") and not first.endswith(b"999,")
     await asyncio.sleep(0.01)  # the run goes on until its event waits for the full queue
     await stream.aclose()
     assert finished.is_set()
+
+
+async def test_events_already_waiting_go_out_as_one_chunk_in_order_before_a_failure() -> None:
+    release = asyncio.Event()
+
+    async def events() -> AsyncIterator[bytes]:
+        yield b"a"
+        await release.wait()  # the client gets what is ready, without waiting for more
+        yield b"b"
+        yield b"c"
+        raise RuntimeError("the model failed")
+
+    stream = sse_response(events(), keepalive_seconds=10).body_iterator
+    assert isinstance(stream, AsyncGenerator)
+    assert await anext(stream) == b"a"
+    release.set()
+    assert await anext(stream) == b"bc"
+    with pytest.raises(RuntimeError, match="the model failed"):
+        await anext(stream)
 
 
 async def test_a_run_that_ends_waiting_for_its_turn_is_told_so_and_lets_go(

@@ -22,6 +22,7 @@ from tooluse import (
     ToolContext,
     ToolExecutionException,
     ToolParam,
+    tool,
 )
 from tooluse.testing import generate_arguments
 
@@ -359,6 +360,42 @@ async def test_acall_runs_sync_functions_in_a_worker_thread() -> None:
         return threading.get_ident() != loop_thread
 
     assert await FunctionToolCallback(where).acall("") == "true"
+
+
+async def test_an_inline_sync_tool_runs_on_the_loops_thread() -> None:
+    loop_thread = threading.get_ident()
+
+    @tool(inline=True)
+    def where(x: int) -> bool:
+        return threading.get_ident() == loop_thread
+
+    assert await FunctionToolCallback(where).acall('{"x": 1}') == "true"
+    assert await FunctionToolCallback(where, inline=False).acall('{"x": 1}') == "false"
+    with pytest.raises(ToolExecutionException, match="x"):  # still validated
+        await FunctionToolCallback(where).acall('{"x": "one"}')
+
+
+async def test_an_inline_tool_that_raises_stop_iteration_raises_runtime_error() -> None:
+    def first() -> int:
+        return next(iter([]))
+
+    with pytest.raises(RuntimeError, match=r"first\(\) raised StopIteration"):
+        await FunctionToolCallback(first, inline=True).acall("")
+
+
+def test_inline_is_refused_for_async_functions_and_with_a_timeout() -> None:
+    async def remote() -> str:
+        return ""
+
+    def cheap() -> str:
+        return ""
+
+    with pytest.raises(ValueError, match="Tool 'remote': inline= is for plain def"):
+        FunctionToolCallback(remote, inline=True)
+    with pytest.raises(ValueError, match="Tool 'cheap': inline= is for plain def"):
+        FunctionToolCallback(cheap, inline=True, timeout=1.0)
+    with pytest.raises(ValueError, match="without a timeout"):
+        FunctionToolCallback(tool(inline=True, timeout=1.0)(cheap))
 
 
 async def test_acall_awaits_async_functions_on_the_loop() -> None:

@@ -7,6 +7,7 @@ recorded), sync tools run in the thread pool. Run with this repository's interpr
 
 from __future__ import annotations
 
+import inspect
 from importlib.metadata import version
 
 import _harness
@@ -37,8 +38,10 @@ def scripted(scenario: _harness.Scenario) -> FunctionModel:
     return FunctionModel(respond)
 
 
-def setup(add: _harness.ToolFunction) -> _harness.AsyncRun:
-    add_tool = tool(add)
+def setup(add: _harness.ToolFunction, *, inline: bool = False) -> _harness.AsyncRun:
+    # inline: a plain def runs on the loop's thread (``@tool(inline=True)``); async ones are
+    # on the loop anyway
+    add_tool = tool(inline=inline and not inspect.iscoroutinefunction(add))(add)
     models = {s.name: scripted(s) for s in [*_harness.SCENARIOS.values(), _harness.PROBE]}
     clients = {name: ChatClient(model, tools=[add_tool]) for name, model in models.items()}
 

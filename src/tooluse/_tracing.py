@@ -8,10 +8,11 @@ follow the OpenTelemetry GenAI semantic conventions.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextvars import Token
 from types import TracebackType
-from typing import TYPE_CHECKING, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Final, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -52,7 +53,19 @@ def _load_tracer() -> Tracer | None:
     return trace.get_tracer("tooluse")
 
 
-_tracer: Tracer | None = _load_tracer()
+class _Unloaded(enum.Enum):
+    TRACER = "loaded on the first span"
+
+
+# OpenTelemetry is imported by the first span, not by ``import tooluse``.
+_tracer: Tracer | Literal[_Unloaded.TRACER] | None = _Unloaded.TRACER
+
+
+def _current_tracer() -> Tracer | None:
+    global _tracer
+    if _tracer is _Unloaded.TRACER:
+        _tracer = _load_tracer()
+    return _tracer
 
 
 class SpanHandle(Protocol):
@@ -90,9 +103,10 @@ def start_span(name: str, attributes: Mapping[str, AttributeValue]) -> SpanConte
     """A context manager running its block in an INTERNAL span ``name``, child of the current
     span. An exception escaping the block is recorded with ``error.type`` and an error status.
     """
-    if _tracer is None:
+    tracer = _current_tracer()
+    if tracer is None:
         return _NOOP
-    span = _tracer.start_span(name, attributes=attributes)
+    span = tracer.start_span(name, attributes=attributes)
     if not span.is_recording():
         return _NOOP
     return _RecordingSpan(span)
@@ -139,7 +153,8 @@ def traced_stream(
     stream closed from another context failed to detach it. A consumer that stops early is
     not an error.
     """
-    span = _tracer.start_span(name, attributes=attributes) if _tracer is not None else None
+    tracer = _current_tracer()
+    span = tracer.start_span(name, attributes=attributes) if tracer is not None else None
     if span is None or not span.is_recording():
         return body(_NOOP)
     return _traced(span, body)

@@ -45,7 +45,8 @@ __all__ = [
 
 
 class _Value(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Validators are built on a class's first use, not at import (``import tooluse`` stays cheap).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     # Fields a caller may also give by position, in the order of the public API (SPEC 1):
     # ``ToolCall("c1", "get_weather", "{}")`` as well as ``ToolCall(id="c1", ...)``.
     _positional: ClassVar[tuple[str, ...]] = ()
@@ -357,8 +358,9 @@ the form older releases wrote, which kept a message's own facts (``original_text
 under string keys. Building messages in code needs none of it: stored JSON is validated
 with this, new messages with :data:`Message`."""
 
-_MESSAGE: TypeAdapter[Message] = TypeAdapter(StoredMessage)
-_MESSAGE_LIST: TypeAdapter[list[Message]] = TypeAdapter(list[StoredMessage])
+_DEFERRED = ConfigDict(defer_build=True)
+_MESSAGE: TypeAdapter[Message] = TypeAdapter(StoredMessage, config=_DEFERRED)
+_MESSAGE_LIST: TypeAdapter[list[Message]] = TypeAdapter(list[StoredMessage], config=_DEFERRED)
 
 
 def _dump_json(adapter: TypeAdapter[Any], value: object) -> str:

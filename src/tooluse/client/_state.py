@@ -16,7 +16,7 @@ from tooluse.messages import ChatOptions, DeferredTools, Message, StoredMessage,
 __all__ = ["RunState"]
 
 _MESSAGES: pydantic.TypeAdapter[tuple[Message, ...]] = pydantic.TypeAdapter(
-    tuple[StoredMessage, ...]
+    tuple[StoredMessage, ...], config=pydantic.ConfigDict(defer_build=True)
 )
 _MODEL_PARAMETERS = tuple(
     field.name

@@ -48,10 +48,13 @@ async def _with_keepalive(
     events: AsyncGenerator[bytes, None], interval: float
 ) -> AsyncIterator[bytes]:
     # The events are read in one task of their own (a generator must not hop between tasks:
-    # its cancel scopes would break), through a one-slot queue; this side waits with a
-    # timeout. Leaving early (the client went away) cancels the reader, which closes the
-    # run, even one held at a yield while the queue is full: it lets go of its turn now.
-    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=1)
+    # its cancel scopes would break), through a bounded queue; this side waits with a
+    # timeout only when the queue is empty, and sends every event already waiting as one
+    # chunk (one socket write instead of one per delta: the writes were the service's largest
+    # cost per request). Leaving early (the client went away) cancels the reader, which
+    # closes the run, even one held at a yield while the queue is full: it lets go of its
+    # turn now.
+    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=_QUEUED_EVENTS)
 
     async def read() -> None:
         try:
@@ -68,21 +71,34 @@ async def _with_keepalive(
     reader = asyncio.create_task(read())
     try:
         while True:
-            try:
-                item = await asyncio.wait_for(queue.get(), interval)
-            except TimeoutError:
-                yield KEEPALIVE_COMMENT
-                continue
-            if item is _END:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            assert isinstance(item, bytes)
-            yield item
+            waiting: list[object] = []
+            if queue.empty():
+                try:
+                    waiting.append(await asyncio.wait_for(queue.get(), interval))
+                except TimeoutError:
+                    yield KEEPALIVE_COMMENT
+                    continue
+            while not queue.empty():
+                waiting.append(queue.get_nowait())
+            chunk: list[bytes] = []
+            for item in waiting:
+                if isinstance(item, bytes):
+                    chunk.append(item)
+                    continue
+                if chunk:  # what came before the end or the failure goes out first
+                    yield b"".join(chunk)
+                if isinstance(item, BaseException):
+                    raise item
+                return  # _END
+            yield b"".join(chunk)
     finally:
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
+
+
+# Events the reader may be ahead of the client: a whole answer's deltas, usually.
+_QUEUED_EVENTS = 64
 
 
 def sse(event: str | None, data: Any) -> bytes:

@@ -33,6 +33,7 @@ class ToolOptions:
     description: str | None = None
     metadata: ToolMetadata = dataclasses.field(default_factory=ToolMetadata)
     result_converter: ResultConverter | None = None
+    inline: bool = False
 
 
 @overload
@@ -47,6 +48,7 @@ def tool(
     sequential: bool = False,
     timeout: float | None = None,
     result_converter: ResultConverter | None = None,
+    inline: bool = False,
 ) -> Callable[[_F], _F]: ...
 def tool(
     function: Any = None,
@@ -59,6 +61,7 @@ def tool(
     sequential: bool = False,
     timeout: float | None = None,
     result_converter: ResultConverter | None = None,
+    inline: bool = False,
 ) -> Any:
     """Mark a function or method as a tool, bare (``@tool``) or with options.
 
@@ -73,6 +76,10 @@ def tool(
     - ``timeout``: seconds; a slower call becomes an error result for the model.
     - ``result_converter``: ``(value) -> str | ToolResult`` replacing the default result
       conversion (``convert_result``).
+    - ``inline``: a plain ``def`` that is cheap and never blocks (no I/O, microseconds) runs
+      on the event loop's thread instead of the tool thread pool, saving the hand-off. While
+      it runs, nothing else on that loop does; it cannot have a ``timeout`` (nothing could
+      stop it). Not for ``async def`` functions, which run on the loop anyway.
 
     Works on ``async def`` functions, on methods (collect them with
     ``tool_callbacks(instance)``) and on top of ``@staticmethod``/``@classmethod``.
@@ -89,6 +96,7 @@ def tool(
             timeout=timeout,
         ),
         result_converter=result_converter,
+        inline=inline,
     )
 
     def mark(target: _F) -> _F:

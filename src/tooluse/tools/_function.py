@@ -53,8 +53,9 @@ class FunctionToolCallback(BaseToolCallback):
     ``int``), extra fields are rejected (the schema says ``additionalProperties: false``), and
     ``null`` for an optional parameter means its default. Exceptions raised by the function
     itself propagate unchanged; the ``ToolCallingManager``'s exception processor decides what
-    the model sees. ``acall`` runs sync functions in the tool thread pool (``run_in_tool_thread``)
-    and awaits async ones on the loop; ``call`` (of :class:`BaseToolCallback`) runs ``acall``
+    the model sees. ``acall`` runs sync functions in the tool thread pool (``run_in_tool_thread``),
+    or on the loop's thread when declared ``inline`` (see ``@tool``), and awaits async ones
+    on the loop; ``call`` (of :class:`BaseToolCallback`) runs ``acall``
     on the calling thread's own event loop and raises ``RuntimeError`` when called inside a
     running event loop (await ``acall`` there).
     """
@@ -63,6 +64,7 @@ class FunctionToolCallback(BaseToolCallback):
         "_arguments",
         "_definition",
         "_function",
+        "_inline",
         "_is_async",
         "_metadata",
         "_result_converter",
@@ -82,6 +84,7 @@ class FunctionToolCallback(BaseToolCallback):
         sequential: bool | None = None,
         timeout: float | None = None,
         result_converter: ResultConverter | None = None,
+        inline: bool | None = None,
     ) -> None:
         if not callable(function):
             raise TypeError(f"FunctionToolCallback needs a callable, got {function!r}")
@@ -101,6 +104,13 @@ class FunctionToolCallback(BaseToolCallback):
         self._metadata = _metadata(
             options.metadata, return_direct, requires_approval, sequential, timeout
         )
+        self._inline = options.inline if inline is None else inline
+        if self._inline and (self._is_async or self._metadata.timeout is not None):
+            raise ValueError(
+                f"Tool '{tool_name}': inline= is for plain def functions without a timeout "
+                "(an async function runs on the loop already; nothing could stop an inline "
+                "call at its timeout)"
+            )
         self._arguments = schema
         candidates = (description, options.description, schema.description)
         text = next((t.strip() for t in candidates if t and t.strip()), None)
@@ -128,6 +138,8 @@ class FunctionToolCallback(BaseToolCallback):
         args, kwargs = self._arguments.bind(arguments, context, self._definition)
         if self._is_async:
             result = await self._run_async(args, kwargs)
+        elif self._inline:
+            result = _stop_iteration_as_error(self._function, *args, **kwargs)
         else:
             result = await run_in_tool_thread(self._function, *args, **kwargs)
         return self._convert(result)

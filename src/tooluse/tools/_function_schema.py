@@ -36,7 +36,6 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Generic, NotRequired, Required, TypeVar, Union
 
-import docstring_parser
 from pydantic import (
     AliasChoices,
     AliasPath,
@@ -343,6 +342,8 @@ def _docstring(function: Callable[..., Any]) -> tuple[str | None, dict[str, str]
     text = inspect.getdoc(function)
     if not text or text.isspace():
         return None, {}
+    import docstring_parser  # when the first tool is described, not at `import tooluse`
+
     parsed = docstring_parser.parse(text)
     parameters = {
         param.arg_name: " ".join(param.description.split())  # continuation lines are layout
