@@ -146,10 +146,13 @@ def test_declaration_signatures() -> None:
         "name": None,
         "description": None,
         "return_direct": False,
-        "requires_approval": False,
+        "requires_approval": None,
         "sequential": False,
         "timeout": None,
         "result_converter": None,
+        "read_only": False,
+        "destructive": False,
+        "idempotency_key": None,
     }
     assert parameters(ToolParam) == {"description": None, "required": None}
     assert fields(ToolDefinition) == ["name", "description", "input_schema"]

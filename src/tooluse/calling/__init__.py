@@ -1,7 +1,14 @@
 """Execution: one round of tool calls (lookup, concurrency, limits, timeouts, approval holds,
 exceptions, tracing). See :class:`ToolCallingManager`."""
 
-from tooluse.calling._approval import ApprovalPredicate, Approve, Decision, Deny, PendingToolCall
+from tooluse.calling._approval import (
+    ApprovalPredicate,
+    Approve,
+    Decision,
+    Deny,
+    PendingToolCall,
+    WriteApproval,
+)
 from tooluse.calling._exceptions import (
     DefaultToolExecutionExceptionProcessor,
     ToolCallLimitExceeded,
@@ -37,4 +44,5 @@ __all__ = [
     "ToolExecutionExceptionProcessor",
     "ToolExecutionResult",
     "UnknownToolError",
+    "WriteApproval",
 ]

@@ -12,11 +12,13 @@ from typing import Any, Final, Literal, TypeVar
 from tooluse import _tracing
 from tooluse._sync import run_sync
 from tooluse.calling._approval import (
+    WRITE_APPROVALS,
     ApprovalPredicate,
     Approve,
     Decision,
     Deny,
     PendingToolCall,
+    WriteApproval,
     approval_reason,
 )
 from tooluse.calling._exceptions import (
@@ -126,6 +128,7 @@ class ToolCallingManager:
         max_argument_chars: int | None = DEFAULT_MAX_ARGUMENT_CHARS,
         max_image_bytes: int | None = DEFAULT_MAX_IMAGE_BYTES,
         requires_approval: ApprovalPredicate | None = None,
+        write_approval: WriteApproval = "none",
     ) -> None:
         if resolver_fallback and resolver is None:
             raise ValueError("resolver_fallback=True needs a resolver to fall back to")
@@ -134,6 +137,11 @@ class ToolCallingManager:
         if on_limit_exceeded not in ("raise", "return_error"):
             raise ValueError(
                 f"on_limit_exceeded must be 'raise' or 'return_error', got {on_limit_exceeded!r}"
+            )
+        if write_approval not in WRITE_APPROVALS:
+            raise ValueError(
+                f"write_approval must be one of {', '.join(WRITE_APPROVALS)}, got "
+                f"{write_approval!r}"
             )
         for what, value in (
             ("max_concurrency", max_concurrency),
@@ -160,6 +168,7 @@ class ToolCallingManager:
         self._max_argument_chars = max_argument_chars
         self._max_image_bytes = max_image_bytes
         self._requires_approval = requires_approval
+        self._write_approval: WriteApproval = write_approval
         # The loop passes the same options every round: remember the last name index by the
         # identity of its (immutable) callback tuple, which the entry keeps alive.
         self._last_index: tuple[tuple[ToolCallback, ...], dict[str, ToolCallback]] | None = None
@@ -289,7 +298,9 @@ class ToolCallingManager:
                 responses[index] = _error(call, too_long)
                 continue
             if decisions is None:
-                reason = approval_reason(call, callback, context, self._requires_approval)
+                reason = approval_reason(
+                    call, callback, context, self._requires_approval, self._write_approval
+                )
                 if reason is not None:
                     plan.held.append(PendingToolCall(call.id, call.name, call.arguments, reason))
                     plan.held_at.append(index)

@@ -20,6 +20,7 @@ from tooluse.cli._options import (
 )
 from tooluse.memory import MessageWindowChatMemory
 from tooluse.qa import FamilyReport, QaPipeline, QuestionFamily, aevaluate
+from tooluse.search import ToolSearchToolCallingAdvisor
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OfflineModel
 from tooluse.service._service import (
@@ -105,9 +106,10 @@ async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) ->
             samples=config.sample_knowledge,
         )
         callbacks = tool_callbacks(*tools)
-        tool_search = router_advisor(config, callbacks)
-        if tool_search is not None:  # built first: every run searches the same, embedded index
-            await asyncio.to_thread(tool_search.warm_up, callbacks)
+        router = router_advisor(config, callbacks)
+        if isinstance(router, ToolSearchToolCallingAdvisor):
+            # built first: every run searches the same, embedded index
+            await asyncio.to_thread(router.warm_up, callbacks)
         model = OfflineModel() if config.model is None else config.model
         pipeline = QaPipeline(
             model,
@@ -115,7 +117,7 @@ async def _evaluate(args: argparse.Namespace, families: list[QuestionFamily]) ->
             query_transformers=query_transformers(config, model),
             tools=tools,
             memory=MessageWindowChatMemory(),  # eval conversations are not kept
-            router_advisor=tool_search,
+            router_advisor=router,
             router_fetch_rounds=config.router_fetch_rounds,
             router_grounded_arguments=grounded_arguments(config),
             router_history_as_text=history_as_text(config),

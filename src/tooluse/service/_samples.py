@@ -28,7 +28,7 @@ def _stable_number(text: str, modulo: int) -> int:
     return int.from_bytes(digest[:4], "big") % modulo
 
 
-@tool
+@tool(read_only=True)
 def get_weather(
     city: Annotated[str, ToolParam(description="City name, e.g. Paris or 北京")],
     unit: Literal["celsius", "fahrenheit"] = "celsius",
@@ -45,7 +45,7 @@ def get_weather(
     }
 
 
-@tool
+@tool(read_only=True)
 def get_current_time(
     timezone: Annotated[
         str, ToolParam(description="IANA time zone, e.g. Europe/Paris or Asia/Shanghai")
@@ -62,7 +62,7 @@ def get_current_time(
     return {"timezone": timezone, "datetime": now.isoformat(timespec="seconds"), "sample": True}
 
 
-@tool
+@tool(read_only=True)
 def get_order_status(
     order_id: Annotated[str, ToolParam(description="Order number, e.g. A1001")],
 ) -> dict[str, object]:
@@ -80,7 +80,7 @@ def get_order_status(
     }
 
 
-@tool(requires_approval=True)
+@tool(requires_approval=True, destructive=True)
 def cancel_order(
     order_id: Annotated[str, ToolParam(description="Order number, e.g. A1001")],
     reason: Annotated[str | None, ToolParam(description="Why the customer cancels")] = None,
