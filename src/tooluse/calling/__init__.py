@@ -15,8 +15,15 @@ from tooluse.calling._exceptions import (
     ToolExecutionExceptionProcessor,
     UnknownToolError,
 )
+from tooluse.calling._journal import (
+    DEFAULT_JOURNAL_RETENTION,
+    JournalEntry,
+    SqliteToolCallJournal,
+    ToolCallJournal,
+)
 from tooluse.calling._manager import (
     DEFAULT_MAX_ARGUMENT_CHARS,
+    DEFAULT_MAX_IDENTICAL_CALLS,
     DEFAULT_MAX_IMAGE_BYTES,
     ToolCallingManager,
 )
@@ -28,7 +35,9 @@ from tooluse.calling._resolvers import (
 from tooluse.calling._result import ToolExecutionResult
 
 __all__ = [
+    "DEFAULT_JOURNAL_RETENTION",
     "DEFAULT_MAX_ARGUMENT_CHARS",
+    "DEFAULT_MAX_IDENTICAL_CALLS",
     "DEFAULT_MAX_IMAGE_BYTES",
     "ApprovalPredicate",
     "Approve",
@@ -36,8 +45,11 @@ __all__ = [
     "DefaultToolExecutionExceptionProcessor",
     "DelegatingToolCallbackResolver",
     "Deny",
+    "JournalEntry",
     "PendingToolCall",
+    "SqliteToolCallJournal",
     "StaticToolCallbackResolver",
+    "ToolCallJournal",
     "ToolCallLimitExceeded",
     "ToolCallbackResolver",
     "ToolCallingManager",

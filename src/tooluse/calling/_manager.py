@@ -28,6 +28,7 @@ from tooluse.calling._exceptions import (
     UnknownToolError,
 )
 from tooluse.calling._images import DEFAULT_MAX_IMAGE_BYTES, image_response
+from tooluse.calling._journal import ToolCallJournal, idempotency_key_of, repeat_text
 from tooluse.calling._limits import LimitBreach, ToolCallLimits, TurnTally
 from tooluse.calling._resolvers import ToolCallbackResolver
 from tooluse.calling._result import ToolExecutionResult
@@ -50,15 +51,22 @@ from tooluse.tools import (
 )
 from tooluse.tools._function_schema import normalise_arguments
 
-__all__ = ["DEFAULT_MAX_ARGUMENT_CHARS", "DEFAULT_MAX_IMAGE_BYTES", "ToolCallingManager"]
+__all__ = [
+    "DEFAULT_MAX_ARGUMENT_CHARS",
+    "DEFAULT_MAX_IDENTICAL_CALLS",
+    "DEFAULT_MAX_IMAGE_BYTES",
+    "ToolCallingManager",
+]
 
 logger = logging.getLogger("tooluse.calling")
 
 DEFAULT_MAX_ARGUMENT_CHARS: Final = 200_000
+DEFAULT_MAX_IDENTICAL_CALLS: Final = 3  # a call and two retries
 _HELD_AT_BREACH: Final = (
     "This tool call was not run: it needs a human's approval, and the turn ended at a tool "
     "call limit before one was asked for."
 )
+TOOL_REPEAT: Final = "tooluse.tool.repeat"  # span attribute: the journal entry's state
 _LISTED_TOOL_NAMES: Final = 20  # an unknown-tool error lists all names up to this many tools
 _T = TypeVar("_T")
 
@@ -104,6 +112,10 @@ class ToolCallingManager:
     - ``max_concurrency``: at most this many calls of a round run at once (``None``: all).
     - limits per turn: ``max_calls_per_tool``, ``max_total_tool_calls`` (``None``: unlimited),
       ``per_tool_limits``, ``excluded_from_limits``, ``on_limit_exceeded``.
+    - ``max_identical_calls``: a tool called with the same arguments more often in a turn
+      is answered with an error for the model instead of running again (a model stuck in a
+      loop, or repeating a write); ``None``: no guard. Read-only tools and
+      ``repeatable_tools`` are exempt (a screenshot, a status poll).
     - ``max_argument_chars``: longer argument strings are refused with an error response.
     - ``max_image_bytes``: a result whose images (a tool's ``ToolResult``) are larger in all
       is an error response (``None``: no limit). The default keeps each request under
@@ -125,10 +137,13 @@ class ToolCallingManager:
         per_tool_limits: Mapping[str, int] | None = None,
         excluded_from_limits: Iterable[str] = (),
         on_limit_exceeded: Literal["raise", "return_error"] = "raise",
+        max_identical_calls: int | None = DEFAULT_MAX_IDENTICAL_CALLS,
+        repeatable_tools: Iterable[str] = (),
         max_argument_chars: int | None = DEFAULT_MAX_ARGUMENT_CHARS,
         max_image_bytes: int | None = DEFAULT_MAX_IMAGE_BYTES,
         requires_approval: ApprovalPredicate | None = None,
         write_approval: WriteApproval = "none",
+        journal: ToolCallJournal | None = None,
     ) -> None:
         if resolver_fallback and resolver is None:
             raise ValueError("resolver_fallback=True needs a resolver to fall back to")
@@ -163,12 +178,15 @@ class ToolCallingManager:
             max_total_tool_calls=max_total_tool_calls,
             per_tool_limits=per_tool_limits,
             excluded_from_limits=excluded_from_limits,
+            max_identical_calls=max_identical_calls,
+            repeatable_tools=repeatable_tools,
         )
         self._raise_on_limit = on_limit_exceeded == "raise"
         self._max_argument_chars = max_argument_chars
         self._max_image_bytes = max_image_bytes
         self._requires_approval = requires_approval
         self._write_approval: WriteApproval = write_approval
+        self._journal = journal
         # The loop passes the same options every round: remember the last name index by the
         # identity of its (immutable) callback tuple, which the entry keeps alive.
         self._last_index: tuple[tuple[ToolCallback, ...], dict[str, ToolCallback]] | None = None
@@ -272,6 +290,7 @@ class ToolCallingManager:
             if earlier is not None:
                 responses[index] = earlier
                 tally.count(call.name)  # counted in its place, as in the round that paused
+                tally.seen(call)
                 continue
             if plan.breach is not None:
                 continue  # the round stops at a breach; later calls never run
@@ -289,6 +308,10 @@ class ToolCallingManager:
             callback = self._find_tool(call.name, tools)
             if callback is None:
                 responses[index] = _error(call, self._unknown_tool_message(call.name, tools))
+                continue
+            repeated = tally.repeat(call, read_only=callback.metadata.read_only)
+            if repeated is not None:
+                responses[index] = _error(call, repeated)
                 continue
             arguments = call.arguments
             if isinstance(decision, Approve):
@@ -448,35 +471,60 @@ class ToolCallingManager:
             _tracing.GEN_AI_TOOL_TYPE: "function",
         }
         with _tracing.start_span(f"execute_tool {call.name}", attributes) as span:
-            timeout = job.callback.metadata.timeout
-            deadline = None if timeout is None else asyncio.timeout(timeout)
-            try:
-                if deadline is None:
+            journal = self._journal
+            key = None
+            if journal is not None:
+                key = idempotency_key_of(job.callback, job.arguments, context)
+            if journal is None or key is None:
+                response, _ = await self._run(job, context, span)
+                return response
+            entry = await journal.begin(key, tool=call.name, call_id=call.id)
+            if entry is not None:
+                span.set_attribute(TOOL_REPEAT, entry.state)
+                text, is_error = repeat_text(entry)
+                return ToolResponse(id=call.id, name=call.name, data=text, is_error=is_error)
+            # A crash from here to finish() leaves the key "started": never run twice.
+            response, outcome = await self._run(job, context, span)
+            if outcome == "ran":
+                await journal.finish(key, response.data)
+            elif outcome == "raised":
+                await journal.release(key)
+            return response
+
+    async def _run(
+        self, job: _Job, context: ToolContext, span: _tracing.SpanHandle
+    ) -> tuple[ToolResponse, Literal["ran", "raised", "timed_out"]]:
+        """The call's response, and whether the tool returned, raised, or timed out (and may
+        still be acting)."""
+        call = job.call
+        timeout = job.callback.metadata.timeout
+        deadline = None if timeout is None else asyncio.timeout(timeout)
+        try:
+            if deadline is None:
+                result = await job.callback.acall(job.arguments, context)
+            else:
+                async with deadline:
                     result = await job.callback.acall(job.arguments, context)
-                else:
-                    async with deadline:
-                        result = await job.callback.acall(job.arguments, context)
-            except MemoryError:
-                raise
-            except Exception as exc:
-                if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
-                    span.set_error("timeout", "the tool timed out")
-                    return _error(
-                        call, f"Tool '{call.name}' did not finish within {timeout:g} seconds."
-                    )
-                text = self._processor.process(exc, call.name)
-                span.set_error(_tracing.error_type_of(exc), text)
-                return _error(call, text)
+        except MemoryError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
+                span.set_error("timeout", "the tool timed out")
+                message = f"Tool '{call.name}' did not finish within {timeout:g} seconds."
+                return _error(call, message), "timed_out"
+            text = self._processor.process(exc, call.name)
+            span.set_error(_tracing.error_type_of(exc), text)
+            return _error(call, text), "raised"
         if result is None:
             result = ""
         elif isinstance(result, ToolResult):
-            return image_response(call, result, self._max_image_bytes)
+            return image_response(call, result, self._max_image_bytes), "ran"
         elif not isinstance(result, str):
             raise TypeError(
                 f"Tool '{call.name}' returned {type(result).__name__}; a ToolCallback must "
                 "return str or ToolResult"
             )
-        return ToolResponse(id=call.id, name=call.name, data=result)
+        return ToolResponse(id=call.id, name=call.name, data=result), "ran"
 
 
 # -- helpers -----------------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def get_order_status(
     }
 
 
-@tool(requires_approval=True, destructive=True)
+@tool(requires_approval=True, destructive=True, idempotency_key=True)
 def cancel_order(
     order_id: Annotated[str, ToolParam(description="Order number, e.g. A1001")],
     reason: Annotated[str | None, ToolParam(description="Why the customer cancels")] = None,

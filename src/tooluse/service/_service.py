@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 from tooluse._tables import Location, is_postgres_url
 from tooluse.advisors import ToolCallingAdvisor
 from tooluse.advisors._api import model_name
-from tooluse.calling import ToolCallingManager, WriteApproval
+from tooluse.calling import (
+    DEFAULT_JOURNAL_RETENTION,
+    SqliteToolCallJournal,
+    ToolCallingManager,
+    ToolCallJournal,
+    WriteApproval,
+)
 from tooluse.calling._approval import approval_reason
 from tooluse.embedding import EmbeddingModel
 from tooluse.memory import (
@@ -137,7 +143,10 @@ class ServiceConfig:
     - ``write_approval``: which tools wait for a human by their kind (see
       :data:`~tooluse.calling.WriteApproval`): by default every tool not marked read-only
       (``@tool(read_only=True)``, an MCP tool's ``readOnlyHint``), except those whose
-      ``requires_approval`` is ``False`` (an ``mcp.json`` ``"approval": "never"``).
+      ``requires_approval`` is ``False`` (an ``mcp.json`` ``"approval": "never"``);
+    - ``idempotency_retention_seconds``: how long the journal in ``db`` answers a repeated
+      call of a tool with an ``idempotency_key`` with its stored result (a model's repeat,
+      a client's retry, a resume, a restart after a crash) instead of running it again.
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -164,6 +173,7 @@ class ServiceConfig:
     allowed_hosts: Sequence[str] = ()
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     write_approval: WriteApproval = "writes"
+    idempotency_retention_seconds: float = DEFAULT_JOURNAL_RETENTION
 
     def __post_init__(self) -> None:
         if isinstance(self.allowed_hosts, str):
@@ -261,19 +271,25 @@ def history_as_text(config: ServiceConfig) -> bool:
     return config.router_history_as_text and config.model is not None
 
 
-def tool_calling_manager(config: ServiceConfig) -> ToolCallingManager:
-    """What runs the router's tool calls: the default limits, the approval policy of
-    ``config``."""
-    return ToolCallingManager(write_approval=config.write_approval)
+def tool_calling_manager(
+    config: ServiceConfig, journal: ToolCallJournal | None
+) -> ToolCallingManager:
+    """What runs the router's tool calls: the default limits and identical-call guard, the
+    approval policy of ``config``, and ``journal`` for the tools with idempotency keys."""
+    return ToolCallingManager(write_approval=config.write_approval, journal=journal)
 
 
-def router_advisor(config: ServiceConfig, callbacks: Sequence[ToolCallback]) -> ToolCallingAdvisor:
+def router_advisor(
+    config: ServiceConfig,
+    callbacks: Sequence[ToolCallback],
+    journal: ToolCallJournal | None = None,
+) -> ToolCallingAdvisor:
     """The router's tool loop for ``config`` and its tools ``callbacks`` (MCP tools
     included), running them with :func:`tool_calling_manager`: tool search when
     ``config.tool_search`` asks for it (``None``: when there are more than
     :data:`TOOL_SEARCH_ABOVE` tools), else a plain loop. Tool search files an MCP tool under
     its server's name (its category)."""
-    manager = tool_calling_manager(config)
+    manager = tool_calling_manager(config, journal)
     enabled = config.tool_search
     if enabled is None:
         enabled = len(callbacks) > TOOL_SEARCH_ABOVE
@@ -304,6 +320,9 @@ class QaService:
         with contextlib.ExitStack() as opened:  # closed again if one cannot be opened
             self._repository, self.approvals, self.turn_displays, location = _open_stores(
                 config, opened
+            )
+            self.journal = opened.enter_context(
+                SqliteToolCallJournal(config.db, retention=config.idempotency_retention_seconds)
             )
             self._stores = opened.pop_all()
         self.memory = MessageWindowChatMemory(
@@ -379,7 +398,7 @@ class QaService:
 
     def _start(self) -> None:
         callbacks = tool_callbacks(*self.tools)
-        router = router_advisor(self.config, callbacks)
+        router = router_advisor(self.config, callbacks, self.journal)
         self.tool_search = router if isinstance(router, ToolSearchToolCallingAdvisor) else None
         self._pipeline = QaPipeline(
             self._model,
