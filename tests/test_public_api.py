@@ -266,7 +266,7 @@ def test_client_and_advisor_signatures() -> None:
 
 def test_approval_signatures() -> None:
     assert fields(PendingToolCall) == ["id", "name", "arguments", "reason"]
-    assert parameters(Approve) == {"arguments": None}
+    assert parameters(Approve) == {"arguments": None, "by": None}
     assert Deny("why").message == "why"
     assert callable(RunState.to_json) and callable(RunState.from_json)
 

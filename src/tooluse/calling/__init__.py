@@ -9,6 +9,15 @@ from tooluse.calling._approval import (
     PendingToolCall,
     WriteApproval,
 )
+from tooluse.calling._audit import (
+    CONVERSATION_ID_KEY,
+    DEFAULT_AUDIT_RETENTION,
+    TENANT_ID_KEY,
+    USER_ID_KEY,
+    AuditRecord,
+    AuditSink,
+    SqliteAuditLog,
+)
 from tooluse.calling._exceptions import (
     DefaultToolExecutionExceptionProcessor,
     ToolCallLimitExceeded,
@@ -35,18 +44,25 @@ from tooluse.calling._resolvers import (
 from tooluse.calling._result import ToolExecutionResult
 
 __all__ = [
+    "CONVERSATION_ID_KEY",
+    "DEFAULT_AUDIT_RETENTION",
     "DEFAULT_JOURNAL_RETENTION",
     "DEFAULT_MAX_ARGUMENT_CHARS",
     "DEFAULT_MAX_IDENTICAL_CALLS",
     "DEFAULT_MAX_IMAGE_BYTES",
+    "TENANT_ID_KEY",
+    "USER_ID_KEY",
     "ApprovalPredicate",
     "Approve",
+    "AuditRecord",
+    "AuditSink",
     "Decision",
     "DefaultToolExecutionExceptionProcessor",
     "DelegatingToolCallbackResolver",
     "Deny",
     "JournalEntry",
     "PendingToolCall",
+    "SqliteAuditLog",
     "SqliteToolCallJournal",
     "StaticToolCallbackResolver",
     "ToolCallJournal",

@@ -56,9 +56,10 @@ class PendingToolCall:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Approve:
     """Run the held call: as the model requested (``arguments=None``) or with these arguments
-    instead (they replace the model's, JSON-encoded)."""
+    instead (they replace the model's, JSON-encoded). ``by``: who decided, for the audit log."""
 
     arguments: Mapping[str, Any] | None = None
+    by: str | None = None
 
     def __post_init__(self) -> None:
         if self.arguments is not None and not isinstance(self.arguments, Mapping):
@@ -81,9 +82,11 @@ class Approve:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Deny:
-    """Do not run the held call; the model gets ``message`` as the call's error result."""
+    """Do not run the held call; the model gets ``message`` as the call's error result.
+    ``by``: who decided, for the audit log."""
 
     message: str = "The user denied this tool call."
+    by: str | None = None
 
 
 Decision = Approve | Deny

@@ -105,7 +105,8 @@ def idempotency_key_of(callback: ToolCallback, arguments: str, context: ToolCont
     else:
         values: Mapping[str, Any] = parsed if isinstance(parsed, dict) else {}
         key = _declared_key(declared, values, context, name)
-    return hashlib.sha256(f"{name}\x00{key}".encode()).hexdigest()
+    # (surrogatepass: a model's lone "\ud800" escape is still one key, not an error)
+    return hashlib.sha256(f"{name}\x00{key}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _declared_key(
@@ -197,7 +198,7 @@ class SqliteToolCallJournal(SqliteStore):
                 "AND started_at > ? ORDER BY started_at",
                 (self._clock() - self.retention,),
             ).fetchall()
-        return [JournalEntry(*row) for row in rows]
+        return [_entry(row) for row in rows]
 
     def _begin(self, key: str, tool: str, call_id: str) -> JournalEntry | None:
         now = self._clock()
@@ -209,7 +210,7 @@ class SqliteToolCallJournal(SqliteStore):
                 f"SELECT {_COLUMNS} FROM tool_call_journal WHERE key = ?", (key,)
             ).fetchone()
             if row is not None:
-                return JournalEntry(*row)
+                return _entry(row)
             connection.execute(
                 "INSERT INTO tool_call_journal (key, tool, call_id, state, started_at) "
                 "VALUES (?, ?, ?, 'started', ?)",
@@ -222,7 +223,8 @@ class SqliteToolCallJournal(SqliteStore):
             connection.execute(
                 "UPDATE tool_call_journal SET state = 'done', result = ?, finished_at = ? "
                 "WHERE key = ?",
-                (result, self._clock(), key),
+                # as a JSON string: a lone surrogate in it cannot be stored as UTF-8 text
+                (json.dumps(result), self._clock(), key),
             )
 
     def _delete(self, key: str) -> bool:
@@ -236,7 +238,13 @@ class SqliteToolCallJournal(SqliteStore):
                 f"SELECT {_COLUMNS} FROM tool_call_journal WHERE key = ? AND started_at > ?",
                 (key, self._clock() - self.retention),
             ).fetchone()
-        return None if row is None else JournalEntry(*row)
+        return None if row is None else _entry(row)
+
+
+def _entry(row: tuple[Any, ...]) -> JournalEntry:
+    key, tool, call_id, state, started_at, result, finished_at = row
+    stored = None if result is None else json.loads(result)
+    return JournalEntry(key, tool, call_id, state, started_at, stored, finished_at)
 
 
 def repeat_text(entry: JournalEntry) -> tuple[str, bool]:

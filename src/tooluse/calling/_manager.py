@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import difflib
 import logging
+import time
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeVar
 
@@ -20,6 +21,14 @@ from tooluse.calling._approval import (
     PendingToolCall,
     WriteApproval,
     approval_reason,
+)
+from tooluse.calling._audit import (
+    Approval,
+    AuditRecord,
+    AuditSink,
+    Outcome,
+    caller_of,
+    identity_attributes,
 )
 from tooluse.calling._exceptions import (
     DefaultToolExecutionExceptionProcessor,
@@ -66,7 +75,10 @@ _HELD_AT_BREACH: Final = (
     "This tool call was not run: it needs a human's approval, and the turn ended at a tool "
     "call limit before one was asked for."
 )
-TOOL_REPEAT: Final = "tooluse.tool.repeat"  # span attribute: the journal entry's state
+# span attributes: the journal entry's state for a repeat; the approval, and who gave it
+TOOL_REPEAT: Final = "tooluse.tool.repeat"
+TOOL_APPROVAL: Final = "tooluse.tool.approval"
+TOOL_APPROVED_BY: Final = "tooluse.tool.approved_by"
 _LISTED_TOOL_NAMES: Final = 20  # an unknown-tool error lists all names up to this many tools
 _T = TypeVar("_T")
 
@@ -79,6 +91,11 @@ class _Job:
     call: ToolCall
     callback: ToolCallback
     arguments: str
+    approval: Approval = "not needed"
+    approved_by: str | None = None
+    # what became of it, for the audit log
+    outcome: Outcome = "ran"
+    latency_ms: float | None = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -90,6 +107,8 @@ class _RoundPlan:
     held: list[PendingToolCall] = dataclasses.field(default_factory=list)
     held_at: list[int] = dataclasses.field(default_factory=list)  # their places in the round
     breach: tuple[LimitBreach, ToolResponse] | None = None
+    earlier: set[int] = dataclasses.field(default_factory=set)  # answered before a pause
+    denied: dict[int, str | None] = dataclasses.field(default_factory=dict)  # by whom
     # Some call was answered with an error without running (a denial, a limit, an unknown
     # tool, arguments too long): the model must read it, so the round cannot return directly.
     refused: bool = False
@@ -144,6 +163,7 @@ class ToolCallingManager:
         requires_approval: ApprovalPredicate | None = None,
         write_approval: WriteApproval = "none",
         journal: ToolCallJournal | None = None,
+        audit: AuditSink | None = None,
     ) -> None:
         if resolver_fallback and resolver is None:
             raise ValueError("resolver_fallback=True needs a resolver to fall back to")
@@ -187,6 +207,7 @@ class ToolCallingManager:
         self._requires_approval = requires_approval
         self._write_approval: WriteApproval = write_approval
         self._journal = journal
+        self._audit = audit
         # The loop passes the same options every round: remember the last name index by the
         # identity of its (immutable) callback tuple, which the entry keeps alive.
         self._last_index: tuple[tuple[ToolCallback, ...], dict[str, ToolCallback]] | None = None
@@ -289,6 +310,7 @@ class ToolCallingManager:
             earlier = answered.get(call.id)
             if earlier is not None:
                 responses[index] = earlier
+                plan.earlier.add(index)
                 tally.count(call.name)  # counted in its place, as in the round that paused
                 tally.seen(call)
                 continue
@@ -297,6 +319,7 @@ class ToolCallingManager:
             decision = decisions.get(call.id) if decisions is not None else None
             if isinstance(decision, Deny):
                 responses[index] = _error(call, decision.message)
+                plan.denied[index] = decision.by
                 continue
             breach = tally.count(call.name)
             if breach is not None:
@@ -329,7 +352,10 @@ class ToolCallingManager:
                     plan.held_at.append(index)
                     continue
             # empty or null arguments become "{}": providers stream no-argument calls as ""
-            plan.jobs.append(_Job(index, call, callback, normalise_arguments(arguments)))
+            job = _Job(index, call, callback, normalise_arguments(arguments))
+            if isinstance(decision, Approve):
+                job.approval, job.approved_by = "approved", decision.by
+            plan.jobs.append(job)
         if plan.breach is not None and plan.held:
             # The breach ends the turn: no decision can come for the held calls any more.
             for index in plan.held_at:
@@ -421,6 +447,8 @@ class ToolCallingManager:
             return_direct=bool(return_direct) and not plan.held,
             pending_tool_calls=tuple(plan.held),
         )
+        if self._audit is not None:
+            await self._audit.record(_audit_records(plan, assistant.tool_calls, context))
         if plan.breach is not None:
             breach, breach_response = plan.breach
             raise ToolCallLimitExceeded(
@@ -471,25 +499,44 @@ class ToolCallingManager:
             _tracing.GEN_AI_TOOL_TYPE: "function",
         }
         with _tracing.start_span(f"execute_tool {call.name}", attributes) as span:
-            journal = self._journal
-            key = None
-            if journal is not None:
-                key = idempotency_key_of(job.callback, job.arguments, context)
-            if journal is None or key is None:
-                response, _ = await self._run(job, context, span)
-                return response
-            entry = await journal.begin(key, tool=call.name, call_id=call.id)
-            if entry is not None:
-                span.set_attribute(TOOL_REPEAT, entry.state)
-                text, is_error = repeat_text(entry)
-                return ToolResponse(id=call.id, name=call.name, data=text, is_error=is_error)
-            # A crash from here to finish() leaves the key "started": never run twice.
+            for key, value in identity_attributes(context).items():
+                span.set_attribute(key, value)
+            if job.approval != "not needed":
+                span.set_attribute(TOOL_APPROVAL, job.approval)
+            if job.approved_by is not None:
+                span.set_attribute(TOOL_APPROVED_BY, job.approved_by)
+            started = time.perf_counter()
+            try:
+                return await self._journaled(job, context, span)
+            finally:
+                job.latency_ms = (time.perf_counter() - started) * 1000
+
+    async def _journaled(
+        self, job: _Job, context: ToolContext, span: _tracing.SpanHandle
+    ) -> ToolResponse:
+        call = job.call
+        journal = self._journal
+        key = None
+        if journal is not None:
+            key = idempotency_key_of(job.callback, job.arguments, context)
+        if journal is None or key is None:
             response, outcome = await self._run(job, context, span)
-            if outcome == "ran":
-                await journal.finish(key, response.data)
-            elif outcome == "raised":
-                await journal.release(key)
+            job.outcome = "ran" if outcome == "ran" else "failed"
             return response
+        entry = await journal.begin(key, tool=call.name, call_id=call.id)
+        if entry is not None:
+            span.set_attribute(TOOL_REPEAT, entry.state)
+            job.outcome = "repeat"
+            text, is_error = repeat_text(entry)
+            return ToolResponse(id=call.id, name=call.name, data=text, is_error=is_error)
+        # A crash from here to finish() leaves the key "started": never run twice.
+        response, outcome = await self._run(job, context, span)
+        job.outcome = "ran" if outcome == "ran" else "failed"
+        if outcome == "ran":
+            await journal.finish(key, response.data)
+        elif outcome == "raised":
+            await journal.release(key)
+        return response
 
     async def _run(
         self, job: _Job, context: ToolContext, span: _tracing.SpanHandle
@@ -579,6 +626,50 @@ async def _gather(coroutines: Sequence[Coroutine[Any, Any, _T]]) -> list[_T]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def _audit_records(
+    plan: _RoundPlan, calls: Sequence[ToolCall], context: ToolContext
+) -> list[AuditRecord]:
+    """A record per call of the round not answered before a pause."""
+    user, tenant, conversation = caller_of(context)
+    jobs = {job.index: job for job in plan.jobs}
+    held = set(plan.held_at)
+    now = time.time()
+    records = []
+    for index, call in enumerate(calls):
+        if index in plan.earlier:
+            continue
+        job, response = jobs.get(index), plan.responses[index]
+        outcome: Outcome
+        approval: Approval = "not needed"
+        by = None
+        if job is not None:
+            outcome, approval, by = job.outcome, job.approval, job.approved_by
+        elif index in held:
+            outcome, approval = "held", "pending"
+        else:
+            outcome = "refused"
+            if index in plan.denied:
+                approval, by = "denied", plan.denied[index]
+        records.append(
+            AuditRecord(
+                at=now,
+                tool=call.name,
+                call_id=call.id,
+                arguments=job.arguments if job is not None else call.arguments,
+                outcome=outcome,
+                result="" if response is None else response.data,
+                is_error=response is not None and response.is_error,
+                latency_ms=None if job is None else job.latency_ms,
+                approval=approval,
+                approved_by=by,
+                user=user,
+                tenant=tenant,
+                conversation=conversation,
+            )
+        )
+    return records
 
 
 def _paused_round(

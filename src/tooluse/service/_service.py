@@ -17,7 +17,10 @@ from tooluse._tables import Location, is_postgres_url
 from tooluse.advisors import ToolCallingAdvisor
 from tooluse.advisors._api import model_name
 from tooluse.calling import (
+    DEFAULT_AUDIT_RETENTION,
     DEFAULT_JOURNAL_RETENTION,
+    AuditSink,
+    SqliteAuditLog,
     SqliteToolCallJournal,
     ToolCallingManager,
     ToolCallJournal,
@@ -146,7 +149,9 @@ class ServiceConfig:
       ``requires_approval`` is ``False`` (an ``mcp.json`` ``"approval": "never"``);
     - ``idempotency_retention_seconds``: how long the journal in ``db`` answers a repeated
       call of a tool with an ``idempotency_key`` with its stored result (a model's repeat,
-      a client's retry, a resume, a restart after a crash) instead of running it again.
+      a client's retry, a resume, a restart after a crash) instead of running it again;
+    - ``audit_retention_seconds``: how long the audit log in ``db`` keeps its record of each
+      tool call (``tooluse audit`` reads it).
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -174,6 +179,7 @@ class ServiceConfig:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     write_approval: WriteApproval = "writes"
     idempotency_retention_seconds: float = DEFAULT_JOURNAL_RETENTION
+    audit_retention_seconds: float = DEFAULT_AUDIT_RETENTION
 
     def __post_init__(self) -> None:
         if isinstance(self.allowed_hosts, str):
@@ -272,24 +278,26 @@ def history_as_text(config: ServiceConfig) -> bool:
 
 
 def tool_calling_manager(
-    config: ServiceConfig, journal: ToolCallJournal | None
+    config: ServiceConfig, journal: ToolCallJournal | None, audit: AuditSink | None
 ) -> ToolCallingManager:
     """What runs the router's tool calls: the default limits and identical-call guard, the
-    approval policy of ``config``, and ``journal`` for the tools with idempotency keys."""
-    return ToolCallingManager(write_approval=config.write_approval, journal=journal)
+    approval policy of ``config``, ``journal`` for the tools with idempotency keys, and
+    ``audit`` for a record of every call."""
+    return ToolCallingManager(write_approval=config.write_approval, journal=journal, audit=audit)
 
 
 def router_advisor(
     config: ServiceConfig,
     callbacks: Sequence[ToolCallback],
     journal: ToolCallJournal | None = None,
+    audit: AuditSink | None = None,
 ) -> ToolCallingAdvisor:
     """The router's tool loop for ``config`` and its tools ``callbacks`` (MCP tools
     included), running them with :func:`tool_calling_manager`: tool search when
     ``config.tool_search`` asks for it (``None``: when there are more than
     :data:`TOOL_SEARCH_ABOVE` tools), else a plain loop. Tool search files an MCP tool under
     its server's name (its category)."""
-    manager = tool_calling_manager(config, journal)
+    manager = tool_calling_manager(config, journal, audit)
     enabled = config.tool_search
     if enabled is None:
         enabled = len(callbacks) > TOOL_SEARCH_ABOVE
@@ -323,6 +331,9 @@ class QaService:
             )
             self.journal = opened.enter_context(
                 SqliteToolCallJournal(config.db, retention=config.idempotency_retention_seconds)
+            )
+            self.audit = opened.enter_context(
+                SqliteAuditLog(config.db, retention=config.audit_retention_seconds)
             )
             self._stores = opened.pop_all()
         self.memory = MessageWindowChatMemory(
@@ -398,7 +409,7 @@ class QaService:
 
     def _start(self) -> None:
         callbacks = tool_callbacks(*self.tools)
-        router = router_advisor(self.config, callbacks, self.journal)
+        router = router_advisor(self.config, callbacks, self.journal, self.audit)
         self.tool_search = router if isinstance(router, ToolSearchToolCallingAdvisor) else None
         self._pipeline = QaPipeline(
             self._model,
