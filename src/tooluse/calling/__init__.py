@@ -36,6 +36,12 @@ from tooluse.calling._manager import (
     DEFAULT_MAX_IMAGE_BYTES,
     ToolCallingManager,
 )
+from tooluse.calling._rate_limits import (
+    InMemoryRateLimitStore,
+    RateLimit,
+    RateLimitStore,
+    SqliteRateLimitStore,
+)
 from tooluse.calling._resolvers import (
     DelegatingToolCallbackResolver,
     StaticToolCallbackResolver,
@@ -60,9 +66,13 @@ __all__ = [
     "DefaultToolExecutionExceptionProcessor",
     "DelegatingToolCallbackResolver",
     "Deny",
+    "InMemoryRateLimitStore",
     "JournalEntry",
     "PendingToolCall",
+    "RateLimit",
+    "RateLimitStore",
     "SqliteAuditLog",
+    "SqliteRateLimitStore",
     "SqliteToolCallJournal",
     "StaticToolCallbackResolver",
     "ToolCallJournal",

@@ -39,6 +39,7 @@ from tooluse.calling._exceptions import (
 from tooluse.calling._images import DEFAULT_MAX_IMAGE_BYTES, image_response
 from tooluse.calling._journal import ToolCallJournal, idempotency_key_of, repeat_text
 from tooluse.calling._limits import LimitBreach, ToolCallLimits, TurnTally
+from tooluse.calling._rate_limits import InMemoryRateLimitStore, RateLimit, RateLimitStore
 from tooluse.calling._resolvers import ToolCallbackResolver
 from tooluse.calling._result import ToolExecutionResult
 from tooluse.messages import (
@@ -164,6 +165,8 @@ class ToolCallingManager:
         write_approval: WriteApproval = "none",
         journal: ToolCallJournal | None = None,
         audit: AuditSink | None = None,
+        rate_limits: Mapping[str, RateLimit] | None = None,
+        rate_limit_store: RateLimitStore | None = None,
     ) -> None:
         if resolver_fallback and resolver is None:
             raise ValueError("resolver_fallback=True needs a resolver to fall back to")
@@ -208,6 +211,13 @@ class ToolCallingManager:
         self._write_approval: WriteApproval = write_approval
         self._journal = journal
         self._audit = audit
+        self._rate_limits = dict(rate_limits or {})
+        wrong = [
+            name for name, limit in self._rate_limits.items() if not isinstance(limit, RateLimit)
+        ]
+        if wrong:
+            raise TypeError(f"rate_limits maps tool names to RateLimit; not for {wrong}")
+        self._rate_limit_store: RateLimitStore = rate_limit_store or InMemoryRateLimitStore()
         # The loop passes the same options every round: remember the last name index by the
         # identity of its (immutable) callback tuple, which the entry keeps alive.
         self._last_index: tuple[tuple[ToolCallback, ...], dict[str, ToolCallback]] | None = None
@@ -515,6 +525,17 @@ class ToolCallingManager:
         self, job: _Job, context: ToolContext, span: _tracing.SpanHandle
     ) -> ToolResponse:
         call = job.call
+        limit = self._rate_limits.get(call.name)
+        if limit is not None:
+            wait = await self._rate_limit_store.take(
+                limit.bucket(call.name, context),
+                capacity=limit.calls,
+                per_seconds=limit.per_seconds,
+            )
+            if wait is not None:
+                job.outcome = "refused"
+                span.set_error("rate_limited", "the tool's rate limit was reached")
+                return _error(call, limit.message(call.name, wait))
         journal = self._journal
         key = None
         if journal is not None:

@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tooluse._tables import Location, is_postgres_url
@@ -20,7 +20,10 @@ from tooluse.calling import (
     DEFAULT_AUDIT_RETENTION,
     DEFAULT_JOURNAL_RETENTION,
     AuditSink,
+    RateLimit,
+    RateLimitStore,
     SqliteAuditLog,
+    SqliteRateLimitStore,
     SqliteToolCallJournal,
     ToolCallingManager,
     ToolCallJournal,
@@ -151,7 +154,9 @@ class ServiceConfig:
       call of a tool with an ``idempotency_key`` with its stored result (a model's repeat,
       a client's retry, a resume, a restart after a crash) instead of running it again;
     - ``audit_retention_seconds``: how long the audit log in ``db`` keeps its record of each
-      tool call (``tooluse audit`` reads it).
+      tool call (``tooluse audit`` reads it);
+    - ``rate_limits``: a :class:`~tooluse.calling.RateLimit` per tool name (per user,
+      tenant, conversation or for all), its buckets in ``db`` (shared by the workers).
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -180,6 +185,7 @@ class ServiceConfig:
     write_approval: WriteApproval = "writes"
     idempotency_retention_seconds: float = DEFAULT_JOURNAL_RETENTION
     audit_retention_seconds: float = DEFAULT_AUDIT_RETENTION
+    rate_limits: Mapping[str, RateLimit] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.allowed_hosts, str):
@@ -278,12 +284,22 @@ def history_as_text(config: ServiceConfig) -> bool:
 
 
 def tool_calling_manager(
-    config: ServiceConfig, journal: ToolCallJournal | None, audit: AuditSink | None
+    config: ServiceConfig,
+    journal: ToolCallJournal | None,
+    audit: AuditSink | None,
+    rate_buckets: RateLimitStore | None,
 ) -> ToolCallingManager:
     """What runs the router's tool calls: the default limits and identical-call guard, the
-    approval policy of ``config``, ``journal`` for the tools with idempotency keys, and
-    ``audit`` for a record of every call."""
-    return ToolCallingManager(write_approval=config.write_approval, journal=journal, audit=audit)
+    approval policy and rate limits of ``config`` (their buckets in ``rate_buckets``),
+    ``journal`` for the tools with idempotency keys, and ``audit`` for a record of every
+    call."""
+    return ToolCallingManager(
+        write_approval=config.write_approval,
+        journal=journal,
+        audit=audit,
+        rate_limits=config.rate_limits,
+        rate_limit_store=rate_buckets,
+    )
 
 
 def router_advisor(
@@ -291,13 +307,14 @@ def router_advisor(
     callbacks: Sequence[ToolCallback],
     journal: ToolCallJournal | None = None,
     audit: AuditSink | None = None,
+    rate_buckets: RateLimitStore | None = None,
 ) -> ToolCallingAdvisor:
     """The router's tool loop for ``config`` and its tools ``callbacks`` (MCP tools
     included), running them with :func:`tool_calling_manager`: tool search when
     ``config.tool_search`` asks for it (``None``: when there are more than
     :data:`TOOL_SEARCH_ABOVE` tools), else a plain loop. Tool search files an MCP tool under
     its server's name (its category)."""
-    manager = tool_calling_manager(config, journal, audit)
+    manager = tool_calling_manager(config, journal, audit, rate_buckets)
     enabled = config.tool_search
     if enabled is None:
         enabled = len(callbacks) > TOOL_SEARCH_ABOVE
@@ -335,6 +352,7 @@ class QaService:
             self.audit = opened.enter_context(
                 SqliteAuditLog(config.db, retention=config.audit_retention_seconds)
             )
+            self.rate_buckets = opened.enter_context(SqliteRateLimitStore(config.db))
             self._stores = opened.pop_all()
         self.memory = MessageWindowChatMemory(
             max_messages=config.memory_window, repository=self._repository
@@ -409,7 +427,7 @@ class QaService:
 
     def _start(self) -> None:
         callbacks = tool_callbacks(*self.tools)
-        router = router_advisor(self.config, callbacks, self.journal, self.audit)
+        router = router_advisor(self.config, callbacks, self.journal, self.audit, self.rate_buckets)
         self.tool_search = router if isinstance(router, ToolSearchToolCallingAdvisor) else None
         self._pipeline = QaPipeline(
             self._model,
