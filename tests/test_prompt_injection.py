@@ -68,7 +68,12 @@ async def test_an_injected_tool_result_is_held_and_the_tool_s_rule_refuses_it(
 ) -> None:
     refunded.clear()
     async with service(
-        tmp_path / "s.db", model=FunctionModel(obedient), tools=[read_review, refund]
+        tmp_path / "s.db",
+        model=FunctionModel(obedient),
+        tools=[read_review, refund],
+        # The router ends after its first round that fetched data, so it would never make
+        # the injected call: more rounds here, to show that the approval policy holds alone.
+        router_fetch_rounds=None,
     ) as client:
         events = parse_sse(
             (await client.post("/api/chat", json={"message": "Any review of the kettle?"})).text
