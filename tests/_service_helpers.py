@@ -193,7 +193,7 @@ SCREEN = png(3, 2)
 SCREEN_URL = "data:image/png;base64," + base64.b64encode(SCREEN).decode()
 
 
-@tool
+@tool(read_only=True)
 def screenshot() -> dict[str, Any]:
     """The screen as it looks now (a test tool: a captioned 3x2 PNG)."""
     return {"caption": "the screen", "shot": Image(SCREEN, "image/png")}

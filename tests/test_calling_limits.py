@@ -35,7 +35,8 @@ async def test_per_tool_limit_raises_with_the_partial_results() -> None:
     response = tool_calls_response(("b", ""), ("a", ""), ("a", ""), ("b", ""))
 
     with pytest.raises(ToolCallLimitExceeded) as raised:
-        await ToolCallingManager().aexecute_tool_calls(
+        # (the 39 earlier calls are identical: the identical-call guard is tested elsewhere)
+        await ToolCallingManager(max_identical_calls=None).aexecute_tool_calls(
             prompt_with([a, b], messages=history), response
         )
 
@@ -128,7 +129,9 @@ async def test_return_error_answers_only_the_breaching_calls() -> None:
 async def test_limit_settings(
     settings: dict[str, Any], calls: list[str], outcome: list[bool | str]
 ) -> None:
-    manager = ToolCallingManager(on_limit_exceeded="return_error", **settings)
+    manager = ToolCallingManager(
+        on_limit_exceeded="return_error", max_identical_calls=None, **settings
+    )
     tools = [FakeTool(name) for name in sorted(set(calls))]
     result = await manager.aexecute_tool_calls(
         prompt_with(tools), tool_calls_response(*[(name, "") for name in calls])

@@ -23,7 +23,8 @@ def test_tools_lists_the_sample_tools_with_their_marks(
         "cancel_order",
         "find_pickup_locations",
     ]
-    assert lines[3].split("\t")[1].startswith("[approval] Cancel an order")
+    assert lines[0].split("\t")[1].startswith("[read-only] ")
+    assert lines[3].split("\t")[1].startswith("[approval] [destructive] Cancel an order")
 
 
 def test_tools_json_gives_the_definitions_the_model_sees(
@@ -35,7 +36,9 @@ def test_tools_json_gives_the_definitions_the_model_sees(
     assert weather["name"] == "get_weather"
     assert weather["input_schema"]["required"] == ["city"]
     assert (weather["return_direct"], weather["requires_approval"]) == (False, False)
+    assert (weather["read_only"], weather["destructive"]) == (True, False)
     assert listing[3]["requires_approval"] is True
+    assert (listing[3]["read_only"], listing[3]["destructive"]) == (False, True)
 
 
 def test_tools_reads_your_module_and_refuses_what_is_not_a_tool(

@@ -68,7 +68,7 @@ from helpers import PREFIX
 from tooluse import tool
 
 
-@tool
+@tool(read_only=True)
 def shout(text: str) -> str:
     """Say a text loudly."""
     return PREFIX + text.upper()

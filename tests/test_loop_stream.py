@@ -328,9 +328,10 @@ def test_a_stream_runs_the_same_loop_as_a_call(
         ]
         return [*steps, chat_response(answer, usage=usage(3, 4, 7))]
 
-    called = RecordingTool("t")
+    # read-only, so that the identical-call guard lets the rounds repeat a call at will
+    called = RecordingTool("t", read_only=True)
     called_answer = ChatClient(ScriptedModel(script()), tools=[called]).prompt("go").call()
-    streamed = RecordingTool("t")
+    streamed = RecordingTool("t", read_only=True)
     model = ScriptedModel(script(), chunk_size=chunk_size)
     stream = ChatClient(model, tools=[streamed]).prompt("go").stream()
     chunks = asyncio.run(chunks_of(stream))

@@ -516,7 +516,11 @@ def test_memory_holds_each_turn_once_and_every_request_is_well_formed(
         model,
         tools=[weather_tool()],
         advisors=[MessageChatMemoryAdvisor(memory, inside_tool_loop=inside)],
-        tool_calling_advisor=ToolCallingAdvisor(conversation_history=loop_history),
+        tool_calling_advisor=ToolCallingAdvisor(
+            # the rounds repeat one call at will: not what the identical-call guard allows
+            tool_calling_manager=ToolCallingManager(max_identical_calls=None),
+            conversation_history=loop_history,
+        ),
     )
 
     async def converse() -> None:

@@ -146,11 +146,14 @@ def test_declaration_signatures() -> None:
         "name": None,
         "description": None,
         "return_direct": False,
-        "requires_approval": False,
+        "requires_approval": None,
         "sequential": False,
         "timeout": None,
         "result_converter": None,
         "inline": False,
+        "read_only": False,
+        "destructive": False,
+        "idempotency_key": None,
     }
     assert parameters(ToolParam) == {"description": None, "required": None}
     assert fields(ToolDefinition) == ["name", "description", "input_schema"]
@@ -264,7 +267,7 @@ def test_client_and_advisor_signatures() -> None:
 
 def test_approval_signatures() -> None:
     assert fields(PendingToolCall) == ["id", "name", "arguments", "reason"]
-    assert parameters(Approve) == {"arguments": None}
+    assert parameters(Approve) == {"arguments": None, "by": None}
     assert Deny("why").message == "why"
     assert callable(RunState.to_json) and callable(RunState.from_json)
 

@@ -48,7 +48,7 @@ ONE_NOTE = OMITTED_IMAGES_NOTE.format(images="image")
 taken: list[str] = []  # the screenshots taken, "shot 1" first
 
 
-@tool
+@tool(read_only=True)
 def screenshot() -> Image:
     """The screen as it looks now."""
     taken.append(f"shot {len(taken) + 1}")

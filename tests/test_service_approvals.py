@@ -174,7 +174,7 @@ def tools_holding(held: Held, name: str) -> list[object]:
             await held()
         return {"order_id": order_id, "cancelled": True}
 
-    @tool
+    @tool(read_only=True)
     async def get_order_status(order_id: str) -> dict[str, object]:
         """Live status of an order."""
         if name == "get_order_status":

@@ -383,12 +383,12 @@ async def test_a_turn_s_trace_is_kept_within_bounds(tmp_path: Path) -> None:
             tool_call(name, {}, id=f"{name}{n}") for name in ("shout", "whisper") for n in range(30)
         ]
 
-    @tool
+    @tool(read_only=True)
     def shout() -> str:
         """A long text (a test tool)."""
         return "a" * (MAX_SHOWN_RESULT_CHARS + 10)
 
-    @tool
+    @tool(read_only=True)
     def whisper() -> str:
         """A short text (a test tool)."""
         return "a"

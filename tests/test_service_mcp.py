@@ -33,7 +33,7 @@ from _service_helpers import (
     service,
 )
 from tooluse.cli import main
-from tooluse.mcp import InProcessServer, StdioServer, mcp_server
+from tooluse.mcp import InProcessServer, StdioServer, ToolSettings, mcp_server
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
 from tooluse.service import QaService, ServiceConfig
 from tooluse.service._samples import get_current_time, get_weather
@@ -97,7 +97,11 @@ async def test_serve_answers_with_a_stdio_server_tools_and_stops_it_on_shutdown(
     tmp_path: Path,
 ) -> None:
     marker = f"tooluse-test-{uuid.uuid4().hex}"  # an argument the server ignores, to find it
-    sdk = StdioServer(sys.executable, [SDK_SERVER, marker], name="sdk")
+    # echo and add are annotated read-only; add_tool is a write, run without approval here
+    never = ToolSettings(approval="never")
+    sdk = StdioServer(
+        sys.executable, [SDK_SERVER, marker], name="sdk", tool_settings={"add_tool": never}
+    )
     model = FunctionModel(_sdk_server_user)
     async with service(tmp_path / "s.db", model=model, mcp_servers=[sdk]) as client:
         assert len(_processes_with(marker)) == 1

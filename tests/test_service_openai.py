@@ -353,7 +353,7 @@ async def test_a_completion_that_failed_after_its_tools_ran_is_not_retried_by_th
     # tools again: an order placed three times for one question.
     placed: list[str] = []
 
-    @tool
+    @tool(requires_approval=False)  # runs unasked: the test is about the SDK's retries
     def place_order(item: str) -> str:
         """Place an order for an item."""
         placed.append(item)

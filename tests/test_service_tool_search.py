@@ -25,9 +25,11 @@ def _archive_tool(number: int) -> object:
     def lookup(record_id: str) -> str:
         return f"record {record_id} of archive {number}"
 
-    return tool(name=f"archive_{number}", description=f"Look up a record of archive {number}")(
-        lookup
-    )
+    return tool(
+        name=f"archive_{number}",
+        description=f"Look up a record of archive {number}",
+        read_only=True,
+    )(lookup)
 
 
 # The sample tools and enough others to pass the threshold.
@@ -60,11 +62,14 @@ def _offered_per_router_call(model: FunctionModel) -> list[list[str]]:
 
 def test_tool_search_is_on_above_the_threshold_or_as_asked(tmp_path: Path) -> None:
     samples, many = tool_callbacks(*SAMPLE_TOOLS), tool_callbacks(*MANY_TOOLS)
-    assert router_advisor(config(tmp_path / "a.db"), samples) is None
-    searching = router_advisor(config(tmp_path / "b.db"), many)
-    assert isinstance(searching, ToolSearchToolCallingAdvisor)
-    assert router_advisor(config(tmp_path / "c.db", tool_search=False), many) is None
-    assert router_advisor(config(tmp_path / "d.db", tool_search=True), samples) is not None
+
+    def searches(router: object) -> bool:
+        return isinstance(router, ToolSearchToolCallingAdvisor)
+
+    assert not searches(router_advisor(config(tmp_path / "a.db"), samples))
+    assert searches(router_advisor(config(tmp_path / "b.db"), many))
+    assert not searches(router_advisor(config(tmp_path / "c.db", tool_search=False), many))
+    assert searches(router_advisor(config(tmp_path / "d.db", tool_search=True), samples))
     parser = build_parser(["serve"])
     for flag, expected in (("auto", None), ("on", True), ("off", False)):
         arguments = parser.parse_args(["serve", "--model", "test", "--tool-search", flag])

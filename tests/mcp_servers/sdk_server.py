@@ -1,8 +1,9 @@
 """An MCP server built with the SDK's own ``MCPServer`` (independent of tooluse), for the client
 tests. Run: ``python sdk_server.py``; it speaks MCP over stdio.
 
-Tools: ``echo``, ``add``, ``pixel`` (an image, captioned or not), ``mixed`` (text, image,
-resource, link), ``structured`` (structured content only), ``fail`` (an ``isError`` result),
+Tools: ``echo``, ``add`` (both annotated read-only), ``pixel`` (an image, captioned or not),
+``mixed`` (text, image, resource, link), ``structured`` (structured content only), ``fail``
+(an ``isError`` result),
 ``crash`` (the process exits mid-call), ``sleep``, ``meta`` (returns the request's ``_meta``),
 ``add_tool`` / ``remove_tool`` (change the tool list and notify the client, in either protocol
 era), and ``counter`` (how many calls this process served, to check one session serves them
@@ -25,6 +26,7 @@ from mcp.types import (
     ResourceLink,
     TextContent,
     TextResourceContents,
+    ToolAnnotations,
 )
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -39,14 +41,14 @@ def _count() -> None:
     calls += 1
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def echo(text: str) -> str:
     """Echo the text back."""
     _count()
     return text
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def add(a: int, b: int) -> int:
     """Add two integers."""
     _count()

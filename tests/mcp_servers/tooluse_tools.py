@@ -11,7 +11,7 @@ from tooluse.tools import Image, ToolResult
 PICTURE = Image(b"\x89PNG tooluse picture", "image/png")
 
 
-@tool
+@tool(read_only=True)
 def get_weather(
     city: Annotated[str, ToolParam(description="The city")],
     unit: Literal["c", "f"] = "c",
@@ -20,20 +20,20 @@ def get_weather(
     return {"city": city, "temperature": 21 if unit == "c" else 70, "unit": unit}
 
 
-@tool
+@tool(read_only=True)
 def whoami(context: ToolContext) -> dict[str, Any]:
     """The tool context this call received."""
     return dict(context)
 
 
-@tool(result_converter=lambda caption: ToolResult(caption, [PICTURE]))
+@tool(read_only=True, result_converter=lambda caption: ToolResult(caption, [PICTURE]))
 def picture(caption: str = "") -> str:
     """A picture, captioned if a caption is given (served as a text block, then an image
     block)."""
     return caption
 
 
-@tool
+@tool(read_only=True)
 def broken() -> str:
     """Always fails."""
     raise RuntimeError("the weather service is down")

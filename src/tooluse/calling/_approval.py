@@ -6,12 +6,19 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final, Literal
 
 from tooluse.messages import ToolCall
 from tooluse.tools import ToolCallback, ToolContext
 
-__all__ = ["ApprovalPredicate", "Approve", "Decision", "Deny", "PendingToolCall"]
+__all__ = [
+    "ApprovalPredicate",
+    "Approve",
+    "Decision",
+    "Deny",
+    "PendingToolCall",
+    "WriteApproval",
+]
 
 ApprovalPredicate = Callable[[ToolCall, ToolContext], bool]
 
@@ -49,9 +56,10 @@ class PendingToolCall:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Approve:
     """Run the held call: as the model requested (``arguments=None``) or with these arguments
-    instead (they replace the model's, JSON-encoded)."""
+    instead (they replace the model's, JSON-encoded). ``by``: who decided, for the audit log."""
 
     arguments: Mapping[str, Any] | None = None
+    by: str | None = None
 
     def __post_init__(self) -> None:
         if self.arguments is not None and not isinstance(self.arguments, Mapping):
@@ -74,12 +82,23 @@ class Approve:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Deny:
-    """Do not run the held call; the model gets ``message`` as the call's error result."""
+    """Do not run the held call; the model gets ``message`` as the call's error result.
+    ``by``: who decided, for the audit log."""
 
     message: str = "The user denied this tool call."
+    by: str | None = None
 
 
 Decision = Approve | Deny
+
+
+WriteApproval = Literal["none", "writes", "destructive"]
+"""Which tools a manager holds for approval by their kind, beyond their own
+``requires_approval``: ``"none"``; ``"writes"``, every tool not marked ``read_only``;
+``"destructive"``, the tools marked ``destructive``. A tool whose ``requires_approval`` is
+``False`` (not unset) is never held by it."""
+
+WRITE_APPROVALS: Final = ("none", "writes", "destructive")
 
 
 def approval_reason(
@@ -87,13 +106,20 @@ def approval_reason(
     callback: ToolCallback,
     context: ToolContext,
     manager_predicate: ApprovalPredicate | None,
+    write_approval: WriteApproval = "none",
 ) -> str | None:
     """Why ``call`` must wait for a human, or ``None`` when it may run now."""
-    required = callback.metadata.requires_approval
+    metadata = callback.metadata
+    required = metadata.requires_approval
     if required is True:
         return f"Tool '{call.name}' requires approval"
     if callable(required) and required(call, context):
         return f"The approval rule of tool '{call.name}' matched this call"
     if manager_predicate is not None and manager_predicate(call, context):
         return "The tool calling manager's approval rule matched this call"
+    if required is None:
+        if write_approval == "writes" and not metadata.read_only:
+            return f"Tool '{call.name}' can change data (it is not marked read-only)"
+        if write_approval == "destructive" and metadata.destructive:
+            return f"Tool '{call.name}' is marked destructive"
     return None

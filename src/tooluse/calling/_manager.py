@@ -6,18 +6,29 @@ import asyncio
 import dataclasses
 import difflib
 import logging
+import time
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeVar
 
 from tooluse import _tracing
 from tooluse._sync import run_sync
 from tooluse.calling._approval import (
+    WRITE_APPROVALS,
     ApprovalPredicate,
     Approve,
     Decision,
     Deny,
     PendingToolCall,
+    WriteApproval,
     approval_reason,
+)
+from tooluse.calling._audit import (
+    Approval,
+    AuditRecord,
+    AuditSink,
+    Outcome,
+    caller_of,
+    identity_attributes,
 )
 from tooluse.calling._exceptions import (
     DefaultToolExecutionExceptionProcessor,
@@ -26,7 +37,9 @@ from tooluse.calling._exceptions import (
     UnknownToolError,
 )
 from tooluse.calling._images import DEFAULT_MAX_IMAGE_BYTES, image_response
+from tooluse.calling._journal import ToolCallJournal, idempotency_key_of, repeat_text
 from tooluse.calling._limits import LimitBreach, ToolCallLimits, TurnTally
+from tooluse.calling._rate_limits import InMemoryRateLimitStore, RateLimit, RateLimitStore
 from tooluse.calling._resolvers import ToolCallbackResolver
 from tooluse.calling._result import ToolExecutionResult
 from tooluse.messages import (
@@ -48,15 +61,25 @@ from tooluse.tools import (
 )
 from tooluse.tools._function_schema import normalise_arguments
 
-__all__ = ["DEFAULT_MAX_ARGUMENT_CHARS", "DEFAULT_MAX_IMAGE_BYTES", "ToolCallingManager"]
+__all__ = [
+    "DEFAULT_MAX_ARGUMENT_CHARS",
+    "DEFAULT_MAX_IDENTICAL_CALLS",
+    "DEFAULT_MAX_IMAGE_BYTES",
+    "ToolCallingManager",
+]
 
 logger = logging.getLogger("tooluse.calling")
 
 DEFAULT_MAX_ARGUMENT_CHARS: Final = 200_000
+DEFAULT_MAX_IDENTICAL_CALLS: Final = 3  # a call and two retries
 _HELD_AT_BREACH: Final = (
     "This tool call was not run: it needs a human's approval, and the turn ended at a tool "
     "call limit before one was asked for."
 )
+# span attributes: the journal entry's state for a repeat; the approval, and who gave it
+TOOL_REPEAT: Final = "tooluse.tool.repeat"
+TOOL_APPROVAL: Final = "tooluse.tool.approval"
+TOOL_APPROVED_BY: Final = "tooluse.tool.approved_by"
 _LISTED_TOOL_NAMES: Final = 20  # an unknown-tool error lists all names up to this many tools
 _T = TypeVar("_T")
 
@@ -69,6 +92,11 @@ class _Job:
     call: ToolCall
     callback: ToolCallback
     arguments: str
+    approval: Approval = "not needed"
+    approved_by: str | None = None
+    # what became of it, for the audit log
+    outcome: Outcome = "ran"
+    latency_ms: float | None = None
 
 
 @dataclasses.dataclass(slots=True)
@@ -80,6 +108,8 @@ class _RoundPlan:
     held: list[PendingToolCall] = dataclasses.field(default_factory=list)
     held_at: list[int] = dataclasses.field(default_factory=list)  # their places in the round
     breach: tuple[LimitBreach, ToolResponse] | None = None
+    earlier: set[int] = dataclasses.field(default_factory=set)  # answered before a pause
+    denied: dict[int, str | None] = dataclasses.field(default_factory=dict)  # by whom
     # Some call was answered with an error without running (a denial, a limit, an unknown
     # tool, arguments too long): the model must read it, so the round cannot return directly.
     refused: bool = False
@@ -102,6 +132,10 @@ class ToolCallingManager:
     - ``max_concurrency``: at most this many calls of a round run at once (``None``: all).
     - limits per turn: ``max_calls_per_tool``, ``max_total_tool_calls`` (``None``: unlimited),
       ``per_tool_limits``, ``excluded_from_limits``, ``on_limit_exceeded``.
+    - ``max_identical_calls``: a tool called with the same arguments more often in a turn
+      is answered with an error for the model instead of running again (a model stuck in a
+      loop, or repeating a write); ``None``: no guard. Read-only tools and
+      ``repeatable_tools`` are exempt (a screenshot, a status poll).
     - ``max_argument_chars``: longer argument strings are refused with an error response.
     - ``max_image_bytes``: a result whose images (a tool's ``ToolResult``) are larger in all
       is an error response (``None``: no limit). The default keeps each request under
@@ -123,9 +157,16 @@ class ToolCallingManager:
         per_tool_limits: Mapping[str, int] | None = None,
         excluded_from_limits: Iterable[str] = (),
         on_limit_exceeded: Literal["raise", "return_error"] = "raise",
+        max_identical_calls: int | None = DEFAULT_MAX_IDENTICAL_CALLS,
+        repeatable_tools: Iterable[str] = (),
         max_argument_chars: int | None = DEFAULT_MAX_ARGUMENT_CHARS,
         max_image_bytes: int | None = DEFAULT_MAX_IMAGE_BYTES,
         requires_approval: ApprovalPredicate | None = None,
+        write_approval: WriteApproval = "none",
+        journal: ToolCallJournal | None = None,
+        audit: AuditSink | None = None,
+        rate_limits: Mapping[str, RateLimit] | None = None,
+        rate_limit_store: RateLimitStore | None = None,
     ) -> None:
         if resolver_fallback and resolver is None:
             raise ValueError("resolver_fallback=True needs a resolver to fall back to")
@@ -134,6 +175,11 @@ class ToolCallingManager:
         if on_limit_exceeded not in ("raise", "return_error"):
             raise ValueError(
                 f"on_limit_exceeded must be 'raise' or 'return_error', got {on_limit_exceeded!r}"
+            )
+        if write_approval not in WRITE_APPROVALS:
+            raise ValueError(
+                f"write_approval must be one of {', '.join(WRITE_APPROVALS)}, got "
+                f"{write_approval!r}"
             )
         for what, value in (
             ("max_concurrency", max_concurrency),
@@ -155,11 +201,23 @@ class ToolCallingManager:
             max_total_tool_calls=max_total_tool_calls,
             per_tool_limits=per_tool_limits,
             excluded_from_limits=excluded_from_limits,
+            max_identical_calls=max_identical_calls,
+            repeatable_tools=repeatable_tools,
         )
         self._raise_on_limit = on_limit_exceeded == "raise"
         self._max_argument_chars = max_argument_chars
         self._max_image_bytes = max_image_bytes
         self._requires_approval = requires_approval
+        self._write_approval: WriteApproval = write_approval
+        self._journal = journal
+        self._audit = audit
+        self._rate_limits = dict(rate_limits or {})
+        wrong = [
+            name for name, limit in self._rate_limits.items() if not isinstance(limit, RateLimit)
+        ]
+        if wrong:
+            raise TypeError(f"rate_limits maps tool names to RateLimit; not for {wrong}")
+        self._rate_limit_store: RateLimitStore = rate_limit_store or InMemoryRateLimitStore()
         # The loop passes the same options every round: remember the last name index by the
         # identity of its (immutable) callback tuple, which the entry keeps alive.
         self._last_index: tuple[tuple[ToolCallback, ...], dict[str, ToolCallback]] | None = None
@@ -262,13 +320,16 @@ class ToolCallingManager:
             earlier = answered.get(call.id)
             if earlier is not None:
                 responses[index] = earlier
+                plan.earlier.add(index)
                 tally.count(call.name)  # counted in its place, as in the round that paused
+                tally.seen(call)
                 continue
             if plan.breach is not None:
                 continue  # the round stops at a breach; later calls never run
             decision = decisions.get(call.id) if decisions is not None else None
             if isinstance(decision, Deny):
                 responses[index] = _error(call, decision.message)
+                plan.denied[index] = decision.by
                 continue
             breach = tally.count(call.name)
             if breach is not None:
@@ -281,6 +342,10 @@ class ToolCallingManager:
             if callback is None:
                 responses[index] = _error(call, self._unknown_tool_message(call.name, tools))
                 continue
+            repeated = tally.repeat(call, read_only=callback.metadata.read_only)
+            if repeated is not None:
+                responses[index] = _error(call, repeated)
+                continue
             arguments = call.arguments
             if isinstance(decision, Approve):
                 arguments = decision.encoded_arguments(call.id) or arguments
@@ -289,13 +354,18 @@ class ToolCallingManager:
                 responses[index] = _error(call, too_long)
                 continue
             if decisions is None:
-                reason = approval_reason(call, callback, context, self._requires_approval)
+                reason = approval_reason(
+                    call, callback, context, self._requires_approval, self._write_approval
+                )
                 if reason is not None:
                     plan.held.append(PendingToolCall(call.id, call.name, call.arguments, reason))
                     plan.held_at.append(index)
                     continue
             # empty or null arguments become "{}": providers stream no-argument calls as ""
-            plan.jobs.append(_Job(index, call, callback, normalise_arguments(arguments)))
+            job = _Job(index, call, callback, normalise_arguments(arguments))
+            if isinstance(decision, Approve):
+                job.approval, job.approved_by = "approved", decision.by
+            plan.jobs.append(job)
         if plan.breach is not None and plan.held:
             # The breach ends the turn: no decision can come for the held calls any more.
             for index in plan.held_at:
@@ -387,6 +457,8 @@ class ToolCallingManager:
             return_direct=bool(return_direct) and not plan.held,
             pending_tool_calls=tuple(plan.held),
         )
+        if self._audit is not None:
+            await self._audit.record(_audit_records(plan, assistant.tool_calls, context))
         if plan.breach is not None:
             breach, breach_response = plan.breach
             raise ToolCallLimitExceeded(
@@ -437,35 +509,90 @@ class ToolCallingManager:
             _tracing.GEN_AI_TOOL_TYPE: "function",
         }
         with _tracing.start_span(f"execute_tool {call.name}", attributes) as span:
-            timeout = job.callback.metadata.timeout
-            deadline = None if timeout is None else asyncio.timeout(timeout)
+            for key, value in identity_attributes(context).items():
+                span.set_attribute(key, value)
+            if job.approval != "not needed":
+                span.set_attribute(TOOL_APPROVAL, job.approval)
+            if job.approved_by is not None:
+                span.set_attribute(TOOL_APPROVED_BY, job.approved_by)
+            started = time.perf_counter()
             try:
-                if deadline is None:
+                return await self._journaled(job, context, span)
+            finally:
+                job.latency_ms = (time.perf_counter() - started) * 1000
+
+    async def _journaled(
+        self, job: _Job, context: ToolContext, span: _tracing.SpanHandle
+    ) -> ToolResponse:
+        call = job.call
+        limit = self._rate_limits.get(call.name)
+        if limit is not None:
+            wait = await self._rate_limit_store.take(
+                limit.bucket(call.name, context),
+                capacity=limit.calls,
+                per_seconds=limit.per_seconds,
+            )
+            if wait is not None:
+                job.outcome = "refused"
+                span.set_error("rate_limited", "the tool's rate limit was reached")
+                return _error(call, limit.message(call.name, wait))
+        journal = self._journal
+        key = None
+        if journal is not None:
+            key = idempotency_key_of(job.callback, job.arguments, context)
+        if journal is None or key is None:
+            response, outcome = await self._run(job, context, span)
+            job.outcome = "ran" if outcome == "ran" else "failed"
+            return response
+        entry = await journal.begin(key, tool=call.name, call_id=call.id)
+        if entry is not None:
+            span.set_attribute(TOOL_REPEAT, entry.state)
+            job.outcome = "repeat"
+            text, is_error = repeat_text(entry)
+            return ToolResponse(id=call.id, name=call.name, data=text, is_error=is_error)
+        # A crash from here to finish() leaves the key "started": never run twice.
+        response, outcome = await self._run(job, context, span)
+        job.outcome = "ran" if outcome == "ran" else "failed"
+        if outcome == "ran":
+            await journal.finish(key, response.data)
+        elif outcome == "raised":
+            await journal.release(key)
+        return response
+
+    async def _run(
+        self, job: _Job, context: ToolContext, span: _tracing.SpanHandle
+    ) -> tuple[ToolResponse, Literal["ran", "raised", "timed_out"]]:
+        """The call's response, and whether the tool returned, raised, or timed out (and may
+        still be acting)."""
+        call = job.call
+        timeout = job.callback.metadata.timeout
+        deadline = None if timeout is None else asyncio.timeout(timeout)
+        try:
+            if deadline is None:
+                result = await job.callback.acall(job.arguments, context)
+            else:
+                async with deadline:
                     result = await job.callback.acall(job.arguments, context)
-                else:
-                    async with deadline:
-                        result = await job.callback.acall(job.arguments, context)
-            except MemoryError:
-                raise
-            except Exception as exc:
-                if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
-                    span.set_error("timeout", "the tool timed out")
-                    return _error(
-                        call, f"Tool '{call.name}' did not finish within {timeout:g} seconds."
-                    )
-                text = self._processor.process(exc, call.name)
-                span.set_error(_tracing.error_type_of(exc), text)
-                return _error(call, text)
+        except MemoryError:
+            raise
+        except Exception as exc:
+            if isinstance(exc, TimeoutError) and deadline is not None and deadline.expired():
+                span.set_error("timeout", "the tool timed out")
+                message = f"Tool '{call.name}' did not finish within {timeout:g} seconds."
+                return _error(call, message), "timed_out"
+            text = self._processor.process(exc, call.name)
+            span.set_error(_tracing.error_type_of(exc), text)
+            return _error(call, text), "raised"
         if result is None:
             result = ""
         elif isinstance(result, ToolResult):
-            return image_response(call, result, self._max_image_bytes)
+            return image_response(call, result, self._max_image_bytes), "ran"
         elif not isinstance(result, str):
             raise TypeError(
                 f"Tool '{call.name}' returned {type(result).__name__}; a ToolCallback must "
                 "return str or ToolResult"
             )
-        return ToolResponse(id=call.id, name=call.name, data=result)
+        return ToolResponse(id=call.id, name=call.name, data=result), "ran"
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -520,6 +647,50 @@ async def _gather(coroutines: Sequence[Coroutine[Any, Any, _T]]) -> list[_T]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def _audit_records(
+    plan: _RoundPlan, calls: Sequence[ToolCall], context: ToolContext
+) -> list[AuditRecord]:
+    """A record per call of the round not answered before a pause."""
+    user, tenant, conversation = caller_of(context)
+    jobs = {job.index: job for job in plan.jobs}
+    held = set(plan.held_at)
+    now = time.time()
+    records = []
+    for index, call in enumerate(calls):
+        if index in plan.earlier:
+            continue
+        job, response = jobs.get(index), plan.responses[index]
+        outcome: Outcome
+        approval: Approval = "not needed"
+        by = None
+        if job is not None:
+            outcome, approval, by = job.outcome, job.approval, job.approved_by
+        elif index in held:
+            outcome, approval = "held", "pending"
+        else:
+            outcome = "refused"
+            if index in plan.denied:
+                approval, by = "denied", plan.denied[index]
+        records.append(
+            AuditRecord(
+                at=now,
+                tool=call.name,
+                call_id=call.id,
+                arguments=job.arguments if job is not None else call.arguments,
+                outcome=outcome,
+                result="" if response is None else response.data,
+                is_error=response is not None and response.is_error,
+                latency_ms=None if job is None else job.latency_ms,
+                approval=approval,
+                approved_by=by,
+                user=user,
+                tenant=tenant,
+                conversation=conversation,
+            )
+        )
+    return records
 
 
 def _paused_round(

@@ -52,6 +52,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("ingest", "tooluse.cli.ingest", "load text and Markdown files into the knowledge base"),
     Command("bench", "tooluse.search.bench", "benchmarks (bench search: a tool-search index)"),
     Command("mcp", "tooluse.cli.mcp", "MCP: serve tools as an MCP server, list a server's tools"),
+    Command("audit", "tooluse.cli.audit", "the audit log of tool calls, as JSON lines"),
 )
 
 

@@ -198,16 +198,10 @@ def _write(args: argparse.Namespace, reports: list[FamilyReport]) -> None:
         args.markdown.write_text(report_markdown(reports), "utf-8")
 
 
-def _tool_loop(
-    tool_search: ToolSearchToolCallingAdvisor | None, max_tool_calls: int | None
-) -> ToolCallingAdvisor | None:
-    if max_tool_calls is None:
-        return tool_search
-    manager = ToolCallingManager(max_total_tool_calls=max_tool_calls)
-    if tool_search is not None:
-        tool_search.tool_calling_manager = manager
-        return tool_search
-    return ToolCallingAdvisor(tool_calling_manager=manager)
+def _tool_loop(router: ToolCallingAdvisor, max_tool_calls: int | None) -> ToolCallingAdvisor:
+    if max_tool_calls is not None:
+        router.tool_calling_manager = ToolCallingManager(max_total_tool_calls=max_tool_calls)
+    return router
 
 
 async def _evaluate(
@@ -227,10 +221,11 @@ async def _evaluate(
             samples=config.sample_knowledge,
         )
         callbacks = tool_callbacks(*tools)
-        tool_search = router_advisor(config, callbacks)
-        if tool_search is not None:  # built first: every run searches the same, embedded index
-            await asyncio.to_thread(tool_search.warm_up, callbacks)
-        loop = _tool_loop(tool_search, args.max_tool_calls)
+        router = router_advisor(config, callbacks)
+        if isinstance(router, ToolSearchToolCallingAdvisor):
+            # built first: every run searches the same, embedded index
+            await asyncio.to_thread(router.warm_up, callbacks)
+        loop = _tool_loop(router, args.max_tool_calls)
         model = SampledModel(
             OfflineModel() if config.model is None else config.model,
             temperature=args.temperature,

@@ -52,6 +52,10 @@ def _marks(callback: ToolCallback) -> list[str]:
         marks.append("approval")
     if metadata.sequential:
         marks.append("sequential")
+    if metadata.read_only:
+        marks.append("read-only")
+    elif metadata.destructive:
+        marks.append("destructive")
     return marks
 
 
@@ -63,8 +67,10 @@ def _described(callback: ToolCallback) -> dict[str, object]:
         "description": definition.description,
         "input_schema": definition.input_schema,
         "return_direct": callback.metadata.return_direct,
-        # a predicate decides per call: not a yes or no
-        "requires_approval": approval if isinstance(approval, bool) else "predicate",
+        # a predicate decides per call: not a yes or no; unset (None): by the caller's policy
+        "requires_approval": "predicate" if callable(approval) else bool(approval),
+        "read_only": callback.metadata.read_only,
+        "destructive": callback.metadata.destructive,
         "sequential": callback.metadata.sequential,
         "mcp_server": mcp_server_category(callback),  # None: not an MCP server's tool
     }

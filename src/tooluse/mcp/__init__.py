@@ -15,7 +15,12 @@ from tooluse.mcp._connection import McpConnection
 from tooluse.mcp._convert import tool_context_to_meta
 from tooluse.mcp._errors import McpServerError
 from tooluse.mcp._naming import NamingStrategy
-from tooluse.mcp._provider import McpToolProvider, ToolFilter, ToolMetadataFor
+from tooluse.mcp._provider import (
+    McpToolProvider,
+    ToolFilter,
+    ToolMetadataFor,
+    annotated_metadata,
+)
 from tooluse.mcp._server import (
     MCP_META_KEY,
     ServedToolContext,
@@ -29,6 +34,7 @@ from tooluse.mcp._servers import (
     ProtocolMode,
     ServerParameters,
     StdioServer,
+    ToolSettings,
 )
 
 __all__ = [
@@ -48,6 +54,8 @@ __all__ = [
     "StdioServer",
     "ToolFilter",
     "ToolMetadataFor",
+    "ToolSettings",
+    "annotated_metadata",
     "aserve_tools",
     "load_mcp_config",
     "mcp_server",

@@ -21,6 +21,23 @@ down), ``include`` / ``exclude`` (its tool names) and ``mode`` (``"auto"`` or ``
 are ``tooluse`` settings. Anything else is an error naming the field: a server that would
 quietly run without a setting it was given (an ``envFile``, a transport we do not speak)
 is worse than one that does not start.
+
+How tools are treated (approval, read-only) and which are offered can also be said in a
+top-level ``"tooluse"`` object, so the file still works unchanged in the clients: they
+validate each server entry against their own schema (Claude Code reports an entry with a
+field it does not know as not adhering to it, Claude Desktop skips it), while top-level keys
+they do not know are left alone (Claude Desktop's file keeps its ``"preferences"`` there)::
+
+    {"mcpServers": {"git": {"command": "uvx", "args": ["mcp-server-git"]}},
+     "tooluse": {"servers": {"git": {
+         "approval": "always",
+         "exclude": ["git_reset"],
+         "tools": {"git_status": {"readOnly": true, "approval": "never"}}}}}}
+
+Per server: ``approval`` (``"always"``, ``"never"``, or ``"auto"``: by the tool's kind and
+the service's policy, the default), ``readOnly`` (overrides the server's ``readOnlyHint``),
+``include`` / ``exclude`` (not also in the server entry), and ``tools``: the same
+``approval`` and ``readOnly`` per tool name, over the server's.
 """
 
 from __future__ import annotations
@@ -32,7 +49,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from tooluse.mcp._servers import HttpServer, ServerParameters, StdioServer
+from tooluse.mcp._servers import HttpServer, ServerParameters, StdioServer, ToolSettings
 
 __all__ = ["McpConfigError", "load_mcp_config", "mcp_servers_from_config"]
 
@@ -45,6 +62,9 @@ class McpConfigError(ValueError):
 _SERVER_KEYS: Final = ("mcpServers", "servers")  # Claude Desktop, Claude Code, Cursor; VS Code
 _HTTP_TYPES: Final = ("http", "streamable-http", "streamableHttp")
 _TYPES: Final = ("stdio", *_HTTP_TYPES)
+_SETTINGS_KEY: Final = "tooluse"
+_TOOL_SETTINGS_FIELDS: Final = ("approval", "readOnly")
+_SETTINGS_FIELDS: Final = (*_TOOL_SETTINGS_FIELDS, "include", "exclude", "tools")
 _COMMON_FIELDS: Final = ("type", "required", "include", "exclude", "mode")
 _STDIO_FIELDS: Final = ("command", "args", "env", "cwd", *_COMMON_FIELDS)
 _HTTP_FIELDS: Final = ("url", "headers", *_COMMON_FIELDS)
@@ -114,9 +134,76 @@ def mcp_servers_from_config(
     if not servers:
         raise McpConfigError(f'{where}: "{key}" has no servers')
     expand = _Expander(os.environ if environ is None else environ)
+    settings = _tooluse_settings(config.get(_SETTINGS_KEY), servers, where, expand)
     return tuple(
-        _server(name, entry, f"{where}: server {name!r}", base_dir, expand)
+        _server(name, entry, f"{where}: server {name!r}", base_dir, expand, settings.get(name))
         for name, entry in servers.items()
+    )
+
+
+def _tooluse_settings(
+    section: object, servers: dict[str, Any], where: str, expand: _Expander
+) -> dict[str, dict[str, Any]]:
+    """The ``"tooluse"`` section's parameters per server name (see the module docstring)."""
+    if section is None:
+        return {}
+    place = f'{where}: "{_SETTINGS_KEY}"'
+    if not isinstance(section, dict):
+        raise McpConfigError(f"{place} must be an object, got {_json_type(section)}")
+    extra = sorted(set(section) - {"servers"})
+    if extra:
+        raise McpConfigError(f'{place}: {", ".join(map(json.dumps, extra))}: only "servers"')
+    entries = section.get("servers", {})
+    if not isinstance(entries, dict):
+        raise McpConfigError(f'{place}."servers" must be an object, got {_json_type(entries)}')
+    unknown = sorted(set(entries) - set(servers))
+    if unknown:
+        raise McpConfigError(
+            f'{place}."servers" names {", ".join(map(repr, unknown))}, which are not in the '
+            f"servers ({', '.join(map(repr, servers))})"
+        )
+    parameters: dict[str, dict[str, Any]] = {}
+    for name, entry in entries.items():
+        server_where = f'{place}."servers".{json.dumps(name)}'
+        if not isinstance(entry, dict):
+            raise McpConfigError(f"{server_where} must be an object, got {_json_type(entry)}")
+        fields = _Fields(entry, server_where, expand)
+        fields.check_known(_SETTINGS_FIELDS, "the tooluse settings of a")
+        tools = entry.get("tools", {})
+        if not isinstance(tools, dict):
+            raise McpConfigError(
+                f'{server_where}: "tools" must be an object of tool names, got {_json_type(tools)}'
+            )
+        found: dict[str, Any] = {
+            "settings": _tool_settings(fields),
+            "tool_settings": {
+                tool: _tool_settings(_tool_fields(tool, value, server_where, expand))
+                for tool, value in tools.items()
+            },
+        }
+        for listed in ("include", "exclude"):
+            names = fields.names(listed)
+            if names is not None:
+                found[listed] = names
+        parameters[name] = found
+    return parameters
+
+
+def _tool_fields(tool: str, entry: object, where: str, expand: _Expander) -> _Fields:
+    tool_where = f'{where}: "tools".{json.dumps(tool)}'
+    if not isinstance(entry, dict):
+        raise McpConfigError(f"{tool_where} must be an object, got {_json_type(entry)}")
+    fields = _Fields(entry, tool_where, expand)
+    fields.check_known(_TOOL_SETTINGS_FIELDS, "the settings of a tool of a")
+    return fields
+
+
+def _tool_settings(fields: _Fields) -> ToolSettings:
+    approval = fields.choice("approval", ("auto", "always", "never"), default="auto")
+    read_only = fields.optional_flag("readOnly")
+    return ToolSettings(
+        approval="always" if approval == "always" else "never" if approval == "never" else None,
+        read_only=read_only,
     )
 
 
@@ -126,6 +213,7 @@ def _server(
     where: str,
     base_dir: str | os.PathLike[str] | None,
     expand: _Expander,
+    settings: dict[str, Any] | None,
 ) -> ServerParameters:
     if not name.strip():
         raise McpConfigError(f"{where}: a server needs a non-blank name")
@@ -143,6 +231,14 @@ def _server(
     include = fields.names("include")
     if include is not None:
         parameters["include"] = include
+    if settings is not None:
+        both = [f for f in ("include", "exclude") if f in settings and f in entry]
+        if both:
+            raise McpConfigError(
+                f"{where}: {' and '.join(map(json.dumps, both))} given both in the server entry "
+                f'and in "{_SETTINGS_KEY}": keep one'
+            )
+        parameters.update(settings)
     kind: type[StdioServer] | type[HttpServer]
     if http:
         kind = HttpServer
@@ -249,6 +345,9 @@ class _Fields:
         if not isinstance(value, bool):
             raise self._error(field, "true or false", value)
         return value
+
+    def optional_flag(self, field: str) -> bool | None:
+        return None if self._entry.get(field) is None else self.flag(field, default=False)
 
     def choice(self, field: str, choices: tuple[str, ...], *, default: str) -> str:
         value = self._entry.get(field, default)

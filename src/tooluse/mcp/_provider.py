@@ -16,10 +16,16 @@ from tooluse.mcp._connection import McpConnection
 from tooluse.mcp._convert import tool_context_to_meta
 from tooluse.mcp._errors import McpServerError
 from tooluse.mcp._naming import NamingStrategy, ToolNamer
-from tooluse.mcp._servers import HttpServer, InProcessServer, ServerParameters, StdioServer
+from tooluse.mcp._servers import (
+    HttpServer,
+    InProcessServer,
+    ServerParameters,
+    StdioServer,
+    ToolSettings,
+)
 from tooluse.tools import ToolMetadata
 
-__all__ = ["McpToolProvider", "ToolFilter", "ToolMetadataFor"]
+__all__ = ["McpToolProvider", "ToolFilter", "ToolMetadataFor", "annotated_metadata"]
 
 logger = logging.getLogger("tooluse.mcp")
 
@@ -27,9 +33,8 @@ ToolFilter = Callable[[str, Tool], bool]
 """``(server_name, tool) -> keep?``: which MCP tools to offer (after include/exclude)."""
 
 ToolMetadataFor = Callable[[str, Tool], ToolMetadata]
-"""``(server_name, tool) -> ToolMetadata``: how the executor treats an MCP tool, e.g.
-``ToolMetadata(requires_approval=True)`` for tools whose annotations say they are
-destructive."""
+"""``(server_name, tool) -> ToolMetadata``: how the executor treats an MCP tool, in place of
+:func:`annotated_metadata` (its annotations and its server's settings)."""
 
 
 class McpToolProvider:
@@ -49,8 +54,10 @@ class McpToolProvider:
     each server's ``include`` / ``exclude`` lists, then ``tool_filter``. Their names:
     ``naming`` (see ``NamingStrategy``; by default a name taken by an earlier tool becomes
     ``alt_<n>_<name>``). ``tool_metadata`` gives tools executor metadata (approval,
-    timeouts; none by default). ``context_to_meta`` turns the tool context into each call's
-    ``_meta`` (by default: the context less private ``_keys`` and values that are not JSON).
+    timeouts); by default :func:`annotated_metadata`: read-only or a (destructive) write
+    from the tool's annotations, approval from its server's ``settings``.
+    ``context_to_meta`` turns the tool context into each call's ``_meta`` (by default: the
+    context less private ``_keys`` and values that are not JSON).
 
     ``connect_timeout`` bounds connecting plus the first tool listing; ``call_timeout``
     bounds each tool call and listing (``None``: no bound). A server that dies is reconnected
@@ -272,7 +279,11 @@ class McpToolProvider:
         if known is not None and known.tool == tool:
             return known
         name = self._namer.name(connection.name, tool)
-        metadata = self._tool_metadata(connection.name, tool) if self._tool_metadata else None
+        metadata = (
+            self._tool_metadata(connection.name, tool)
+            if self._tool_metadata is not None
+            else annotated_metadata(tool, connection.server.settings_for(tool.name))
+        )
         try:
             return McpToolCallback(
                 connection,
@@ -286,6 +297,21 @@ class McpToolProvider:
                 "MCP tool '%s' of server '%s' is left out: %s", tool.name, connection.name, exc
             )
             return None
+
+
+def annotated_metadata(tool: Tool, settings: ToolSettings) -> ToolMetadata:
+    """How the executor treats ``tool``: read-only when its ``readOnlyHint`` says so (or
+    ``settings.read_only``), else a write, destructive unless its ``destructiveHint`` is
+    false (the specification's defaults: a tool with no annotations may destroy);
+    ``settings.approval`` ``"always"`` / ``"never"`` sets ``requires_approval``. The hints
+    come from the server: trust them only as far as you trust it (``settings`` overrides)."""
+    hints = tool.annotations
+    read_only = settings.read_only
+    if read_only is None:
+        read_only = hints is not None and hints.read_only_hint is True
+    destructive = not read_only and (hints is None or hints.destructive_hint is not False)
+    approval = {"always": True, "never": False, None: None}[settings.approval]
+    return ToolMetadata(requires_approval=approval, read_only=read_only, destructive=destructive)
 
 
 def _check_unique(callbacks: Sequence[McpToolCallback]) -> None:

@@ -33,6 +33,7 @@ from mcp.types import (
     PaginatedRequestParams,
     TextContent,
     Tool,
+    ToolAnnotations,
 )
 
 from tooluse._sync import run_sync
@@ -41,7 +42,14 @@ from tooluse.calling import (
     DefaultToolExecutionExceptionProcessor,
     ToolExecutionExceptionProcessor,
 )
-from tooluse.tools import Image, ToolCallback, ToolContext, ToolResult, tool_callbacks
+from tooluse.tools import (
+    Image,
+    ToolCallback,
+    ToolContext,
+    ToolMetadata,
+    ToolResult,
+    tool_callbacks,
+)
 
 __all__ = [
     "MCP_META_KEY",
@@ -95,7 +103,7 @@ def mcp_server(
     callbacks = tool_callbacks(*tools)
     if not callbacks:
         raise ValueError("mcp_server needs at least one tool")
-    held = [c.definition.name for c in callbacks if c.metadata.requires_approval is not False]
+    held = [c.definition.name for c in callbacks if c.metadata.requires_approval]
     if held and not allow_approval_tools:
         raise ApprovalToolsError(held)
     by_name = {callback.definition.name: callback for callback in callbacks}
@@ -105,6 +113,7 @@ def mcp_server(
                 name=callback.definition.name,
                 description=callback.definition.description,
                 input_schema=callback.definition.input_schema,
+                annotations=_annotations(callback.metadata),
             )
             for callback in callbacks
         ]
@@ -280,3 +289,12 @@ def _context_for(
     if tool_context is not None:
         entries.update(tool_context(ctx) if callable(tool_context) else tool_context)
     return ToolContext(entries)
+
+
+def _annotations(metadata: ToolMetadata) -> ToolAnnotations:
+    """What a client should know of a tool before calling it (the specification's hints)."""
+    return ToolAnnotations(
+        read_only_hint=metadata.read_only,
+        destructive_hint=None if metadata.read_only else metadata.destructive,
+        idempotent_hint=metadata.idempotency_key is not None or None,
+    )

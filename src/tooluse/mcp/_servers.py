@@ -2,9 +2,10 @@
 server object in this process.
 
 Each also says which of the server's tools to take (``include`` / ``exclude``, by the
-server's tool names), how to negotiate the protocol version (``mode``), and whether the
-provider may start without it (``required=False``: its tools are left out until it can be
-reached).
+server's tool names), how its tools are treated (``settings`` for all of them, and
+``tool_settings`` per tool name: approval, read-only), how to negotiate the protocol version
+(``mode``), and whether the provider may start without it (``required=False``: its tools are
+left out until it can be reached).
 """
 
 from __future__ import annotations
@@ -19,12 +20,46 @@ from mcp import StdioServerParameters
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
-__all__ = ["HttpServer", "InProcessServer", "ProtocolMode", "ServerParameters", "StdioServer"]
+__all__ = [
+    "HttpServer",
+    "InProcessServer",
+    "ProtocolMode",
+    "ServerParameters",
+    "StdioServer",
+    "ToolSettings",
+]
 
 ProtocolMode = Literal["auto", "legacy"]
 """How the protocol version is negotiated (the SDK's ``Client(mode=...)``): ``"auto"`` tries
 the 2026-07-28 ``server/discover`` and falls back to the ``initialize`` handshake that older
 servers speak; ``"legacy"`` goes straight to the handshake."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ToolSettings:
+    """How the executor treats a server's tools, over what the server says of them.
+
+    - ``approval``: ``"always"`` holds every call for a human, ``"never"`` none (not even
+      under a manager's ``write_approval`` policy); ``None``: by that policy.
+    - ``read_only``: ``True`` / ``False`` overrides the server's ``readOnlyHint``; ``None``
+      takes the hint (a tool without one is a write, as the MCP specification says).
+    """
+
+    approval: Literal["always", "never"] | None = None
+    read_only: bool | None = None
+
+    def __post_init__(self) -> None:
+        if self.approval not in ("always", "never", None):
+            raise ValueError(f"approval must be 'always', 'never' or None, got {self.approval!r}")
+        if self.read_only not in (True, False, None):
+            raise ValueError(f"read_only must be True, False or None, got {self.read_only!r}")
+
+    def over(self, base: ToolSettings) -> ToolSettings:
+        """These settings, with ``base``'s where these are unset."""
+        return ToolSettings(
+            approval=base.approval if self.approval is None else self.approval,
+            read_only=base.read_only if self.read_only is None else self.read_only,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +83,8 @@ class StdioServer:
     exclude: Collection[str] = ()
     mode: ProtocolMode = "auto"
     required: bool = True
+    settings: ToolSettings = ToolSettings()
+    tool_settings: Mapping[str, ToolSettings] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.command, str) or not self.command.strip():
@@ -70,6 +107,9 @@ class StdioServer:
     def accepts(self, tool_name: str) -> bool:
         return _accepts(self, tool_name)
 
+    def settings_for(self, tool_name: str) -> ToolSettings:
+        return _settings_for(self, tool_name)
+
 
 @dataclasses.dataclass(frozen=True)
 class HttpServer:
@@ -87,6 +127,8 @@ class HttpServer:
     exclude: Collection[str] = ()
     mode: ProtocolMode = "auto"
     required: bool = True
+    settings: ToolSettings = ToolSettings()
+    tool_settings: Mapping[str, ToolSettings] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url) if isinstance(self.url, str) else None
@@ -97,6 +139,9 @@ class HttpServer:
 
     def accepts(self, tool_name: str) -> bool:
         return _accepts(self, tool_name)
+
+    def settings_for(self, tool_name: str) -> ToolSettings:
+        return _settings_for(self, tool_name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +157,8 @@ class InProcessServer:
     exclude: Collection[str] = ()
     mode: ProtocolMode = "auto"
     required: bool = True
+    settings: ToolSettings = ToolSettings()
+    tool_settings: Mapping[str, ToolSettings] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.server, Server | MCPServer):
@@ -123,6 +170,9 @@ class InProcessServer:
 
     def accepts(self, tool_name: str) -> bool:
         return _accepts(self, tool_name)
+
+    def settings_for(self, tool_name: str) -> ToolSettings:
+        return _settings_for(self, tool_name)
 
 
 ServerParameters = StdioServer | HttpServer | InProcessServer
@@ -142,6 +192,17 @@ def _check_common(server: ServerParameters, *, default_name: str) -> None:
     if server.include is not None:
         object.__setattr__(server, "include", frozenset(server.include))
     object.__setattr__(server, "exclude", frozenset(server.exclude))
+    object.__setattr__(server, "tool_settings", dict(server.tool_settings))
+    wrong = [
+        name
+        for name, value in (("*", server.settings), *server.tool_settings.items())
+        if not isinstance(value, ToolSettings)
+    ]
+    if wrong:
+        raise TypeError(
+            f"MCP server '{server.name}': settings= and tool_settings= take ToolSettings "
+            f"(wrong for {', '.join(wrong)})"
+        )
     if server.mode not in ("auto", "legacy"):
         raise ValueError(
             f"MCP server '{server.name}': mode must be 'auto' or 'legacy', got {server.mode!r}"
@@ -152,3 +213,8 @@ def _accepts(server: ServerParameters, tool_name: str) -> bool:
     if server.include is not None and tool_name not in server.include:
         return False
     return tool_name not in server.exclude
+
+
+def _settings_for(server: ServerParameters, tool_name: str) -> ToolSettings:
+    own = server.tool_settings.get(tool_name)
+    return server.settings if own is None else own.over(server.settings)

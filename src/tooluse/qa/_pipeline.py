@@ -38,7 +38,7 @@ from typing import Any, Final
 
 from tooluse._sync import run_sync
 from tooluse.advisors import ToolCallingAdvisor
-from tooluse.calling import Approve, Decision, Deny, PendingToolCall
+from tooluse.calling import CONVERSATION_ID_KEY, Approve, Decision, Deny, PendingToolCall
 from tooluse.client import CallResponse, ChatClient, RunState
 from tooluse.history import paused_turn_of
 from tooluse.memory import CONVERSATION_ID, ChatMemory, MessageChatMemoryAdvisor
@@ -263,6 +263,8 @@ class QaPipeline:
             spec.tool_context({LEDGER_KEY: ledger})
             if conversation_id is not None:
                 spec.context({CONVERSATION_ID: conversation_id})
+                # the tools' (and the audit log's) conversation, from the request
+                spec.tool_context({CONVERSATION_ID_KEY: conversation_id})
             return spec.acall()
 
         turn = _Turn(question, conversation_id, history, uuid.uuid4().hex, resumed=False)

@@ -63,7 +63,7 @@ class ToolSearchTool:
         self.max_results = max_results
         self.max_results_limit = max_results_limit
         searching = FunctionToolCallback(
-            self.search, name=TOOL_SEARCH_TOOL_NAME, description=description
+            self.search, name=TOOL_SEARCH_TOOL_NAME, description=description, read_only=True
         )
         default = max_results or getattr(tool_index, "default_max_results", None)
         self._callback = _Described(searching, _max_results_text(default, max_results_limit))

@@ -35,7 +35,7 @@ def _stable_number(text: str, modulo: int) -> int:
     return int.from_bytes(digest[:4], "big") % modulo
 
 
-@tool
+@tool(read_only=True)
 def get_weather(
     city: Annotated[str, ToolParam(description="City name, e.g. Paris or 北京")],
     unit: Literal["celsius", "fahrenheit"] = "celsius",
@@ -52,7 +52,7 @@ def get_weather(
     }
 
 
-@tool
+@tool(read_only=True)
 def get_current_time(
     timezone: Annotated[
         str, ToolParam(description="IANA time zone, e.g. Europe/Paris or Asia/Shanghai")
@@ -69,7 +69,7 @@ def get_current_time(
     return {"timezone": timezone, "datetime": now.isoformat(timespec="seconds"), "sample": True}
 
 
-@tool
+@tool(read_only=True)
 def get_order_status(
     order_id: Annotated[str, ToolParam(description="Order number, e.g. A1001")],
 ) -> dict[str, object]:
@@ -90,7 +90,7 @@ def get_order_status(
 _POINT_KINDS = ("parcel locker", "pickup station", "convenience store counter")
 
 
-@tool
+@tool(read_only=True)
 def find_pickup_locations(
     near: Annotated[
         str, ToolParam(description="A place, address or landmark, e.g. People's Square or 外滩")
@@ -117,7 +117,7 @@ def find_pickup_locations(
     return {"near": near, "radius_km": radius_km, "pickup_points": points, "sample": True}
 
 
-@tool(requires_approval=True)
+@tool(requires_approval=True, destructive=True, idempotency_key=True)
 def cancel_order(
     order_id: Annotated[str, ToolParam(description="Order number, e.g. A1001")],
     reason: Annotated[str | None, ToolParam(description="Why the customer cancels")] = None,

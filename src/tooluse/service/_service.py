@@ -10,11 +10,26 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tooluse._tables import Location, is_postgres_url
+from tooluse.advisors import ToolCallingAdvisor
 from tooluse.advisors._api import model_name
+from tooluse.calling import (
+    DEFAULT_AUDIT_RETENTION,
+    DEFAULT_JOURNAL_RETENTION,
+    AuditSink,
+    RateLimit,
+    RateLimitStore,
+    SqliteAuditLog,
+    SqliteRateLimitStore,
+    SqliteToolCallJournal,
+    ToolCallingManager,
+    ToolCallJournal,
+    WriteApproval,
+)
+from tooluse.calling._approval import approval_reason
 from tooluse.embedding import EmbeddingModel
 from tooluse.memory import (
     ChatMemoryRepository,
@@ -23,6 +38,7 @@ from tooluse.memory import (
     PostgresDatabase,
     SqliteChatMemoryRepository,
 )
+from tooluse.messages import ToolCall
 from tooluse.models import ChatModel
 from tooluse.qa import QaPipeline
 from tooluse.rag import CompressionQueryTransformer, QueryTransformer
@@ -38,7 +54,7 @@ from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._turn_displays import DEFAULT_TURN_DISPLAY_RETENTION, TurnDisplayStore
 from tooluse.service._turns import ConversationTurns, RedisTurnLocks
-from tooluse.tools import ToolCallback, tool_callbacks
+from tooluse.tools import ToolCallback, ToolContext, tool_callbacks
 
 if TYPE_CHECKING:  # the mcp extra is imported only for a service with MCP servers
     from tooluse.mcp import McpToolProvider, ServerParameters
@@ -54,6 +70,7 @@ __all__ = [
     "mcp_provider",
     "query_transformers",
     "router_advisor",
+    "tool_calling_manager",
     "tool_sources",
 ]
 
@@ -128,7 +145,18 @@ class ServiceConfig:
       are in memory, which keeps them as long as the memory window does);
     - ``allowed_hosts``: host names the service answers for (the ``Host`` header) besides
       its IP addresses and ``localhost``; ``("*",)``: any (a proxy in front checks them);
-    - ``max_request_bytes``: the largest request body taken, on every route (413 beyond).
+    - ``max_request_bytes``: the largest request body taken, on every route (413 beyond);
+    - ``write_approval``: which tools wait for a human by their kind (see
+      :data:`~tooluse.calling.WriteApproval`): by default every tool not marked read-only
+      (``@tool(read_only=True)``, an MCP tool's ``readOnlyHint``), except those whose
+      ``requires_approval`` is ``False`` (an ``mcp.json`` ``"approval": "never"``);
+    - ``idempotency_retention_seconds``: how long the journal in ``db`` answers a repeated
+      call of a tool with an ``idempotency_key`` with its stored result (a model's repeat,
+      a client's retry, a resume, a restart after a crash) instead of running it again;
+    - ``audit_retention_seconds``: how long the audit log in ``db`` keeps its record of each
+      tool call (``tooluse audit`` reads it);
+    - ``rate_limits``: a :class:`~tooluse.calling.RateLimit` per tool name (per user,
+      tenant, conversation or for all), its buckets in ``db`` (shared by the workers).
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -154,6 +182,10 @@ class ServiceConfig:
     turn_display_retention_seconds: float = DEFAULT_TURN_DISPLAY_RETENTION
     allowed_hosts: Sequence[str] = ()
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    write_approval: WriteApproval = "writes"
+    idempotency_retention_seconds: float = DEFAULT_JOURNAL_RETENTION
+    audit_retention_seconds: float = DEFAULT_AUDIT_RETENTION
+    rate_limits: Mapping[str, RateLimit] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.allowed_hosts, str):
@@ -251,19 +283,46 @@ def history_as_text(config: ServiceConfig) -> bool:
     return config.router_history_as_text and config.model is not None
 
 
+def tool_calling_manager(
+    config: ServiceConfig,
+    journal: ToolCallJournal | None,
+    audit: AuditSink | None,
+    rate_buckets: RateLimitStore | None,
+) -> ToolCallingManager:
+    """What runs the router's tool calls: the default limits and identical-call guard, the
+    approval policy and rate limits of ``config`` (their buckets in ``rate_buckets``),
+    ``journal`` for the tools with idempotency keys, and ``audit`` for a record of every
+    call."""
+    return ToolCallingManager(
+        write_approval=config.write_approval,
+        journal=journal,
+        audit=audit,
+        rate_limits=config.rate_limits,
+        rate_limit_store=rate_buckets,
+    )
+
+
 def router_advisor(
-    config: ServiceConfig, callbacks: Sequence[ToolCallback]
-) -> ToolSearchToolCallingAdvisor | None:
+    config: ServiceConfig,
+    callbacks: Sequence[ToolCallback],
+    journal: ToolCallJournal | None = None,
+    audit: AuditSink | None = None,
+    rate_buckets: RateLimitStore | None = None,
+) -> ToolCallingAdvisor:
     """The router's tool loop for ``config`` and its tools ``callbacks`` (MCP tools
-    included): tool search when ``config.tool_search`` asks for it (``None``: when there are
-    more than :data:`TOOL_SEARCH_ABOVE` tools), else ``None`` (the pipeline's default
-    loop). Tool search files an MCP tool under its server's name (its category)."""
+    included), running them with :func:`tool_calling_manager`: tool search when
+    ``config.tool_search`` asks for it (``None``: when there are more than
+    :data:`TOOL_SEARCH_ABOVE` tools), else a plain loop. Tool search files an MCP tool under
+    its server's name (its category)."""
+    manager = tool_calling_manager(config, journal, audit, rate_buckets)
     enabled = config.tool_search
     if enabled is None:
         enabled = len(callbacks) > TOOL_SEARCH_ABOVE
     if not enabled:
-        return None
-    return ToolSearchToolCallingAdvisor(tool_index=HybridToolIndex(config.embedding_model))
+        return ToolCallingAdvisor(tool_calling_manager=manager)
+    return ToolSearchToolCallingAdvisor(
+        tool_index=HybridToolIndex(config.embedding_model), tool_calling_manager=manager
+    )
 
 
 class QaService:
@@ -287,6 +346,13 @@ class QaService:
             self._repository, self.approvals, self.turn_displays, location = _open_stores(
                 config, opened
             )
+            self.journal = opened.enter_context(
+                SqliteToolCallJournal(config.db, retention=config.idempotency_retention_seconds)
+            )
+            self.audit = opened.enter_context(
+                SqliteAuditLog(config.db, retention=config.audit_retention_seconds)
+            )
+            self.rate_buckets = opened.enter_context(SqliteRateLimitStore(config.db))
             self._stores = opened.pop_all()
         self.memory = MessageWindowChatMemory(
             max_messages=config.memory_window, repository=self._repository
@@ -361,14 +427,15 @@ class QaService:
 
     def _start(self) -> None:
         callbacks = tool_callbacks(*self.tools)
-        self.tool_search = router_advisor(self.config, callbacks)
+        router = router_advisor(self.config, callbacks, self.journal, self.audit, self.rate_buckets)
+        self.tool_search = router if isinstance(router, ToolSearchToolCallingAdvisor) else None
         self._pipeline = QaPipeline(
             self._model,
             retriever=self.knowledge,
             query_transformers=query_transformers(self.config, self._model),
             tools=self.tools,
             memory=self.memory,
-            router_advisor=self.tool_search,
+            router_advisor=router,
             router_fetch_rounds=self.config.router_fetch_rounds,
             router_grounded_arguments=grounded_arguments(self.config),
             router_history_as_text=history_as_text(self.config),
@@ -460,14 +527,14 @@ class QaService:
     def tool_descriptions(self) -> list[dict[str, Any]]:
         described = []
         for callback in tool_callbacks(*self.tools):
-            required = callback.metadata.requires_approval
             definition = callback.definition
             described.append(
                 {
                     "name": definition.name,
                     "description": definition.description,
                     "input_schema": definition.input_schema,
-                    "requires_approval": required if isinstance(required, bool) else "rule",
+                    "requires_approval": _approval_shown(callback, self.config.write_approval),
+                    "read_only": callback.metadata.read_only,
                     "mcp_server": mcp_server_category(callback),
                 }
             )
@@ -503,6 +570,18 @@ def _open_stores(
         TurnDisplayStore(location, retention=config.turn_display_retention_seconds)
     )
     return repository, approvals, turn_displays, location
+
+
+def _approval_shown(callback: ToolCallback, write_approval: WriteApproval) -> bool | str:
+    """Whether the tool's calls wait for approval: ``"rule"`` when a predicate decides per
+    call."""
+    required = callback.metadata.requires_approval
+    if callable(required):
+        return "rule"
+    if required is None:
+        probe = ToolCall(id="", name=callback.definition.name, arguments="{}")
+        return approval_reason(probe, callback, ToolContext(), None, write_approval) is not None
+    return required
 
 
 def _tools_per_server(callbacks: Sequence[ToolCallback]) -> Counter[str | None]:

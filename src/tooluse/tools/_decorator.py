@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from tooluse.tools._definition import ToolMetadata
+from tooluse.tools._definition import IdempotencyKey, ToolMetadata
 
 if TYPE_CHECKING:
     from tooluse.messages import ToolCall
@@ -44,11 +44,14 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     return_direct: bool = False,
-    requires_approval: bool | Callable[[ToolCall, ToolContext], bool] = False,
+    requires_approval: bool | Callable[[ToolCall, ToolContext], bool] | None = None,
     sequential: bool = False,
     timeout: float | None = None,
     result_converter: ResultConverter | None = None,
     inline: bool = False,
+    read_only: bool = False,
+    destructive: bool = False,
+    idempotency_key: IdempotencyKey | None = None,
 ) -> Callable[[_F], _F]: ...
 def tool(
     function: Any = None,
@@ -57,11 +60,14 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     return_direct: bool = False,
-    requires_approval: bool | Callable[[ToolCall, ToolContext], bool] = False,
+    requires_approval: bool | Callable[[ToolCall, ToolContext], bool] | None = None,
     sequential: bool = False,
     timeout: float | None = None,
     result_converter: ResultConverter | None = None,
     inline: bool = False,
+    read_only: bool = False,
+    destructive: bool = False,
+    idempotency_key: IdempotencyKey | None = None,
 ) -> Any:
     """Mark a function or method as a tool, bare (``@tool``) or with options.
 
@@ -71,7 +77,8 @@ def tool(
       split into words (``getWeather`` -> ``get weather``).
     - ``return_direct``: the result goes to the caller instead of back to the model.
     - ``requires_approval``: ``True`` or a predicate ``(call, context) -> bool``; such calls
-      wait for a human decision.
+      wait for a human decision. ``False``: never, even under the manager's
+      ``write_approval`` policy; unset: as that policy says.
     - ``sequential``: never run concurrently with the other calls of a round.
     - ``timeout``: seconds; a slower call becomes an error result for the model.
     - ``result_converter``: ``(value) -> str | ToolResult`` replacing the default result
@@ -80,6 +87,11 @@ def tool(
       on the event loop's thread instead of the tool thread pool, saving the hand-off. While
       it runs, nothing else on that loop does; it cannot have a ``timeout`` (nothing could
       stop it). Not for ``async def`` functions, which run on the loop anyway.
+    - ``read_only``: the tool has no side effects; under a ``write_approval`` policy (the
+      service's default) every other tool waits for approval.
+    - ``destructive``: a write that may destroy or overwrite data.
+    - ``idempotency_key``: ``True`` or ``(arguments, context) -> str``: with a journal, a
+      repeated call with the same key returns the stored result instead of running again.
 
     Works on ``async def`` functions, on methods (collect them with
     ``tool_callbacks(instance)``) and on top of ``@staticmethod``/``@classmethod``.
@@ -94,6 +106,9 @@ def tool(
             requires_approval=requires_approval,
             sequential=sequential,
             timeout=timeout,
+            read_only=read_only,
+            destructive=destructive,
+            idempotency_key=idempotency_key,
         ),
         result_converter=result_converter,
         inline=inline,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import functools
 import inspect
 from collections.abc import Callable, Mapping
@@ -85,6 +86,7 @@ class FunctionToolCallback(BaseToolCallback):
         timeout: float | None = None,
         result_converter: ResultConverter | None = None,
         inline: bool | None = None,
+        read_only: bool | None = None,
     ) -> None:
         if not callable(function):
             raise TypeError(f"FunctionToolCallback needs a callable, got {function!r}")
@@ -102,7 +104,7 @@ class FunctionToolCallback(BaseToolCallback):
         self._returns_none = schema.returns_none
         self._result_converter = result_converter or options.result_converter
         self._metadata = _metadata(
-            options.metadata, return_direct, requires_approval, sequential, timeout
+            options.metadata, return_direct, requires_approval, sequential, timeout, read_only
         )
         self._inline = options.inline if inline is None else inline
         if self._inline and (self._is_async or self._metadata.timeout is not None):
@@ -170,21 +172,25 @@ def _metadata(
     requires_approval: bool | Callable[[ToolCall, ToolContext], bool] | None,
     sequential: bool | None,
     timeout: float | None,
+    read_only: bool | None,
 ) -> ToolMetadata:
     if (
         return_direct is None
         and requires_approval is None
         and sequential is None
-        and (timeout is None)
+        and timeout is None
+        and read_only is None
     ):
         return declared
-    return ToolMetadata(
+    return dataclasses.replace(
+        declared,
         return_direct=declared.return_direct if return_direct is None else return_direct,
         requires_approval=(
             declared.requires_approval if requires_approval is None else requires_approval
         ),
         sequential=declared.sequential if sequential is None else sequential,
         timeout=declared.timeout if timeout is None else timeout,
+        read_only=declared.read_only if read_only is None else read_only,
     )
 
 

@@ -1,0 +1,232 @@
+"""The audit log: one record per tool call, whatever became of it.
+
+Who asked (user, tenant, conversation) comes from the tool context, which the application
+fills from the request (the service from its authentication and the request's conversation):
+never from the model's arguments. Each record also holds the tool, its arguments, its result
+or error, how long it ran, what became of it (``ran``, ``failed``, ``repeat``, ``refused``,
+``held``) and the approval decision with who gave it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Literal, Protocol, runtime_checkable
+
+from tooluse._sqlite import SqliteStore, Synchronous, write_transaction
+from tooluse.tools import ToolContext
+
+__all__ = [
+    "CONVERSATION_ID_KEY",
+    "DEFAULT_AUDIT_RETENTION",
+    "TENANT_ID_KEY",
+    "USER_ID_KEY",
+    "AuditRecord",
+    "AuditSink",
+    "SqliteAuditLog",
+    "caller_of",
+]
+
+USER_ID_KEY: Final = "user_id"
+"""The tool-context key of the user a call is made for (set by the application)."""
+TENANT_ID_KEY: Final = "tenant_id"
+"""The tool-context key of the user's tenant."""
+CONVERSATION_ID_KEY: Final = "conversation_id"
+"""The tool-context key of the conversation."""
+
+TENANT_ATTRIBUTE: Final = "tooluse.tenant.id"  # a tool span's; OpenTelemetry has none
+
+DEFAULT_AUDIT_RETENTION: Final = 90 * 24 * 3600.0
+"""Seconds a record is kept: a quarter, long enough to look into a complaint."""
+DEFAULT_MAX_AUDIT_RECORDS: Final = 1_000_000
+DEFAULT_MAX_AUDIT_TEXT: Final = 4_000  # characters kept of the arguments and of the result
+
+Outcome = Literal["ran", "failed", "repeat", "refused", "held"]
+Approval = Literal["not needed", "pending", "approved", "denied"]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One tool call. ``latency_ms`` is ``None`` for a call that did not run; ``approved_by``
+    is who decided (``None``: not given, or no decision was needed)."""
+
+    at: float
+    tool: str
+    call_id: str
+    arguments: str
+    outcome: Outcome
+    result: str
+    is_error: bool
+    latency_ms: float | None
+    approval: Approval
+    approved_by: str | None
+    user: str | None
+    tenant: str | None
+    conversation: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def caller_of(context: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """``(user, tenant, conversation)`` from a tool context (``None`` where unset)."""
+
+    def text(key: str) -> str | None:
+        value = context.get(key)
+        return None if value is None else str(value)
+
+    return text(USER_ID_KEY), text(TENANT_ID_KEY), text(CONVERSATION_ID_KEY)
+
+
+@runtime_checkable
+class AuditSink(Protocol):
+    """Where audit records go: :class:`SqliteAuditLog` by default in the service; a log
+    shipper, a database shared by the workers. ``record`` gets a round's records at once;
+    an exception it raises reaches the caller (an audit that silently stops is no audit)."""
+
+    async def record(self, records: Sequence[AuditRecord]) -> None: ...
+
+
+_FIELDS: Final = tuple(field.name for field in dataclasses.fields(AuditRecord))
+SCHEMA_VERSION = 1
+_SCHEMA = (
+    """CREATE TABLE tool_audit (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        at REAL NOT NULL,
+        tool TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        result TEXT NOT NULL,
+        is_error INTEGER NOT NULL,
+        latency_ms REAL,
+        approval TEXT NOT NULL,
+        approved_by TEXT,
+        user TEXT,
+        tenant TEXT,
+        conversation TEXT
+    )""",
+    "CREATE INDEX tool_audit_at ON tool_audit (at)",
+    "CREATE INDEX tool_audit_user ON tool_audit (user, at)",
+    "CREATE INDEX tool_audit_conversation ON tool_audit (conversation, at)",
+)
+# Deleting past the bounds is a scan: done at most this often as records are added.
+_TIDY_EVERY: Final = 60.0
+
+
+class SqliteAuditLog(SqliteStore):
+    """An :class:`AuditSink` in a SQLite file, bounded: records older than ``retention``
+    seconds go, and the oldest beyond ``max_records``; the arguments and the result are cut
+    to ``max_text`` characters (a note says how long they were)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        retention: float = DEFAULT_AUDIT_RETENTION,
+        max_records: int = DEFAULT_MAX_AUDIT_RECORDS,
+        max_text: int = DEFAULT_MAX_AUDIT_TEXT,
+        busy_timeout: float = 10.0,
+        synchronous: Synchronous = "NORMAL",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not retention > 0:
+            raise ValueError(f"retention must be > 0 seconds, got {retention!r}")
+        for what, value in (("max_records", max_records), ("max_text", max_text)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{what} must be a positive integer, got {value!r}")
+        super().__init__(
+            path,
+            component="tool_audit",
+            version=SCHEMA_VERSION,
+            statements=_SCHEMA,
+            busy_timeout=busy_timeout,
+            synchronous=synchronous,
+        )
+        self.retention = retention
+        self.max_records = max_records
+        self.max_text = max_text
+        self._clock = clock
+        self._tidied_at = float("-inf")
+
+    async def record(self, records: Sequence[AuditRecord]) -> None:
+        if records:
+            await asyncio.to_thread(self._insert, records)
+
+    def query(
+        self,
+        *,
+        tool: str | None = None,
+        user: str | None = None,
+        tenant: str | None = None,
+        conversation: str | None = None,
+        since: float | None = None,
+        limit: int | None = None,
+    ) -> list[AuditRecord]:
+        """The records matching every filter given, oldest first (the newest ``limit``)."""
+        filters = {"tool": tool, "user": user, "tenant": tenant, "conversation": conversation}
+        where = [f"{column} = ?" for column, value in filters.items() if value is not None]
+        values: list[Any] = [value for value in filters.values() if value is not None]
+        if since is not None:
+            where.append("at >= ?")
+            values.append(since)
+        sql = f"SELECT {', '.join(_FIELDS)} FROM tool_audit"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY seq DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            values.append(limit)
+        with self._lock:
+            rows = self._connection.execute(sql, values).fetchall()
+        return [_record(row) for row in reversed(rows)]
+
+    def _insert(self, records: Sequence[AuditRecord]) -> None:
+        rows = [
+            tuple(
+                self._cut(value) if name in ("arguments", "result") else value
+                for name, value in zip(_FIELDS, dataclasses.astuple(record), strict=True)
+            )
+            for record in records
+        ]
+        now = self._clock()
+        with self._lock, write_transaction(self._connection) as connection:
+            connection.executemany(
+                f"INSERT INTO tool_audit ({', '.join(_FIELDS)}) "
+                f"VALUES ({', '.join('?' for _ in _FIELDS)})",
+                rows,
+            )
+            if now - self._tidied_at >= _TIDY_EVERY:
+                self._tidied_at = now
+                connection.execute("DELETE FROM tool_audit WHERE at < ?", (now - self.retention,))
+                connection.execute(
+                    "DELETE FROM tool_audit WHERE seq <= (SELECT MAX(seq) FROM tool_audit) - ?",
+                    (self.max_records,),
+                )
+
+    def _cut(self, text: str) -> str:
+        # A lone surrogate (a model's "\ud800" escape) cannot be stored as UTF-8: escaped.
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+        if len(text) <= self.max_text:
+            return text
+        return f"{text[: self.max_text]}... [{len(text)} characters in all]"
+
+
+def _record(row: Sequence[Any]) -> AuditRecord:
+    values = dict(zip(_FIELDS, row, strict=True))
+    values["is_error"] = bool(values["is_error"])
+    return AuditRecord(**values)
+
+
+def identity_attributes(context: ToolContext) -> dict[str, str]:
+    """The OpenTelemetry attributes of the caller of a tool span (those set)."""
+    user, tenant, conversation = caller_of(context)
+    found = {
+        "enduser.id": user,
+        TENANT_ATTRIBUTE: tenant,
+        "gen_ai.conversation.id": conversation,
+    }
+    return {key: value for key, value in found.items() if value is not None}

@@ -1,0 +1,134 @@
+"""The audit log: a record of every tool call, who asked (from the tool context, never from
+the model's arguments), what became of it, its approval and who gave it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from _calling_tools import FakeTool, prompt_with, tool_calls_response
+from _service_helpers import service
+from tooluse import Approve, Deny, Prompt, ToolCallingManager
+from tooluse.calling import AuditRecord, AuditSink, SqliteAuditLog
+from tooluse.cli import main
+
+CALLER = {"user_id": "ann", "tenant_id": "acme", "conversation_id": "c1"}
+
+
+def failing(**_: object) -> str:
+    raise RuntimeError("the mail server is down")
+
+
+async def test_every_call_of_a_round_and_its_resume_is_recorded(tmp_path: Path) -> None:
+    log = SqliteAuditLog(tmp_path / "a.db")
+    assert isinstance(log, AuditSink)
+    manager = ToolCallingManager(audit=log, write_approval="writes")
+    tools = [
+        FakeTool("look", read_only=True),
+        FakeTool("mail", failing, read_only=True),
+        FakeTool("pay"),
+        FakeTool("wipe"),
+    ]
+    prompt = prompt_with(tools, context=CALLER)
+    paused = await manager.aexecute_tool_calls(
+        prompt,
+        tool_calls_response(
+            # the model names a user: the record keeps the caller from the context
+            ("look", '{"user_id": "mallory"}'),
+            ("mail", "{}"),
+            ("nope", "{}"),
+            ("pay", '{"amount": 5}'),
+            ("wipe", "{}"),
+        ),
+    )
+    await manager.aresume_tool_calls(
+        Prompt(paused.conversation_history, prompt.options),
+        {"c3": Approve(by="boss"), "c4": Deny("No.", by="auditor")},
+    )
+    records = log.query()
+    summary = [(r.tool, r.outcome, r.is_error, r.approval, r.approved_by) for r in records]
+    assert summary == [
+        ("look", "ran", False, "not needed", None),
+        ("mail", "failed", True, "not needed", None),
+        ("nope", "refused", True, "not needed", None),
+        ("pay", "held", False, "pending", None),
+        ("wipe", "held", False, "pending", None),
+        ("pay", "ran", False, "approved", "boss"),
+        ("wipe", "refused", True, "denied", "auditor"),
+    ]
+    assert {(r.user, r.tenant, r.conversation) for r in records} == {("ann", "acme", "c1")}
+    look, mail, nope = records[:3]
+    assert look.arguments == '{"user_id": "mallory"}' and look.result == "look ok"
+    assert look.latency_ms is not None and look.latency_ms >= 0
+    assert "the mail server is down" in mail.result
+    assert nope.latency_ms is None and nope.result.startswith("Unknown tool 'nope'")
+    assert [r.tool for r in log.query(tool="pay")] == ["pay", "pay"]
+    assert log.query(user="mallory") == []
+    assert [r.tool for r in log.query(conversation="c1", limit=2)] == ["pay", "wipe"]
+
+
+async def test_the_log_is_bounded(tmp_path: Path) -> None:
+    now = [1000.0]
+    log = SqliteAuditLog(
+        tmp_path / "a.db", retention=100, max_records=3, max_text=10, clock=lambda: now[0]
+    )
+
+    def record(tool: str, result: str = "ok") -> AuditRecord:
+        return AuditRecord(
+            at=now[0], tool=tool, call_id="c", arguments="{}", outcome="ran", result=result,
+            is_error=False, latency_ms=1.0, approval="not needed", approved_by=None,
+            user=None, tenant=None, conversation=None,
+        )  # fmt: skip
+
+    await log.record([record("old", "x" * 25)])
+    assert log.query()[0].result == "xxxxxxxxxx... [25 characters in all]"
+    now[0] += 101  # past the retention; the tidy runs at most once a minute
+    await log.record([record(f"t{n}") for n in range(5)])
+    assert [r.tool for r in log.query()] == ["t2", "t3", "t4"]
+    with pytest.raises(ValueError, match="max_records must be a positive integer"):
+        SqliteAuditLog(tmp_path / "b.db", max_records=0)
+
+
+async def test_the_tool_span_names_the_caller_and_the_approval(
+    exporter: InMemorySpanExporter,
+) -> None:
+    manager = ToolCallingManager()
+    pay = FakeTool("pay", requires_approval=True)
+    prompt = prompt_with([pay], context=CALLER)
+    paused = await manager.aexecute_tool_calls(prompt, tool_calls_response(("pay", "{}")))
+    await manager.aresume_tool_calls(
+        Prompt(paused.conversation_history, prompt.options), {"c0": Approve(by="boss")}
+    )
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "execute_tool pay"]
+    attributes = dict(span.attributes or {})
+    assert attributes["enduser.id"] == "ann"
+    assert attributes["tooluse.tenant.id"] == "acme"
+    assert attributes["gen_ai.conversation.id"] == "c1"
+    assert (attributes["tooluse.tool.approval"], attributes["tooluse.tool.approved_by"]) == (
+        "approved",
+        "boss",
+    )
+
+
+async def test_the_service_audits_its_tool_calls_and_tooluse_audit_prints_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "s.db"
+    async with service(db) as client:  # the offline model calls get_weather
+        await client.post(
+            "/api/chat", json={"message": "What's the weather in Paris?", "conversation_id": "c9"}
+        )
+    assert main(["audit", "--db", str(db), "--conversation", "c9"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["tool"], r["outcome"], r["conversation"]) for r in lines] == [
+        ("get_weather", "ran", "c9")
+    ]
+    assert "city" in json.loads(lines[0]["arguments"])  # as the offline model filled them in
+    assert lines[0]["at"].endswith("+00:00")
+    assert main(["audit", "--db", str(db), "--tool", "cancel_order"]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["audit", "--db", str(tmp_path / "none.db")]) == 2
+    assert "does not exist" in capsys.readouterr().err
