@@ -149,6 +149,9 @@ async def test_a_denial_is_recorded_as_its_user_s(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     async with serving(db, authenticators=[keys_file(tmp_path)]) as client:
         paused = parse_sse((await chat(client, SAM, "Cancel order A1001", None)).text)
+        opened = paused[-1][1]["conversation_id"]  # made by the service: Sam's from the start
+        assert (await client.get(f"/api/conversations/{opened}", headers=BOB)).status_code == 404
+        assert (await client.get(f"/api/conversations/{opened}", headers=SAM)).status_code == 200
         denied = await client.post(
             f"/api/approvals/{paused[-1][1]['approval_id']}",
             json={"decisions": {"cancel-1": {"approve": False, "message": "Not today."}}},

@@ -118,11 +118,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--roles-header name the user; headers from other addresses are ignored; repeatable. "
         "Turns uvicorn's proxy headers off, so the proxy's address is the one checked",
     )
-    users.add_argument("--user-header", default="X-Forwarded-User", metavar="NAME")
-    users.add_argument("--tenant-header", default="X-Forwarded-Tenant", metavar="NAME")
-    users.add_argument(
-        "--roles-header", default="X-Forwarded-Roles", metavar="NAME", help="comma-separated"
-    )
+    for option, default, what in (
+        ("--user-header", "X-Forwarded-User", "the user"),
+        ("--tenant-header", "X-Forwarded-Tenant", "the tenant"),
+        ("--roles-header", "X-Forwarded-Roles", "the roles, comma-separated"),
+    ):
+        users.add_argument(
+            option,
+            default=default,
+            metavar="NAME",
+            help=f"the header of a --trusted-proxy naming {what} (default: {default})",
+        )
     users.add_argument(
         "--jwt-secret",
         default=os.environ.get("TOOLUSE_JWT_SECRET") or None,

@@ -342,17 +342,20 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
     api = APIRouter(dependencies=[Depends(request_caller)])
 
-    async def check_owner(caller: Caller, conversation_id: str, *, write: bool) -> bool:
+    async def check_owner(
+        caller: Caller, conversation_id: str, *, write: bool, new: bool = False
+    ) -> bool:
         """Whether the caller may read (or with ``write``, continue) the conversation. A
-        named caller's first write makes a new conversation theirs; one stored without an
-        owner is an anonymous caller's."""
-        if not service.names_users:
+        named caller's first write makes a new conversation theirs (``new``: an id the
+        service just made); one stored without an owner is an anonymous caller's."""
+        if not service.names_users or (new and caller.user_id is None):
             return True
-        owner = await asyncio.to_thread(service.owners.owner, conversation_id)
-        if owner != (None, None) or caller.user_id is None:
-            return owner == owner_of(caller)
-        if not write or await _stored_anonymously(service, conversation_id):
-            return False
+        if not new:
+            owner = await asyncio.to_thread(service.owners.owner, conversation_id)
+            if owner != (None, None) or caller.user_id is None:
+                return owner == owner_of(caller)
+            if not write or await _stored_anonymously(service, conversation_id):
+                return False
         claimed = await asyncio.to_thread(service.owners.claim, conversation_id, caller)
         return claimed == owner_of(caller)
 
@@ -390,7 +393,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             raise HTTPException(422, str(exc)) from exc
         if request.conversation_id is not None:  # what the GET routes refuse too
             _check_conversation_id(request.conversation_id)
-        if not await check_owner(caller, conversation_id, write=True):
+        new = request.conversation_id is None
+        if not await check_owner(caller, conversation_id, write=True, new=new):
             await events.aclose()
             raise HTTPException(404, _not_yours(conversation_id))
 
