@@ -65,6 +65,7 @@ def test_the_caller_round_trips_through_the_tool_context() -> None:
     assert json.loads(json.dumps(context)) == context  # a paused run's state keeps it
     assert Caller.of(context) == SAM
     assert Caller.of({}) == Caller()
+    assert Caller.of({ROLES_KEY: "admin"}).roles == {"admin"}
     with pytest.raises(TypeError, match="list of names"):
         Caller("ann", roles="admin")  # type: ignore[arg-type]
 

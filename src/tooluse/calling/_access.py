@@ -66,6 +66,8 @@ class Caller:
         """The caller a tool context names (the keys :meth:`tool_context` writes)."""
         user, tenant = context.get(USER_ID_KEY), context.get(TENANT_ID_KEY)
         roles = context.get(ROLES_KEY) or ()
+        if isinstance(roles, str):  # one role, not its letters
+            roles = (roles,)
         return cls(
             None if user is None else str(user),
             None if tenant is None else str(tenant),
