@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_service.py --clients 64 --requests 10 --latency 0.1
     .venv/bin/python benchmarks/bench_service.py --clients 1 200 --endpoint api v1 --question tools
     .venv/bin/python benchmarks/bench_service.py --clients 8 --profile /tmp/serve.prof  # cProfile
+    .venv/bin/python benchmarks/bench_service.py --auth users   # per-user keys, tool rules
 
 Both endpoints stream: ``/api/chat`` (the page's SSE, read to its ``done`` event) and ``/v1``
 (``/v1/chat/completions`` with ``stream: true``, read to ``[DONE]``). Per run it reports the
@@ -17,7 +18,10 @@ and knowledge base, the bundled embedding model) with a model that waits ``--lat
 per call and then answers (the router asks for ``get_weather`` on weather questions). Clients
 post to ``/api/chat`` over real HTTP and read the SSE stream to its ``done`` event. Each client
 alternates a tool question (3 model calls) and a knowledge question (2 model calls, one
-retrieval); the overhead of a request is its latency minus the model's waits.
+retrieval); the overhead of a request is its latency minus the model's waits. ``--auth
+key`` sends the one shared API key; ``--auth users`` gives each client a key of its own (a
+user of a tenant, who owns the client's conversation) and the service a tool-access rule,
+so that a request pays for its authentication, the owner check and the tool cut.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import dataclasses
 import multiprocessing
 import os
 import signal
@@ -59,12 +64,26 @@ def _model(latency: float) -> FunctionModel:
     return FunctionModel(respond)
 
 
-def _serve(db: str, port: int, latency: float, profile: str | None) -> None:
+def _key(client: int) -> str:
+    return f"bench-key-{client}"
+
+
+def _serve(db: str, port: int, latency: float, profile: str | None, auth: str, users: int) -> None:
     import uvicorn
 
-    from tooluse.service import ServiceConfig, create_app
+    from tooluse.calling import Caller, ToolAccess, ToolAccessPolicy
+    from tooluse.service import ApiKeys, ServiceConfig, create_app
 
-    app = create_app(ServiceConfig(db=db, model=_model(latency)))
+    config = ServiceConfig(db=db, model=_model(latency))
+    if auth == "key":
+        config = dataclasses.replace(config, api_key=_key(0))
+    elif auth == "users":
+        keys = {
+            _key(n): Caller(f"user-{n}", "bench", frozenset({"customer"})) for n in range(users)
+        }
+        rules = ToolAccessPolicy(tools={"cancel_order": ToolAccess(allow_roles=["support"])})
+        config = dataclasses.replace(config, authenticators=[ApiKeys(keys)], tool_visibility=rules)
+    app = create_app(config)
     if profile is None:
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
         return
@@ -114,7 +133,7 @@ async def _ready(base: str) -> None:
 
 
 async def _chat(
-    client: httpx.AsyncClient, endpoint: str, question: str, conversation: str
+    client: httpx.AsyncClient, endpoint: str, question: str, conversation: str, key: str
 ) -> tuple[float, bool]:
     """Seconds to the end of one streamed answer, and whether it ended well."""
     if endpoint == "api":
@@ -131,7 +150,8 @@ async def _chat(
     started = time.perf_counter()
     done = False
     try:
-        async with client.stream("POST", path, json=body) as response:
+        headers = {"Authorization": f"Bearer {key}"}
+        async with client.stream("POST", path, json=body, headers=headers) as response:
             async for line in response.aiter_lines():
                 if line == end:
                     done = True
@@ -150,6 +170,7 @@ async def _run(
     clients: int,
     requests: int,
     latency: float,
+    auth: str,
 ) -> None:
     """``clients`` streams at once, each sending ``requests`` questions (``kinds`` in turn)."""
     samples: dict[str, list[float]] = {kind: [] for kind in kinds}
@@ -163,7 +184,8 @@ async def _run(
                 kind = kinds[index % len(kinds)]
                 question, calls = QUESTIONS[kind]
                 conversation = f"bench-{endpoint}-{clients}-{number}"
-                elapsed, ok = await _chat(client, endpoint, question, conversation)
+                key = _key(number if auth == "users" else 0)
+                elapsed, ok = await _chat(client, endpoint, question, conversation, key)
                 if ok:
                     samples[kind].append((elapsed - calls * latency) * 1000)
                 else:
@@ -199,18 +221,29 @@ def main() -> None:
         help="the kinds each client asks in turn (CPU per request is over the mix)",
     )
     parser.add_argument("--profile", help="run the server under cProfile, stats to this file")
+    parser.add_argument(
+        "--auth",
+        choices=["none", "key", "users"],
+        default="none",
+        help="none; the one shared API key; a key per client with a tool-access rule",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory:
         db = str(Path(directory) / "bench.db")
         port = _free_port()
         server = multiprocessing.get_context("spawn").Process(
-            target=_serve, args=(db, port, args.latency, args.profile), daemon=True
+            target=_serve,
+            args=(db, port, args.latency, args.profile, args.auth, max(args.clients)),
+            daemon=True,
         )
         server.start()
         base = f"http://127.0.0.1:{port}"
         try:
             asyncio.run(_ready(base))
-            print(f"model latency {args.latency * 1000:.0f} ms per call; {os.cpu_count()} CPUs")
+            print(
+                f"model latency {args.latency * 1000:.0f} ms per call; {os.cpu_count()} CPUs; "
+                f"auth: {args.auth}"
+            )
             print(
                 "| endpoint | clients | question | requests | added p50 ms | p99 ms | errors "
                 "| req/s | server CPU ms/req | server RSS MiB |"
@@ -227,6 +260,7 @@ def main() -> None:
                         clients,
                         args.requests,
                         args.latency,
+                        args.auth,
                     )
                     asyncio.run(run)
         finally:

@@ -9,6 +9,6 @@ DOC = DOCS / "tools-that-act.md"
 
 def test_the_examples_run_in_order() -> None:
     examples = python_examples(DOC)
-    assert len(examples) == 3
+    assert len(examples) == 4
     namespace = run_examples(DOC, examples, {"__name__": "tools_that_act_doc"})
     assert namespace["transfers"] == [("landlord", 450)]

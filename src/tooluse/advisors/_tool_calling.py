@@ -260,6 +260,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
     ) -> ChatClientResponse:
         with _tracing.start_span("tool_loop", _LOOP_SPAN_ATTRIBUTES) as span:
             inner = chain.copy(self)
+            request = self._with_visible_tools(request)
             loop = _Loop(await self.do_initialize_loop(request, chain))
             final = await self._resume(loop)
             while final is None:
@@ -294,6 +295,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
         self, request: ChatClientRequest, chain: AdvisorChain, span: _tracing.SpanHandle
     ) -> AsyncGenerator[ChatClientResponse, None]:
         inner = chain.copy(self)
+        request = self._with_visible_tools(request)
         loop = _Loop(await self.do_initialize_loop(request, chain))
         final = await self._resume(loop)
         while final is None:
@@ -342,6 +344,16 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
         yield ChatClientResponse(final, loop.context)
 
     # -- the steps both paths share ------------------------------------------------------
+
+    def _with_visible_tools(self, request: ChatClientRequest) -> ChatClientRequest:
+        """The request with only the tools its caller may use (the manager's
+        ``tool_visibility``), before any hook sees them: the others are never offered, nor
+        indexed by tool search."""
+        options = request.prompt.options
+        visible = self.tool_calling_manager.visible_options(options)
+        if visible is options:
+            return request
+        return request.replace(prompt=request.prompt.replace(options=visible))
 
     async def _before_round(self, loop: _Loop, chain: AdvisorChain) -> None:
         iteration = loop.request.replace(prompt=Prompt(loop.instructions, loop.options))

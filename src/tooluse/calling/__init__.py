@@ -1,6 +1,13 @@
 """Execution: one round of tool calls (lookup, concurrency, limits, timeouts, approval holds,
 exceptions, tracing). See :class:`ToolCallingManager`."""
 
+from tooluse.calling._access import (
+    ROLES_KEY,
+    Caller,
+    ToolAccess,
+    ToolAccessPolicy,
+    ToolVisibility,
+)
 from tooluse.calling._approval import (
     ApprovalPredicate,
     Approve,
@@ -56,12 +63,14 @@ __all__ = [
     "DEFAULT_MAX_ARGUMENT_CHARS",
     "DEFAULT_MAX_IDENTICAL_CALLS",
     "DEFAULT_MAX_IMAGE_BYTES",
+    "ROLES_KEY",
     "TENANT_ID_KEY",
     "USER_ID_KEY",
     "ApprovalPredicate",
     "Approve",
     "AuditRecord",
     "AuditSink",
+    "Caller",
     "Decision",
     "DefaultToolExecutionExceptionProcessor",
     "DelegatingToolCallbackResolver",
@@ -75,12 +84,15 @@ __all__ = [
     "SqliteRateLimitStore",
     "SqliteToolCallJournal",
     "StaticToolCallbackResolver",
+    "ToolAccess",
+    "ToolAccessPolicy",
     "ToolCallJournal",
     "ToolCallLimitExceeded",
     "ToolCallbackResolver",
     "ToolCallingManager",
     "ToolExecutionExceptionProcessor",
     "ToolExecutionResult",
+    "ToolVisibility",
     "UnknownToolError",
     "WriteApproval",
 ]

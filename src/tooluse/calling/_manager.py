@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import difflib
+import functools
 import logging
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, TypeVar
 
 from tooluse import _tracing
 from tooluse._sync import run_sync
+from tooluse.calling._access import Caller, ToolVisibility
 from tooluse.calling._approval import (
     WRITE_APPROVALS,
     ApprovalPredicate,
@@ -142,6 +144,10 @@ class ToolCallingManager:
       Anthropic's 5 MiB of base64 per image.
     - ``requires_approval``: a predicate ``(call, context)`` holding calls for a human, in
       addition to each tool's own ``metadata.requires_approval``.
+    - ``tool_visibility``: which tools the caller of the tool context
+      (:class:`~tooluse.calling.Caller`) may use; a call of any other is answered as a call
+      of an unknown tool, and the loop offers only the allowed ones
+      (:meth:`visible_options`).
     """
 
     def __init__(
@@ -167,6 +173,7 @@ class ToolCallingManager:
         audit: AuditSink | None = None,
         rate_limits: Mapping[str, RateLimit] | None = None,
         rate_limit_store: RateLimitStore | None = None,
+        tool_visibility: ToolVisibility | None = None,
     ) -> None:
         if resolver_fallback and resolver is None:
             raise ValueError("resolver_fallback=True needs a resolver to fall back to")
@@ -218,6 +225,12 @@ class ToolCallingManager:
         if wrong:
             raise TypeError(f"rate_limits maps tool names to RateLimit; not for {wrong}")
         self._rate_limit_store: RateLimitStore = rate_limit_store or InMemoryRateLimitStore()
+        if tool_visibility is not None and not isinstance(tool_visibility, ToolVisibility):
+            raise TypeError(
+                "tool_visibility must have allows(caller, tool) -> bool (a ToolVisibility, e.g. "
+                f"ToolAccessPolicy), got {tool_visibility!r}"
+            )
+        self._visibility = tool_visibility
         # The loop passes the same options every round: remember the last name index by the
         # identity of its (immutable) callback tuple, which the entry keeps alive.
         self._last_index: tuple[tuple[ToolCallback, ...], dict[str, ToolCallback]] | None = None
@@ -227,6 +240,18 @@ class ToolCallingManager:
     def resolve_tool_definitions(self, options: ChatOptions) -> list[ToolDefinition]:
         """The definitions of the tools attached to ``options``, in order."""
         return [callback.definition for callback in options.tool_callbacks]
+
+    def visible_options(self, options: ChatOptions) -> ChatOptions:
+        """``options`` with only the tools that the caller of its tool context may use (the
+        same object when all may be used): what the loop offers and tool search indexes."""
+        if self._visibility is None or not options.tool_callbacks:
+            return options
+        caller = Caller.of(options.tool_context)
+        allows = self._visibility.allows
+        visible = tuple(callback for callback in options.tool_callbacks if allows(caller, callback))
+        if len(visible) == len(options.tool_callbacks):
+            return options
+        return options.replace(tool_callbacks=visible)
 
     async def aexecute_tool_calls(
         self, prompt: Prompt, response: ChatResponse
@@ -314,6 +339,9 @@ class ToolCallingManager:
         decisions: Mapping[str, Decision] | None,
     ) -> _RoundPlan:
         tools = self._tool_index(options.tool_callbacks)
+        visible = self._visible_to(context)
+        if visible is not None:  # whatever tools are attached
+            tools = {name: tool for name, tool in tools.items() if visible(tool)}
         plan = _RoundPlan(responses=[None] * len(calls))
         responses = plan.responses
         for index, call in enumerate(calls):
@@ -338,7 +366,7 @@ class ToolCallingManager:
                 if self._raise_on_limit:
                     plan.breach = (breach, breach_response)
                 continue
-            callback = self._find_tool(call.name, tools)
+            callback = self._find_tool(call.name, tools, visible)
             if callback is None:
                 responses[index] = _error(call, self._unknown_tool_message(call.name, tools))
                 continue
@@ -393,10 +421,23 @@ class ToolCallingManager:
             self._last_index = (callbacks, index)
         return index
 
-    def _find_tool(self, name: str, tools: Mapping[str, ToolCallback]) -> ToolCallback | None:
+    def _visible_to(self, context: ToolContext) -> Callable[[ToolCallback], bool] | None:
+        """Whether the caller of ``context`` may use a tool; ``None``: any tool."""
+        if self._visibility is None:
+            return None
+        return functools.partial(self._visibility.allows, Caller.of(context))
+
+    def _find_tool(
+        self,
+        name: str,
+        tools: Mapping[str, ToolCallback],
+        visible: Callable[[ToolCallback], bool] | None,
+    ) -> ToolCallback | None:
         callback = tools.get(name)
         if callback is None and self._resolver is not None and name.strip():
             callback = self._resolver.resolve(name)
+            if callback is not None and visible is not None and not visible(callback):
+                callback = None  # as if the resolver had none
         if callback is None and self._raise_on_unknown:
             raise UnknownToolError(name, f"No ToolCallback found for tool name: {name}")
         return callback

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooluse.cli._option_types import port_number, positive_count, positive_seconds
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
+    from tooluse.service import Authenticator
     from tooluse.service._service import QaService
 
 __all__ = ["add_arguments", "run", "worker_app"]
@@ -94,7 +96,110 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "conversation's turns one at a time: redis://HOST:PORT/DB "
         "(default: $TOOLUSE_REDIS_URL; none: one at a time per worker)",
     )
+    users = parser.add_argument_group(
+        "users and tenants",
+        "who a request comes from, beyond the one --api-key (tried after it, in this order); "
+        "a user's conversations and approvals are theirs (404 to anyone else), and the user, "
+        "tenant and roles go into the tool context and the audit log",
+    )
+    users.add_argument(
+        "--keys",
+        metavar="FILE",
+        help='per-user API keys, a JSON file: {"keys": [{"key": "...", "user": "ann", '
+        '"tenant": "acme", "roles": ["support"]}, ...]} ("sha256" instead of "key" keeps the '
+        "key out of the file)",
+    )
+    users.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="a reverse proxy (address or network) whose --user-header, --tenant-header and "
+        "--roles-header name the user; headers from other addresses are ignored; repeatable. "
+        "Turns uvicorn's proxy headers off, so the proxy's address is the one checked",
+    )
+    for option, default, what in (
+        ("--user-header", "X-Forwarded-User", "the user"),
+        ("--tenant-header", "X-Forwarded-Tenant", "the tenant"),
+        ("--roles-header", "X-Forwarded-Roles", "the roles, comma-separated"),
+    ):
+        users.add_argument(
+            option,
+            default=default,
+            metavar="NAME",
+            help=f"the header of a --trusted-proxy naming {what} (default: {default})",
+        )
+    users.add_argument(
+        "--jwt-secret",
+        default=os.environ.get("TOOLUSE_JWT_SECRET") or None,
+        metavar="SECRET",
+        help="accept bearer JWTs signed with this HS256 secret (default: $TOOLUSE_JWT_SECRET; "
+        "needs pip install 'tooluse[jwt]')",
+    )
+    users.add_argument(
+        "--jwt-public-key",
+        metavar="FILE",
+        help="accept bearer JWTs signed RS256 by the private key of this PEM public key",
+    )
+    users.add_argument("--jwt-audience", metavar="AUD", help="the tokens' required aud claim")
+    users.add_argument("--jwt-issuer", metavar="ISS", help="the tokens' required iss claim")
+    users.add_argument(
+        "--jwt-tenant-claim", default="tenant", metavar="CLAIM", help="(default: tenant)"
+    )
+    users.add_argument(
+        "--jwt-roles-claim", default="roles", metavar="CLAIM", help="(default: roles)"
+    )
+    users.add_argument(
+        "--tool-access",
+        metavar="FILE",
+        help='which tenants and roles may see and use which tools, a JSON file: {"default": '
+        '{...}, "tools": {"cancel_order": {"allowRoles": ["support"]}}} (allowTenants, '
+        'denyTenants, allowRoles, denyRoles); mcp.json\'s "tooluse" section adds rules '
+        "per server and tool",
+    )
     add_service_arguments(parser)
+
+
+def _authenticators(args: argparse.Namespace) -> tuple[Authenticator, ...]:
+    """The authenticators the options ask for, in the order they are tried."""
+    from tooluse.service import ApiKeys, JwtBearer, TrustedProxyHeaders
+
+    found: list[Authenticator] = []
+    if args.keys:
+        found.append(ApiKeys.from_file(args.keys))
+    if args.trusted_proxy:
+        found.append(
+            TrustedProxyHeaders(
+                args.trusted_proxy,
+                user_header=args.user_header,
+                tenant_header=args.tenant_header or None,
+                roles_header=args.roles_header or None,
+            )
+        )
+    jwt_keys = []
+    if args.jwt_secret:
+        jwt_keys.append((args.jwt_secret, "HS256"))
+    if args.jwt_public_key:
+        try:
+            jwt_keys.append((Path(args.jwt_public_key).read_text(encoding="utf-8"), "RS256"))
+        except OSError as exc:
+            raise OptionError(f"--jwt-public-key {args.jwt_public_key}: {exc}") from exc
+    for key, algorithm in jwt_keys:
+        try:
+            bearer = JwtBearer(
+                key,
+                algorithms=[algorithm],
+                audience=args.jwt_audience,
+                issuer=args.jwt_issuer,
+                tenant_claim=args.jwt_tenant_claim,
+                roles_claim=args.jwt_roles_claim,
+            )
+        except ImportError as exc:
+            raise OptionError(
+                f"checking JWTs needs PyJWT: pip install 'tooluse[jwt]' ({exc})"
+            ) from exc
+        found.append(bearer)
+    return tuple(found)
 
 
 def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
@@ -120,8 +225,16 @@ _WORKER_OPTIONS = "TOOLUSE_SERVE_OPTIONS"
 
 
 def _service_app(args: argparse.Namespace) -> FastAPI:
+    from tooluse.service import load_tool_access
     from tooluse.service._app import create_app
 
+    try:  # the files' messages name them
+        authenticators = _authenticators(args)
+        visibility = None if args.tool_access is None else load_tool_access(args.tool_access)
+    except OptionError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise OptionError(str(exc)) from exc
     return open_service(
         args,
         lambda config: create_app(
@@ -132,6 +245,8 @@ def _service_app(args: argparse.Namespace) -> FastAPI:
                 allowed_hosts=_allowed_hosts(args),
                 max_request_bytes=args.max_request_bytes,
                 redis_url=args.redis_url,
+                authenticators=authenticators,
+                tool_visibility=visibility,
             )
         ),
     )
@@ -170,6 +285,7 @@ def _run_workers(args: argparse.Namespace) -> int:
         port=args.port,
         workers=args.workers,
         log_level=args.log_level,
+        proxy_headers=not args.trusted_proxy,
     )
     return 0
 
@@ -190,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
     except OptionError as exc:
         print(f"tooluse serve: {exc}", file=sys.stderr)
         return 2
-    if not args.api_key and not _is_loopback(args.host):
+    if not (args.api_key or app.state.service.names_users) and not _is_loopback(args.host):
         # A warning, not an error: a reverse proxy in front may authenticate.
         logger.warning(
             "serving on %s without an API key: /api/* and /v1/* answer anyone who can reach "
@@ -204,7 +320,15 @@ def run(args: argparse.Namespace) -> int:
         return _run_workers(args)
     import uvicorn
 
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level)
+    # Behind a trusted proxy the peer address must stay the proxy's (uvicorn's proxy headers
+    # would replace it with the forwarded client's).
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        proxy_headers=not args.trusted_proxy,
+    )
     try:
         # The event loop uvicorn.run would serve on: uvloop when it is installed, else
         # asyncio's (asyncio.run would always take asyncio's).

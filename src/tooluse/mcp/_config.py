@@ -36,8 +36,10 @@ they do not know are left alone (Claude Desktop's file keeps its ``"preferences"
 
 Per server: ``approval`` (``"always"``, ``"never"``, or ``"auto"``: by the tool's kind and
 the service's policy, the default), ``readOnly`` (overrides the server's ``readOnlyHint``),
-``include`` / ``exclude`` (not also in the server entry), and ``tools``: the same
-``approval`` and ``readOnly`` per tool name, over the server's.
+``allowTenants`` / ``denyTenants`` / ``allowRoles`` / ``denyRoles`` (who may see and use
+its tools: :class:`~tooluse.calling.ToolAccess`), ``include`` / ``exclude`` (not also in
+the server entry), and ``tools``: the same ``approval``, ``readOnly`` and access lists per
+tool name (approval and read-only over the server's; access besides the server's).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from tooluse.calling import ToolAccess
+from tooluse.calling._access import ACCESS_FIELDS, tool_access_from_json
 from tooluse.mcp._servers import HttpServer, ServerParameters, StdioServer, ToolSettings
 
 __all__ = ["McpConfigError", "load_mcp_config", "mcp_servers_from_config"]
@@ -63,7 +67,7 @@ _SERVER_KEYS: Final = ("mcpServers", "servers")  # Claude Desktop, Claude Code, 
 _HTTP_TYPES: Final = ("http", "streamable-http", "streamableHttp")
 _TYPES: Final = ("stdio", *_HTTP_TYPES)
 _SETTINGS_KEY: Final = "tooluse"
-_TOOL_SETTINGS_FIELDS: Final = ("approval", "readOnly")
+_TOOL_SETTINGS_FIELDS: Final = ("approval", "readOnly", *ACCESS_FIELDS)
 _SETTINGS_FIELDS: Final = (*_TOOL_SETTINGS_FIELDS, "include", "exclude", "tools")
 _COMMON_FIELDS: Final = ("type", "required", "include", "exclude", "mode")
 _STDIO_FIELDS: Final = ("command", "args", "env", "cwd", *_COMMON_FIELDS)
@@ -204,6 +208,7 @@ def _tool_settings(fields: _Fields) -> ToolSettings:
     return ToolSettings(
         approval="always" if approval == "always" else "never" if approval == "never" else None,
         read_only=read_only,
+        access=fields.access(),
     )
 
 
@@ -339,6 +344,12 @@ class _Fields:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise self._error(field, "a list of tool names", value)
         return value
+
+    def access(self) -> ToolAccess | None:
+        try:
+            return tool_access_from_json(self._entry, self._where)
+        except ValueError as exc:
+            raise McpConfigError(str(exc)) from exc
 
     def flag(self, field: str, *, default: bool) -> bool:
         value = self._entry.get(field, default)

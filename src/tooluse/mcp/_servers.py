@@ -3,9 +3,9 @@ server object in this process.
 
 Each also says which of the server's tools to take (``include`` / ``exclude``, by the
 server's tool names), how its tools are treated (``settings`` for all of them, and
-``tool_settings`` per tool name: approval, read-only), how to negotiate the protocol version
-(``mode``), and whether the provider may start without it (``required=False``: its tools are
-left out until it can be reached).
+``tool_settings`` per tool name: approval, read-only, who may use them), how to negotiate
+the protocol version (``mode``), and whether the provider may start without it
+(``required=False``: its tools are left out until it can be reached).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 from mcp import StdioServerParameters
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
+
+from tooluse.calling import ToolAccess
 
 __all__ = [
     "HttpServer",
@@ -43,22 +45,29 @@ class ToolSettings:
       under a manager's ``write_approval`` policy); ``None``: by that policy.
     - ``read_only``: ``True`` / ``False`` overrides the server's ``readOnlyHint``; ``None``
       takes the hint (a tool without one is a write, as the MCP specification says).
+    - ``access``: which tenants and roles may see and use the tools
+      (:class:`~tooluse.calling.ToolAccess`); a server's and a tool's both apply, so
+      :meth:`over` leaves it as it is (the service's ``ToolAccessPolicy`` reads both).
     """
 
     approval: Literal["always", "never"] | None = None
     read_only: bool | None = None
+    access: ToolAccess | None = None
 
     def __post_init__(self) -> None:
         if self.approval not in ("always", "never", None):
             raise ValueError(f"approval must be 'always', 'never' or None, got {self.approval!r}")
         if self.read_only not in (True, False, None):
             raise ValueError(f"read_only must be True, False or None, got {self.read_only!r}")
+        if self.access is not None and not isinstance(self.access, ToolAccess):
+            raise TypeError(f"access takes a ToolAccess, got {self.access!r}")
 
     def over(self, base: ToolSettings) -> ToolSettings:
         """These settings, with ``base``'s where these are unset."""
         return ToolSettings(
             approval=base.approval if self.approval is None else self.approval,
             read_only=base.read_only if self.read_only is None else self.read_only,
+            access=self.access,
         )
 
 

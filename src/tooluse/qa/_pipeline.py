@@ -244,13 +244,17 @@ class QaPipeline:
         *,
         conversation_id: str | None = None,
         history: Sequence[Message] = (),
+        tool_context: Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[QaEvent, None]:
         """Run both stages, reporting as they go: ``ToolCallEvent`` / ``ToolResultEvent``
         while the router works, then ``RouteEvent``, ``DeltaEvent``s of the answer and
         ``DoneEvent``; or, when tool calls need approval, ``ApprovalRequiredEvent`` last.
 
         ``conversation_id`` selects the conversation in ``memory``; ``history`` gives earlier
-        messages with the question instead (e.g. an OpenAI-style request).
+        messages with the question instead (e.g. an OpenAI-style request). ``tool_context``:
+        entries for the router's tools, such as the caller
+        (:meth:`tooluse.calling.Caller.tool_context`), which the audit log records and the
+        manager's ``tool_visibility`` reads; a paused run keeps them.
         """
         if not isinstance(question, str) or not question.strip():
             raise ValueError(f"The question must be a non-blank string, got {question!r:.100}")
@@ -260,7 +264,7 @@ class QaPipeline:
 
         def route(router: ChatClient) -> Awaitable[CallResponse]:
             spec = router.prompt().messages(history).user(question)
-            spec.tool_context({LEDGER_KEY: ledger})
+            spec.tool_context({**(tool_context or {}), LEDGER_KEY: ledger})
             if conversation_id is not None:
                 spec.context({CONVERSATION_ID: conversation_id})
                 # the tools' (and the audit log's) conversation, from the request
@@ -271,11 +275,16 @@ class QaPipeline:
         return self._run(turn, ledger, route, ToolTrace)
 
     def resume_stream(
-        self, pause: QaPause, decisions: Mapping[str, Decision]
+        self,
+        pause: QaPause,
+        decisions: Mapping[str, Decision],
+        *,
+        tool_context: Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[QaEvent, None]:
         """Continue a paused run with a decision per pending call id (``Approve()``,
         ``Approve(arguments={...})``, ``Deny("why")``); reports as :meth:`stream` does. Calls
-        that already ran never run again; resume a pause once.
+        that already ran never run again; resume a pause once. ``tool_context`` entries
+        replace those the run paused with (the caller's roles as they are now).
 
         A pause in a conversation is resumed only while it is the conversation's last turn:
         once a later question was asked (or the paused turn is no longer in memory), the
@@ -306,7 +315,8 @@ class QaPipeline:
                 # they would run twice.
                 await self._remember(turn, RESUMING_TURN_NOTE, ledger, (), approved)
             state = pause.router_state
-            return await router.aresume(state, decisions, tool_context={LEDGER_KEY: ledger})
+            context = {**(tool_context or {}), LEDGER_KEY: ledger}
+            return await router.aresume(state, decisions, tool_context=context)
 
         def trace(emit: Callable[[QaEvent], None]) -> ToolTrace:
             return ToolTrace.resuming(emit, pause.router_state.history)
@@ -319,10 +329,16 @@ class QaPipeline:
         *,
         conversation_id: str | None = None,
         history: Sequence[Message] = (),
+        tool_context: Mapping[str, Any] | None = None,
     ) -> QaResult:
         """:meth:`stream` run to its end."""
         return await _collect(
-            self.stream(question, conversation_id=conversation_id, history=history)
+            self.stream(
+                question,
+                conversation_id=conversation_id,
+                history=history,
+                tool_context=tool_context,
+            )
         )
 
     def call(
@@ -331,22 +347,40 @@ class QaPipeline:
         *,
         conversation_id: str | None = None,
         history: Sequence[Message] = (),
+        tool_context: Mapping[str, Any] | None = None,
     ) -> QaResult:
         """Sync form of :meth:`acall` (not from inside a running event loop)."""
         return run_sync(
-            self.acall(question, conversation_id=conversation_id, history=history),
+            self.acall(
+                question,
+                conversation_id=conversation_id,
+                history=history,
+                tool_context=tool_context,
+            ),
             sync_name="QaPipeline.call()",
             async_name="await pipeline.acall(...)",
         )
 
-    async def aresume(self, pause: QaPause, decisions: Mapping[str, Decision]) -> QaResult:
+    async def aresume(
+        self,
+        pause: QaPause,
+        decisions: Mapping[str, Decision],
+        *,
+        tool_context: Mapping[str, Any] | None = None,
+    ) -> QaResult:
         """:meth:`resume_stream` run to its end."""
-        return await _collect(self.resume_stream(pause, decisions))
+        return await _collect(self.resume_stream(pause, decisions, tool_context=tool_context))
 
-    def resume(self, pause: QaPause, decisions: Mapping[str, Decision]) -> QaResult:
+    def resume(
+        self,
+        pause: QaPause,
+        decisions: Mapping[str, Decision],
+        *,
+        tool_context: Mapping[str, Any] | None = None,
+    ) -> QaResult:
         """Sync form of :meth:`aresume` (not from inside a running event loop)."""
         return run_sync(
-            self.aresume(pause, decisions),
+            self.aresume(pause, decisions, tool_context=tool_context),
             sync_name="QaPipeline.resume()",
             async_name="await pipeline.aresume(...)",
         )

@@ -25,6 +25,7 @@ from tooluse.advisors import (
     TurnKey,
 )
 from tooluse.calling import ToolExecutionResult
+from tooluse.calling._access import tool_origin
 from tooluse.memory import CONVERSATION_ID
 from tooluse.messages import (
     DeferredTools,
@@ -102,12 +103,8 @@ def tool_fingerprint(references: Sequence[ToolReference]) -> str:
 def mcp_server_category(callback: ToolCallback) -> str | None:
     """An MCP tool's server name (its toolset); None for other tools. A wrapper that exposes
     the tool it wraps as ``delegate`` (the QA pipeline's recording tools) is looked through."""
-    seen: set[int] = set()
-    while not hasattr(callback, "server_name") and id(callback) not in seen:
-        seen.add(id(callback))
-        callback = getattr(callback, "delegate", callback)
-    server = getattr(callback, "server_name", None)
-    return server if isinstance(server, str) and server.strip() else None
+    origin = tool_origin(callback)
+    return None if origin is None else origin[0]
 
 
 class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):

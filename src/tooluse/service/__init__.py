@@ -6,12 +6,21 @@ sample knowledge base and sample tools, the offline ``TestModel`` when no model 
 Needs the ``service`` extra (FastAPI, uvicorn). See ``docs/service.md``.
 """
 
+from tooluse.service._access import load_tool_access
 from tooluse.service._app import ApprovalRequest, ChatRequest, DecisionRequest, create_app
 from tooluse.service._approvals import (
     ApprovalConflict,
     ApprovalStore,
     StoredApproval,
     UnknownApproval,
+)
+from tooluse.service._auth import (
+    ApiKeys,
+    AuthenticationError,
+    Authenticator,
+    Credentials,
+    JwtBearer,
+    TrustedProxyHeaders,
 )
 from tooluse.service._knowledge import SAMPLE_SOURCE_PREFIX, KnowledgeBase, sync_sample_documents
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel, mentioned_tools
@@ -23,18 +32,25 @@ __all__ = [
     "OFFLINE_NOTICE",
     "SAMPLE_SOURCE_PREFIX",
     "SAMPLE_TOOLS",
+    "ApiKeys",
     "ApprovalConflict",
     "ApprovalRequest",
     "ApprovalStore",
+    "AuthenticationError",
+    "Authenticator",
     "ChatRequest",
+    "Credentials",
     "DecisionRequest",
+    "JwtBearer",
     "KnowledgeBase",
     "OfflineModel",
     "QaService",
     "ServiceConfig",
     "StoredApproval",
+    "TrustedProxyHeaders",
     "UnknownApproval",
     "create_app",
+    "load_tool_access",
     "mentioned_tools",
     "sync_sample_documents",
 ]

@@ -12,14 +12,13 @@ import json
 import logging
 import math
 import re
-import secrets
 import unicodedata
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Annotated, Any
 
 import pydantic
-from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Path, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
@@ -29,7 +28,7 @@ from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from tooluse.calling import Approve, Decision, Deny
+from tooluse.calling import Approve, Caller, Decision, Deny
 from tooluse.memory._api import validate_conversation_id
 from tooluse.service._approvals import (
     GONE,
@@ -38,6 +37,7 @@ from tooluse.service._approvals import (
     StoredApproval,
     UnknownApproval,
 )
+from tooluse.service._auth import RequestCaller, request_caller
 from tooluse.service._conversations import message_views
 from tooluse.service._guards import RequestGuard
 from tooluse.service._offline import OFFLINE_NOTICE
@@ -53,7 +53,8 @@ from tooluse.service._openapi import (
     with_statuses,
     without_default_422,
 )
-from tooluse.service._service import QaService, ServiceConfig
+from tooluse.service._owners import owner_of
+from tooluse.service._service import QaService, ServiceConfig, run_context
 from tooluse.service._sse import JsonTextResponse, qa_event_stream, sse_response
 from tooluse.service._turn_displays import StoredTurnDisplay
 
@@ -137,10 +138,11 @@ class DecisionRequest(pydantic.BaseModel):
     arguments: EditedArguments = None
     message: str | None = None
 
-    def decision(self) -> Decision:
+    def decision(self, by: str | None = None) -> Decision:
+        """The decision, given ``by`` a user (the audit log records who)."""
         if self.approve:
-            return Approve(arguments=self.arguments)
-        return Deny(self.message) if self.message else Deny()
+            return Approve(arguments=self.arguments, by=by)
+        return Deny(self.message, by=by) if self.message else Deny(by=by)
 
 
 class ApprovalRequest(pydantic.BaseModel):
@@ -272,27 +274,6 @@ def _check_conversation_id(conversation_id: str) -> None:
             )
 
 
-def _api_key_guard(api_key: str | None) -> list[Any]:
-    """Route dependencies that require ``Authorization: Bearer <api_key>`` (none without a
-    key). The OpenAI SDK sends its ``api_key`` this way."""
-    if api_key is None:
-        return []
-    expected = api_key.encode()
-
-    async def check(authorization: Annotated[str | None, Header()] = None) -> None:
-        scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(
-            token.strip().encode(), expected
-        ):
-            raise HTTPException(
-                401,
-                "Missing or wrong API key: send the header Authorization: Bearer <key>",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-
-    return [Depends(check)]
-
-
 def create_app(config: ServiceConfig | None = None) -> FastAPI:
     """The service: chat page, SSE chat API, approvals, OpenAI-compatible endpoint.
 
@@ -359,27 +340,63 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     async def healthz() -> dict[str, Any]:
         return service.health()
 
-    api = APIRouter(dependencies=_api_key_guard(service.config.api_key))
+    api = APIRouter(dependencies=[Depends(request_caller)])
+
+    async def check_owner(
+        caller: Caller, conversation_id: str, *, write: bool, new: bool = False
+    ) -> bool:
+        """Whether the caller may read (or with ``write``, continue) the conversation. A
+        named caller's first write makes a new conversation theirs (``new``: an id the
+        service just made); one stored without an owner is an anonymous caller's."""
+        if not service.names_users or (new and caller.user_id is None):
+            return True
+        if not new:
+            owner = await asyncio.to_thread(service.owners.owner, conversation_id)
+            if owner != (None, None) or caller.user_id is None:
+                return owner == owner_of(caller)
+            if not write or await _stored_anonymously(service, conversation_id):
+                return False
+        claimed = await asyncio.to_thread(service.owners.claim, conversation_id, caller)
+        return claimed == owner_of(caller)
+
+    async def owned_approval(caller: Caller, approval_id: str) -> StoredApproval:
+        """The paused run, if the caller's (the one it ran for); else 404, as for an
+        unknown id."""
+        try:
+            stored = await asyncio.to_thread(service.approvals.get, approval_id)
+            if service.names_users and not _ran_for(stored, caller):
+                raise UnknownApproval(f"No paused run has the approval id {approval_id!r}")
+        except UnknownApproval as exc:
+            raise HTTPException(404, str(exc.args[0])) from exc
+        return stored
 
     @api.get("/api/tools", responses=with_statuses(API_ERRORS, 400, 401))
-    async def tools() -> list[dict[str, Any]]:
-        return service.tool_descriptions()
+    async def tools(caller: RequestCaller) -> list[dict[str, Any]]:
+        return service.tool_descriptions(caller)
 
     @api.post(
         "/api/chat",
         response_class=StreamingResponse,
         responses=EVENT_STREAM | with_statuses(API_ERRORS, 400, 401, 413, 422),
     )
-    async def chat(request: ChatRequest) -> StreamingResponse:
+    async def chat(request: ChatRequest, caller: RequestCaller) -> StreamingResponse:
         conversation_id = request.conversation_id or uuid.uuid4().hex
         if not request.message.strip():
             raise HTTPException(422, "The message is blank")
         try:  # the pipeline checks its arguments here, before the stream starts
-            events = service.pipeline.stream(request.message, conversation_id=conversation_id)
+            events = service.pipeline.stream(
+                request.message,
+                conversation_id=conversation_id,
+                tool_context=run_context(caller),
+            )
         except ValueError as exc:  # e.g. a blank conversation_id
             raise HTTPException(422, str(exc)) from exc
         if request.conversation_id is not None:  # what the GET routes refuse too
             _check_conversation_id(request.conversation_id)
+        new = request.conversation_id is None
+        if not await check_owner(caller, conversation_id, write=True, new=new):
+            await events.aclose()
+            raise HTTPException(404, _not_yours(conversation_id))
 
         async def supersede() -> None:
             # The conversation goes on: what still waits for a decision in it is withdrawn,
@@ -413,10 +430,13 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                 json_schema_extra=_CONVERSATION_ID_SCHEMA,
             ),
         ],
+        caller: RequestCaller,
     ) -> dict[str, Any]:
         """The conversation's messages in memory and its runs waiting for a decision (a
         reloaded page shows them)."""
         _check_conversation_id(conversation_id)
+        if not await check_owner(caller, conversation_id, write=False):
+            raise HTTPException(404, _no_conversation(conversation_id))
         messages = await service.memory.aget(conversation_id)
         pending = await asyncio.to_thread(service.approvals.pending, conversation_id)
         # A record per turn memory holds, at most: the window holds fewer turns than messages.
@@ -424,12 +444,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             service.turn_displays.recent, conversation_id, service.config.memory_window
         )
         if not messages and not pending:
-            raise HTTPException(
-                404,
-                f"No conversation {conversation_id!r} is stored: its memory holds no messages "
-                "(none of its questions was answered, or it was cleared) and no run in it "
-                "waits for approval",
-            )
+            raise HTTPException(404, _no_conversation(conversation_id))
         return {
             "conversation_id": conversation_id,
             "messages": message_views(messages, displays),
@@ -450,35 +465,38 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                 json_schema_extra=_CONVERSATION_ID_SCHEMA,
             ),
         ],
+        caller: RequestCaller,
     ) -> list[dict[str, Any]]:
-        """The conversation's runs waiting for a decision."""
+        """The conversation's runs waiting for a decision (none in another's conversation,
+        as in one that does not exist)."""
         _check_conversation_id(conversation_id)
+        if not await check_owner(caller, conversation_id, write=False):
+            return []
         pending = await asyncio.to_thread(service.approvals.pending, conversation_id)
         return [_approval_view(stored) for stored in pending]
 
     @api.get("/api/approvals/{approval_id}", responses=with_statuses(API_ERRORS, 400, 401, 404))
-    async def approval(approval_id: str) -> dict[str, Any]:
-        try:
-            stored = await asyncio.to_thread(service.approvals.get, approval_id)
-        except UnknownApproval as exc:
-            raise HTTPException(404, str(exc.args[0])) from exc
-        return _approval_view(stored)
+    async def approval(approval_id: str, caller: RequestCaller) -> dict[str, Any]:
+        return _approval_view(await owned_approval(caller, approval_id))
 
     @api.post(
         "/api/approvals/{approval_id}",
         response_class=StreamingResponse,
         responses=EVENT_STREAM | API_ERRORS,
     )
-    async def decide(approval_id: str, request: ApprovalRequest) -> StreamingResponse:
-        try:
-            stored = await asyncio.to_thread(service.approvals.get, approval_id)
-        except UnknownApproval as exc:
-            raise HTTPException(404, str(exc.args[0])) from exc
+    async def decide(
+        approval_id: str, request: ApprovalRequest, caller: RequestCaller
+    ) -> StreamingResponse:
+        stored = await owned_approval(caller, approval_id)
         if stored.status in GONE:  # whatever the decisions say
             raise HTTPException(410, str(ApprovalGone.of(approval_id, stored.error)))
-        decisions = {call_id: d.decision() for call_id, d in request.decisions.items()}
+        decisions = {
+            call_id: d.decision(by=caller.user_id) for call_id, d in request.decisions.items()
+        }
         try:  # checks the decisions before the run is claimed
-            events = service.pipeline.resume_stream(stored.pause, decisions)
+            events = service.pipeline.resume_stream(
+                stored.pause, decisions, tool_context=run_context(caller)
+            )
         except (ValueError, TypeError) as exc:
             raise HTTPException(422, str(exc)) from exc
         try:
@@ -505,8 +523,35 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         )
 
     app.include_router(api)
-    app.include_router(openai_router(service), dependencies=_api_key_guard(service.config.api_key))
+    app.include_router(openai_router(service))
     return app
+
+
+def _no_conversation(conversation_id: str) -> str:
+    return (
+        f"No conversation {conversation_id!r} is stored: its memory holds no messages (none "
+        "of its questions was answered, or it was cleared) and no run in it waits for approval"
+    )
+
+
+def _not_yours(conversation_id: str) -> str:
+    return (
+        f"No conversation {conversation_id!r} can be continued by you: leave conversation_id "
+        "out to start a new one"
+    )
+
+
+async def _stored_anonymously(service: QaService, conversation_id: str) -> bool:
+    """Whether a conversation nobody owns holds anything (an anonymous caller's, or stored
+    before owners were recorded): not for a named user to take over."""
+    if await service.memory.aget(conversation_id):
+        return True
+    return bool(await asyncio.to_thread(service.approvals.pending, conversation_id))
+
+
+def _ran_for(stored: StoredApproval, caller: Caller) -> bool:
+    """Whether the paused run ran for ``caller`` (its tool context names them)."""
+    return owner_of(Caller.of(stored.pause.router_state.tool_context)) == owner_of(caller)
 
 
 def _summary(request: ApprovalRequest) -> str:

@@ -9,11 +9,17 @@ import datetime
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Coroutine,
+    Mapping,
+    Sequence,
+)
 from typing import Any, Literal, TypeVar
 
 import pydantic
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from fastapi.sse import format_sse_event
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -27,9 +33,10 @@ from tooluse.qa import (
     ToolResultEvent,
 )
 from tooluse.service._approvals import StoredApproval
+from tooluse.service._auth import RequestCaller, request_caller
 from tooluse.service._failures import described_failure, failure_status, log_failure
 from tooluse.service._openapi import V1_COMPLETION, V1_ERRORS, with_statuses
-from tooluse.service._service import QaService
+from tooluse.service._service import QaService, run_context
 from tooluse.service._sse import JsonTextResponse, sse, sse_response
 
 __all__ = [
@@ -278,7 +285,9 @@ def _approval_text(stored: StoredApproval) -> str:
 
 
 def openai_router(service: QaService) -> APIRouter:
-    router = APIRouter()
+    """The ``/v1`` routes, each for an authenticated caller: a run is its caller's (its
+    tools run for them, a pause is decided by them only)."""
+    router = APIRouter(dependencies=[Depends(request_caller)])
     # created: when this service began serving it (OpenAI's is the model's release).
     listed = {
         "id": OPENAI_MODEL_ID,
@@ -308,13 +317,19 @@ def openai_router(service: QaService) -> APIRouter:
         return JsonTextResponse(listed)
 
     @router.post("/v1/chat/completions", response_model=None, responses=V1_COMPLETION | V1_ERRORS)
-    async def completions(request: OpenAIChatRequest, http: Request) -> Response:
+    async def completions(
+        request: OpenAIChatRequest,
+        http: Request,
+        caller: RequestCaller,
+    ) -> Response:
         try:
             check_supported(request)
             question, history = conversation(request.messages)
         except BadRequest as exc:
             return openai_error(str(exc), param=exc.param)
-        events = service.pipeline.stream(question, history=history)
+        events = service.pipeline.stream(
+            question, history=history, tool_context=run_context(caller)
+        )
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
         if request.stream:

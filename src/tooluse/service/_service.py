@@ -20,6 +20,7 @@ from tooluse.calling import (
     DEFAULT_AUDIT_RETENTION,
     DEFAULT_JOURNAL_RETENTION,
     AuditSink,
+    Caller,
     RateLimit,
     RateLimitStore,
     SqliteAuditLog,
@@ -27,6 +28,7 @@ from tooluse.calling import (
     SqliteToolCallJournal,
     ToolCallingManager,
     ToolCallJournal,
+    ToolVisibility,
     WriteApproval,
 )
 from tooluse.calling._approval import approval_reason
@@ -44,13 +46,16 @@ from tooluse.qa import QaPipeline
 from tooluse.rag import CompressionQueryTransformer, QueryTransformer
 from tooluse.rag._sqlite_store import SCHEMA_VERSION as VECTOR_STORE_SCHEMA_VERSION
 from tooluse.search import HybridToolIndex, ToolSearchToolCallingAdvisor, mcp_server_category
+from tooluse.service._access import service_tool_visibility
 from tooluse.service._approvals import (
     DEFAULT_APPROVAL_EXPIRY,
     DEFAULT_APPROVAL_RETENTION,
     ApprovalStore,
 )
+from tooluse.service._auth import ANONYMOUS, ApiKeys, Authenticator
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
+from tooluse.service._owners import ConversationOwners
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._turn_displays import DEFAULT_TURN_DISPLAY_RETENTION, TurnDisplayStore
 from tooluse.service._turns import ConversationTurns, RedisTurnLocks
@@ -70,11 +75,18 @@ __all__ = [
     "mcp_provider",
     "query_transformers",
     "router_advisor",
+    "run_context",
     "tool_calling_manager",
     "tool_sources",
 ]
 
 logger = logging.getLogger("tooluse.service")
+
+
+def run_context(caller: Caller) -> dict[str, Any] | None:
+    """The tool-context entries of a run for ``caller`` (none for an anonymous one)."""
+    return None if caller == ANONYMOUS else caller.tool_context()
+
 
 DEFAULT_DATABASE = "tooluse.db"
 
@@ -156,7 +168,18 @@ class ServiceConfig:
     - ``audit_retention_seconds``: how long the audit log in ``db`` keeps its record of each
       tool call (``tooluse audit`` reads it);
     - ``rate_limits``: a :class:`~tooluse.calling.RateLimit` per tool name (per user,
-      tenant, conversation or for all), its buckets in ``db`` (shared by the workers).
+      tenant, conversation or for all), its buckets in ``db`` (shared by the workers);
+    - ``authenticators``: who a request comes from, beyond ``api_key`` (asked after it, in
+      order; see :mod:`tooluse.service._auth`): per-user keys (:class:`ApiKeys`), a
+      reverse proxy's headers (:class:`TrustedProxyHeaders`), signed tokens
+      (:class:`JwtBearer`). A named user's conversations and paused runs are theirs: any
+      other caller gets 404. The user, tenant and roles go into the tool context (the
+      audit log records them) and decide with ``tool_visibility`` which tools are offered;
+    - ``tool_visibility``: which tools each caller may see and use (a
+      :class:`~tooluse.calling.ToolVisibility`, e.g. a
+      :class:`~tooluse.calling.ToolAccessPolicy`), besides the access rules of the MCP
+      servers' settings (``mcp.json``); a tool either forbids is never offered, found by
+      tool search or run for that caller.
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -186,6 +209,8 @@ class ServiceConfig:
     idempotency_retention_seconds: float = DEFAULT_JOURNAL_RETENTION
     audit_retention_seconds: float = DEFAULT_AUDIT_RETENTION
     rate_limits: Mapping[str, RateLimit] = dataclasses.field(default_factory=dict)
+    authenticators: Sequence[Authenticator] = ()
+    tool_visibility: ToolVisibility | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.allowed_hosts, str):
@@ -221,6 +246,21 @@ class ServiceConfig:
             )
         if self.api_key is not None and (not self.api_key.strip() or " " in self.api_key):
             raise ValueError("api_key must be a non-blank token without spaces")
+        authenticators = tuple(self.authenticators)
+        wrong = [a for a in authenticators if not isinstance(a, Authenticator)]
+        if wrong:
+            raise TypeError(
+                "authenticators takes Authenticators (async authenticate(credentials) -> "
+                f"Caller | None), got {wrong[0]!r}"
+            )
+        object.__setattr__(self, "authenticators", authenticators)
+        if self.tool_visibility is not None and not isinstance(
+            self.tool_visibility, ToolVisibility
+        ):
+            raise TypeError(
+                "tool_visibility takes a ToolVisibility (allows(caller, tool) -> bool), got "
+                f"{self.tool_visibility!r}"
+            )
         servers = self.mcp_servers
         if isinstance(servers, str | os.PathLike):
             raise TypeError(
@@ -291,14 +331,16 @@ def tool_calling_manager(
 ) -> ToolCallingManager:
     """What runs the router's tool calls: the default limits and identical-call guard, the
     approval policy and rate limits of ``config`` (their buckets in ``rate_buckets``),
-    ``journal`` for the tools with idempotency keys, and ``audit`` for a record of every
-    call."""
+    ``journal`` for the tools with idempotency keys, ``audit`` for a record of every call,
+    and which tools each caller may use (``config.tool_visibility`` and the MCP servers'
+    access rules)."""
     return ToolCallingManager(
         write_approval=config.write_approval,
         journal=journal,
         audit=audit,
         rate_limits=config.rate_limits,
         rate_limit_store=rate_buckets,
+        tool_visibility=service_tool_visibility(config.tool_visibility, config.mcp_servers),
     )
 
 
@@ -353,7 +395,14 @@ class QaService:
                 SqliteAuditLog(config.db, retention=config.audit_retention_seconds)
             )
             self.rate_buckets = opened.enter_context(SqliteRateLimitStore(config.db))
+            self.owners = opened.enter_context(ConversationOwners(location))
             self._stores = opened.pop_all()
+        shared = () if config.api_key is None else (ApiKeys({config.api_key: ANONYMOUS}),)
+        self.authenticators: tuple[Authenticator, ...] = (*shared, *config.authenticators)
+        # Only these name users: without them every caller is anonymous, and nobody owns a
+        # conversation (nothing to check per request).
+        self.names_users = bool(config.authenticators)
+        self.tool_visibility = service_tool_visibility(config.tool_visibility, config.mcp_servers)
         self.memory = MessageWindowChatMemory(
             max_messages=config.memory_window, repository=self._repository
         )
@@ -524,9 +573,13 @@ class QaService:
                 health["status"] = "degraded"
         return health
 
-    def tool_descriptions(self) -> list[dict[str, Any]]:
+    def tool_descriptions(self, caller: Caller = ANONYMOUS) -> list[dict[str, Any]]:
+        """The tools ``caller`` may use, as ``GET /api/tools`` lists them."""
         described = []
+        visibility = self.tool_visibility
         for callback in tool_callbacks(*self.tools):
+            if visibility is not None and not visibility.allows(caller, callback):
+                continue
             definition = callback.definition
             described.append(
                 {
