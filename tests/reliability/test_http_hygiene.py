@@ -141,7 +141,7 @@ def test_serve_answers_for_its_host_name_and_the_allowed_ones(
     serve_without_listening(
         monkeypatch, lambda served: configs.append(served.app.state.service.config)
     )
-    argv = ["serve", "--db", str(tmp_path / "s.db"), "--no-sample-knowledge"]
+    argv = ["serve", "--db", str(tmp_path / "s.db"), "--no-sample-knowledge", "--model", "test"]
     assert main([*argv, "--host", "qa.lan", "--allowed-host", "qa.example"]) == 0
     assert main([*argv, "--host", "0.0.0.0", "--max-request-bytes", "5000"]) == 0
     assert [(c.allowed_hosts, c.max_request_bytes) for c in configs] == [
