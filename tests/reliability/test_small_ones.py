@@ -3,12 +3,13 @@ database's side files ignored by git; /v1/models dated."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from _service_helpers import config, running
+from _service_helpers import config, fake_llm, running
 from tooluse import __version__
 from tooluse.mcp import InProcessServer, McpToolProvider, mcp_server
 from tooluse.service import create_app
@@ -51,3 +52,14 @@ async def test_the_listed_model_says_when_it_was_created(tmp_path: Path) -> None
     async with running(create_app(config(tmp_path / "s.db"))) as http:
         listed = (await http.get("/v1/models")).json()["data"][0]
     assert before <= listed["created"] <= time.time()
+
+
+async def test_completions_name_the_model_as_v1_models_lists_it(tmp_path: Path) -> None:
+    user = {"role": "user", "content": "What's the weather in Paris?"}
+    async with running(create_app(config(tmp_path / "s.db", model=fake_llm()))) as http:
+        (listed,) = (await http.get("/v1/models")).json()["data"]
+        completion = (await http.post("/v1/chat/completions", json={"messages": [user]})).json()
+        streamed = await http.post("/v1/chat/completions", json={"messages": [user], "stream": True})
+    chunks = [json.loads(line[6:]) for line in streamed.text.splitlines() if line[6:7] == "{"]
+    assert chunks and {chunk["model"] for chunk in chunks} == {listed["id"]}
+    assert completion["model"] == listed["id"]
