@@ -370,7 +370,7 @@ async def test_offline_mode_says_so_and_still_answers(tmp_path: Path) -> None:
     assert (health["offline"], health["model"]) == (True, "offline TestModel")
     assert names(tool_turn) == ["tool_call", "tool_result", "route", "delta", "done"]
     assert tool_turn[0][1]["name"] == "get_weather"
-    assert tool_turn[-1][1]["answer"].startswith("[No model is configured")
+    assert tool_turn[-1][1]["answer"].startswith("[offline TestModel: ")
     assert names(knowledge_turn) == ["route", "delta", "done"]
     assert "Documents retrieved" in knowledge_turn[-1][1]["answer"]
 

@@ -13,6 +13,7 @@ from _service_helpers import config, fake_llm, running
 from tooluse import __version__
 from tooluse.mcp import InProcessServer, McpToolProvider, mcp_server
 from tooluse.service import create_app
+from tooluse.service._offline import OFFLINE_ANSWER_HEADING, OFFLINE_NOTICE
 from tooluse.tools import tool
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +60,25 @@ async def test_completions_name_the_model_as_v1_models_lists_it(tmp_path: Path) 
     async with running(create_app(config(tmp_path / "s.db", model=fake_llm()))) as http:
         (listed,) = (await http.get("/v1/models")).json()["data"]
         completion = (await http.post("/v1/chat/completions", json={"messages": [user]})).json()
-        streamed = await http.post("/v1/chat/completions", json={"messages": [user], "stream": True})
+        streamed = await http.post(
+            "/v1/chat/completions", json={"messages": [user], "stream": True}
+        )
     chunks = [json.loads(line[6:]) for line in streamed.text.splitlines() if line[6:7] == "{"]
     assert chunks and {chunk["model"] for chunk in chunks} == {listed["id"]}
     assert completion["model"] == listed["id"]
+
+
+def test_chat_says_once_that_no_model_is_configured(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "tooluse.cli", "chat", "--model", "test"]
+    options = ["--db", str(tmp_path / "c.db"), "--no-sample-knowledge"]
+    done = subprocess.run(
+        [*command, *options],
+        input="What's the weather in Paris?\nAnd in Rome?\n\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr
+    assert said.count(OFFLINE_NOTICE) == 1
+    assert done.stdout.count(OFFLINE_ANSWER_HEADING) == 2  # each answer says what it is
