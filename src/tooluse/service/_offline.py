@@ -90,8 +90,8 @@ class OfflineModel(BaseChatModel):
     search, it first calls ``toolSearchTool`` with the question, then among the tools found.
     Answer stage (no tools): the answer is :data:`OFFLINE_ANSWER_HEADING` followed by the
     prompt the answer model was given (the fetched data or the retrieved documents, the
-    rules, the question), which is what the pipeline is there to build. A fresh test model serves each
-    request, so a long-running service keeps no recorded requests.
+    rules, the question), which is what the pipeline is there to build. A fresh test model
+    serves each request, so a long-running service keeps no recorded requests.
     """
 
     model_name = "offline TestModel"
