@@ -4,6 +4,7 @@ database's side files ignored by git; /v1/models dated."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -82,3 +83,24 @@ def test_chat_says_once_that_no_model_is_configured(tmp_path: Path) -> None:
     said = done.stdout + done.stderr
     assert said.count(OFFLINE_NOTICE) == 1
     assert done.stdout.count(OFFLINE_ANSWER_HEADING) == 2  # each answer says what it is
+
+
+def test_a_port_in_use_is_one_line_before_anything_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "tooluse.cli", "serve", "--model", "test"]
+            + ["--port", str(port), "--db", str(tmp_path / "s.db"), "--no-sample-knowledge"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"tooluse serve: port {port} on 127.0.0.1 is already in use (another tooluse serve?): "
+        "stop what listens there, or choose another port with --port "
+        '(make serve ARGS="--port 9000")\n'
+    )
+    assert not (tmp_path / "s.db").exists()  # nothing was opened
