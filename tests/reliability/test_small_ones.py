@@ -90,9 +90,9 @@ def test_a_port_in_use_is_one_line_before_anything_starts(tmp_path: Path) -> Non
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
+        options = ["--port", str(port), "--db", str(tmp_path / "s.db"), "--no-sample-knowledge"]
         done = subprocess.run(
-            [sys.executable, "-m", "tooluse.cli", "serve", "--model", "test"]
-            + ["--port", str(port), "--db", str(tmp_path / "s.db"), "--no-sample-knowledge"],
+            [sys.executable, "-m", "tooluse.cli", "serve", "--model", "test", *options],
             capture_output=True,
             text=True,
             timeout=120,
