@@ -112,7 +112,7 @@ async def test_knowledge_base_loads_in_the_background(tmp_path: Path) -> None:
     assert knowledge.status == "loading"
     knowledge.start()
     found = await knowledge.aretrieve("return an item within days")
-    assert knowledge.status == "ready" and knowledge.documents > 0
+    assert knowledge.status == "ready" and knowledge.count_documents() > 0
     assert found and knowledge.retrieve("points expire") != []
     with pytest.raises(RuntimeError, match="already started"):
         knowledge.start()

@@ -1,8 +1,11 @@
 """The smaller findings of issue 22: the version, told everywhere it is asked for; the
-database's side files ignored by git; /v1/models dated."""
+database's side files ignored by git; /v1/models dated, and named as completions name it;
+the offline notice said once by `tooluse chat`; a port in use said before anything starts;
+the sample documents gone as soon as yours are ingested, in a running service too."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -10,9 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-from _service_helpers import config, fake_llm, running
+import pytest
+
+from _rag_helpers import HashingEmbeddingModel
+from _service_helpers import config, fake_llm, parse_sse, running
 from tooluse import __version__
+from tooluse.cli import main
 from tooluse.mcp import InProcessServer, McpToolProvider, mcp_server
+from tooluse.rag import SqliteVectorStore
 from tooluse.service import create_app
 from tooluse.service._offline import OFFLINE_ANSWER_HEADING, OFFLINE_NOTICE
 from tooluse.tools import tool
@@ -104,3 +112,25 @@ def test_a_port_in_use_is_one_line_before_anything_starts(tmp_path: Path) -> Non
         '(make serve ARGS="--port 9000")\n'
     )
     assert not (tmp_path / "s.db").exists()  # nothing was opened
+
+
+async def test_the_samples_make_way_for_ingested_documents_while_serving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
+    db = tmp_path / "s.db"
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    (ours / "returns.md").write_text("# Returns\nReturns are taken for 90 days.\n")
+    question = {"message": "How many days do I have to return an item?"}
+    async with running(create_app(config(db, model=fake_llm()))) as http:
+        while (health := (await http.get("/healthz")).json())["knowledge"] == "loading":
+            await asyncio.sleep(0.05)
+        samples = health["documents"]
+        assert await asyncio.to_thread(main, ["ingest", str(ours), "--db", str(db)]) == 0
+        counted = (await http.get("/healthz")).json()["documents"]
+        answered = parse_sse((await http.post("/api/chat", json=question)).text)[-1][1]
+    assert samples > 1 and counted == 1
+    assert [source["source"] for source in answered["sources"]] == ["returns.md"]
+    with SqliteVectorStore(db, HashingEmbeddingModel()) as store:
+        assert [d.metadata["source"] for d in store.find()] == ["returns.md"]
