@@ -199,8 +199,9 @@ class KnowledgeBase:
         self._ready.result(timeout)
 
     def count_documents(self) -> int:
-        """The chunks the collection holds now (0 while it loads or when it failed to)."""
-        if self.status == "ready":
+        """The chunks the collection holds now (0 while it loads or when it failed to; once
+        closed, as last counted)."""
+        if self.status == "ready" and not self._closing:
             self._recount()
         return self._documents
 
