@@ -27,7 +27,8 @@ serve: $(STAMP)
 	$(BIN)/tooluse serve $(ARGS)
 
 # The slow reliability checks against `tooluse serve` (MCP server killed, a 1 MB question,
-# schemathesis over /openapi.json): benchmarks/reliability.py, figures in docs/benchmarks.md.
+# the server killed while an approved write runs, schemathesis over /openapi.json):
+# benchmarks/reliability.py, figures in docs/benchmarks.md.
 reliability: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[test,reliability]'
 	$(BIN)/python benchmarks/reliability.py

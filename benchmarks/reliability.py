@@ -1,9 +1,9 @@
 """The slow reliability checks of ``tooluse serve``, against the real command over real HTTP
 (the fast ones are ``tests/reliability/``, run by ``make test``):
 
-    .venv/bin/python benchmarks/reliability.py                 # all three
-    .venv/bin/python benchmarks/reliability.py mcp-kill        # one of them
-    make reliability                                           # all three
+    .venv/bin/python benchmarks/reliability.py                 # all four
+    .venv/bin/python benchmarks/reliability.py resume-kill     # one of them
+    make reliability                                           # all four
 
 - ``mcp-kill``: ``tooluse serve --mcp`` with the PyPI ``mcp-server-time``; its process is
   killed with SIGKILL; the next question fails at once, and once the reconnect interval (5 s)
@@ -11,6 +11,13 @@
   ``connected``, and Ctrl+C shuts the service down cleanly.
 - ``big-question``: a 1 MB question to ``/v1/chat/completions`` with the bundled embedding
   model, and a small one 0.2 s later: how much longer the small one takes than alone.
+- ``resume-kill``: ``tooluse serve --model test`` with a write tool that records each run
+  in a file; a question pauses on its approval, the approval is sent, and the server is
+  killed with SIGKILL as soon as the tool has acted (while it still runs: the window between
+  an effect and its record). Restarted on its database: the run stays ``resuming`` and a
+  second decision is refused, the conversation says "Outcome unknown: it may have run", and
+  the question asked again and approved does not run the tool again (its idempotency key is
+  claimed in the journal). Repeated ``ROUNDS`` times; the tool must have run once in each.
 - ``schemathesis``: ``schemathesis run --checks all`` over ``/openapi.json``, with the
   allowances of ``benchmarks/schemathesis.toml`` (needs ``pip install schemathesis``).
 
@@ -20,6 +27,7 @@ Each prints its figures and exits 1 when its expectation failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -30,8 +38,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -46,14 +54,16 @@ def _free_port() -> int:
         return port
 
 
-@contextmanager
-def _serving(directory: Path, *options: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+@contextlib.contextmanager
+def _serving(
+    directory: Path, *options: str, log_name: str = "serve.log"
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """``tooluse serve`` on a free port until it answers ``/healthz``; its log in
-    ``directory/serve.log``. Stopped with Ctrl+C (SIGINT) at the end."""
+    ``directory/log_name``. Stopped with Ctrl+C (SIGINT) at the end, unless it was killed."""
     port = _free_port()
     command = [*TOOLUSE, "serve", "--port", str(port), "--db", str(directory / "s.db"), *options]
     env = {name: value for name, value in os.environ.items() if name != "TOOLUSE_MODEL"}
-    with (directory / "serve.log").open("w") as log:
+    with (directory / log_name).open("w") as log:
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True, env=env)
         url = f"http://127.0.0.1:{port}"
         try:
@@ -65,7 +75,7 @@ def _serving(directory: Path, *options: str) -> Iterator[tuple[str, subprocess.P
                 except httpx.HTTPError:
                     pass
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"tooluse serve did not start: see {directory}/serve.log")
+                    raise RuntimeError(f"tooluse serve did not start: see {directory}/{log_name}")
                 time.sleep(0.2)
             yield url, server
         finally:
@@ -98,6 +108,18 @@ def _ask(url: str, question: str, timeout: float = 120) -> tuple[float, list[str
     response = httpx.post(f"{url}/api/chat", json={"message": question}, timeout=timeout)
     names = [line[6:].strip() for line in response.text.splitlines() if line.startswith("event:")]
     return time.monotonic() - started, names
+
+
+def _events(text: str) -> list[tuple[str, Any]]:
+    """``(name, data)`` of each event of an SSE body."""
+    events = []
+    for block in text.split("\n\n"):
+        lines = block.splitlines()
+        names = [line[6:].strip() for line in lines if line.startswith("event:")]
+        data = "\n".join(line[6:] for line in lines if line.startswith("data: "))
+        if names and data:
+            events.append((names[0], json.loads(data)))
+    return events
 
 
 def mcp_kill(directory: Path) -> bool:
@@ -162,6 +184,114 @@ def big_question(directory: Path) -> bool:
     return beside < alone + 10 and too_big.status_code == 413
 
 
+ROUNDS = 3
+
+# A write tool (approval by its kind) that appends a line to RUNS each time it runs, then
+# takes a moment before returning: the window between an effect and its record, where the
+# server is killed.
+_WRITE_TOOL = """\
+import os
+import time
+
+from tooluse import tool
+
+RUNS = {runs!r}
+
+
+@tool(destructive=True, idempotency_key=True)
+def cancel_order(order_id: str) -> dict:
+    \"\"\"Cancel an order (a test tool: each run appends a line to a file).\"\"\"
+    with open(RUNS, "a") as runs:
+        runs.write(order_id + "\\n")
+        runs.flush()
+        os.fsync(runs.fileno())
+    time.sleep(0.5)
+    return {{"order_id": order_id, "cancelled": True}}
+
+
+tools = [cancel_order]
+"""
+
+
+def _resume_killed(directory: Path) -> dict[str, Any]:
+    """One round of ``resume-kill``: what was seen."""
+    runs = directory / "runs.txt"
+    (directory / "write_tools.py").write_text(_WRITE_TOOL.format(runs=str(runs)))
+    options = ("--model", "test", "--tools", f"{directory / 'write_tools.py'}:tools")
+    options += ("--no-sample-knowledge",)
+    question = {"message": "Please cancel order A1001", "conversation_id": "kill-9"}
+    with _serving(directory, *options, log_name="serve-1.log") as (url, serve):
+        asked = httpx.post(f"{url}/api/chat", json=question, timeout=120)
+        ((_, paused),) = [e for e in _events(asked.text) if e[0] == "approval_required"]
+        decisions = {call["id"]: {"approve": True} for call in paused["pending_tool_calls"]}
+        decision_url = f"{url}/api/approvals/{paused['approval_id']}"
+
+        def decide() -> None:
+            with contextlib.suppress(httpx.HTTPError):  # the server is killed mid-stream
+                httpx.post(decision_url, json={"decisions": decisions}, timeout=60)
+
+        deciding = threading.Thread(target=decide)
+        deciding.start()
+        deadline = time.monotonic() + 60
+        while not (runs.exists() and runs.read_text()):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the tool did not run: see {directory}/serve-1.log")
+            time.sleep(0.01)
+        acted = time.monotonic()
+        os.kill(serve.pid, signal.SIGKILL)
+        killed_after = time.monotonic() - acted  # under the tool's 0.5 s: it was still running
+        serve.wait()
+        deciding.join()
+    with _serving(directory, *options, log_name="serve-2.log") as (url, _):
+        decision_url = f"{url}/api/approvals/{paused['approval_id']}"
+        status = httpx.get(decision_url).json()["status"]
+        again = httpx.post(decision_url, json={"decisions": decisions}, timeout=60).status_code
+        messages = httpx.get(f"{url}/api/conversations/kill-9").json()["messages"]
+        said = "\n".join(m.get("text") or "" for m in messages if m["role"] == "assistant")
+        asked = httpx.post(f"{url}/api/chat", json=question, timeout=120)
+        ((_, repaused),) = [e for e in _events(asked.text) if e[0] == "approval_required"]
+        redecided = httpx.post(
+            f"{url}/api/approvals/{repaused['approval_id']}",
+            json={
+                "decisions": {c["id"]: {"approve": True} for c in repaused["pending_tool_calls"]}
+            },
+            timeout=60,
+        )
+        results = [e[1] for e in _events(redecided.text) if e[0] == "tool_result"]
+    return {
+        "runs": len(runs.read_text().splitlines()),
+        "killed_after": killed_after,
+        "status": status,
+        "second_decision": again,
+        "outcome_unknown": "Outcome unknown: it may have run: cancel_order" in said,
+        "asked_again": results[0]["result"] if results else None,
+    }
+
+
+def resume_kill(directory: Path) -> bool:
+    rounds = []
+    for number in range(ROUNDS):
+        (directory / str(number)).mkdir()
+        rounds.append(_resume_killed(directory / str(number)))
+    once = sum(r["runs"] == 1 for r in rounds)
+    unknown = sum(r["outcome_unknown"] for r in rounds)
+    kept = sum(r["status"] == "resuming" and r["second_decision"] == 409 for r in rounds)
+    not_again = sum(
+        r["asked_again"] is not None and "unknown" in r["asked_again"].lower() for r in rounds
+    )
+    slowest_kill = max(r["killed_after"] for r in rounds)
+    print(
+        f"resume-kill: {ROUNDS} rounds, SIGKILL at most {slowest_kill * 1000:.0f} ms after the "
+        f"tool acted (it returns 500 ms after); the tool ran once in {once}/{ROUNDS}; after "
+        f"the restart the run stayed resuming and a second decision got 409 in "
+        f"{kept}/{ROUNDS}; the conversation said "
+        f'"Outcome unknown: it may have run" in {unknown}/{ROUNDS}; asked again and approved, '
+        f"not run again in {not_again}/{ROUNDS} (the tool's result: "
+        f"{rounds[0]['asked_again']!r})"
+    )
+    return once == kept == unknown == not_again == ROUNDS and slowest_kill < 0.5
+
+
 def schemathesis(directory: Path) -> bool:
     with _serving(directory, "--no-sample-knowledge") as (url, _):
         run = subprocess.run(
@@ -193,6 +323,7 @@ def schemathesis(directory: Path) -> bool:
 CHECKS: dict[str, Callable[[Path], bool]] = {
     "mcp-kill": mcp_kill,
     "big-question": big_question,
+    "resume-kill": resume_kill,
     "schemathesis": schemathesis,
 }
 

@@ -152,6 +152,22 @@ class Browser:
             ):
                 raise TimeoutError(f"the page did not load after {method}")
 
+    @contextlib.contextmanager
+    def viewport(self, width: int, height: int) -> Iterator[None]:
+        """The page laid out as on a phone screen of ``width`` x ``height`` CSS pixels, until
+        the block ends."""
+        self._send(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=2,
+            mobile=True,
+        )
+        try:
+            yield
+        finally:
+            self._send("Emulation.clearDeviceMetricsOverride")
+
     def console_errors(self) -> list[str]:
         """What the pages reported as errors since the last :meth:`goto`: exceptions,
         ``console.error``, failed requests."""

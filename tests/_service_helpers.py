@@ -9,6 +9,7 @@ import json
 import os
 import select
 import signal
+import socket
 import struct
 import subprocess
 import time
@@ -68,7 +69,7 @@ def serve_without_listening(
 ) -> None:
     """``tooluse serve`` runs up to serving its app, then calls ``serving(config)`` (the app
     is ``config.app``, its service started) instead of listening, and closes the service as
-    the app's lifespan would."""
+    the app's lifespan would. Its port is not bound (any ``--host`` and ``--port`` do)."""
 
     async def serve(server: uvicorn.Server, sockets: object = None) -> None:
         serving(server.config)
@@ -76,6 +77,7 @@ def serve_without_listening(
         await server.config.app.state.service.aclose()
 
     monkeypatch.setattr(uvicorn.Server, "serve", serve)
+    monkeypatch.setattr("tooluse.cli.serve._listening_socket", lambda host, port: socket.socket())
 
 
 def parse_sse(text: str) -> list[tuple[str, Any]]:

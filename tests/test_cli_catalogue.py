@@ -4,6 +4,7 @@ search finds in it."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,17 @@ def test_search_a_missing_catalogue_is_an_error(
 ) -> None:
     assert main(["search", "x", "--catalogue", str(tmp_path / "none.jsonl")]) == 2
     assert "tooluse search: " in capsys.readouterr().err
+
+
+def test_tools_says_which_mcp_server_each_tool_comes_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = Path(__file__).parent / "mcp_servers" / "sdk_server.py"
+    config = tmp_path / "mcp.json"
+    config.write_text(
+        json.dumps({"mcpServers": {"sdk": {"command": sys.executable, "args": [str(server)]}}})
+    )
+    assert main(["tools", "--mcp", str(config)]) == 0
+    lines = dict(line.split("\t", 1) for line in capsys.readouterr().out.splitlines())
+    assert lines["echo"].startswith("[read-only] [mcp: sdk] ")
+    assert all("[mcp: sdk] " in marks for marks in lines.values())

@@ -14,6 +14,7 @@ from tooluse.rag import (
     InMemoryVectorStore,
     SqliteVectorStore,
     TextSplitter,
+    UndecodableFileError,
     ingest_directory,
 )
 
@@ -148,10 +149,54 @@ def test_cli_reports_unreadable_input_without_a_traceback(
     assert "unable to open database file" in capsys.readouterr().err
     assert run_cli(str(knowledge), "--db", database, "--collection", " ", "--quiet") == 2
     assert "collection must be a non-blank string" in capsys.readouterr().err
-    (knowledge / "latin1.txt").write_bytes("café".encode("latin-1"))
-    assert run_cli(str(knowledge), "--db", database, "--quiet") == 2
-    err = capsys.readouterr().err
-    assert err.startswith("tooluse ingest: ") and "latin1.txt is not utf-8 text" in err
+
+
+def test_a_file_that_is_not_text_is_an_error_or_left_out(knowledge: Path) -> None:
+    (knowledge / "latin1.txt").write_bytes("café crème".encode("latin-1"))
+    store = InMemoryVectorStore(HashingEmbeddingModel())
+    with pytest.raises(UndecodableFileError, match=r"latin1\.txt is not utf-8 text"):
+        ingest_directory(knowledge, store)
+    store = InMemoryVectorStore(HashingEmbeddingModel())
+    report = ingest_directory(knowledge, store, skip_undecodable=True)
+    ((source, why),) = report.skipped
+    assert source == "latin1.txt" and "latin1.txt is not utf-8 text" in why
+    assert report.added == ("faq.md", "zh/积分.txt")
+
+
+def test_cli_leaves_out_a_file_that_is_not_text_and_ingests_the_rest(
+    knowledge: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
+    (knowledge / "a-latin1.txt").write_bytes("café crème".encode("latin-1"))  # read first
+    (knowledge / "notepad.txt").write_bytes("Grüße aus Köln, 积分两年有效。".encode("utf-16"))
+    database = tmp_path / "kb.db"
+    assert run_cli(str(knowledge), "--db", str(database), "--quiet") == 1
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"tooluse ingest: left out: {knowledge / 'a-latin1.txt'} is not utf-8 text "
+        "(invalid continuation byte at byte 3)\n"
+    )
+    assert captured.out.startswith("3 added, 0 updated, 0 unchanged, 0 removed, 1 left out")
+    with SqliteVectorStore(database, HashingEmbeddingModel()) as store:
+        sources = {d.metadata["source"]: d.text for d in store.find()}
+    assert sources.keys() == {"faq.md", "zh/积分.txt", "notepad.txt"}
+    assert sources["notepad.txt"] == "Grüße aus Köln, 积分两年有效。"  # the BOM said UTF-16
+
+
+def test_cli_says_when_there_is_nothing_to_ingest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "empty").mkdir()
+    database = tmp_path / "kb.db"
+    assert run_cli(str(tmp_path / "empty"), "--db", str(database)) == 1
+    assert capsys.readouterr().err == (
+        f"tooluse ingest: no files matching *.md *.markdown *.txt under {tmp_path / 'empty'}: "
+        "nothing ingested\n"
+    )
+    assert not database.exists()
 
 
 def test_cli_reports_a_db_of_another_schema_version(

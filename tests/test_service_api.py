@@ -331,9 +331,11 @@ async def test_the_page_keeps_what_a_browser_test_found(tmp_path: Path) -> None:
     assert "e.msg" in html and "JSON.stringify((await response.json()).detail)" not in html
     # A stream that closes without done / error / approval_required says it was cut off.
     assert "the connection closed before the answer was complete" in html
-    # Requests refused together on load ask for the key once, and a refused /api/tools is a
-    # message in the sidebar, not "tools is not iterable".
-    assert 'localStorage.getItem("tooluse-api-key") !== key) continue' in html
+    # Requests refused together on load ask for the key once, in the page's key field (never
+    # window.prompt), and a refused /api/tools is a message in the sidebar, not "tools is not
+    # iterable".
+    assert "if (sessionStorage.getItem(API_KEY) === key) await askForKey" in html
+    assert "window.prompt" not in html and 'id="api-key"' in html
     assert "Tools not shown" in html
     # Approvals: arguments can be edited (sent as the text edited, whose numbers JSON.parse
     # would round); a decision that could not be sent can be sent again; the calls of a run
@@ -370,7 +372,7 @@ async def test_offline_mode_says_so_and_still_answers(tmp_path: Path) -> None:
     assert (health["offline"], health["model"]) == (True, "offline TestModel")
     assert names(tool_turn) == ["tool_call", "tool_result", "route", "delta", "done"]
     assert tool_turn[0][1]["name"] == "get_weather"
-    assert tool_turn[-1][1]["answer"].startswith("[No model is configured")
+    assert tool_turn[-1][1]["answer"].startswith("[offline TestModel: ")
     assert names(knowledge_turn) == ["route", "delta", "done"]
     assert "Documents retrieved" in knowledge_turn[-1][1]["answer"]
 

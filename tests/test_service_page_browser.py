@@ -211,7 +211,7 @@ def test_an_approval_waits_then_says_what_was_decided(tmp_path: Path, page: Brow
         _ask(page, "Cancel order A1001")
         heading, buttons = _panel(page)
         assert heading.startswith("Waiting for your approval until ") and buttons == WAITING
-        _decide(page, "Approve", "Continue")
+        _decide(page, "Approve")
         page.wait_for("document.querySelector('.bot .text').textContent === 'From live data.'")
         assert _panel(page) == ("Your decision:", [])
         assert _texts(page, ".approval .decided") == ["approved"]
@@ -254,7 +254,7 @@ def test_an_approval_withdrawn_elsewhere_says_so_when_decided(
             " conversation_id: localStorage.getItem('tooluse.conversation')})})"
             ".then(r => r.text())"
         )
-        _decide(page, "Approve", "Continue")
+        _decide(page, "Approve")
         page.wait_for(
             "document.querySelector('.approval').firstChild.textContent !== 'Your decision:'"
         )
@@ -283,7 +283,7 @@ def test_an_approval_decided_in_another_tab_says_so_when_decided_again(
             " body: JSON.stringify({decisions: {'cancel-1': {approve: true}}})});"
             " return (await response.text()).includes('event: done'); })()"
         )
-        _decide(page, "Deny", "Continue")
+        _decide(page, "Deny")
         page.wait_for(
             "document.querySelector('.approval').firstChild.textContent !== 'Your decision:'"
             " || [...document.querySelectorAll('.error')].some(e => e.textContent)"
@@ -313,10 +313,11 @@ def test_big_integers_in_arguments_are_shown_edited_and_sent_as_written(
             f"{editor}.value = {editor}.value.replace('\"amount\": 5', '\"amount\": 6');"
             f"{editor}.dispatchEvent(new Event('input'))"
         )
-        _decide(page, "Approve", "Continue")
+        _decide(page, "Approve")  # one click: no Continue
         page.wait_for("document.querySelector('.bot .text').textContent === 'Transferred.'")
         decided = _texts(page, ".approval .decided")
-        (result,) = [r for r in _texts(page, ".trace pre") if r.startswith("result: ")]
+        edited_call, result = _texts(page, ".trace pre")
+        edited_summary = _texts(page, ".trace summary")
         errors = page.console_errors()
     assert shown == (
         [f'transfer {{"account":{big},"amount":5}} '],
@@ -326,7 +327,79 @@ def test_big_integers_in_arguments_are_shown_edited_and_sent_as_written(
     assert in_editor == f'{{\n  "account": {big},\n  "amount": 5\n}}'
     assert decided == ["approved with edited arguments"]
     assert result == f'result: {{\n  "account": {big},\n  "amount": 6\n}}'
+    # The trace shows what ran: the edited arguments (and what the model had asked for).
+    assert edited_summary == [f'→ transfer {{"account":{big},"amount":6}} (arguments edited)  ✓']
+    assert edited_call == (
+        f'arguments: {{\n  "account": {big},\n  "amount": 6\n}}\n'
+        f'the model\'s arguments: {{"account":{big},"amount":5}}'
+    )
     assert errors == []
+
+
+def test_the_page_fits_a_phone_screen_with_its_tools_in_view(tmp_path: Path, page: Browser) -> None:
+    settings = config(tmp_path / "s.db", model=FunctionModel(transferring), tools=[transfer])
+    overflowing = (
+        "[...document.querySelectorAll('body *')].filter(e => e.getClientRects().length"
+        " && e.getBoundingClientRect().right > innerWidth + 0.5).map(e => e.tagName + '.'"
+        " + e.className + ' ' + e.textContent.slice(0, 30))"
+    )
+    tools_in_view = (
+        "(() => { const box = document.querySelector('aside').getBoundingClientRect();"
+        " return [box.width > 300, box.height > 40, box.bottom <= innerHeight,"
+        " document.getElementById('tools').textContent.includes('transfer')]; })()"
+    )
+    with page.viewport(390, 844), serving(create_app(settings)) as url:
+        page.goto(url)
+        page.wait_for("document.getElementById('tools').textContent.includes('transfer')")
+        _ask(page, "Pay account " + "9" * 120 + " please")  # one long word
+        width = page.run("[innerWidth, document.documentElement.scrollWidth]")
+        wide = page.run(overflowing)
+        shown = page.run(tools_in_view)
+        errors = page.console_errors()
+    assert width == [390, 390] and wide == []
+    assert shown == [True, True, True, True]
+    assert errors == []
+
+
+def test_the_api_key_is_asked_in_the_page_and_kept_for_the_session(
+    tmp_path: Path, page: Browser
+) -> None:
+    settings = config(tmp_path / "s.db", model=fake_llm(), api_key="k1")
+    asking = "!document.getElementById('key').hidden"
+    label = "document.querySelector('#key label').textContent"
+
+    def enter(key: str) -> None:
+        page.run(
+            f"document.getElementById('api-key').value = {json.dumps(key)};"
+            "document.getElementById('key').requestSubmit()"
+        )
+
+    with serving(create_app(settings)) as url:
+        page.goto(url)
+        page.run("sessionStorage.clear(); localStorage.removeItem('tooluse-api-key')")
+        page.reload()
+        page.wait_for(asking)
+        first = page.run(label), page.run("document.activeElement.id")
+        enter("wrong")
+        page.wait_for(f"{label}.includes('refused')")
+        refused = page.run(asking)
+        enter("k1")
+        page.wait_for("document.getElementById('tools').textContent.includes('get_weather')")
+        _ask(page, "What's the weather in Paris?")
+        kept = page.run(
+            "[sessionStorage.getItem('tooluse-api-key'),"
+            " localStorage.getItem('tooluse-api-key'), " + asking + "]"
+        )
+        page.reload()
+        page.wait_for("document.getElementById('tools').textContent.includes('get_weather')")
+        asked_again = page.run(asking)
+        answers = _texts(page, ".bot .text")
+        errors = page.console_errors()
+    assert first == ("This service needs its API key:", "api-key")
+    assert refused is True
+    assert kept == ["k1", None, False] and asked_again is False
+    assert answers == ["From live data."]
+    assert [e for e in errors if "status of 401 (Unauthorized)" not in e] == []
 
 
 def test_an_approval_restored_by_a_reload_expires_on_the_page(
@@ -373,7 +446,7 @@ def test_a_reload_shows_the_earlier_turns_and_the_approval_still_waiting(
         shown = _texts(page, ".user .text"), _texts(page, ".bot .text"), _texts(page, ".note")
         restored = _turns_shown(page)
         assert _panel(page)[1] == WAITING
-        _decide(page, "Approve", "Continue")
+        _decide(page, "Approve")
         page.wait_for("[...document.querySelectorAll('.bot .text')].at(-1).textContent !== ''")
         decided = _turns_shown(page)
         page.reload()

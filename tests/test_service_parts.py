@@ -82,7 +82,7 @@ async def test_offline_model_routes_with_tools_and_echoes_without() -> None:
     routed = await model.acall(Prompt([UserMessage(text="weather?")], options))
     assert [call.name for call in routed.generations[0].message.tool_calls] == ["get_weather"]
     answer = await model.acall(Prompt([UserMessage(text="Rules... Question: hi")]))
-    assert answer.text.startswith("[No model is configured")
+    assert answer.text.startswith("[offline TestModel: ")
     assert answer.text.endswith("Rules... Question: hi")
     chunks = [chunk async for chunk in model.stream(Prompt([UserMessage(text="x")]))]
     assert "".join(chunk.text for chunk in chunks) == answer.text.replace(
@@ -112,7 +112,7 @@ async def test_knowledge_base_loads_in_the_background(tmp_path: Path) -> None:
     assert knowledge.status == "loading"
     knowledge.start()
     found = await knowledge.aretrieve("return an item within days")
-    assert knowledge.status == "ready" and knowledge.documents > 0
+    assert knowledge.status == "ready" and knowledge.count_documents() > 0
     assert found and knowledge.retrieve("points expire") != []
     with pytest.raises(RuntimeError, match="already started"):
         knowledge.start()
@@ -443,7 +443,7 @@ def test_chat_answers_a_question_and_asks_for_approvals(
     assert "-> get_order_status(" in out.out and "-> cancel_order(" in out.out
     assert asked == ['  approve cancel_order({"order_id": "a", "reason": "a"})? [y/N] ']
     assert "<- cancel_order: " in out.out and "[answering from live data]" in out.out
-    assert "No model is configured" in out.err
+    assert "[offline TestModel: " in out.out  # the notice is logged once (tests/reliability)
 
     replies = iter(["How long do points last?", ""])
     args = parser.parse_args(["--model", "test", "--db", db, "--conversation", "c1"])

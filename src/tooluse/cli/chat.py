@@ -30,7 +30,6 @@ from tooluse.qa import (
     ToolResultEvent,
 )
 from tooluse.service._failures import described_failure
-from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._service import QaService
 
 __all__ = ["add_arguments", "run"]
@@ -134,8 +133,6 @@ async def _chat(service: QaService, args: argparse.Namespace, ask: Callable[[str
         except OptionError as exc:
             print(f"tooluse chat: {exc}", file=sys.stderr)
             return 2
-        if service.offline:
-            print(f"[{OFFLINE_NOTICE}]", file=sys.stderr)
         if args.question is not None:
             try:
                 await _answer(service, args.question, conversation_id, ask)

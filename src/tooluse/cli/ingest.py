@@ -23,7 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Split the text and Markdown files under DIR into chunks, embed them with the bundled "
         "offline model and store them in a SQLite knowledge base. Unchanged files are skipped, "
-        "changed files replace their chunks."
+        "changed files replace their chunks. A file that is not UTF-8 text (nor UTF-16/32 "
+        "with a byte order mark) is left out with a warning naming it. Exit status: 0 all "
+        "ingested, 1 files left out or no files found, 2 nothing done (an option, the "
+        "database)."
     )
     parser.add_argument("directory", metavar="DIR", type=Path, help="directory to ingest")
     parser.add_argument(
@@ -65,6 +68,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     patterns = tuple(args.patterns or DEFAULT_PATTERNS)
     total = len(source_files(directory, patterns))
+    if total == 0:
+        # Not "0 added": a mistyped directory or pattern would pass for an ingestion.
+        print(
+            f"tooluse ingest: no files matching {' '.join(patterns)} under {directory}: "
+            "nothing ingested",
+            file=sys.stderr,
+        )
+        return 1
     try:
         with (
             SqliteVectorStore(args.db, collection=args.collection) as store,
@@ -77,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
                 patterns=patterns,
                 prune=args.prune,
                 force=args.force,
+                skip_undecodable=True,
                 on_file=lambda source: bar.update(1),
             )
     except sqlite3.Error as exc:
@@ -85,12 +97,15 @@ def run(args: argparse.Namespace) -> int:
     except SchemaVersionError as exc:  # it names the file
         print(f"tooluse ingest: {exc}", file=sys.stderr)
         return 2
-    except (ValueError, OSError) as exc:  # a file that is not UTF-8, a blank --collection, ...
+    except (ValueError, OSError) as exc:  # a blank --collection, an unreadable file, ...
         print(f"tooluse ingest: {exc}", file=sys.stderr)
         return 2
+    for _, why in report.skipped:
+        print(f"tooluse ingest: left out: {why}", file=sys.stderr)
+    left_out = f", {len(report.skipped)} left out (not text)" if report.skipped else ""
     print(
         f"{len(report.added)} added, {len(report.updated)} updated, "
-        f"{len(report.unchanged)} unchanged, {len(report.removed)} removed; "
+        f"{len(report.unchanged)} unchanged, {len(report.removed)} removed{left_out}; "
         f"{report.chunks_written} chunks written to {args.db} (collection {args.collection!r})"
     )
-    return 0
+    return 1 if report.skipped else 0

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import errno
 import ipaddress
 import json
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -299,8 +301,42 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """``host:port`` bound before anything else starts: a port in use is one line and
+    status 2 at once, not an error after "Application startup complete" (uvicorn binds only
+    once the service has started) or after a local model has loaded."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    try:
+        listener.bind((host.strip("[]"), port))
+    except OSError as exc:
+        listener.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise OptionError(
+                f"port {port} on {host} is already in use (another tooluse serve?): stop what "
+                f'listens there, or choose another port with --port (make serve ARGS="--port '
+                f'9000")'
+            ) from None
+        raise OptionError(f"cannot listen on {host} port {port}: {exc.strerror or exc}") from None
+    listener.set_inheritable(True)
+    return listener
+
+
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
+    try:
+        listener = _listening_socket(args.host, args.port)
+    except OptionError as exc:
+        print(f"tooluse serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _run_on(listener, args)
+    finally:
+        listener.close()
+
+
+def _run_on(listener: socket.socket, args: argparse.Namespace) -> int:
     try:
         app = _service_app(args)
     except OptionError as exc:
@@ -317,6 +353,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers > 1:
         app.state.service.close()  # the options are good; each worker opens its own
         close_model(app.state.service.config)  # and starts its own engine, if local
+        listener.close()  # the port was free: uvicorn's supervisor binds it for its workers
         return _run_workers(args)
     import uvicorn
 
@@ -333,17 +370,19 @@ def run(args: argparse.Namespace) -> int:
         # The event loop uvicorn.run would serve on: uvloop when it is installed, else
         # asyncio's (asyncio.run would always take asyncio's).
         with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
-            return runner.run(_serve(app, uvicorn.Server(config), args))
+            return runner.run(_serve(app, uvicorn.Server(config), listener, args))
     except KeyboardInterrupt:  # uvicorn raises the Ctrl+C again once it has shut down
         return 0
     finally:
         close_model(app.state.service.config)
 
 
-async def _serve(app: FastAPI, server: uvicorn.Server, args: argparse.Namespace) -> int:
+async def _serve(
+    app: FastAPI, server: uvicorn.Server, listener: socket.socket, args: argparse.Namespace
+) -> int:
     """Start the service (its MCP servers connect), then serve it on this event loop, where
     the MCP sessions live. Started here rather than by uvicorn's lifespan so that a server
-    that cannot start is a message and status 2, before the port is taken."""
+    that cannot start is a message and status 2, before the port listens."""
     service = app.state.service
     try:
         await start_service(service, args)
@@ -352,7 +391,7 @@ async def _serve(app: FastAPI, server: uvicorn.Server, args: argparse.Namespace)
         return 2
     announce = asyncio.ensure_future(_announce(server, service, args.host))
     try:
-        await server.serve()
+        await server.serve(sockets=[listener])
     finally:
         announce.cancel()
         if not server.started:  # else its lifespan closed the service

@@ -17,8 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "List the tools the model is offered: the sample tools, or those --tools and --mcp "
         "name (MCP servers are started to list theirs, then stopped). One "
-        "line per tool: its name, its marks ([return direct], [approval], [sequential]) and "
-        "the first line of its description; --json prints the definitions the model sees."
+        "line per tool: its name, its marks ([return direct], [approval], [sequential], "
+        "[read-only] or [destructive], [mcp: SERVER] for an MCP server's tool) and the first "
+        "line of its description; --json prints the definitions the model sees."
     )
     add_tools_argument(parser)
     parser.add_argument(
@@ -56,6 +57,9 @@ def _marks(callback: ToolCallback) -> list[str]:
         marks.append("read-only")
     elif metadata.destructive:
         marks.append("destructive")
+    server = mcp_server_category(callback)
+    if server is not None:
+        marks.append(f"mcp: {server}")
     return marks
 
 

@@ -25,7 +25,12 @@ from tooluse.rag._document import Document, Query
 from tooluse.rag._filter import Filter, compile_filter
 from tooluse.rag._ingest import DEFAULT_PATTERNS, IngestReport, ingest_directory
 from tooluse.rag._postgres_store import PostgresVectorStore
-from tooluse.rag._readers import MarkdownReader, TextReader, markdown_sections
+from tooluse.rag._readers import (
+    MarkdownReader,
+    TextReader,
+    UndecodableFileError,
+    markdown_sections,
+)
 from tooluse.rag._retrieval import (
     FILTER_EXPRESSION,
     DocumentReranker,
@@ -78,6 +83,7 @@ __all__ = [
     "SqliteVectorStore",
     "TextReader",
     "TextSplitter",
+    "UndecodableFileError",
     "VectorStore",
     "VectorStoreRetriever",
     "compile_filter",

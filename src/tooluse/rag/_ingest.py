@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tooluse.rag._document import Document
-from tooluse.rag._readers import MarkdownReader, TextReader
+from tooluse.rag._readers import MarkdownReader, TextReader, UndecodableFileError
 from tooluse.rag._splitter import TextSplitter
 from tooluse.rag._store import VectorStore
 
@@ -28,6 +28,8 @@ class IngestReport:
     unchanged: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     chunks_written: int = 0
+    skipped: tuple[tuple[str, str], ...] = ()
+    """``(source, why)`` of each file left out with ``skip_undecodable``."""
 
     @property
     def changed(self) -> bool:
@@ -48,6 +50,7 @@ def ingest_directory(
     patterns: Sequence[str] = DEFAULT_PATTERNS,
     prune: bool = False,
     force: bool = False,
+    skip_undecodable: bool = False,
     on_file: Callable[[str], None] | None = None,
 ) -> IngestReport:
     """Read, split and store every matching file under ``directory``.
@@ -58,7 +61,10 @@ def ingest_directory(
     also deletes the chunks of every ingested source not found in ``directory``, so give
     each directory a store (collection) of its own when pruning; ``force`` re-ingests
     everything. A file without text stores nothing and counts as unchanged (once its old
-    chunks, if any, are deleted).
+    chunks, if any, are deleted). A file that is not text in the readers' encoding (UTF-8, or
+    any with a byte order mark) raises :class:`UndecodableFileError`; with
+    ``skip_undecodable`` it is left out instead (its chunks from before, if any, stay) and
+    listed in :attr:`IngestReport.skipped` with why, and the other files are ingested.
     ``on_file(source)`` is called after each file (for a progress bar).
     """
     root = Path(directory)
@@ -69,6 +75,7 @@ def ingest_directory(
     added: list[str] = []
     updated: list[str] = []
     unchanged: list[str] = []
+    skipped: list[tuple[str, str]] = []
     written = 0
     seen: set[str] = set()
     for path in source_files(root, patterns):
@@ -79,25 +86,33 @@ def ingest_directory(
         if previous == fingerprint and not force:
             unchanged.append(source)
         else:
-            chunks = _chunks(path, source, fingerprint, splitter)
-            if not chunks and previous is None:
-                # No text: nothing to store and nothing stored. The store cannot record the
-                # file, so counting it as added would repeat on every run.
-                unchanged.append(source)
-            elif previous is not None:
-                store.delete(filter={"source": source})
-                updated.append(source)
+            try:
+                chunks = _chunks(path, source, fingerprint, splitter)
+            except UndecodableFileError as exc:
+                if not skip_undecodable:
+                    raise
+                skipped.append((source, str(exc)))
             else:
-                added.append(source)
-            if chunks:
-                store.add(chunks)
-            written += len(chunks)
+                if not chunks and previous is None:
+                    # No text: nothing to store and nothing stored. The store cannot record
+                    # the file, so counting it as added would repeat on every run.
+                    unchanged.append(source)
+                elif previous is not None:
+                    store.delete(filter={"source": source})
+                    updated.append(source)
+                else:
+                    added.append(source)
+                if chunks:
+                    store.add(chunks)
+                written += len(chunks)
         if on_file is not None:
             on_file(source)
     removed = sorted(set(stored) - seen) if prune else []
     for source in removed:
         store.delete(filter={"source": source})
-    return IngestReport(tuple(added), tuple(updated), tuple(unchanged), tuple(removed), written)
+    return IngestReport(
+        tuple(added), tuple(updated), tuple(unchanged), tuple(removed), written, tuple(skipped)
+    )
 
 
 def _stored_fingerprints(store: VectorStore) -> dict[str, str]:

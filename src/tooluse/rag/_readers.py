@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tooluse.rag._document import Document
 
-__all__ = ["MarkdownReader", "TextReader", "markdown_sections"]
+__all__ = ["MarkdownReader", "TextReader", "UndecodableFileError", "markdown_sections"]
 
 # The closing run of ``#`` is one only after a space (CommonMark): ``# C#`` is "C#".
 _ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
@@ -17,6 +17,11 @@ _ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 # at least as long, with nothing after it (CommonMark).
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _CJK_TEXT = re.compile("[\u4e00-\u9fff]{2}")
+
+
+class UndecodableFileError(ValueError):
+    """A file whose bytes are not text in the reader's encoding; the message names the file,
+    the byte and, for Chinese text in the legacy encoding, how to convert it."""
 
 
 class _FileReader:
@@ -43,7 +48,7 @@ class _FileReader:
         try:
             return data.decode(encoding).removeprefix("\ufeff")
         except UnicodeDecodeError as exc:
-            raise ValueError(
+            raise UndecodableFileError(
                 f"{self._path} is not {encoding} text ({exc.reason} at byte {exc.start})"
                 f"{_gb18030_hint(data, self._path.name) if encoding == self._encoding else ''}"
             ) from exc

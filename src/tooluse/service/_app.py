@@ -338,7 +338,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
     @app.get("/healthz", responses=with_statuses(API_ERRORS, 400))
     async def healthz() -> dict[str, Any]:
-        return service.health()
+        return await asyncio.to_thread(service.health)
 
     api = APIRouter(dependencies=[Depends(request_caller)])
 

@@ -69,16 +69,23 @@ def sync_sample_documents(store: KnowledgeStore) -> IngestReport | None:
     Idempotent (unchanged files are skipped). When the store has other documents (e.g. from
     ``tooluse ingest``) the sample documents are removed instead and ``None`` is returned.
     """
-    documents = store.find()
-    samples = [d for d in documents if _is_sample(d)]
-    if len(samples) < len(documents):
-        if samples:
-            store.delete([d.id for d in samples])
-            logger.info("removed %d sample chunks: the knowledge base has its own", len(samples))
+    if _samples_make_way(store):
         return None
     root = importlib.resources.files("tooluse.service") / "sample_knowledge"
     with importlib.resources.as_file(root) as directory:
         return ingest_directory(directory, store)
+
+
+def _samples_make_way(store: KnowledgeStore) -> bool:
+    """Whether ``store`` holds documents of its own; if so, its sample documents are deleted."""
+    documents = store.find()
+    samples = [d.id for d in documents if _is_sample(d)]
+    if len(samples) == len(documents):
+        return False
+    if samples:
+        store.delete(samples)
+        logger.info("removed %d sample chunks: the knowledge base has its own", len(samples))
+    return True
 
 
 def _is_sample(document: Document) -> bool:
@@ -93,6 +100,10 @@ class KnowledgeBase:
     load), ingests the sample documents when ``samples`` is on (see
     :func:`sync_sample_documents`) and warms the model up. Retrieval waits for that; a load
     failure is raised by every retrieval (and shown by :attr:`status` / :attr:`error`).
+    While the collection holds only the samples, each retrieval and
+    :meth:`count_documents` look whether documents of its own came since (``tooluse
+    ingest`` into the running service's file, another worker): the samples are then removed
+    at once, not at the next start.
     """
 
     def __init__(
@@ -116,7 +127,9 @@ class KnowledgeBase:
         self._thread: threading.Thread | None = None
         self._lock = ProcessLock()
         self._closing = False
-        self.documents = 0
+        self._documents = 0  # chunks in the collection when last counted
+        self._only_samples = False  # the collection holds the sample documents alone
+        self._samples_lock = ProcessLock()
 
     @property
     def status(self) -> KnowledgeStatus:
@@ -145,6 +158,7 @@ class KnowledgeBase:
             self._store = store
             if self._samples:
                 report = sync_sample_documents(store)
+                self._only_samples = report is not None
                 if report is not None and report.changed:
                     logger.info(
                         "sample knowledge base ingested: %d files, %d chunks",
@@ -152,7 +166,7 @@ class KnowledgeBase:
                         report.chunks_written,
                     )
             store.embedding_model.embed_query("warm-up")  # the first question is not slow
-            self.documents = len(store)
+            self._documents = len(store)
             retriever = VectorStoreRetriever(store, top_k=self._top_k)
             self._query_tail = query_tail_of(store.embedding_model)  # before _ready is set
         except Exception as exc:
@@ -161,7 +175,7 @@ class KnowledgeBase:
             return
         logger.info(
             "knowledge base ready: %d chunks in %s (collection %r), %.1f s",
-            self.documents,
+            self._documents,
             self._label,
             self._collection,
             time.perf_counter() - started,
@@ -184,12 +198,36 @@ class KnowledgeBase:
         """Block until loaded (re-raises a load failure)."""
         self._ready.result(timeout)
 
+    def count_documents(self) -> int:
+        """The chunks the collection holds now (0 while it loads or when it failed to; once
+        closed, as last counted)."""
+        if self.status == "ready" and not self._closing:
+            self._recount()
+        return self._documents
+
+    def _recount(self) -> None:
+        """Count the chunks; while the collection held only the samples, a count that
+        changed may be documents of its own, for which the samples make way."""
+        store = self._store
+        assert store is not None  # loaded
+        count = len(store)
+        if self._only_samples and count != self._documents:
+            with self._samples_lock:  # one thread deletes them; the others count after it
+                if self._only_samples and _samples_make_way(store):
+                    self._only_samples = False
+                    count = len(store)
+        self._documents = count
+
     def retrieve(self, query: str | Query) -> list[Document]:
         retriever = self._ready.result()
+        if self._only_samples:
+            self._recount()
         return retriever.retrieve(self._bounded(query))
 
     async def aretrieve(self, query: str | Query) -> list[Document]:
         retriever = await asyncio.wrap_future(self._ready)
+        if self._only_samples:
+            await asyncio.to_thread(self._recount)
         return await retriever.aretrieve(self._bounded(query))
 
     def _bounded(self, query: str | Query) -> Query:

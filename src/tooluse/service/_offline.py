@@ -12,13 +12,18 @@ from tooluse.search import TOOL_SEARCH_TOOL_NAME
 from tooluse.testing import ScriptedModel, TestModel, tool_call
 from tooluse.tools import ToolDefinition
 
-__all__ = ["OFFLINE_NOTICE", "OfflineModel", "mentioned_tools"]
+__all__ = ["OFFLINE_ANSWER_HEADING", "OFFLINE_NOTICE", "OfflineModel", "mentioned_tools"]
 
 OFFLINE_NOTICE = (
     "No model is configured, so the service runs the offline TestModel: it calls the tools "
     "a question mentions with made-up arguments and echoes what a real model would be "
     "given. Set TOOLUSE_MODEL (e.g. openai:gpt-4o-mini) or pass --model for real answers."
 )
+
+OFFLINE_ANSWER_HEADING = "[offline TestModel: what a model would be given to answer]"
+"""What each offline answer starts with: short, since :data:`OFFLINE_NOTICE` is said once
+where the service starts (its log, the page's banner); an answer read on its own (``/v1``)
+still says what it is."""
 
 _LATIN_WORD = re.compile(r"[a-z]+")
 _IDENTIFIER_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])")
@@ -83,10 +88,10 @@ class OfflineModel(BaseChatModel):
     Router stage (tools offered): a ``TestModel`` that calls the tools the question mentions
     (:func:`mentioned_tools`), with made-up arguments valid for their schemas; with tool
     search, it first calls ``toolSearchTool`` with the question, then among the tools found.
-    Answer stage (no tools): the answer is :data:`OFFLINE_NOTICE` followed by the prompt the
-    answer model was given (the fetched data or the retrieved documents, the rules, the
-    question), which is what the pipeline is there to build. A fresh test model serves each
-    request, so a long-running service keeps no recorded requests.
+    Answer stage (no tools): the answer is :data:`OFFLINE_ANSWER_HEADING` followed by the
+    prompt the answer model was given (the fetched data or the retrieved documents, the
+    rules, the question), which is what the pipeline is there to build. A fresh test model
+    serves each request, so a long-running service keeps no recorded requests.
     """
 
     model_name = "offline TestModel"
@@ -104,7 +109,7 @@ class OfflineModel(BaseChatModel):
                 )
                 return ScriptedModel([search])
             return TestModel(call_tools=mentioned_tools(question, definitions))
-        return TestModel(final_text=f"[{OFFLINE_NOTICE}]\n\n{question}", chunk_size=48)
+        return TestModel(final_text=f"{OFFLINE_ANSWER_HEADING}\n\n{question}", chunk_size=48)
 
     async def acall(self, prompt: Prompt) -> ChatResponse:
         return await self._model_for(prompt).acall(prompt)

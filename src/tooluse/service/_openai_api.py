@@ -57,7 +57,8 @@ logger = logging.getLogger("tooluse.service")
 _T = TypeVar("_T")
 
 OPENAI_MODEL_ID = "tooluse-qa"
-"""The one model ``GET /v1/models`` lists; the ``model`` of a request is not used."""
+"""The one model ``GET /v1/models`` lists, and the ``model`` every completion and chunk
+names (the model behind it is on ``/healthz``); the ``model`` of a request is not used."""
 
 
 class OpenAIMessage(pydantic.BaseModel):
@@ -364,7 +365,7 @@ def openai_router(service: QaService) -> APIRouter:
                 "id": completion_id,
                 "object": "chat.completion",
                 "created": created,
-                "model": service.model_label,
+                "model": OPENAI_MODEL_ID,
                 "choices": [
                     {
                         "index": 0,
@@ -432,7 +433,7 @@ async def _chunks(
             "id": completion_id,
             "object": "chat.completion.chunk",
             "created": created,
-            "model": service.model_label,
+            "model": OPENAI_MODEL_ID,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
         }
         if include_usage:  # null in every chunk but the last, as OpenAI sends them
@@ -466,7 +467,7 @@ async def _chunks(
                 "id": completion_id,
                 "object": "chat.completion.chunk",
                 "created": created,
-                "model": service.model_label,
+                "model": OPENAI_MODEL_ID,
                 "choices": [],
                 "usage": _usage(usage),
             },

@@ -544,6 +544,8 @@ class QaService:
         self._stores.close()
 
     def health(self) -> dict[str, Any]:
+        """What ``/healthz`` says. It counts the knowledge base's chunks (a query of its
+        store): call it in a thread from async code."""
         error = self.knowledge.error
         callbacks = tool_callbacks(*self.tools)
         health: dict[str, Any] = {
@@ -552,7 +554,7 @@ class QaService:
             "offline": self.offline,
             "knowledge": self.knowledge.status,
             "knowledge_error": None if error is None else str(error),
-            "documents": self.knowledge.documents,
+            "documents": self.knowledge.count_documents(),
             "tools": len(callbacks),
             "tool_search": self.tool_search is not None,
         }
