@@ -58,7 +58,7 @@ def _collect(source: object, found: _Found) -> None:
                 raise TypeError(
                     f"Tool provider {source!r} returned {callback!r}, which is not a ToolCallback"
                 )
-            found.append((function_callback, source))
+            found.append((callback, source))
     elif isinstance(source, type):
         raise ValueError(
             f"Got the class {source.__qualname__}; pass an instance of it (its @tool methods "
