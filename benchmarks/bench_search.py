@@ -760,7 +760,9 @@ def sessions(size: int, count: int, kind: str) -> None:
     def set_up(conversation: str) -> float:
         started = time.perf_counter()
         known = advisor._catalogue(callbacks)
-        advisor._prepare_session(conversation, known)
+        evicted = advisor.eviction_strategy.on_access(conversation)
+        if evicted or not advisor._start_indexed_turn(conversation, known):
+            advisor._prepare_session(conversation, known, evicted)
         index.search(ToolSearchRequest(conversation, "weather forecast"))
         advisor._end_turn(conversation)
         return (time.perf_counter() - started) * 1000.0

@@ -404,3 +404,45 @@ def test_postgres_keeps_ordinary_messages_as_json_objects(postgres_url: str) -> 
             "SELECT jsonb_typeof(message) FROM chat_memory_message ORDER BY position"
         ).fetchall()
     assert kinds == [("object",), ("string",)]  # only the one jsonb cannot hold is wrapped
+
+
+def test_sqlite_parses_and_serialises_a_remembered_message_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each request reads a conversation's window and writes it back whole: the messages
+    # of the window must not be parsed and serialised again every time.
+    from tooluse.memory import _rows
+
+    counts = {"parsed": 0, "serialised": 0}
+
+    def counted(name: str, function: Any) -> Any:
+        def wrapper(value: Any) -> Any:
+            counts[name] += 1
+            return function(value)
+
+        return wrapper
+
+    monkeypatch.setattr(_rows, "message_from_json", counted("parsed", _rows.message_from_json))
+    monkeypatch.setattr(_rows, "message_to_json", counted("serialised", _rows.message_to_json))
+    with SqliteChatMemoryRepository(tmp_path / "memory.db") as repository:
+        memory = MessageWindowChatMemory(10, repository)
+        first = [UserMessage(text="Weather in Paris?"), AssistantMessage(text="Sunny.")]
+        memory.add("c1", first)
+        for turn in range(3):
+            assert memory.get("c1")[:2] == first
+            memory.add("c1", [UserMessage(text=f"And {turn}?"), AssistantMessage(text="Same.")])
+    assert counts == {"parsed": 0, "serialised": 8}  # each message once, when first stored
+    with SqliteChatMemoryRepository(tmp_path / "memory.db") as repository:
+        assert len(repository.find_by_conversation_id("c1")) == 8
+
+
+def test_the_remembered_message_texts_are_bounded() -> None:
+    from tooluse.memory._rows import _MessageTexts
+
+    texts = _MessageTexts(2)
+    messages = [UserMessage(text=str(n)) for n in range(3)]
+    first = texts.texts(messages)
+    assert texts.messages(first[1:]) == messages[1:]  # the newest two are held
+    assert len(texts._messages) == len(texts._texts) == 2
+    reparsed = texts.messages(first[:1])[0]
+    assert reparsed == messages[0] and reparsed is not messages[0]  # the oldest went

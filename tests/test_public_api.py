@@ -5,8 +5,11 @@ fails if a name, a parameter or a default changes."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
+import re
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,6 +111,19 @@ def fields(model: type) -> list[str]:
 def test_every_root_name_is_importable_and_exported(name: str) -> None:
     assert getattr(tooluse, name) is not None
     assert name in tooluse.__all__
+
+
+def test_the_root_names_are_listed_once_in_the_stub_and_resolve_to_their_modules() -> None:
+    # __init__.pyi is the one list: type checkers read it, tooluse._lazy imports from it.
+    stub = Path(tooluse.__file__).with_suffix(".pyi").read_text(encoding="utf-8")
+    listed = re.findall(r"^from ([\w.]+) import \(?\s*(\w+) as \2\b", stub, flags=re.MULTILINE)
+    public = sorted(name for _, name in listed if not name.startswith("_"))
+    assert public == tooluse.__all__ == sorted(set(tooluse.__all__))
+    assert ("tooluse._version", "__version__") in listed  # read when asked for, not at import
+    assert set(ROOT_NAMES) <= set(tooluse.__all__) <= set(dir(tooluse))
+    for module, name in listed:
+        assert getattr(tooluse, name) is getattr(importlib.import_module(module), name)
+    assert "ChatClient" not in Path(tooluse.__file__).read_text(encoding="utf-8")
 
 
 def test_sub_module_names() -> None:

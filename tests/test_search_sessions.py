@@ -129,3 +129,18 @@ def test_a_catalogue_keeps_the_last_of_a_name_and_a_session_adding_to_it_copies_
     assert index.search(ToolSearchRequest("s2", "three")).tool_names == ["c"]
     index.replace_tools("s1", ToolCatalogue([]))
     assert index.size("s1") == 0
+
+
+def test_a_known_session_with_nothing_changed_starts_its_turn_without_a_worker_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index = BM25ToolIndex()
+    advisor = ToolSearchToolCallingAdvisor(tool_index=index)
+    prepared = Counting(monkeypatch, advisor, "_prepare_session")  # what runs in a thread
+    tools = callbacks(50)
+    converse(advisor, tools, ["c0", "c0", "c0", "c1", "c0"])
+    assert prepared.calls == 2  # each session's first turn indexes it; the others start here
+    tools[7] = FunctionToolCallback(run, name="tool_7", description="Books a flight")
+    converse(advisor, tools, ["c0", "c0"])  # another list: indexed again, once
+    assert prepared.calls == 3
+    assert index.search(ToolSearchRequest("c0", "flight", max_results=1)).tool_names == ["tool_7"]

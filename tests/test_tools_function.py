@@ -718,3 +718,16 @@ def test_a_field_as_the_signature_default_describes_the_argument() -> None:
     assert callback.call('{"city": "Oslo"}') == "\"Oslo5['seen']None\""
     assert callback.call('{"city": "Oslo", "remark": "r"}') == "\"Oslo5['seen']r\""
     assert "greater than or equal to 1" in error_of(callback, '{"city": "Oslo", "count": 0}')
+
+
+def test_one_function_under_two_tool_names_validates_for_each_name() -> None:
+    # The function schema is cached per function: nothing in it may be one tool's.
+    def lookup(city: str) -> str:
+        return city
+
+    FunctionToolCallback(lookup, name="lookup_city").call('{"city": "Paris"}')
+    second = FunctionToolCallback(lookup, name="find_city")
+    with pytest.raises(ToolExecutionException) as info:
+        second.call('{"city": []}')
+    assert "find_city" in str(info.value)
+    assert info.value.__cause__ is not None and "lookup_city" not in str(info.value.__cause__)

@@ -135,3 +135,16 @@ def test_nothing_gives_an_empty_list() -> None:
 def test_collected_tools_are_callable_async() -> None:
     callbacks = tool_callbacks(WeatherTools())
     assert asyncio.run(callbacks[1].acall('{"region": "north"}')) == "[]"
+
+
+def test_a_function_decorated_again_gets_a_callback_with_its_new_options() -> None:
+    def lookup(city: str) -> str:
+        return city
+
+    first = tool(name="lookup_city", read_only=True)(lookup)
+    assert names(tool_callbacks(first)) == ["lookup_city"]
+    again = tool(name="find_city", return_direct=True)(lookup)
+    (callback,) = tool_callbacks(again)
+    assert callback.definition.name == "find_city"
+    assert callback.metadata.return_direct and not callback.metadata.read_only
+    assert tool_callbacks(again)[0] is callback  # unchanged options: the same callback again

@@ -1,23 +1,102 @@
 """The row layout both SQL repositories store a conversation in: one row per message,
-``(conversation_id, position, role, message JSON)``."""
+``(conversation_id, position, role, message JSON)``, and the messages' JSON both ways."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Final
 
 from pydantic import TypeAdapter
 
-from tooluse.messages import Message, StoredMessage, message_to_json
+from tooluse._fork import ProcessLock
+from tooluse.messages import Message, StoredMessage, message_from_json, message_to_json
 
-__all__ = ["MESSAGE", "MessageRow", "message_rows"]
+__all__ = ["MESSAGE", "MessageRow", "message_rows", "messages_from_rows"]
 
 MESSAGE: TypeAdapter[Message] = TypeAdapter(StoredMessage)
 
 MessageRow = tuple[str, int, str, str]
 
+# Messages a conversation's window holds: each request reads them and writes them back.
+_REMEMBERED_TEXTS: Final = 4096
+
+
+class _MessageTexts:
+    """The JSON text of the messages this process read or wrote lately, both ways, so that
+    a window read again and again (each request of a conversation, twice in the QA
+    service) and written back whole is parsed and serialised once per message, not once
+    per request. Messages are frozen, so the same text may stand for one message object.
+    Keyed by text one way and by the message object (identity) the other; the least
+    recently used go first."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._messages: OrderedDict[str, Message] = OrderedDict()
+        self._texts: dict[int, tuple[Message, str]] = {}  # id(message) -> (it, its text)
+        self._lock = ProcessLock()
+
+    def messages(self, texts: Sequence[str]) -> list[Message]:
+        with self._lock:
+            found = [self._messages.get(text) for text in texts]
+            for text, message in zip(texts, found, strict=True):
+                if message is not None:
+                    self._messages.move_to_end(text)
+        if None not in found:
+            return [message for message in found if message is not None]
+        parsed = [
+            message if message is not None else message_from_json(text)
+            for text, message in zip(texts, found, strict=True)
+        ]
+        self._remember([(m, t) for m, t, f in zip(parsed, texts, found, strict=True) if f is None])
+        return parsed
+
+    def texts(self, messages: Sequence[Message]) -> list[str]:
+        with self._lock:
+            found = [self._texts.get(id(message)) for message in messages]
+            known = [
+                entry[1] if entry is not None and entry[0] is message else None
+                for message, entry in zip(messages, found, strict=True)
+            ]
+            for text in known:
+                if text is not None:
+                    self._messages.move_to_end(text)
+        texts = [
+            text if text is not None else message_to_json(message)
+            for message, text in zip(messages, known, strict=True)
+        ]
+        self._remember(
+            [(m, t) for m, t, k in zip(messages, texts, known, strict=True) if k is None]
+        )
+        return texts
+
+    def _remember(self, pairs: Sequence[tuple[Message, str]]) -> None:
+        if not pairs:
+            return
+        with self._lock:
+            for message, text in pairs:
+                previous = self._messages.get(text)
+                if previous is not None:  # the same text from another message object
+                    self._texts.pop(id(previous), None)
+                self._messages[text] = message
+                self._messages.move_to_end(text)
+                self._texts[id(message)] = (message, text)
+            while len(self._messages) > self._size:
+                _, evicted = self._messages.popitem(last=False)
+                self._texts.pop(id(evicted), None)
+
+
+_TEXTS = _MessageTexts(_REMEMBERED_TEXTS)
+
 
 def message_rows(conversation_id: str, messages: Sequence[Message]) -> list[MessageRow]:
+    texts = _TEXTS.texts(messages)
     return [
-        (conversation_id, position, message.role, message_to_json(message))
-        for position, message in enumerate(messages)
+        (conversation_id, position, message.role, text)
+        for position, (message, text) in enumerate(zip(messages, texts, strict=True))
     ]
+
+
+def messages_from_rows(texts: Sequence[str]) -> list[Message]:
+    """The messages the rows' JSON texts hold (what :func:`message_rows` wrote)."""
+    return _TEXTS.messages(texts)

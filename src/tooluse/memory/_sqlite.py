@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 
 from tooluse._sqlite import SqliteStore, Synchronous, write_transaction
 from tooluse.memory._api import validate_conversation_id
-from tooluse.memory._rows import MessageRow, message_rows
-from tooluse.messages import Message, message_from_json
+from tooluse.memory._rows import MessageRow, message_rows, messages_from_rows
+from tooluse.messages import Message
 
 __all__ = ["SqliteChatMemoryRepository"]
 
@@ -89,7 +89,7 @@ class SqliteChatMemoryRepository(SqliteStore):
             "SELECT message FROM chat_memory_message WHERE conversation_id = ? ORDER BY position",
             (conversation_id,),
         ).fetchall()
-        return [message_from_json(row[0]) for row in rows]
+        return messages_from_rows([row[0] for row in rows])
 
     def _replace(self, conversation_id: str, rows: list[MessageRow]) -> None:
         self._connection.execute(

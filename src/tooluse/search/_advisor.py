@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import json
 import logging
+import operator
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
@@ -56,6 +57,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+_DEFINITION: Final = operator.attrgetter("definition")
 DEFAULT_SYSTEM_MESSAGE_SUFFIX: Final = (
     "\n\nYou have a tool named `toolSearchTool` that discovers other tools on demand. Whenever "
     "you need an action for which no suitable tool is visible to you, call `toolSearchTool` "
@@ -216,11 +218,12 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         self.tool_category = tool_category
         self._warned_cannot_defer = False
         self._fingerprints: dict[str, str] = {}
-        # The catalogues of the tool lists seen lately, by the identity of their callbacks and
-        # definitions: a new conversation over known tools reads no tool's text.
-        self._catalogues: collections.OrderedDict[
-            tuple[tuple[object, ...], ...], _KnownCatalogue
-        ] = collections.OrderedDict()
+        # The catalogues of the tool lists seen lately, by their length and the identity of
+        # their first and last callbacks (then checked whole): a new conversation over known
+        # tools reads no tool's text.
+        self._catalogues: collections.OrderedDict[tuple[int, ...], _KnownCatalogue] = (
+            collections.OrderedDict()
+        )
         self._session_locks: dict[str, _SessionLock] = {}
         # Sessions with turns under way (how many), and those of them the eviction strategy
         # chose meanwhile: evicted when their last turn ends, not while a search may need them.
@@ -272,12 +275,29 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             )
         return str(value)
 
-    def _prepare_session(self, session_id: str, catalogue: _KnownCatalogue) -> None:
-        """Evict, start the session's turn, then (re-)index when the fingerprint changed;
-        runs in a worker thread. A session with a turn under way is evicted when its last
-        turn ends: cleared now, its searches would find nothing and the model would conclude
-        that no tool exists."""
-        evicted = self.eviction_strategy.on_access(session_id)
+    def _start_indexed_turn(self, session_id: str, catalogue: _KnownCatalogue) -> bool:
+        """Start the session's turn when it is indexed with ``catalogue`` and no thread is
+        indexing or evicting it (it holds the session's lock then): a known session with
+        nothing changed needs no worker thread. False: nothing was done. An eviction that
+        takes the session's lock after this sees the turn running and waits for its end."""
+        turns = self._process_turns.get()
+        with self._lock:
+            if (
+                self._fingerprints.get(session_id) != catalogue.fingerprint
+                or session_id in self._session_locks
+            ):
+                return False
+            turns.evict_after.discard(session_id)  # the strategy tracks it again
+            turns.running[session_id] = turns.running.get(session_id, 0) + 1
+        return True
+
+    def _prepare_session(
+        self, session_id: str, catalogue: _KnownCatalogue, evicted: Sequence[str]
+    ) -> None:
+        """Evict the sessions the strategy chose (``evicted``), start the session's turn,
+        then (re-)index when the fingerprint changed; runs in a worker thread. A session with
+        a turn under way is evicted when its last turn ends: cleared now, its searches would
+        find nothing and the model would conclude that no tool exists."""
         turns = self._process_turns.get()
         with self._lock:
             turns.evict_after.discard(session_id)  # the strategy tracks it again
@@ -398,19 +418,18 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         look-up by identity, not a pass over their texts. The default ``tool_category`` (an MCP
         tool's server, fixed for a callback) is read when the list is first seen; one of the
         caller's is asked on every request, and a changed answer makes a new list."""
-        definitions = [tool.definition for tool in tools]
-        key: tuple[tuple[object, ...], ...] = (
-            tuple(map(id, tools)),
-            tuple(map(id, definitions)),
-        )
+        # Compared element by element by identity (tuple equality, in C): a catalogue of
+        # thousands costs about 0.1 ms per request, hashing nothing but a short key.
+        held: tuple[tuple[object, ...], ...] = (tuple(tools), tuple(map(_DEFINITION, tools)))
+        key = (len(tools), *map(id, held[0][:1] + held[0][-1:]))
         callbacks = categories = None
         if self.tool_category is not mcp_server_category:
             callbacks = self._searchable(tools)
             categories = [self.tool_category(callback) for callback in callbacks.values()]
-            key += (tuple(categories),)
+            held += (tuple(categories),)
         with self._lock:
             known = self._catalogues.get(key)
-            if known is not None:
+            if known is not None and known.held == held:
                 self._catalogues.move_to_end(key)
                 return known
         if callbacks is None:
@@ -421,8 +440,6 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
             ToolReference.from_callback(callback, category)
             for callback, category in zip(callbacks.values(), categories, strict=True)
         )
-        # Holding the callbacks and definitions keeps their ids from being reused meanwhile.
-        held = (tuple(tools), tuple(definitions))
         known = _KnownCatalogue(callbacks, references, tool_fingerprint(references), held)
         with self._lock:
             self._catalogues[key] = known
@@ -435,7 +452,9 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
     ) -> ChatClientRequest:
         session_id = self._session_id(request.context)
         catalogue = self._catalogue(request.prompt.options.tool_callbacks)
-        await asyncio.to_thread(self._prepare_session, session_id, catalogue)
+        evicted = self.eviction_strategy.on_access(session_id)
+        if evicted or not self._start_indexed_turn(session_id, catalogue):
+            await asyncio.to_thread(self._prepare_session, session_id, catalogue, evicted)
         state = _SearchTurn(session_id, catalogue.callbacks)
         request.turn[_SEARCH_TURN] = state  # the session's turn started: _end_request ends it
         preselected: list[str] = []
@@ -566,7 +585,9 @@ class _KnownCatalogue:
     callbacks: dict[str, ToolCallback]  # the searchable ones by name (read-only)
     references: ToolCatalogue
     fingerprint: str
-    held: tuple[tuple[object, ...], ...]  # the callbacks and definitions whose ids are the key
+    # The callbacks, their definitions (and categories) it was made from: held, the ids of
+    # the first and last callback in its key are not reused meanwhile.
+    held: tuple[tuple[object, ...], ...]
 
 
 class _Turns:

@@ -1,7 +1,9 @@
 """When the tool-search advisor forgets a session's index (Spring AI's eviction strategies).
 
-``on_access(session_id)`` is called at the start of every request and returns the sessions to
-evict; the advisor clears their indexes and then calls ``on_removed`` for each.
+``on_access(session_id)`` is called at the start of every request, on the event loop's thread
+(so it must not block: the strategies here are dict updates), and returns the sessions to
+evict; the advisor clears their indexes, in a worker thread, and then calls ``on_removed`` for
+each.
 """
 
 from __future__ import annotations

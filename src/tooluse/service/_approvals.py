@@ -227,8 +227,15 @@ class ApprovalStore:
     def supersede(self, conversation_id: str) -> list[str]:
         """End the conversation's runs still waiting for a decision (``superseded``), as a
         later message in it does; their ids. A run claimed first is not affected."""
-        # Selected, then updated, in one write transaction (no RETURNING: SQLite 3.35+).
         where = "WHERE status = 'pending' AND conversation_id = ?"
+        # Most messages find nothing waiting: a read says so without a write transaction
+        # (each request of a conversation asks). Only a turn of the conversation makes a
+        # pending run, and its turns run one at a time, so none appears after the read.
+        with self._tables.read() as connection:
+            sql = f"SELECT 1 FROM qa_approval {where} LIMIT 1"
+            if connection.execute(sql, (conversation_id,)).fetchone() is None:
+                return []
+        # Selected, then updated, in one write transaction (no RETURNING: SQLite 3.35+).
         with self._tables.write() as connection:
             rows = connection.execute(
                 f"SELECT id FROM qa_approval {where}{self._tables.row_lock}", (conversation_id,)

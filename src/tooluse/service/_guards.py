@@ -19,6 +19,7 @@ Refusals never echo what was sent; ``/v1`` gets them in OpenAI's error format.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 from collections.abc import Iterable
@@ -115,6 +116,7 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)  # a client sends the same Host header each request
 def _host_allowed(host: str, allowed: frozenset[str]) -> bool:
     name = host.strip().lower()
     if name.startswith("["):  # [IPv6]:port

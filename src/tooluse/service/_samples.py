@@ -3,7 +3,9 @@
 SAMPLE DATA: these tools are deterministic offline fakes (the clock is real), so the service
 has something to call before you give it your own tools (``tooluse serve --tools
 module:attribute``). Every result says ``"sample": true``. ``cancel_order`` needs a human's
-approval, to show the approval flow; it cancels nothing.
+approval, to show the approval flow; it cancels nothing. The read-only ones are computations of
+microseconds, so they run ``inline`` (on the event loop: a hand-off to the tool threads would
+cost more than they do); a tool of yours that does I/O must not.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def _stable_number(text: str, modulo: int) -> int:
     return int.from_bytes(digest[:4], "big") % modulo
 
 
-@tool(read_only=True)
+@tool(read_only=True, inline=True)
 def get_weather(
     city: Annotated[str, ToolParam(description="City name, e.g. Paris or 北京")],
     unit: Literal["celsius", "fahrenheit"] = "celsius",
@@ -52,7 +54,7 @@ def get_weather(
     }
 
 
-@tool(read_only=True)
+@tool(read_only=True, inline=True)
 def get_current_time(
     timezone: Annotated[
         str, ToolParam(description="IANA time zone, e.g. Europe/Paris or Asia/Shanghai")
@@ -69,7 +71,7 @@ def get_current_time(
     return {"timezone": timezone, "datetime": now.isoformat(timespec="seconds"), "sample": True}
 
 
-@tool(read_only=True)
+@tool(read_only=True, inline=True)
 def get_order_status(
     order_id: Annotated[str, ToolParam(description="Order number, e.g. A1001")],
 ) -> dict[str, object]:
@@ -90,7 +92,7 @@ def get_order_status(
 _POINT_KINDS = ("parcel locker", "pickup station", "convenience store counter")
 
 
-@tool(read_only=True)
+@tool(read_only=True, inline=True)
 def find_pickup_locations(
     near: Annotated[
         str, ToolParam(description="A place, address or landmark, e.g. People's Square or 外滩")

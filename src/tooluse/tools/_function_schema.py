@@ -199,24 +199,33 @@ class PerFunctionCache(Generic[_T]):
 
     Bound methods are keyed by their underlying function (the instance does not change the
     signature), separately from the function used on its own (then ``self`` is a parameter).
-    Callables that cannot be weakly referenced or hashed are not cached.
+    Callables that cannot be weakly referenced or hashed are not cached. ``version`` is what
+    else the value was built from (compared by identity): a value built for another one is
+    built again, e.g. a callback after its function was decorated again with other options.
     """
 
     def __init__(self) -> None:
-        self._functions: weakref.WeakKeyDictionary[Any, _T] = weakref.WeakKeyDictionary()
-        self._methods: weakref.WeakKeyDictionary[Any, _T] = weakref.WeakKeyDictionary()
+        self._functions: weakref.WeakKeyDictionary[Any, tuple[object, _T]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._methods: weakref.WeakKeyDictionary[Any, tuple[object, _T]] = (
+            weakref.WeakKeyDictionary()
+        )
 
-    def get(self, function: Callable[..., Any], build: Callable[[], _T]) -> _T:
+    def get(
+        self, function: Callable[..., Any], build: Callable[[], _T], version: object = None
+    ) -> _T:
         if inspect.ismethod(function):
             table, key = self._methods, function.__func__
         else:
             table, key = self._functions, function
         if not _cacheable(key):
             return build()
-        value = table.get(key)
-        if value is None:
-            value = build()
-            table[key] = value
+        entry = table.get(key)
+        if entry is not None and entry[0] is version:
+            return entry[1]
+        value = build()
+        table[key] = (version, value)
         return value
 
 
@@ -281,7 +290,7 @@ def _build(
         json_schema, validator = _single_input(parameters, tool_name, input_type, input_schema)
     else:
         json_schema = generate_for_object(_property(param, tool_name) for param in parameters)
-        validator = _SignatureValidator(parameters, tool_name)
+        validator = _SignatureValidator(parameters, tool_name, _arguments_type_name(function))
     return FunctionSchema(
         parameters=tuple(parameters),
         context_parameters=tuple(context_parameters),
@@ -533,7 +542,7 @@ class _SignatureValidator:
 
     __slots__ = ("_adapter", "_fill_with_none", "_null_means_default", "_options")
 
-    def __init__(self, parameters: Sequence[ToolParameter], tool_name: str) -> None:
+    def __init__(self, parameters: Sequence[ToolParameter], tool_name: str, type_name: str) -> None:
         fields: dict[str, Any] = {}
         fill_with_none: list[str] = []
         null_means_default: list[ToolParameter] = []
@@ -551,7 +560,7 @@ class _SignatureValidator:
                     null_means_default.append(param)
                     annotation = Annotated[annotation, _NULL_MEANS_DEFAULT]
             fields[param.name] = Required[annotation] if param.required else NotRequired[annotation]
-        arguments_type = _make_typed_dict(f"{tool_name}_arguments", fields)
+        arguments_type = _make_typed_dict(type_name, fields)
         arguments_type.__pydantic_config__ = _LENIENT
         try:
             self._adapter: TypeAdapter[dict[str, Any]] = TypeAdapter(arguments_type)
@@ -600,6 +609,13 @@ class _InputValidator:
                     definition=definition,
                 )
         return {self._input_name: value}
+
+
+def _arguments_type_name(function: Callable[..., Any]) -> str:
+    """The validated arguments' type name (in pydantic's error titles): the function's, not
+    the tool's, since one schema serves the function under every tool name."""
+    target = function.func if isinstance(function, functools.partial) else function
+    return f"{getattr(target, '__qualname__', type(target).__name__)}_arguments"
 
 
 def _single_input(

@@ -15,8 +15,8 @@ from tooluse.tools._function import FunctionToolCallback
 from tooluse.tools._function_schema import PerFunctionCache
 
 _Found = list[tuple[ToolCallback, object]]  # each tool with the source it came from
-# Callbacks of plain functions are immutable and depend only on the function: a request that
-# attaches the same functions again gets the same callbacks.
+# Callbacks of plain functions are immutable and depend only on the function and its @tool
+# options: a request that attaches the same functions again gets the same callbacks.
 _FUNCTION_CALLBACKS: PerFunctionCache[FunctionToolCallback] = PerFunctionCache()
 # Names of the @tool methods of each class, found once per class.
 _TOOL_METHOD_NAMES: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
@@ -44,9 +44,10 @@ def tool_callbacks(*sources: object) -> list[ToolCallback]:
 def _collect(source: object, found: _Found) -> None:
     # Cheap checks first: runtime protocol checks cost microseconds each.
     if inspect.isfunction(source) or isinstance(source, functools.partial):
-        found.append(
-            (_FUNCTION_CALLBACKS.get(source, lambda: FunctionToolCallback(source)), source)
+        function_callback = _FUNCTION_CALLBACKS.get(
+            source, lambda: FunctionToolCallback(source), version=tool_options(source)
         )
+        found.append((function_callback, source))
     elif inspect.ismethod(source):
         found.append((FunctionToolCallback(source), source))
     elif isinstance(source, FunctionToolCallback) or is_tool_callback(source):
