@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tooluse._postgres import PostgresDatabase, database_of
-from tooluse._sqlite import SqliteStore, write_transaction
+from tooluse._sqlite import SqliteStore, Synchronous, write_transaction
 
 if TYPE_CHECKING:
     import psycopg
@@ -36,6 +36,7 @@ __all__ = [
     "is_postgres_url",
     "location_label",
     "open_tables",
+    "storable_text",
 ]
 
 Location = str | os.PathLike[str] | PostgresDatabase
@@ -103,10 +104,15 @@ class Tables(abc.ABC):
 
 class SqliteTables(SqliteStore, Tables):
     """The tables in a SQLite file (WAL, one connection per process, used by one thread at a
-    time)."""
+    time); ``synchronous`` as :func:`tooluse._sqlite.connect` takes it."""
 
     def __init__(
-        self, path: str | os.PathLike[str], schema: Schema, *, busy_timeout: float
+        self,
+        path: str | os.PathLike[str],
+        schema: Schema,
+        *,
+        busy_timeout: float,
+        synchronous: Synchronous = "NORMAL",
     ) -> None:
         super().__init__(
             path,
@@ -115,7 +121,7 @@ class SqliteTables(SqliteStore, Tables):
             statements=schema.sqlite,
             upgrades=schema.sqlite_upgrades,
             busy_timeout=busy_timeout,
-            synchronous="NORMAL",
+            synchronous=synchronous,
         )
 
     @property
@@ -182,6 +188,12 @@ class _Placeholders:
         with self._connection.cursor() as cursor:
             cursor.executemany(statement.replace("?", "%s"), rows)
         return None
+
+
+def storable_text(text: str) -> str:
+    """``text`` as both engines store it: a lone surrogate (a model's ``"\\ud800"`` escape)
+    is not UTF-8, and PostgreSQL's text holds no NUL; both are written as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def is_postgres_url(location: object) -> bool:

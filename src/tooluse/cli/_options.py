@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
+from tooluse._postgres import postgres_errors
 from tooluse._tables import is_postgres_url, location_label
 from tooluse.cli._targets import TargetError, load_target
 from tooluse.errors import SchemaVersionError, ToolSourceError
@@ -307,7 +308,7 @@ def open_service(args: argparse.Namespace, build: Callable[[ServiceConfig], T]) 
     except sqlite3.Error as exc:
         close_model(config)
         raise OptionError(f"--db {args.db}: {exc}") from exc
-    except _postgres_errors() as exc:  # cannot connect, no pgvector, no permission, ...
+    except postgres_errors() as exc:  # cannot connect, no pgvector, no permission, ...
         close_model(config)
         raise OptionError(f"--database-url {location_label(args.database_url)}: {exc}") from exc
     except SchemaVersionError as exc:  # it names the file
@@ -316,15 +317,6 @@ def open_service(args: argparse.Namespace, build: Callable[[ServiceConfig], T]) 
     except (ValueError, TypeError) as exc:  # tool_callbacks refusing a --tools source, ...
         close_model(config)
         raise OptionError(str(exc)) from exc
-
-
-def _postgres_errors() -> tuple[type[Exception], ...]:
-    """psycopg's errors, when the postgres extra is installed."""
-    try:
-        import psycopg
-    except ImportError:
-        return ()
-    return (psycopg.Error,)
 
 
 def configure_logging(level: str) -> None:

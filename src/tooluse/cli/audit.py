@@ -9,7 +9,9 @@ import os
 import sys
 from pathlib import Path
 
-from tooluse.calling import SqliteAuditLog
+from tooluse._postgres import postgres_errors
+from tooluse._tables import is_postgres_url, location_label
+from tooluse.calling import PostgresAuditLog, SqliteAuditLog
 from tooluse.cli._option_types import positive_seconds
 from tooluse.service._service import DEFAULT_DATABASE
 
@@ -26,6 +28,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("TOOLUSE_DB", DEFAULT_DATABASE),
         help=f"the service's SQLite file (default: $TOOLUSE_DB or {DEFAULT_DATABASE})",
     )
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("TOOLUSE_DATABASE_URL") or None,
+        metavar="URL",
+        help="the service's PostgreSQL database instead of --db (tooluse serve "
+        "--database-url): postgresql://USER:PASSWORD@HOST:PORT/DB (default: "
+        "$TOOLUSE_DATABASE_URL)",
+    )
     parser.add_argument("--tool", help="only the calls of this tool")
     parser.add_argument("--user", help="only the calls made for this user")
     parser.add_argument("--tenant", help="only the calls made for this tenant")
@@ -37,7 +47,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not Path(args.db).is_file():
+    if args.database_url is not None and not is_postgres_url(args.database_url):
+        print(
+            f"tooluse audit: --database-url {location_label(args.database_url)}: expected a "
+            "PostgreSQL URL, postgresql://USER:PASSWORD@HOST:PORT/DB",
+            file=sys.stderr,
+        )
+        return 2
+    if args.database_url is None and not Path(args.db).is_file():
         print(
             f"tooluse audit: {args.db} does not exist (--db names the service's file)",
             file=sys.stderr,
@@ -49,17 +66,28 @@ def run(args: argparse.Namespace) -> int:
     since = None
     if args.since is not None:
         since = datetime.datetime.now(datetime.UTC).timestamp() - args.since
-    with SqliteAuditLog(args.db) as log:
-        records = log.query(
-            tool=args.tool,
-            user=args.user,
-            tenant=args.tenant,
-            conversation=args.conversation,
-            since=since,
-            limit=args.limit,
-        )
+    try:
+        with _open_log(args) as log:
+            records = log.query(
+                tool=args.tool,
+                user=args.user,
+                tenant=args.tenant,
+                conversation=args.conversation,
+                since=since,
+                limit=args.limit,
+            )
+    except postgres_errors() as exc:
+        label = location_label(args.database_url)
+        print(f"tooluse audit: --database-url {label}: {exc}", file=sys.stderr)
+        return 2
     for record in records:
         line = record.to_dict()
         line["at"] = datetime.datetime.fromtimestamp(record.at, datetime.UTC).isoformat()
         print(json.dumps(line, ensure_ascii=False))
     return 0
+
+
+def _open_log(args: argparse.Namespace) -> SqliteAuditLog | PostgresAuditLog:
+    if args.database_url is None:
+        return SqliteAuditLog(args.db)
+    return PostgresAuditLog(args.database_url)
