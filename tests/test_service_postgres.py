@@ -23,6 +23,7 @@ from tooluse.calling import PostgresAuditLog, RateLimit
 from tooluse.embedding import CachedEmbeddingModel
 from tooluse.messages import Prompt, UserMessage
 from tooluse.service import QaService, ServiceConfig, create_app
+from tooluse.service._startup import startup_lines
 from tooluse.testing import FunctionModel, ResponseLike
 from tooluse.tools import tool_callbacks
 
@@ -180,6 +181,8 @@ def test_the_workers_share_the_bundled_models_embedding_cache(
         assert isinstance(first, CachedEmbeddingModel)
         assert isinstance(second, CachedEmbeddingModel)
         assert first.embedded_texts > 0 and second.embedded_texts == 0
+        (data,) = [line for line in startup_lines(services[0], "http://x") if "  data " in line]
+        assert data.split()[1] == postgres_url and data.endswith("embedding cache in the database")
     finally:
         for service in services:
             service.close()
