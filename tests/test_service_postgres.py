@@ -187,6 +187,7 @@ def test_the_workers_share_the_bundled_models_embedding_cache(
         for service in services:
             service.close()
     assert run_sql(postgres_url, "SELECT count(*) FROM embedding_cache")[0][0] > 0
+    assert not (tmp_path / "unused.db").exists()  # every store is in the database
 
 
 async def echoing(prompt: Prompt) -> ResponseLike:
