@@ -160,8 +160,10 @@ def test_cli_ingests_into_postgresql_with_the_shared_embedding_cache(
     err = capsys.readouterr().err
     assert err.startswith("tooluse ingest: --database-url postgresql://someone:***@127.0.0.1:1")
     assert "Connection refused" in err and "secret" not in err and "Traceback" not in err
-    assert run_cli(str(knowledge), "--database-url", "mysql://x/y", "--quiet") == 2
-    assert "expected a PostgreSQL URL" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        run_cli(str(knowledge), "--database-url", "mysql://someone:secret@x/y")
+    err = capsys.readouterr().err
+    assert usage.value.code == 2 and "expected a PostgreSQL URL" in err and "secret" not in err
 
 
 def test_cli_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

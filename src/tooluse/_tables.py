@@ -17,7 +17,7 @@ import dataclasses
 import os
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from tooluse._postgres import PostgresDatabase, database_of
 from tooluse._sqlite import SqliteStore, Synchronous, write_transaction
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Location",
+    "OwnsTables",
     "PostgresTables",
     "Rows",
     "Runner",
@@ -171,6 +172,22 @@ class PostgresTables(Tables):
     def close(self) -> None:
         if self._owned:
             self._database.close()
+
+
+class OwnsTables:
+    """A store on ``_tables`` that closes them when it closes (or leaves its ``with``
+    block)."""
+
+    _tables: Tables
+
+    def close(self) -> None:
+        self._tables.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
 class _Placeholders:

@@ -18,7 +18,7 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from tooluse._postgres import PostgresDatabase
 from tooluse._sqlite import Synchronous
-from tooluse._tables import PostgresTables, Schema, SqliteTables, Tables, storable_text
+from tooluse._tables import OwnsTables, PostgresTables, Schema, SqliteTables, Tables, storable_text
 from tooluse.tools import ToolContext
 
 __all__ = [
@@ -249,7 +249,7 @@ class SqliteAuditLog(SqliteTables, _TableAuditLog):
         self._tables = self
 
 
-class PostgresAuditLog(_TableAuditLog):
+class PostgresAuditLog(OwnsTables, _TableAuditLog):
     """The audit log in a PostgreSQL database, one for every worker on every host (bounded
     as :class:`SqliteAuditLog` is). ``database`` is a URL (``postgresql://...``; the log
     opens its own connection pool, closed with it) or a
@@ -267,15 +267,6 @@ class PostgresAuditLog(_TableAuditLog):
     ) -> None:
         self._configure(retention, max_records, max_text, clock)
         self._tables = PostgresTables(database, _SCHEMA)
-
-    def close(self) -> None:
-        self._tables.close()
-
-    def __enter__(self) -> PostgresAuditLog:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 def _record(row: Sequence[Any]) -> AuditRecord:

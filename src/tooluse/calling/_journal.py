@@ -30,7 +30,7 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 
 from tooluse._postgres import PostgresDatabase
 from tooluse._sqlite import Synchronous
-from tooluse._tables import PostgresTables, Schema, SqliteTables, Tables, storable_text
+from tooluse._tables import OwnsTables, PostgresTables, Schema, SqliteTables, Tables, storable_text
 from tooluse.tools import ToolCallback, ToolContext
 
 __all__ = [
@@ -271,7 +271,7 @@ class SqliteToolCallJournal(SqliteTables, _TableToolCallJournal):
         return f"SqliteToolCallJournal({self.path!r}, retention={self.retention:g})"
 
 
-class PostgresToolCallJournal(_TableToolCallJournal):
+class PostgresToolCallJournal(OwnsTables, _TableToolCallJournal):
     """A :class:`ToolCallJournal` in a PostgreSQL database, shared by every worker on every
     host: a key one worker claimed is not run by another. ``database`` is a URL
     (``postgresql://...``; the journal opens its own connection pool, closed with it) or a
@@ -291,15 +291,6 @@ class PostgresToolCallJournal(_TableToolCallJournal):
 
     def __repr__(self) -> str:
         return f"PostgresToolCallJournal(retention={self.retention:g})"
-
-    def close(self) -> None:
-        self._tables.close()
-
-    def __enter__(self) -> PostgresToolCallJournal:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 def _entry(row: tuple[Any, ...]) -> JournalEntry:

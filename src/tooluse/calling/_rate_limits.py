@@ -19,7 +19,7 @@ from typing import Final, Literal, Protocol, runtime_checkable
 
 from tooluse._postgres import PostgresDatabase
 from tooluse._sqlite import Synchronous
-from tooluse._tables import PostgresTables, Schema, SqliteTables, Tables, storable_text
+from tooluse._tables import OwnsTables, PostgresTables, Schema, SqliteTables, Tables, storable_text
 from tooluse.calling._audit import caller_of
 from tooluse.tools import ToolContext
 
@@ -178,7 +178,7 @@ class SqliteRateLimitStore(SqliteTables, _TableRateLimitStore):
         self._clock = clock
 
 
-class PostgresRateLimitStore(_TableRateLimitStore):
+class PostgresRateLimitStore(OwnsTables, _TableRateLimitStore):
     """Buckets in a PostgreSQL database, shared by every worker on every host (each take
     locks its bucket's row). ``database`` is a URL (``postgresql://...``; the store opens
     its own connection pool, closed with it) or a :class:`~tooluse.memory.PostgresDatabase`
@@ -190,15 +190,6 @@ class PostgresRateLimitStore(_TableRateLimitStore):
     ) -> None:
         self._tables = PostgresTables(database, _SCHEMA)
         self._clock = clock
-
-    def close(self) -> None:
-        self._tables.close()
-
-    def __enter__(self) -> PostgresRateLimitStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 # KEYS[1]: the bucket; ARGV: capacity, per_seconds, the time (empty: the server's). The

@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
 from tooluse._postgres import postgres_errors
-from tooluse._tables import is_postgres_url, location_label
+from tooluse._tables import location_label
+from tooluse.cli._option_types import add_database_url_argument
 from tooluse.cli._targets import TargetError, load_target
 from tooluse.errors import SchemaVersionError, ToolSourceError
 from tooluse.models import ChatModel
@@ -64,13 +65,11 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"SQLite file for memory, knowledge base and approvals "
         f"(default: $TOOLUSE_DB or {DEFAULT_DATABASE})",
     )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("TOOLUSE_DATABASE_URL") or None,
-        metavar="URL",
-        help="a PostgreSQL database (with pgvector) for memory, knowledge base, approvals "
-        "and turn displays instead of --db, shared by every worker: postgresql://USER:"
-        "PASSWORD@HOST:PORT/DB (default: $TOOLUSE_DATABASE_URL)",
+    add_database_url_argument(
+        parser,
+        "a PostgreSQL database (with pgvector) for memory, knowledge base, approvals, turn "
+        "displays, audit log, idempotency journal and embedding cache instead of --db, shared "
+        "by every worker",
     )
     parser.add_argument(
         "--model",
@@ -244,11 +243,6 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
     tools = tuple(_import_tools(reference) for reference in args.tools) if args.tools else None
     mcp_servers = mcp_servers_from_arguments(args)
     spec = (args.model or "").strip() or DEFAULT_MODEL
-    if args.database_url is not None and not is_postgres_url(args.database_url):
-        raise OptionError(
-            f"--database-url {location_label(args.database_url)}: expected a PostgreSQL URL, "
-            "postgresql://USER:PASSWORD@HOST:PORT/DB"
-        )
     return ServiceConfig(
         db=args.db,
         database_url=args.database_url,

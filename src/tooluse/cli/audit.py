@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from tooluse._postgres import postgres_errors
-from tooluse._tables import is_postgres_url, location_label
+from tooluse._tables import location_label
 from tooluse.calling import PostgresAuditLog, SqliteAuditLog
-from tooluse.cli._option_types import positive_seconds
+from tooluse.cli._option_types import add_database_url_argument, positive_seconds
 from tooluse.service._service import DEFAULT_DATABASE
 
 __all__ = ["add_arguments", "run"]
@@ -28,14 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("TOOLUSE_DB", DEFAULT_DATABASE),
         help=f"the service's SQLite file (default: $TOOLUSE_DB or {DEFAULT_DATABASE})",
     )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("TOOLUSE_DATABASE_URL") or None,
-        metavar="URL",
-        help="the service's PostgreSQL database instead of --db (tooluse serve "
-        "--database-url): postgresql://USER:PASSWORD@HOST:PORT/DB (default: "
-        "$TOOLUSE_DATABASE_URL)",
-    )
+    add_database_url_argument(parser, "the service's PostgreSQL database instead of --db")
     parser.add_argument("--tool", help="only the calls of this tool")
     parser.add_argument("--user", help="only the calls made for this user")
     parser.add_argument("--tenant", help="only the calls made for this tenant")
@@ -47,13 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.database_url is not None and not is_postgres_url(args.database_url):
-        print(
-            f"tooluse audit: --database-url {location_label(args.database_url)}: expected a "
-            "PostgreSQL URL, postgresql://USER:PASSWORD@HOST:PORT/DB",
-            file=sys.stderr,
-        )
-        return 2
     if args.database_url is None and not Path(args.db).is_file():
         print(
             f"tooluse audit: {args.db} does not exist (--db names the service's file)",

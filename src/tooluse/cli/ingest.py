@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tooluse._postgres import postgres_errors
-from tooluse._tables import is_postgres_url, location_label
+from tooluse._tables import location_label
+from tooluse.cli._option_types import add_database_url_argument
 from tooluse.errors import SchemaVersionError
 from tooluse.rag._ingest import DEFAULT_PATTERNS, ingest_directory, source_files
 from tooluse.rag._splitter import TextSplitter
@@ -41,13 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("TOOLUSE_DB", DEFAULT_DATABASE),
         help=f"SQLite file (default: $TOOLUSE_DB or {DEFAULT_DATABASE})",
     )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("TOOLUSE_DATABASE_URL") or None,
-        metavar="URL",
-        help="a PostgreSQL database (with pgvector) instead of --db, the one `tooluse serve "
-        "--database-url` reads: postgresql://USER:PASSWORD@HOST:PORT/DB (default: "
-        "$TOOLUSE_DATABASE_URL)",
+    add_database_url_argument(
+        parser, "a PostgreSQL database (with pgvector) instead of --db, as tooluse serve takes it"
     )
     parser.add_argument(
         "--collection",
@@ -77,13 +73,6 @@ def run(args: argparse.Namespace) -> int:
     directory: Path = args.directory
     if not directory.is_dir():
         print(f"tooluse ingest: not a directory: {directory}", file=sys.stderr)
-        return 2
-    if args.database_url is not None and not is_postgres_url(args.database_url):
-        print(
-            f"tooluse ingest: --database-url {location_label(args.database_url)}: expected a "
-            "PostgreSQL URL, postgresql://USER:PASSWORD@HOST:PORT/DB",
-            file=sys.stderr,
-        )
         return 2
     try:
         splitter = TextSplitter(args.chunk_size, args.chunk_overlap)
