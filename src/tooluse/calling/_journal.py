@@ -67,9 +67,8 @@ class JournalEntry:
 class ToolCallJournal(Protocol):
     """Where idempotency keys are claimed and results kept; SQLite by default
     (:class:`SqliteToolCallJournal`), PostgreSQL for several workers on several hosts
-    (:class:`PostgresToolCallJournal`). ``begin`` must be
-    atomic across every process sharing the journal: of two calls claiming one key at once,
-    exactly one gets ``None``."""
+    (:class:`PostgresToolCallJournal`). ``begin`` must be atomic across every process
+    sharing the journal: of two calls claiming one key at once, exactly one gets ``None``."""
 
     async def begin(self, key: str, *, tool: str, call_id: str) -> JournalEntry | None:
         """Claim ``key`` for a call about to run (``None``), or the live entry that holds it."""

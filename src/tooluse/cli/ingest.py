@@ -46,9 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser, "a PostgreSQL database (with pgvector) instead of --db, as tooluse serve takes it"
     )
     parser.add_argument(
-        "--collection",
-        default="default",
-        help='collection in the knowledge base (default: "default", the service\'s)',
+        "--collection", default="default", help='collection (default: "default", the service\'s)'
     )
     parser.add_argument(
         "--pattern",
