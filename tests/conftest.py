@@ -22,9 +22,9 @@ import os
 import shutil
 import tempfile
 import warnings
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -191,6 +191,25 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(tmp_path / "store.db")
     url: str = request.getfixturevalue("postgres_url")
     return url
+
+
+@pytest.fixture
+def open_store(store_location: str) -> Iterator[Callable[..., Any]]:
+    """``open_store(SqliteClass, PostgresClass, **options)``: a store on this test's
+    ``store_location``, of the class for its engine. Each call opens one more on the same
+    tables, as another worker would (a connection or a pool of its own); all are closed
+    after the test."""
+    opened: list[Any] = []
+
+    def open_(sqlite: type[Any], postgres: type[Any], **options: Any) -> Any:
+        kind = postgres if store_location.startswith("postgresql://") else sqlite
+        store = kind(store_location, **options)
+        opened.append(store)
+        return store
+
+    yield open_
+    for store in opened:
+        store.close()
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,12 @@ the model's arguments), what became of it, its approval and who gave it."""
 
 from __future__ import annotations
 
+import functools
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -12,18 +16,26 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from _calling_tools import FakeTool, prompt_with, tool_calls_response
 from _service_helpers import service
 from tooluse import Approve, Deny, Prompt, ToolCallingManager
-from tooluse.calling import AuditRecord, AuditSink, SqliteAuditLog
+from tooluse.calling import AuditRecord, AuditSink, PostgresAuditLog, SqliteAuditLog
 from tooluse.cli import main
 
 CALLER = {"user_id": "ann", "tenant_id": "acme", "conversation_id": "c1"}
+
+OpenLog = Callable[..., SqliteAuditLog | PostgresAuditLog]
+
+
+@pytest.fixture
+def open_log(open_store: Callable[..., Any]) -> OpenLog:
+    """Audit logs on one SQLite file or one PostgreSQL database (``store_location``)."""
+    return functools.partial(open_store, SqliteAuditLog, PostgresAuditLog)
 
 
 def failing(**_: object) -> str:
     raise RuntimeError("the mail server is down")
 
 
-async def test_every_call_of_a_round_and_its_resume_is_recorded(tmp_path: Path) -> None:
-    log = SqliteAuditLog(tmp_path / "a.db")
+async def test_every_call_of_a_round_and_its_resume_is_recorded(open_log: OpenLog) -> None:
+    log = open_log()
     assert isinstance(log, AuditSink)
     manager = ToolCallingManager(audit=log, write_approval="writes")
     tools = [
@@ -70,11 +82,9 @@ async def test_every_call_of_a_round_and_its_resume_is_recorded(tmp_path: Path) 
     assert [r.tool for r in log.query(conversation="c1", limit=2)] == ["pay", "wipe"]
 
 
-async def test_the_log_is_bounded(tmp_path: Path) -> None:
+async def test_the_log_is_bounded(open_log: OpenLog, tmp_path: Path) -> None:
     now = [1000.0]
-    log = SqliteAuditLog(
-        tmp_path / "a.db", retention=100, max_records=3, max_text=10, clock=lambda: now[0]
-    )
+    log = open_log(retention=100, max_records=3, max_text=10, clock=lambda: now[0])
 
     def record(tool: str, result: str = "ok") -> AuditRecord:
         return AuditRecord(
@@ -90,6 +100,23 @@ async def test_the_log_is_bounded(tmp_path: Path) -> None:
     assert [r.tool for r in log.query()] == ["t2", "t3", "t4"]
     with pytest.raises(ValueError, match="max_records must be a positive integer"):
         SqliteAuditLog(tmp_path / "b.db", max_records=0)
+
+
+async def test_text_neither_engine_stores_is_kept_as_escapes(open_log: OpenLog) -> None:
+    """A model's arguments may hold a NUL (PostgreSQL's text has none) or a lone surrogate
+    (not UTF-8): recorded as escapes, the call is still audited."""
+    await open_log().record(
+        [
+            AuditRecord(
+                at=time.time(), tool="t", call_id="c\x00", arguments='{"a": "\x00\ud800"}',
+                outcome="ran", result="ok", is_error=False, latency_ms=None,
+                approval="not needed", approved_by=None, user="ann", tenant=None,
+                conversation=None,
+            )
+        ]
+    )  # fmt: skip
+    (stored,) = open_log().query(user="ann")
+    assert (stored.call_id, stored.arguments) == ("c\\x00", '{"a": "\\x00\\ud800"}')
 
 
 async def test_the_tool_span_names_the_caller_and_the_approval(
@@ -114,21 +141,25 @@ async def test_the_tool_span_names_the_caller_and_the_approval(
 
 
 async def test_the_service_audits_its_tool_calls_and_tooluse_audit_prints_them(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, store_location: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "s.db"
-    async with service(db) as client:  # the offline model calls get_weather
+    if store_location.startswith("postgresql://"):
+        shared, where = {"database_url": store_location}, ["--database-url", store_location]
+    else:
+        shared, where = {}, ["--db", str(db)]
+    async with service(db, **shared) as client:  # the offline model calls get_weather
         await client.post(
             "/api/chat", json={"message": "What's the weather in Paris?", "conversation_id": "c9"}
         )
-    assert main(["audit", "--db", str(db), "--conversation", "c9"]) == 0
+    assert main(["audit", *where, "--conversation", "c9"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(r["tool"], r["outcome"], r["conversation"]) for r in lines] == [
         ("get_weather", "ran", "c9")
     ]
     assert "city" in json.loads(lines[0]["arguments"])  # as the offline model filled them in
     assert lines[0]["at"].endswith("+00:00")
-    assert main(["audit", "--db", str(db), "--tool", "cancel_order"]) == 0
+    assert main(["audit", *where, "--tool", "cancel_order"]) == 0
     assert capsys.readouterr().out == ""
     assert main(["audit", "--db", str(tmp_path / "none.db")]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -262,7 +262,7 @@ def test_every_help_shows_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         (
             ["ingest"],
             [
-                '--collection COLLECTION collection in the file (default: "default")',
+                '--collection COLLECTION collection (default: "default", the service\'s)',
                 "--chunk-size CHUNK_SIZE estimated tokens (default: 256)",
                 "--chunk-overlap CHUNK_OVERLAP estimated tokens (default: 32)",
             ],

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from _rag_helpers import HashingEmbeddingModel
+from _servers import run_sql
 from tooluse.cli import main
 from tooluse.rag import (
     IngestReport,
     InMemoryVectorStore,
+    PostgresVectorStore,
     SqliteVectorStore,
     TextSplitter,
     UndecodableFileError,
@@ -132,6 +134,36 @@ def test_cli_ingests_with_the_bundled_model(
     with SqliteVectorStore(database) as store:
         [best] = store.similarity_search("How long do refunds take?", top_k=1)
         assert best.id == "faq.md#s1#0"
+
+
+def test_cli_ingests_into_postgresql_with_the_shared_embedding_cache(
+    knowledge: Path,
+    tmp_path: Path,
+    postgres_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--database-url``: the knowledge base of ``tooluse serve --database-url``, embedded
+    with the bundled model through the database's embedding cache (the service's)."""
+    monkeypatch.setenv("TOOLUSE_CACHE_DIR", str(tmp_path / "cache"))
+    assert run_cli(str(knowledge), "--database-url", postgres_url, "--quiet") == 0
+    written = capsys.readouterr().out
+    assert f"3 chunks written to {postgres_url} (collection 'default')" in written
+    assert run_cli(str(knowledge), "--database-url", postgres_url, "--quiet") == 0
+    assert "0 added, 0 updated, 2 unchanged" in capsys.readouterr().out
+    with PostgresVectorStore(postgres_url) as store:
+        [best] = store.similarity_search("How long do refunds take?", top_k=1)
+        assert best.id == "faq.md#s1#0"
+    assert run_sql(postgres_url, "SELECT count(*) FROM embedding_cache") == [(3,)]
+    unreachable = "postgresql://someone:secret@127.0.0.1:1/none"
+    assert run_cli(str(knowledge), "--database-url", unreachable, "--quiet") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tooluse ingest: --database-url postgresql://someone:***@127.0.0.1:1")
+    assert "Connection refused" in err and "secret" not in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as usage:
+        run_cli(str(knowledge), "--database-url", "mysql://someone:secret@x/y")
+    err = capsys.readouterr().err
+    assert usage.value.code == 2 and "expected a PostgreSQL URL" in err and "secret" not in err
 
 
 def test_cli_reports_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

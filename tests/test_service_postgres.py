@@ -7,25 +7,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import redis
 
+from _rag_helpers import HashingEmbeddingModel
+from _servers import run_sql
 from _service_helpers import config, fake_llm, names, parse_sse, running
-from tooluse.service import ServiceConfig, create_app
+from tooluse.calling import PostgresAuditLog, RateLimit
+from tooluse.embedding import CachedEmbeddingModel
+from tooluse.messages import Prompt, UserMessage
+from tooluse.service import QaService, ServiceConfig, create_app
+from tooluse.service._startup import startup_lines
+from tooluse.testing import FunctionModel, ResponseLike
+from tooluse.tools import tool_callbacks
 
 
 @contextlib.asynccontextmanager
 async def worker(
-    url: str, tmp_path: Path, redis_url: str | None = None
+    url: str, tmp_path: Path, redis_url: str | None = None, **changes: Any
 ) -> AsyncIterator[httpx.AsyncClient]:
     """One worker of the service: its own app and process state, the shared database (its
     ``db`` file, unused, is its own)."""
     unused = tmp_path / f"unused-{id(object())}.db"
-    shared = config(unused, database_url=url, redis_url=redis_url, model=fake_llm())
+    changes.setdefault("model", fake_llm())
+    shared = config(unused, database_url=url, redis_url=redis_url, **changes)
     async with running(create_app(shared)) as client:
         yield client
 
@@ -90,6 +101,149 @@ async def test_two_workers_share_one_conversation_and_one_approval(
     # What the page showed of the first turn (its route and sources) came back too.
     shown = [e["event"] for e in seen_by_second["messages"][0]["events"]]
     assert shown == ["route", "sources"]
+
+
+def tool_results(events: list[Any]) -> list[str]:
+    return [data["result"] for name, data in events if name == "tool_result"]
+
+
+async def approve(client: httpx.AsyncClient, paused: tuple[str, Any]) -> list[Any]:
+    assert paused[0] == "approval_required", paused
+    (held,) = paused[1]["pending_tool_calls"]
+    decided = await client.post(
+        f"/api/approvals/{paused[1]['approval_id']}",
+        json={"decisions": {held["id"]: {"approve": True}}},
+    )
+    return parse_sse(decided.text)
+
+
+@pytest.mark.parametrize("buckets", ["postgres", "redis"])
+async def test_the_workers_share_the_guards_journal_audit_log_and_rate_limits(
+    postgres_url: str, redis_url: str, tmp_path: Path, buckets: str
+) -> None:
+    """The idempotency journal and the audit log are in the database, the rate-limit
+    buckets there or in Redis: a write one worker ran is not run again by another, a limit
+    counts the calls on every worker, and the audit log holds them all."""
+    limits = {"get_weather": RateLimit(calls=1, per_seconds=3600, scope="conversation")}
+    shared_redis = redis_url if buckets == "redis" else None
+    async with (
+        worker(postgres_url, tmp_path, shared_redis, rate_limits=limits) as first,
+        worker(postgres_url, tmp_path, shared_redis, rate_limits=limits) as second,
+    ):
+        ran = await approve(first, (await ask(first, "Cancel order A1001", "c1"))[-1])
+        repeated = await approve(second, (await ask(second, "Cancel order A1001", "c2"))[-1])
+        weather = [
+            tool_results(await ask(client, "Weather in Paris?", "c3")) for client in (first, second)
+        ]
+    assert "Not run again" not in tool_results(ran)[0]
+    (repeat,) = tool_results(repeated)
+    assert repeat.startswith("[Not run again: a call of 'cancel_order' with the same")
+    assert "is rate-limited" not in weather[0][0]
+    assert "is rate-limited (1 calls per 3600 seconds for each conversation)" in weather[1][0]
+    with PostgresAuditLog(postgres_url) as audit:
+        outcomes = [(r.tool, r.outcome, r.conversation) for r in audit.query()]
+    assert outcomes == [
+        ("cancel_order", "held", "c1"),
+        ("cancel_order", "ran", "c1"),
+        ("cancel_order", "held", "c2"),
+        ("cancel_order", "repeat", "c2"),
+        ("get_weather", "ran", "c3"),
+        ("get_weather", "refused", "c3"),
+    ]
+    if buckets == "postgres":
+        assert run_sql(postgres_url, "SELECT count(*) FROM tool_rate_bucket") == [(1,)]
+    else:
+        with redis.Redis.from_url(redis_url) as client:
+            assert len(client.keys("tooluse:rate:*")) == 1
+
+
+def test_the_workers_share_the_bundled_models_embedding_cache(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a database and no embedding model of its own, a worker caches the bundled
+    model's vectors in the database: what one worker embedded (here its tool catalogue, for
+    tool search) the next one does not embed again."""
+    monkeypatch.setattr("tooluse.service._service.E5EmbeddingModel", HashingEmbeddingModel)
+    settings = ServiceConfig(
+        db=tmp_path / "unused.db",
+        database_url=postgres_url,
+        tool_search=True,
+        sample_knowledge=False,
+        query_compression=False,
+    )
+    services = [QaService(settings), QaService(settings)]
+    try:
+        for service in services:
+            service.start()
+            assert service.tool_search is not None
+            service.tool_search.warm_up(tool_callbacks(*service.tools))
+        first, second = (service.embedding_model for service in services)
+        assert isinstance(first, CachedEmbeddingModel)
+        assert isinstance(second, CachedEmbeddingModel)
+        assert first.embedded_texts > 0 and second.embedded_texts == 0
+        (data,) = [line for line in startup_lines(services[0], "http://x") if "  data " in line]
+        assert data.split()[1] == postgres_url and data.endswith("embedding cache in the database")
+    finally:
+        for service in services:
+            service.close()
+    assert run_sql(postgres_url, "SELECT count(*) FROM embedding_cache")[0][0] > 0
+    assert not (tmp_path / "unused.db").exists()  # every store is in the database
+
+
+async def echoing(prompt: Prompt) -> ResponseLike:
+    """A fake LLM: the router calls no tool; the answer, which takes a moment (so that
+    turns of one conversation overlap unless they are run one at a time), names the
+    message it answers."""
+    if prompt.options.tool_callbacks:
+        return ""
+    await asyncio.sleep(0.05)
+    question = next(m.text for m in reversed(prompt.messages) if isinstance(m, UserMessage))
+    return "answer to " + re.findall(r"m-\d+-\d+", question)[-1]
+
+
+async def test_twenty_writers_on_two_workers_lose_and_duplicate_no_message(
+    postgres_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """20 clients at once, each posting 3 messages into one of 4 conversations, every
+    message to the other worker than the one before: each conversation's history holds
+    every message once, each followed by its own answer (the turns did not interleave),
+    and both workers show the same history."""
+    clients, messages_each, conversations = 20, 3, 4
+    settings: dict[str, Any] = {"model": FunctionModel(echoing), "memory_window": 100}
+    async with (
+        worker(postgres_url, tmp_path, redis_url, **settings) as first,
+        worker(postgres_url, tmp_path, redis_url, **settings) as second,
+    ):
+        workers = (first, second)
+
+        async def write(client: int) -> None:
+            for n in range(messages_each):
+                events = await ask(
+                    workers[(client + n) % 2], f"m-{client}-{n}", f"c{client % conversations}"
+                )
+                assert events[-1][0] == "done", events
+
+        await asyncio.gather(*(write(client) for client in range(clients)))
+        histories = {
+            f"c{c}": [(await w.get(f"/api/conversations/c{c}")).json()["messages"] for w in workers]
+            for c in range(conversations)
+        }
+    for conversation, (on_first, on_second) in histories.items():
+        assert on_first == on_second
+        asked = [(m["role"], m["text"]) for m in on_first]
+        questions = [text for role, text in asked[::2]]
+        expected = {
+            f"m-{client}-{n}"
+            for client in range(clients)
+            if f"c{client % conversations}" == conversation
+            for n in range(messages_each)
+        }
+        assert sorted(questions) == sorted(expected)  # each once: none lost, none twice
+        assert asked == [
+            pair
+            for question in questions
+            for pair in (("user", question), ("assistant", f"answer to {question}"))
+        ]
 
 
 def test_the_database_url_must_be_a_postgresql_url() -> None:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
-__all__ = ["PostgresDatabase", "database_of"]
+__all__ = ["PostgresDatabase", "database_of", "postgres_errors"]
 
 SCHEMA_TABLE = "tooluse_schema_version"
 _SCHEMA_LOCK = 7_436_871_502  # advisory lock id serialising migrations across hosts
@@ -145,3 +145,13 @@ def database_of(database: str | PostgresDatabase) -> tuple[PostgresDatabase, boo
     if not isinstance(database, str) or not database.strip():
         raise TypeError(f"expected a PostgreSQL URL or a PostgresDatabase, got {database!r}")
     return PostgresDatabase(database), True
+
+
+def postgres_errors() -> tuple[type[Exception], ...]:
+    """psycopg's errors (cannot connect, no pgvector, no permission, ...), when the
+    postgres extra is installed: for a command to report them as its options' fault."""
+    try:
+        import psycopg
+    except ImportError:
+        return ()
+    return (psycopg.Error,)

@@ -17,16 +17,17 @@ import dataclasses
 import os
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from tooluse._postgres import PostgresDatabase, database_of
-from tooluse._sqlite import SqliteStore, write_transaction
+from tooluse._sqlite import SqliteStore, Synchronous, write_transaction
 
 if TYPE_CHECKING:
     import psycopg
 
 __all__ = [
     "Location",
+    "OwnsTables",
     "PostgresTables",
     "Rows",
     "Runner",
@@ -36,6 +37,7 @@ __all__ = [
     "is_postgres_url",
     "location_label",
     "open_tables",
+    "storable_text",
 ]
 
 Location = str | os.PathLike[str] | PostgresDatabase
@@ -103,10 +105,15 @@ class Tables(abc.ABC):
 
 class SqliteTables(SqliteStore, Tables):
     """The tables in a SQLite file (WAL, one connection per process, used by one thread at a
-    time)."""
+    time); ``synchronous`` as :func:`tooluse._sqlite.connect` takes it."""
 
     def __init__(
-        self, path: str | os.PathLike[str], schema: Schema, *, busy_timeout: float
+        self,
+        path: str | os.PathLike[str],
+        schema: Schema,
+        *,
+        busy_timeout: float,
+        synchronous: Synchronous = "NORMAL",
     ) -> None:
         super().__init__(
             path,
@@ -115,7 +122,7 @@ class SqliteTables(SqliteStore, Tables):
             statements=schema.sqlite,
             upgrades=schema.sqlite_upgrades,
             busy_timeout=busy_timeout,
-            synchronous="NORMAL",
+            synchronous=synchronous,
         )
 
     @property
@@ -167,6 +174,22 @@ class PostgresTables(Tables):
             self._database.close()
 
 
+class OwnsTables:
+    """A store on ``_tables`` that closes them when it closes (or leaves its ``with``
+    block)."""
+
+    _tables: Tables
+
+    def close(self) -> None:
+        self._tables.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
 class _Placeholders:
     """A psycopg connection that takes the statements with ``?`` placeholders."""
 
@@ -182,6 +205,12 @@ class _Placeholders:
         with self._connection.cursor() as cursor:
             cursor.executemany(statement.replace("?", "%s"), rows)
         return None
+
+
+def storable_text(text: str) -> str:
+    """``text`` as both engines store it: a lone surrogate (a model's ``"\\ud800"`` escape)
+    is not UTF-8, and PostgreSQL's text holds no NUL; both are written as escapes."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
 
 
 def is_postgres_url(location: object) -> bool:

@@ -23,6 +23,7 @@ from tooluse.calling._audit import (
     USER_ID_KEY,
     AuditRecord,
     AuditSink,
+    PostgresAuditLog,
     SqliteAuditLog,
 )
 from tooluse.calling._exceptions import (
@@ -34,6 +35,7 @@ from tooluse.calling._exceptions import (
 from tooluse.calling._journal import (
     DEFAULT_JOURNAL_RETENTION,
     JournalEntry,
+    PostgresToolCallJournal,
     SqliteToolCallJournal,
     ToolCallJournal,
 )
@@ -45,8 +47,10 @@ from tooluse.calling._manager import (
 )
 from tooluse.calling._rate_limits import (
     InMemoryRateLimitStore,
+    PostgresRateLimitStore,
     RateLimit,
     RateLimitStore,
+    RedisRateLimitStore,
     SqliteRateLimitStore,
 )
 from tooluse.calling._resolvers import (
@@ -78,8 +82,12 @@ __all__ = [
     "InMemoryRateLimitStore",
     "JournalEntry",
     "PendingToolCall",
+    "PostgresAuditLog",
+    "PostgresRateLimitStore",
+    "PostgresToolCallJournal",
     "RateLimit",
     "RateLimitStore",
+    "RedisRateLimitStore",
     "SqliteAuditLog",
     "SqliteRateLimitStore",
     "SqliteToolCallJournal",

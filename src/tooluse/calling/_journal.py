@@ -28,12 +28,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
-from tooluse._sqlite import SqliteStore, Synchronous, write_transaction
+from tooluse._postgres import PostgresDatabase
+from tooluse._sqlite import Synchronous
+from tooluse._tables import OwnsTables, PostgresTables, Schema, SqliteTables, Tables, storable_text
 from tooluse.tools import ToolCallback, ToolContext
 
 __all__ = [
     "DEFAULT_JOURNAL_RETENTION",
     "JournalEntry",
+    "PostgresToolCallJournal",
     "SqliteToolCallJournal",
     "ToolCallJournal",
     "idempotency_key_of",
@@ -63,9 +66,9 @@ class JournalEntry:
 @runtime_checkable
 class ToolCallJournal(Protocol):
     """Where idempotency keys are claimed and results kept; SQLite by default
-    (:class:`SqliteToolCallJournal`), a shared database for several workers. ``begin`` must be
-    atomic across every process sharing the journal: of two calls claiming one key at once,
-    exactly one gets ``None``."""
+    (:class:`SqliteToolCallJournal`), PostgreSQL for several workers on several hosts
+    (:class:`PostgresToolCallJournal`). ``begin`` must be atomic across every process
+    sharing the journal: of two calls claiming one key at once, exactly one gets ``None``."""
 
     async def begin(self, key: str, *, tool: str, call_id: str) -> JournalEntry | None:
         """Claim ``key`` for a call about to run (``None``), or the live entry that holds it."""
@@ -124,55 +127,45 @@ def _declared_key(
     return key
 
 
-SCHEMA_VERSION = 1
-_COMPONENT = "tool_call_journal"
-_SCHEMA = (
-    """CREATE TABLE tool_call_journal (
+_TABLE = """CREATE TABLE tool_call_journal (
         key TEXT PRIMARY KEY,
         tool TEXT NOT NULL,
         call_id TEXT NOT NULL,
         state TEXT NOT NULL,
-        started_at REAL NOT NULL,
+        started_at {real} NOT NULL,
         result TEXT,
-        finished_at REAL
-    )""",
-    "CREATE INDEX tool_call_journal_started ON tool_call_journal (started_at)",
+        finished_at {real}
+    )"""
+_BY_START = "CREATE INDEX tool_call_journal_started ON tool_call_journal (started_at)"
+_SCHEMA = Schema(
+    component="tool_call_journal",
+    sqlite=(_TABLE.format(real="REAL"), _BY_START),
+    sqlite_version=1,
+    postgres=((_TABLE.format(real="DOUBLE PRECISION"), _BY_START),),
 )
 _COLUMNS = "key, tool, call_id, state, started_at, result, finished_at"
+# Deleting every expired entry is a scan of the index: done at most this often per process
+# as keys are claimed (an expired entry of the key being claimed goes at once).
+_TIDY_EVERY: Final = 60.0
 
 
-class SqliteToolCallJournal(SqliteStore):
-    """A :class:`ToolCallJournal` in a SQLite file (the service's database by default).
+class _TableToolCallJournal:
+    """A :class:`ToolCallJournal` in a table of ``_tables`` (a SQLite file or a PostgreSQL
+    database). A claim is one ``INSERT ... ON CONFLICT DO NOTHING``: of two calls racing on
+    one key, in any processes, the database lets one insert the row; the other waits for
+    that transaction and then reads the row it wrote."""
 
-    ``retention``: seconds an entry answers repeats, from when its call started; older ones
-    are deleted as new keys are claimed. ``synchronous="FULL"`` (the default here) keeps a
-    claim through a power cut too: the claim is what stops a second run. ``clock`` gives the
-    time (for tests)."""
+    _tables: Tables
+    retention: float
+    _clock: Callable[[], float]
+    _tidied_at: float
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        retention: float = DEFAULT_JOURNAL_RETENTION,
-        busy_timeout: float = 10.0,
-        synchronous: Synchronous = "FULL",
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def _configure(self, retention: float, clock: Callable[[], float]) -> None:
         if not retention > 0:
             raise ValueError(f"retention must be > 0 seconds, got {retention!r}")
-        super().__init__(
-            path,
-            component=_COMPONENT,
-            version=SCHEMA_VERSION,
-            statements=_SCHEMA,
-            busy_timeout=busy_timeout,
-            synchronous=synchronous,
-        )
         self.retention = retention
         self._clock = clock
-
-    def __repr__(self) -> str:
-        return f"SqliteToolCallJournal({self.path!r}, retention={self.retention:g})"
+        self._tidied_at = float("-inf")
 
     async def begin(self, key: str, *, tool: str, call_id: str) -> JournalEntry | None:
         return await asyncio.to_thread(self._begin, key, tool, call_id)
@@ -192,8 +185,8 @@ class SqliteToolCallJournal(SqliteStore):
     def unfinished(self) -> list[JournalEntry]:
         """The live entries still ``started``: calls that may have acted without a recorded
         result (running now, or cut off by a crash), oldest first."""
-        with self._lock:
-            rows = self._connection.execute(
+        with self._tables.read() as connection:
+            rows = connection.execute(
                 f"SELECT {_COLUMNS} FROM tool_call_journal WHERE state = 'started' "
                 "AND started_at > ? ORDER BY started_at",
                 (self._clock() - self.retention,),
@@ -202,43 +195,101 @@ class SqliteToolCallJournal(SqliteStore):
 
     def _begin(self, key: str, tool: str, call_id: str) -> JournalEntry | None:
         now = self._clock()
-        with self._lock, write_transaction(self._connection) as connection:
+        expired = now - self.retention
+        if now - self._tidied_at >= _TIDY_EVERY:
+            self._tidied_at = now
+            with self._tables.write() as connection:
+                connection.execute(
+                    "DELETE FROM tool_call_journal WHERE started_at <= ?", (expired,)
+                )
+        with self._tables.write() as connection:
             connection.execute(
-                "DELETE FROM tool_call_journal WHERE started_at <= ?", (now - self.retention,)
+                "DELETE FROM tool_call_journal WHERE key = ? AND started_at <= ?", (key, expired)
             )
-            row = connection.execute(
-                f"SELECT {_COLUMNS} FROM tool_call_journal WHERE key = ?", (key,)
-            ).fetchone()
-            if row is not None:
-                return _entry(row)
-            connection.execute(
-                "INSERT INTO tool_call_journal (key, tool, call_id, state, started_at) "
-                "VALUES (?, ?, ?, 'started', ?)",
-                (key, tool, call_id, now),
-            )
-        return None
+            while True:
+                claimed = connection.execute(
+                    "INSERT INTO tool_call_journal (key, tool, call_id, state, started_at) "
+                    "VALUES (?, ?, ?, 'started', ?) ON CONFLICT (key) DO NOTHING",
+                    (key, storable_text(tool), storable_text(call_id), now),
+                )
+                if claimed.rowcount == 1:
+                    return None
+                row = connection.execute(
+                    f"SELECT {_COLUMNS} FROM tool_call_journal WHERE key = ?", (key,)
+                ).fetchone()
+                if row is not None:
+                    return _entry(row)
+                # (PostgreSQL: its holder released the key between the two statements)
 
     def _finish(self, key: str, result: str) -> None:
-        with self._lock, write_transaction(self._connection) as connection:
+        with self._tables.write() as connection:
             connection.execute(
                 "UPDATE tool_call_journal SET state = 'done', result = ?, finished_at = ? "
                 "WHERE key = ?",
-                # as a JSON string: a lone surrogate in it cannot be stored as UTF-8 text
+                # as a JSON string: a lone surrogate or a NUL in it cannot be stored as text
                 (json.dumps(result), self._clock(), key),
             )
 
     def _delete(self, key: str) -> bool:
-        with self._lock, write_transaction(self._connection) as connection:
+        with self._tables.write() as connection:
             deleted = connection.execute("DELETE FROM tool_call_journal WHERE key = ?", (key,))
             return deleted.rowcount > 0
 
     def _entry(self, key: str) -> JournalEntry | None:
-        with self._lock:
-            row = self._connection.execute(
+        with self._tables.read() as connection:
+            row = connection.execute(
                 f"SELECT {_COLUMNS} FROM tool_call_journal WHERE key = ? AND started_at > ?",
                 (key, self._clock() - self.retention),
             ).fetchone()
         return None if row is None else _entry(row)
+
+
+class SqliteToolCallJournal(SqliteTables, _TableToolCallJournal):
+    """A :class:`ToolCallJournal` in a SQLite file (the service's database by default),
+    shared by the processes of one machine.
+
+    ``retention``: seconds an entry answers repeats, from when its call started; older ones
+    are deleted as new keys are claimed. ``synchronous="FULL"`` (the default here) keeps a
+    claim through a power cut too: the claim is what stops a second run. ``clock`` gives the
+    time (for tests)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        retention: float = DEFAULT_JOURNAL_RETENTION,
+        busy_timeout: float = 10.0,
+        synchronous: Synchronous = "FULL",
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._configure(retention, clock)
+        super().__init__(path, _SCHEMA, busy_timeout=busy_timeout, synchronous=synchronous)
+        self._tables = self
+
+    def __repr__(self) -> str:
+        return f"SqliteToolCallJournal({self.path!r}, retention={self.retention:g})"
+
+
+class PostgresToolCallJournal(OwnsTables, _TableToolCallJournal):
+    """A :class:`ToolCallJournal` in a PostgreSQL database, shared by every worker on every
+    host: a key one worker claimed is not run by another. ``database`` is a URL
+    (``postgresql://...``; the journal opens its own connection pool, closed with it) or a
+    :class:`~tooluse.memory.PostgresDatabase` shared with other stores. ``retention`` and
+    ``clock`` as for :class:`SqliteToolCallJournal` (the clock is each worker's: keep the
+    hosts' clocks in step, as NTP does). Needs ``pip install 'tooluse[postgres]'``."""
+
+    def __init__(
+        self,
+        database: str | PostgresDatabase,
+        *,
+        retention: float = DEFAULT_JOURNAL_RETENTION,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._configure(retention, clock)
+        self._tables = PostgresTables(database, _SCHEMA)
+
+    def __repr__(self) -> str:
+        return f"PostgresToolCallJournal(retention={self.retention:g})"
 
 
 def _entry(row: tuple[Any, ...]) -> JournalEntry:

@@ -10,7 +10,9 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TypeVar
 
-from tooluse._tables import is_postgres_url, location_label
+from tooluse._postgres import postgres_errors
+from tooluse._tables import location_label
+from tooluse.cli._option_types import add_database_url_argument
 from tooluse.cli._targets import TargetError, load_target
 from tooluse.errors import SchemaVersionError, ToolSourceError
 from tooluse.models import ChatModel
@@ -63,13 +65,11 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"SQLite file for memory, knowledge base and approvals "
         f"(default: $TOOLUSE_DB or {DEFAULT_DATABASE})",
     )
-    parser.add_argument(
-        "--database-url",
-        default=os.environ.get("TOOLUSE_DATABASE_URL") or None,
-        metavar="URL",
-        help="a PostgreSQL database (with pgvector) for memory, knowledge base, approvals "
-        "and turn displays instead of --db, shared by every worker: postgresql://USER:"
-        "PASSWORD@HOST:PORT/DB (default: $TOOLUSE_DATABASE_URL)",
+    add_database_url_argument(
+        parser,
+        "a PostgreSQL database (with pgvector) for memory, knowledge base, approvals, turn "
+        "displays, audit log, idempotency journal and embedding cache instead of --db, shared "
+        "by every worker",
     )
     parser.add_argument(
         "--model",
@@ -243,11 +243,6 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
     tools = tuple(_import_tools(reference) for reference in args.tools) if args.tools else None
     mcp_servers = mcp_servers_from_arguments(args)
     spec = (args.model or "").strip() or DEFAULT_MODEL
-    if args.database_url is not None and not is_postgres_url(args.database_url):
-        raise OptionError(
-            f"--database-url {location_label(args.database_url)}: expected a PostgreSQL URL, "
-            "postgresql://USER:PASSWORD@HOST:PORT/DB"
-        )
     return ServiceConfig(
         db=args.db,
         database_url=args.database_url,
@@ -307,7 +302,7 @@ def open_service(args: argparse.Namespace, build: Callable[[ServiceConfig], T]) 
     except sqlite3.Error as exc:
         close_model(config)
         raise OptionError(f"--db {args.db}: {exc}") from exc
-    except _postgres_errors() as exc:  # cannot connect, no pgvector, no permission, ...
+    except postgres_errors() as exc:  # cannot connect, no pgvector, no permission, ...
         close_model(config)
         raise OptionError(f"--database-url {location_label(args.database_url)}: {exc}") from exc
     except SchemaVersionError as exc:  # it names the file
@@ -316,15 +311,6 @@ def open_service(args: argparse.Namespace, build: Callable[[ServiceConfig], T]) 
     except (ValueError, TypeError) as exc:  # tool_callbacks refusing a --tools source, ...
         close_model(config)
         raise OptionError(str(exc)) from exc
-
-
-def _postgres_errors() -> tuple[type[Exception], ...]:
-    """psycopg's errors, when the postgres extra is installed."""
-    try:
-        import psycopg
-    except ImportError:
-        return ()
-    return (psycopg.Error,)
 
 
 def configure_logging(level: str) -> None:

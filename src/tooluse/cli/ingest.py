@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sqlite3
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from tooluse._postgres import postgres_errors
+from tooluse._tables import location_label
+from tooluse.cli._option_types import add_database_url_argument
 from tooluse.errors import SchemaVersionError
 from tooluse.rag._ingest import DEFAULT_PATTERNS, ingest_directory, source_files
 from tooluse.rag._splitter import TextSplitter
 from tooluse.rag._sqlite_store import SqliteVectorStore
+
+if TYPE_CHECKING:
+    from tooluse.rag import PostgresVectorStore
 
 __all__ = ["DEFAULT_DATABASE", "add_arguments", "run"]
 
@@ -22,11 +30,11 @@ DEFAULT_DATABASE = "tooluse.db"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Split the text and Markdown files under DIR into chunks, embed them with the bundled "
-        "offline model and store them in a SQLite knowledge base. Unchanged files are skipped, "
-        "changed files replace their chunks. A file that is not UTF-8 text (nor UTF-16/32 "
-        "with a byte order mark) is left out with a warning naming it. Exit status: 0 all "
-        "ingested, 1 files left out or no files found, 2 nothing done (an option, the "
-        "database)."
+        "offline model and store them in the knowledge base: a SQLite file, or a PostgreSQL "
+        "database with --database-url. Unchanged files are skipped, changed files replace "
+        "their chunks. A file that is not UTF-8 text (nor UTF-16/32 with a byte order mark) "
+        "is left out with a warning naming it. Exit status: 0 all ingested, 1 files left out "
+        "or no files found, 2 nothing done (an option, the database)."
     )
     parser.add_argument("directory", metavar="DIR", type=Path, help="directory to ingest")
     parser.add_argument(
@@ -34,8 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("TOOLUSE_DB", DEFAULT_DATABASE),
         help=f"SQLite file (default: $TOOLUSE_DB or {DEFAULT_DATABASE})",
     )
+    add_database_url_argument(
+        parser, "a PostgreSQL database (with pgvector) instead of --db, as tooluse serve takes it"
+    )
     parser.add_argument(
-        "--collection", default="default", help='collection in the file (default: "default")'
+        "--collection", default="default", help='collection (default: "default", the service\'s)'
     )
     parser.add_argument(
         "--pattern",
@@ -77,10 +88,11 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     try:
-        with (
-            SqliteVectorStore(args.db, collection=args.collection) as store,
-            tqdm(total=total, unit="file", disable=args.quiet, file=sys.stderr) as bar,
-        ):
+        with contextlib.ExitStack() as opened:
+            store = _open_store(args, opened)
+            bar = opened.enter_context(
+                tqdm(total=total, unit="file", disable=args.quiet, file=sys.stderr)
+            )
             report = ingest_directory(
                 directory,
                 store,
@@ -94,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
     except sqlite3.Error as exc:
         print(f"tooluse ingest: --db {args.db}: {exc}", file=sys.stderr)
         return 2
+    except postgres_errors() as exc:  # cannot connect, no pgvector, no permission, ...
+        label = location_label(args.database_url)
+        print(f"tooluse ingest: --database-url {label}: {exc}", file=sys.stderr)
+        return 2
     except SchemaVersionError as exc:  # it names the file
         print(f"tooluse ingest: {exc}", file=sys.stderr)
         return 2
@@ -102,10 +118,29 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for _, why in report.skipped:
         print(f"tooluse ingest: left out: {why}", file=sys.stderr)
+    where = args.db if args.database_url is None else location_label(args.database_url)
     left_out = f", {len(report.skipped)} left out (not text)" if report.skipped else ""
     print(
         f"{len(report.added)} added, {len(report.updated)} updated, "
         f"{len(report.unchanged)} unchanged, {len(report.removed)} removed{left_out}; "
-        f"{report.chunks_written} chunks written to {args.db} (collection {args.collection!r})"
+        f"{report.chunks_written} chunks written to {where} (collection {args.collection!r})"
     )
     return 1 if report.skipped else 0
+
+
+def _open_store(
+    args: argparse.Namespace, opened: contextlib.ExitStack
+) -> SqliteVectorStore | PostgresVectorStore:
+    """The knowledge base the options name, closed by ``opened``. In PostgreSQL it embeds
+    as the service on that database does: with the bundled model and the database's
+    embedding cache, so that what is ingested here is not embedded again there."""
+    if args.database_url is None:
+        return opened.enter_context(SqliteVectorStore(args.db, collection=args.collection))
+    from tooluse.embedding import PostgresEmbeddingCache
+    from tooluse.memory import PostgresDatabase
+    from tooluse.rag import PostgresVectorStore
+    from tooluse.service._service import shared_embedding_model
+
+    database = opened.enter_context(PostgresDatabase(args.database_url))
+    model = shared_embedding_model(opened.enter_context(PostgresEmbeddingCache(database)))
+    return opened.enter_context(PostgresVectorStore(database, model, collection=args.collection))

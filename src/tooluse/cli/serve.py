@@ -95,7 +95,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("TOOLUSE_REDIS_URL") or None,
         metavar="URL",
         help="a Redis server through which several workers of the service run each "
-        "conversation's turns one at a time: redis://HOST:PORT/DB "
+        "conversation's turns one at a time, and which holds the rate-limit buckets: "
+        "redis://HOST:PORT/DB "
         "(default: $TOOLUSE_REDIS_URL; none: one at a time per worker)",
     )
     users = parser.add_argument_group(

@@ -17,7 +17,7 @@ import numpy as np
 
 from tooluse._fork import ProcessLock
 from tooluse._postgres import PostgresDatabase
-from tooluse._tables import PostgresTables, Schema, SqliteTables, Tables
+from tooluse._tables import OwnsTables, PostgresTables, Schema, SqliteTables, Tables
 from tooluse.embedding._protocol import EmbeddingModel, Vectors
 
 __all__ = [
@@ -174,7 +174,7 @@ class SqliteEmbeddingCache(SqliteTables, _TableEmbeddingCache):
         self._tables = self
 
 
-class PostgresEmbeddingCache(_TableEmbeddingCache):
+class PostgresEmbeddingCache(OwnsTables, _TableEmbeddingCache):
     """Vectors in a PostgreSQL database, shared by every worker and host: a text one of them
     embedded is not embedded again by another. ``database`` is a URL (``postgresql://...``;
     the cache opens its own connection pool, closed with it) or a
@@ -185,15 +185,6 @@ class PostgresEmbeddingCache(_TableEmbeddingCache):
 
     def __init__(self, database: str | PostgresDatabase) -> None:
         self._tables = PostgresTables(database, _SCHEMA)
-
-    def close(self) -> None:
-        self._tables.close()
-
-    def __enter__(self) -> PostgresEmbeddingCache:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
 
 class TieredEmbeddingCache:

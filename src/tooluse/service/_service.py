@@ -21,8 +21,12 @@ from tooluse.calling import (
     DEFAULT_JOURNAL_RETENTION,
     AuditSink,
     Caller,
+    PostgresAuditLog,
+    PostgresRateLimitStore,
+    PostgresToolCallJournal,
     RateLimit,
     RateLimitStore,
+    RedisRateLimitStore,
     SqliteAuditLog,
     SqliteRateLimitStore,
     SqliteToolCallJournal,
@@ -32,7 +36,14 @@ from tooluse.calling import (
     WriteApproval,
 )
 from tooluse.calling._approval import approval_reason
-from tooluse.embedding import EmbeddingModel
+from tooluse.embedding import (
+    CachedEmbeddingModel,
+    E5EmbeddingModel,
+    EmbeddingModel,
+    InMemoryEmbeddingCache,
+    PostgresEmbeddingCache,
+    TieredEmbeddingCache,
+)
 from tooluse.memory import (
     ChatMemoryRepository,
     MessageWindowChatMemory,
@@ -76,6 +87,7 @@ __all__ = [
     "query_transformers",
     "router_advisor",
     "run_context",
+    "shared_embedding_model",
     "tool_calling_manager",
     "tool_sources",
 ]
@@ -105,12 +117,15 @@ class ServiceConfig:
     """What the service runs with; every field has an embedded default.
 
     - ``db``: the SQLite file for chat memory, the knowledge base (collection
-      ``"default"``, where ``tooluse ingest`` writes) and paused runs;
+      ``"default"``, where ``tooluse ingest`` writes), paused runs and the tool calls'
+      journal, audit log and rate-limit buckets;
     - ``database_url``: a PostgreSQL database (``postgresql://...``, with pgvector) that
-      holds all of these instead of ``db``, shared by every worker of the service;
+      holds all of these instead of ``db``, shared by every worker of the service, and the
+      embedding cache of the bundled model (``embedding_model`` unset);
     - ``redis_url``: a Redis server (``redis://...``) through which the workers of the
       service run the turns of a conversation one at a time, whichever worker each comes to
-      (:class:`ConversationTurns`); without it, one at a time on each worker;
+      (:class:`ConversationTurns`; without it, one at a time on each worker), and which
+      holds the rate-limit buckets;
     - ``model``: ``None`` runs the offline ``TestModel`` (:class:`OfflineModel`);
       ``model_label`` names the model on the page (default: the model's name);
     - ``tools``: tool sources; ``None``: the sample tools, unless ``mcp_servers`` is given;
@@ -162,13 +177,13 @@ class ServiceConfig:
       :data:`~tooluse.calling.WriteApproval`): by default every tool not marked read-only
       (``@tool(read_only=True)``, an MCP tool's ``readOnlyHint``), except those whose
       ``requires_approval`` is ``False`` (an ``mcp.json`` ``"approval": "never"``);
-    - ``idempotency_retention_seconds``: how long the journal in ``db`` answers a repeated
+    - ``idempotency_retention_seconds``: how long the journal answers a repeated
       call of a tool with an ``idempotency_key`` with its stored result (a model's repeat,
       a client's retry, a resume, a restart after a crash) instead of running it again;
-    - ``audit_retention_seconds``: how long the audit log in ``db`` keeps its record of each
+    - ``audit_retention_seconds``: how long the audit log keeps its record of each
       tool call (``tooluse audit`` reads it);
     - ``rate_limits``: a :class:`~tooluse.calling.RateLimit` per tool name (per user,
-      tenant, conversation or for all), its buckets in ``db`` (shared by the workers);
+      tenant, conversation or for all), its buckets shared by the workers;
     - ``authenticators``: who a request comes from, beyond ``api_key`` (asked after it, in
       order; see :mod:`tooluse.service._auth`): per-user keys (:class:`ApiKeys`), a
       reverse proxy's headers (:class:`TrustedProxyHeaders`), signed tokens
@@ -350,12 +365,15 @@ def router_advisor(
     journal: ToolCallJournal | None = None,
     audit: AuditSink | None = None,
     rate_buckets: RateLimitStore | None = None,
+    *,
+    embedding_model: EmbeddingModel | None = None,
 ) -> ToolCallingAdvisor:
     """The router's tool loop for ``config`` and its tools ``callbacks`` (MCP tools
     included), running them with :func:`tool_calling_manager`: tool search when
     ``config.tool_search`` asks for it (``None``: when there are more than
     :data:`TOOL_SEARCH_ABOVE` tools), else a plain loop. Tool search files an MCP tool under
-    its server's name (its category)."""
+    its server's name (its category); its index embeds with ``embedding_model`` (default
+    ``config.embedding_model``)."""
     manager = tool_calling_manager(config, journal, audit, rate_buckets)
     enabled = config.tool_search
     if enabled is None:
@@ -363,7 +381,8 @@ def router_advisor(
     if not enabled:
         return ToolCallingAdvisor(tool_calling_manager=manager)
     return ToolSearchToolCallingAdvisor(
-        tool_index=HybridToolIndex(config.embedding_model), tool_calling_manager=manager
+        tool_index=HybridToolIndex(embedding_model or config.embedding_model),
+        tool_calling_manager=manager,
     )
 
 
@@ -388,14 +407,14 @@ class QaService:
             self._repository, self.approvals, self.turn_displays, location = _open_stores(
                 config, opened
             )
-            self.journal = opened.enter_context(
-                SqliteToolCallJournal(config.db, retention=config.idempotency_retention_seconds)
+            self.journal, self.audit, self.rate_buckets = _open_guard_stores(
+                config, location, opened
             )
-            self.audit = opened.enter_context(
-                SqliteAuditLog(config.db, retention=config.audit_retention_seconds)
-            )
-            self.rate_buckets = opened.enter_context(SqliteRateLimitStore(config.db))
             self.owners = opened.enter_context(ConversationOwners(location))
+            self.embedding_model = config.embedding_model
+            if self.embedding_model is None and isinstance(location, PostgresDatabase):
+                cache = opened.enter_context(PostgresEmbeddingCache(location))
+                self.embedding_model = shared_embedding_model(cache)
             self._stores = opened.pop_all()
         shared = () if config.api_key is None else (ApiKeys({config.api_key: ANONYMOUS}),)
         self.authenticators: tuple[Authenticator, ...] = (*shared, *config.authenticators)
@@ -411,7 +430,7 @@ class QaService:
         )
         self.knowledge = KnowledgeBase(
             location,
-            embedding_model=config.embedding_model,
+            embedding_model=self.embedding_model,
             samples=config.sample_knowledge,
             top_k=config.top_k,
         )
@@ -476,7 +495,14 @@ class QaService:
 
     def _start(self) -> None:
         callbacks = tool_callbacks(*self.tools)
-        router = router_advisor(self.config, callbacks, self.journal, self.audit, self.rate_buckets)
+        router = router_advisor(
+            self.config,
+            callbacks,
+            self.journal,
+            self.audit,
+            self.rate_buckets,
+            embedding_model=self.embedding_model,
+        )
         self.tool_search = router if isinstance(router, ToolSearchToolCallingAdvisor) else None
         self._pipeline = QaPipeline(
             self._model,
@@ -625,6 +651,43 @@ def _open_stores(
         TurnDisplayStore(location, retention=config.turn_display_retention_seconds)
     )
     return repository, approvals, turn_displays, location
+
+
+def shared_embedding_model(cache: PostgresEmbeddingCache) -> CachedEmbeddingModel:
+    """The bundled E5 model with the document vectors it made kept in memory and in
+    ``cache``, which every worker shares: what one worker embedded (a catalogue, the
+    knowledge base) no other embeds again, nor a restarted one."""
+    return CachedEmbeddingModel(
+        E5EmbeddingModel(), TieredEmbeddingCache(InMemoryEmbeddingCache(), cache)
+    )
+
+
+def _open_guard_stores(
+    config: ServiceConfig, location: Location, opened: contextlib.ExitStack
+) -> tuple[ToolCallJournal, AuditSink, RateLimitStore]:
+    """The tool-calling guards' stores: the idempotency journal and the audit log at
+    ``location`` (``config.database_url``'s database, shared by the workers, or the SQLite
+    file), the rate-limit buckets there too or, with ``config.redis_url``, in Redis."""
+    journal: ToolCallJournal
+    audit: AuditSink
+    journal_retention = config.idempotency_retention_seconds
+    audit_retention = config.audit_retention_seconds
+    if isinstance(location, PostgresDatabase):
+        journal = opened.enter_context(
+            PostgresToolCallJournal(location, retention=journal_retention)
+        )
+        audit = opened.enter_context(PostgresAuditLog(location, retention=audit_retention))
+    else:
+        journal = opened.enter_context(SqliteToolCallJournal(location, retention=journal_retention))
+        audit = opened.enter_context(SqliteAuditLog(location, retention=audit_retention))
+    buckets: RateLimitStore
+    if config.redis_url is not None:
+        buckets = opened.enter_context(RedisRateLimitStore(config.redis_url))
+    elif isinstance(location, PostgresDatabase):
+        buckets = opened.enter_context(PostgresRateLimitStore(location))
+    else:
+        buckets = opened.enter_context(SqliteRateLimitStore(location))
+    return journal, audit, buckets
 
 
 def _approval_shown(callback: ToolCallback, write_approval: WriteApproval) -> bool | str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from tooluse._tables import location_label
 from tooluse.embedding._cache import default_cache_path
 from tooluse.models import ChatModel
 from tooluse.models._llama_engine import LlamaEngine
@@ -40,6 +41,11 @@ def startup_lines(service: QaService, url: str) -> list[str]:
     else:
         origin = "from --tools / --mcp"
     database = os.path.abspath(config.db)
+    cache = f"{default_cache_path().resolve()}"
+    if config.database_url is not None:
+        database = location_label(config.database_url)
+        if config.embedding_model is None:  # the bundled model's, shared by the workers
+            cache = "in the database"
     knowledge = f'collection "default" in {database}'
     if config.sample_knowledge:
         knowledge += " (the sample documents while it holds none of its own; tooluse ingest adds)"
@@ -52,6 +58,6 @@ def startup_lines(service: QaService, url: str) -> list[str]:
         f"  SSE API     {url}/api/chat",
         f"  tools       {len(names)}{search}: {', '.join(names)}: {origin}",
         f"  knowledge   {knowledge}",
-        f"  data        {database} (memory, knowledge base, approvals); embedding cache "
-        f"{default_cache_path().resolve()}",
+        f"  data        {database} (memory, knowledge base, approvals, audit log); "
+        f"embedding cache {cache}",
     ]
