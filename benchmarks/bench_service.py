@@ -151,6 +151,9 @@ def _serve(
             port=port,
             workers=workers,
             log_level="warning",
+            # A worker that answers no health check for this long is killed and started
+            # again: on a loaded machine, starting (the embedding model) takes longer than 5 s.
+            timeout_worker_healthcheck=120,
         )
         return
     app = create_app(_config(db, latency, shared or {}, auth, users))
