@@ -48,7 +48,7 @@ from tooluse.service import (
     sync_sample_documents,
 )
 from tooluse.service._service import local_tools
-from tooluse.service._sse import qa_event_stream, sse_response
+from tooluse.service._sse import qa_events, sse_response
 from tooluse.testing import FunctionModel
 
 DEFINITIONS = [callback.definition for callback in tool_callbacks(*SAMPLE_TOOLS)]
@@ -622,9 +622,12 @@ async def test_a_run_that_ends_waiting_for_its_turn_is_told_so_and_lets_go(
         raise AssertionError("the run started")
         yield  # an async generator
 
+    async def end(error: str | None) -> None:
+        ended.append(error)
+
     try:
         async with service.turns.turn("c1"):  # a turn of c1 is running
-            stream = qa_event_stream(service, run(), "c1", "q", on_end=ended.append)
+            stream = qa_events(service, run(), "c1", "q", on_end=end)
             waiting = asyncio.create_task(anext(stream))
             await asyncio.sleep(0.01)
             assert not waiting.done()
@@ -654,8 +657,8 @@ async def test_a_run_left_at_an_event_is_closed_before_its_turn_is_let_go(
             turns_held_at_close.append(len(service.turns))
 
     try:
-        stream = qa_event_stream(service, run(), "c1", "q")
-        assert b"delta" in await anext(stream)
+        stream = qa_events(service, run(), "c1", "q")
+        assert (await anext(stream))[0] == "delta"
         await stream.aclose()
         assert turns_held_at_close == [1]
         assert len(service.turns) == 0

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,17 +75,25 @@ def two_workers(
         assert "Traceback" not in log, log
 
 
+def paused_in_c1(client: httpx.Client) -> tuple[str, dict[str, Any]]:
+    """Ask ``client`` to cancel an order in conversation c1: the approval id of the paused
+    run, and its held call."""
+    asked = client.post(
+        "/api/chat", json={"message": "Cancel order A1001", "conversation_id": "c1"}
+    )
+    paused = parse_sse(asked.text)[-1]
+    assert paused[0] == "approval_required", asked.text
+    (held,) = paused[1]["pending_tool_calls"]
+    return paused[1]["approval_id"], held
+
+
 def test_a_conversation_and_its_approval_go_from_one_worker_to_the_other(
     two_workers: tuple[httpx.Client, httpx.Client],
 ) -> None:
     first, second = two_workers
-    asked = first.post("/api/chat", json={"message": "Cancel order A1001", "conversation_id": "c1"})
-    paused = parse_sse(asked.text)[-1]
-    assert paused[0] == "approval_required", asked.text
-    approval_id = paused[1]["approval_id"]
+    approval_id, held = paused_in_c1(first)
     listed = second.get("/api/approvals", params={"conversation_id": "c1"}).json()
     assert [approval["approval_id"] for approval in listed] == [approval_id]
-    (held,) = paused[1]["pending_tool_calls"]
     decided = second.post(
         f"/api/approvals/{approval_id}", json={"decisions": {held["id"]: {"approve": True}}}
     )
@@ -127,3 +136,38 @@ def test_serve_with_two_workers_runs_two_processes_on_one_port(
         server.send_signal(signal.SIGTERM)
         _, log = server.communicate(timeout=60)
     assert "Traceback" not in log, log
+
+
+def test_a_page_watching_on_one_worker_sees_the_run_resumed_on_the_other(
+    two_workers: tuple[httpx.Client, httpx.Client],
+) -> None:
+    first, second = two_workers
+    approval_id, held = paused_in_c1(first)
+    seen: list[tuple[str, Any]] = []
+    subscribed = threading.Event()
+
+    def watch() -> None:  # the page on the first worker, watching the conversation
+        with first.stream("GET", "/api/events", params={"conversation_id": "c1"}) as response:
+            block: list[str] = []
+            for line in response.iter_lines():
+                if line:
+                    block.append(line)
+                    continue
+                seen.extend(parse_sse("\n".join(block)))
+                block = []
+                subscribed.set()
+                if seen and seen[-1][0] == "done":
+                    return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    assert subscribed.wait(60), "the watcher was not subscribed within 60 s"
+    decided = second.post(
+        f"/api/approvals/{approval_id}", json={"decisions": {held["id"]: {"approve": True}}}
+    )
+    streamed = parse_sse(decided.text)
+    watcher.join(60)
+    assert not watcher.is_alive(), f"the first worker's watcher saw no answer: {seen}"
+    assert names(seen) == ["watching", *(n for n in names(streamed) if n != "delta")], seen
+    assert seen[-1][1]["answer"] == streamed[-1][1]["answer"]
+    assert seen[-1][1]["conversation_id"] == "c1"

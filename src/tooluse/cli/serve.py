@@ -160,6 +160,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         'denyTenants, allowRoles, denyRoles); mcp.json\'s "tooluse" section adds rules '
         "per server and tool",
     )
+    parser.add_argument(
+        "--durable-runs",
+        action="store_true",
+        help="run each turn as a durable workflow in --database-url's PostgreSQL (DBOS, "
+        "pip install 'tooluse[durable]'): a run whose worker dies is finished by another "
+        "worker from its last completed step, no completed tool call run again",
+    )
     add_service_arguments(parser)
 
 
@@ -250,6 +257,7 @@ def _service_app(args: argparse.Namespace) -> FastAPI:
                 redis_url=args.redis_url,
                 authenticators=authenticators,
                 tool_visibility=visibility,
+                durable_runs=args.durable_runs,
             )
         ),
     )

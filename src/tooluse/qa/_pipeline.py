@@ -245,6 +245,7 @@ class QaPipeline:
         conversation_id: str | None = None,
         history: Sequence[Message] = (),
         tool_context: Mapping[str, Any] | None = None,
+        turn_id: str | None = None,
     ) -> AsyncGenerator[QaEvent, None]:
         """Run both stages, reporting as they go: ``ToolCallEvent`` / ``ToolResultEvent``
         while the router works, then ``RouteEvent``, ``DeltaEvent``s of the answer and
@@ -254,7 +255,9 @@ class QaPipeline:
         messages with the question instead (e.g. an OpenAI-style request). ``tool_context``:
         entries for the router's tools, such as the caller
         (:meth:`tooluse.calling.Caller.tool_context`), which the audit log records and the
-        manager's ``tool_visibility`` reads; a paused run keeps them.
+        manager's ``tool_visibility`` reads; a paused run keeps them. ``turn_id``: the
+        turn's id (its pause's ``turn_id``), default a new one; a durable run fixes it, so
+        that the turn replayed is the same turn.
         """
         if not isinstance(question, str) or not question.strip():
             raise ValueError(f"The question must be a non-blank string, got {question!r:.100}")
@@ -271,7 +274,8 @@ class QaPipeline:
                 spec.tool_context({CONVERSATION_ID_KEY: conversation_id})
             return spec.acall()
 
-        turn = _Turn(question, conversation_id, history, uuid.uuid4().hex, resumed=False)
+        turn_id = turn_id if turn_id is not None else uuid.uuid4().hex
+        turn = _Turn(question, conversation_id, history, turn_id, resumed=False)
         return self._run(turn, ledger, route, ToolTrace)
 
     def resume_stream(

@@ -14,7 +14,7 @@ import math
 import re
 import unicodedata
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Annotated, Any
 
 import pydantic
@@ -54,8 +54,9 @@ from tooluse.service._openapi import (
     without_default_422,
 )
 from tooluse.service._owners import owner_of
+from tooluse.service._runs import ask_request, live_events, resume_request
 from tooluse.service._service import QaService, ServiceConfig, run_context
-from tooluse.service._sse import JsonTextResponse, qa_event_stream, sse_response
+from tooluse.service._sse import JsonTextResponse, as_sse, qa_events, sse, sse_response
 from tooluse.service._turn_displays import StoredTurnDisplay
 
 __all__ = ["ApprovalRequest", "ChatRequest", "DecisionRequest", "create_app"]
@@ -68,6 +69,17 @@ CONVERSATION_ID_MAX_LENGTH = 200
 # not blank.
 _NOT_ID = r"\u0000-\u001f\u007f-\u009f\ud800-\udfff"
 _CONVERSATION_ID_SCHEMA: JsonDict = {"pattern": rf"^[^{_NOT_ID}]*[^\s{_NOT_ID}][^{_NOT_ID}]*$"}
+
+
+ConversationIdQuery = Annotated[
+    str,
+    Query(
+        min_length=1,
+        max_length=CONVERSATION_ID_MAX_LENGTH,
+        json_schema_extra=_CONVERSATION_ID_SCHEMA,
+    ),
+]
+"""A conversation id given as ``?conversation_id=...``."""
 
 
 class ChatRequest(pydantic.BaseModel):
@@ -397,6 +409,15 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         if not await check_owner(caller, conversation_id, write=True, new=new):
             await events.aclose()
             raise HTTPException(404, _not_yours(conversation_id))
+        if service.runs is not None:  # a durable run: the run asks the pipeline itself
+            await events.aclose()
+            run = ask_request(
+                request.message,
+                conversation_id,
+                goes_on=request.conversation_id is not None,
+                tool_context=run_context(caller),
+            )
+            return await _durable_response(run)
 
         async def supersede() -> None:
             # The conversation goes on: what still waits for a decision in it is withdrawn,
@@ -407,12 +428,14 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                 logger.info("approval %s superseded by a new message", ", ".join(superseded))
 
         return sse_response(
-            qa_event_stream(
-                service,
-                events,
-                conversation_id,
-                request.message,
-                on_start=None if request.conversation_id is None else supersede,
+            as_sse(
+                qa_events(
+                    service,
+                    events,
+                    conversation_id,
+                    request.message,
+                    on_start=None if request.conversation_id is None else supersede,
+                )
             ),
             keepalive_seconds=keepalive,
         )
@@ -457,14 +480,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
     @api.get("/api/approvals", responses=with_statuses(API_ERRORS, 400, 401, 422))
     async def pending_approvals(
-        conversation_id: Annotated[
-            str,
-            Query(
-                min_length=1,
-                max_length=CONVERSATION_ID_MAX_LENGTH,
-                json_schema_extra=_CONVERSATION_ID_SCHEMA,
-            ),
-        ],
+        conversation_id: ConversationIdQuery,
         caller: RequestCaller,
     ) -> list[dict[str, Any]]:
         """The conversation's runs waiting for a decision (none in another's conversation,
@@ -474,6 +490,30 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             return []
         pending = await asyncio.to_thread(service.approvals.pending, conversation_id)
         return [_approval_view(stored) for stored in pending]
+
+    @api.get(
+        "/api/events",
+        response_class=StreamingResponse,
+        responses=EVENT_STREAM | with_statuses(API_ERRORS, 400, 401, 422),
+    )
+    async def conversation_events(
+        conversation_id: ConversationIdQuery, caller: RequestCaller
+    ) -> StreamingResponse:
+        """The events of the conversation's runs from now on, whichever worker runs them
+        (with Redis): ``watching`` once subscribed, then each run's events as the chat
+        stream sends them, but the deltas (``done`` holds the answer). 404 in another
+        user's conversation."""
+        _check_conversation_id(conversation_id)
+        if not await check_owner(caller, conversation_id, write=False):
+            raise HTTPException(404, _not_yours(conversation_id))
+
+        async def watched() -> AsyncGenerator[bytes, None]:
+            async with service.events.watch(conversation_id) as events:
+                yield sse("watching", {"conversation_id": conversation_id})
+                async for kind, data in events:
+                    yield sse(kind, data)
+
+        return sse_response(watched(), keepalive_seconds=keepalive)
 
     @api.get("/api/approvals/{approval_id}", responses=with_statuses(API_ERRORS, 400, 401, 404))
     async def approval(approval_id: str, caller: RequestCaller) -> dict[str, Any]:
@@ -506,21 +546,62 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         except ApprovalConflict as exc:
             raise HTTPException(409, str(exc)) from exc
         logger.info("approval %s: %s", approval_id, _summary(request))
+        if service.runs is not None:
+            await events.aclose()
+            run = resume_request(
+                approval_id,
+                decisions,
+                conversation_id=stored.pause.conversation_id,
+                tool_context=run_context(caller),
+            )
+            return await _durable_response(run)
 
-        def finished(error: str | None) -> None:
-            service.approvals.finish(approval_id, error)
+        async def finished(error: str | None) -> None:
+            await asyncio.to_thread(service.approvals.finish, approval_id, error)
 
         return sse_response(
-            qa_event_stream(
-                service,
-                events,
-                stored.pause.conversation_id,
-                stored.pause.question,
-                paused_turn=stored.pause.turn_id,
-                on_end=finished,
+            as_sse(
+                qa_events(
+                    service,
+                    events,
+                    stored.pause.conversation_id,
+                    stored.pause.question,
+                    paused_turn=stored.pause.turn_id,
+                    on_end=finished,
+                )
             ),
             keepalive_seconds=keepalive,
         )
+
+    async def _durable_response(run: dict[str, Any]) -> StreamingResponse:
+        return sse_response(
+            await live_events(service, run),
+            keepalive_seconds=keepalive,
+            headers={"X-Run-Id": run["run_id"]},
+        )
+
+    @api.get("/api/runs/{run_id}", responses=with_statuses(API_ERRORS, 400, 401, 404))
+    async def durable_run(run_id: str, caller: RequestCaller) -> dict[str, Any]:
+        """A durable run (the ``X-Run-Id`` of the chat or approval it streamed), on any
+        worker: ``running``, ``done`` with its events (but the answer's deltas: the ``done``
+        event holds the answer), or ``failed``. 404 in another user's conversation."""
+        if service.runs is None:
+            raise HTTPException(
+                404, "Runs are kept only with durable runs (tooluse serve --durable-runs)"
+            )
+        outcome = await service.runs.outcome(run_id)
+        conversation_id = None if outcome is None else outcome.request["conversation_id"]
+        if outcome is None or (
+            conversation_id is not None
+            and not await check_owner(caller, conversation_id, write=False)
+        ):
+            raise HTTPException(404, f"No durable run has the id {run_id!r}")
+        return {
+            "run_id": run_id,
+            "status": outcome.status,
+            "events": outcome.events,
+            "error": outcome.error,
+        }
 
     app.include_router(api)
     app.include_router(openai_router(service))

@@ -6,12 +6,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tooluse._tables import Location, is_postgres_url
 from tooluse.advisors import ToolCallingAdvisor
@@ -45,6 +46,7 @@ from tooluse.embedding import (
     TieredEmbeddingCache,
 )
 from tooluse.memory import (
+    ChatMemory,
     ChatMemoryRepository,
     MessageWindowChatMemory,
     PostgresChatMemoryRepository,
@@ -64,9 +66,18 @@ from tooluse.service._approvals import (
     ApprovalStore,
 )
 from tooluse.service._auth import ANONYMOUS, ApiKeys, Authenticator
+from tooluse.service._conversation_events import ConversationEvents
+from tooluse.service._durable import (
+    DbosRunEngine,
+    RecordedChatMemory,
+    RecordedChatModel,
+    RecordedToolCallingManager,
+    RunEngine,
+)
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
 from tooluse.service._owners import ConversationOwners
+from tooluse.service._runs import run_turn
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._turn_displays import DEFAULT_TURN_DISPLAY_RETENTION, TurnDisplayStore
 from tooluse.service._turns import ConversationTurns, RedisTurnLocks
@@ -93,6 +104,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("tooluse.service")
+
+T = TypeVar("T")
 
 
 def run_context(caller: Caller) -> dict[str, Any] | None:
@@ -195,6 +208,11 @@ class ServiceConfig:
       :class:`~tooluse.calling.ToolAccessPolicy`), besides the access rules of the MCP
       servers' settings (``mcp.json``); a tool either forbids is never offered, found by
       tool search or run for that caller.
+    - ``durable_runs``: each turn of ``/api/chat`` and each resumed run is a durable
+      workflow in ``database_url`` (DBOS, ``pip install 'tooluse[durable]'``): a worker
+      that dies mid-run leaves it to another, which goes on from its last completed step
+      without running a completed tool call again (:mod:`tooluse.service._durable`); one
+      such service per process.
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -226,6 +244,7 @@ class ServiceConfig:
     rate_limits: Mapping[str, RateLimit] = dataclasses.field(default_factory=dict)
     authenticators: Sequence[Authenticator] = ()
     tool_visibility: ToolVisibility | None = None
+    durable_runs: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.allowed_hosts, str):
@@ -253,6 +272,8 @@ class ServiceConfig:
                 "database_url must be a PostgreSQL URL, postgresql://USER:PASSWORD@HOST/DB, "
                 f"got {self.database_url!r}"
             )
+        if self.durable_runs and self.database_url is None:
+            raise ValueError("durable_runs records the runs in PostgreSQL: give database_url too")
         if self.redis_url is not None and not self.redis_url.startswith(
             ("redis://", "rediss://", "unix://")
         ):
@@ -343,20 +364,24 @@ def tool_calling_manager(
     journal: ToolCallJournal | None,
     audit: AuditSink | None,
     rate_buckets: RateLimitStore | None,
+    runs: RunEngine | None = None,
 ) -> ToolCallingManager:
     """What runs the router's tool calls: the default limits and identical-call guard, the
     approval policy and rate limits of ``config`` (their buckets in ``rate_buckets``),
     ``journal`` for the tools with idempotency keys, ``audit`` for a record of every call,
     and which tools each caller may use (``config.tool_visibility`` and the MCP servers'
-    access rules)."""
-    return ToolCallingManager(
-        write_approval=config.write_approval,
-        journal=journal,
-        audit=audit,
-        rate_limits=config.rate_limits,
-        rate_limit_store=rate_buckets,
-        tool_visibility=service_tool_visibility(config.tool_visibility, config.mcp_servers),
-    )
+    access rules); with ``runs``, each round is a step of the durable run it is made in."""
+    options: dict[str, Any] = {
+        "write_approval": config.write_approval,
+        "journal": journal,
+        "audit": audit,
+        "rate_limits": config.rate_limits,
+        "rate_limit_store": rate_buckets,
+        "tool_visibility": service_tool_visibility(config.tool_visibility, config.mcp_servers),
+    }
+    if runs is not None:
+        return RecordedToolCallingManager(runs, **options)
+    return ToolCallingManager(**options)
 
 
 def router_advisor(
@@ -365,6 +390,7 @@ def router_advisor(
     journal: ToolCallJournal | None = None,
     audit: AuditSink | None = None,
     rate_buckets: RateLimitStore | None = None,
+    runs: RunEngine | None = None,
     *,
     embedding_model: EmbeddingModel | None = None,
 ) -> ToolCallingAdvisor:
@@ -373,8 +399,9 @@ def router_advisor(
     ``config.tool_search`` asks for it (``None``: when there are more than
     :data:`TOOL_SEARCH_ABOVE` tools), else a plain loop. Tool search files an MCP tool under
     its server's name (its category); its index embeds with ``embedding_model`` (default
-    ``config.embedding_model``)."""
-    manager = tool_calling_manager(config, journal, audit, rate_buckets)
+    ``config.embedding_model``). With ``runs``, each tool round is a step of the durable
+    run it is made in."""
+    manager = tool_calling_manager(config, journal, audit, rate_buckets, runs)
     enabled = config.tool_search
     if enabled is None:
         enabled = len(callbacks) > TOOL_SEARCH_ABOVE
@@ -400,6 +427,14 @@ class QaService:
         self.offline = config.model is None
         self._model: ChatModel = OfflineModel() if config.model is None else config.model
         self.model_label = config.model_label or model_name(self._model)
+        # With durable runs, each model call, tool round and write of a turn is a step of
+        # its run (tooluse.service._durable); the clients of the runs streaming from here.
+        self.runs: DbosRunEngine | None = None
+        self.live_runs: dict[str, asyncio.Queue[bytes | None]] = {}
+        if config.durable_runs:
+            assert config.database_url is not None  # checked by ServiceConfig
+            self.runs = DbosRunEngine(config.database_url, functools.partial(run_turn, self))
+            self._model = RecordedChatModel(self._model, self.runs)
         tool_callbacks(*local_tools(config))  # bad tool sources fail here, with their names
         self.mcp = mcp_provider(config)
         self.tools = tool_sources(config, self.mcp)
@@ -422,12 +457,15 @@ class QaService:
         # conversation (nothing to check per request).
         self.names_users = bool(config.authenticators)
         self.tool_visibility = service_tool_visibility(config.tool_visibility, config.mcp_servers)
-        self.memory = MessageWindowChatMemory(
+        self.memory: ChatMemory = MessageWindowChatMemory(
             max_messages=config.memory_window, repository=self._repository
         )
+        if self.runs is not None:
+            self.memory = RecordedChatMemory(self.memory, self.runs)
         self.turns = ConversationTurns(
             None if config.redis_url is None else RedisTurnLocks(config.redis_url)
         )
+        self.events = ConversationEvents(config.redis_url)
         self.knowledge = KnowledgeBase(
             location,
             embedding_model=self.embedding_model,
@@ -463,6 +501,8 @@ class QaService:
         self._starting = True
         try:
             await self.turns.check()  # an unreachable Redis fails here, not at the first turn
+            if self.runs is not None:
+                await self.runs.start()
             if self.mcp is not None:
                 await self.mcp.aconnect()
             try:
@@ -470,6 +510,8 @@ class QaService:
             except BaseException:  # e.g. an MCP tool named like one of the other tools
                 if self.mcp is not None:
                     await self.mcp.aclose()
+                if self.runs is not None:
+                    await self.runs.aclose()
                 raise
         finally:
             self._starting = False
@@ -477,10 +519,11 @@ class QaService:
     def start(self) -> None:
         """Build the pipeline (tool search decided on the tools there are now) and begin
         loading the knowledge base. With MCP servers, use :meth:`astart`."""
-        if self.mcp is not None:
+        if self.mcp is not None or self.runs is not None:
             raise RuntimeError(
-                "A QaService with MCP servers starts with `await service.astart()`, on the "
-                "event loop that will call their tools"
+                "A QaService with MCP servers or durable runs starts with `await "
+                "service.astart()`, on the event loop that will call their tools and run "
+                "its runs"
             )
         self._check_startable()
         self._start()
@@ -501,6 +544,7 @@ class QaService:
             self.journal,
             self.audit,
             self.rate_buckets,
+            self.runs,
             embedding_model=self.embedding_model,
         )
         self.tool_search = router if isinstance(router, ToolSearchToolCallingAdvisor) else None
@@ -551,13 +595,19 @@ class QaService:
     async def aclose(self) -> None:
         """Stop the MCP servers (a stdio server's process ends) and release the files.
         Idempotent."""
+        if self.runs is not None:  # first: a run still going on is taken over by another
+            await self.runs.aclose()
         if self.mcp is not None:
             await self.mcp.aclose()
         await self.turns.aclose()
+        await self.events.aclose()
         await asyncio.to_thread(self._close_files)
 
     def close(self) -> None:
-        """:meth:`aclose` for sync code (not inside a running event loop)."""
+        """:meth:`aclose` for sync code (not inside a running event loop), for a service
+        without durable runs."""
+        if self.runs is not None:
+            raise RuntimeError("A QaService with durable runs closes with `await service.aclose()`")
         if self.mcp is not None:
             self.mcp.close()
         self._close_files()
@@ -568,6 +618,13 @@ class QaService:
         self._closed = True
         self.knowledge.close()
         self._stores.close()
+
+    async def recorded(self, name: str, compute: Callable[[], Awaitable[T]]) -> T:
+        """``compute()``; in a durable run, as its step ``name`` (recorded, never done again
+        when the run is taken over)."""
+        if self.runs is None:
+            return await compute()
+        return await self.runs.step(name, compute)
 
     def health(self) -> dict[str, Any]:
         """What ``/healthz`` says. It counts the knowledge base's chunks (a query of its

@@ -4,24 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from fastapi.sse import format_sse_event
 from starlette.responses import JSONResponse, StreamingResponse
 
-from tooluse.qa import ApprovalRequiredEvent, DoneEvent, QaEvent
+from tooluse.qa import ApprovalRequiredEvent, DeltaEvent, DoneEvent, QaEvent
 from tooluse.service._failures import log_failure
-from tooluse.service._service import QaService
 from tooluse.service._turn_displays import TurnDisplay
+
+if TYPE_CHECKING:  # the service runs its durable turns through this module
+    from tooluse.service._service import QaService
 
 __all__ = [
     "KEEPALIVE_COMMENT",
     "JsonTextResponse",
+    "as_sse",
     "json_text",
-    "qa_event_stream",
+    "qa_events",
     "sse",
     "sse_response",
 ]
@@ -35,12 +39,16 @@ _END = object()
 
 
 def sse_response(
-    events: AsyncGenerator[bytes, None], keepalive_seconds: float
+    events: AsyncGenerator[bytes, None],
+    keepalive_seconds: float,
+    headers: Mapping[str, str] | None = None,
 ) -> StreamingResponse:
     """``events`` as a ``text/event-stream`` response that sends :data:`KEEPALIVE_COMMENT`
     whenever ``keepalive_seconds`` pass without an event."""
     return StreamingResponse(
-        _with_keepalive(events, keepalive_seconds), media_type="text/event-stream"
+        _with_keepalive(events, keepalive_seconds),
+        media_type="text/event-stream",
+        headers=headers,
     )
 
 
@@ -135,7 +143,16 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
-async def qa_event_stream(
+async def as_sse(
+    named: AsyncGenerator[tuple[str, dict[str, Any]], None],
+) -> AsyncGenerator[bytes, None]:
+    """Events by name (:func:`qa_events`) as SSE."""
+    async with contextlib.aclosing(named):
+        async for kind, data in named:
+            yield sse(kind, data)
+
+
+async def qa_events(
     service: QaService,
     events: AsyncGenerator[QaEvent, None],
     conversation_id: str | None,
@@ -143,12 +160,12 @@ async def qa_event_stream(
     *,
     paused_turn: str | None = None,
     on_start: Callable[[], Awaitable[None]] | None = None,
-    on_end: Callable[[str | None], None] | None = None,
-) -> AsyncGenerator[bytes, None]:
-    """The pipeline's events as SSE: ``tool_call``, ``tool_result``, ``route``, ``delta``,
-    ``done`` (with the conversation id: ``None`` for a run given its history), or
-    ``approval_required`` (the paused run is stored and its ``approval_id`` sent); a failure
-    ends the stream with an ``error`` event.
+    on_end: Callable[[str | None], Awaitable[None]] | None = None,
+) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+    """The pipeline's events by name, with their data: ``tool_call``, ``tool_result``,
+    ``route``, ``delta``, ``done`` (with the conversation id: ``None`` for a run given its
+    history), or ``approval_required`` (the paused run is stored and its ``approval_id``
+    sent); a failure ends them with an ``error`` event.
 
     A run in a conversation is a turn of it (:class:`ConversationTurns`): it waits for the
     turn running in the conversation to end, then calls ``on_start()`` and runs; the next
@@ -159,37 +176,57 @@ async def qa_event_stream(
 
     A turn that memory keeps (it reached ``done``, or it paused: ``paused_turn``, the id of
     the paused turn a resumed run continues, or its pause's) leaves its display events in
-    ``service.turn_displays`` for a reloaded page (:class:`TurnDisplay`)."""
+    ``service.turn_displays`` for a reloaded page (:class:`TurnDisplay`). In a durable run,
+    each of these writes is a step of the run (:meth:`QaService.recorded`). The events of a
+    run in a conversation, but the deltas, go to its watchers on every worker too
+    (:class:`~tooluse.service._conversation_events.ConversationEvents`)."""
     error: str | None = "interrupted: the client went away before the run ended"
     display = TurnDisplay()
     try:
         async with service.turns.turn(conversation_id), contextlib.aclosing(events):
             if on_start is not None:
-                await on_start()
+                await service.recorded("turn.start", on_start)
             try:
                 async for event in events:
                     display.add(event)
                     data = event.to_dict()
                     if isinstance(event, ApprovalRequiredEvent):
                         paused_turn = event.pause.turn_id
-                        stored = await asyncio.to_thread(service.approvals.save, event.pause)
-                        data["approval_id"] = stored.id
-                        data["expires_at"] = stored.expires_at
+                        approval_id, expires_at = await service.recorded(
+                            "approval.save", functools.partial(_save_pause, service, event)
+                        )
+                        data["approval_id"] = approval_id
+                        data["expires_at"] = expires_at
                         data["conversation_id"] = conversation_id
                     elif isinstance(event, DoneEvent):
                         data["conversation_id"] = conversation_id
-                    yield sse(event.kind, data)
+                    if conversation_id is not None and not isinstance(event, DeltaEvent):
+                        await service.events.publish(conversation_id, event.kind, data)
+                    yield event.kind, data
             finally:  # within the turn: the records keep the order of the turns
                 if conversation_id is not None and (paused_turn is not None or display.answered):
-                    await _save_display(service, conversation_id, question, paused_turn, display)
+                    await service.recorded(
+                        "display.save",
+                        functools.partial(
+                            _save_display, service, conversation_id, question, paused_turn, display
+                        ),
+                    )
         error = None
     except Exception as exc:
         log_failure(f"chat {conversation_id}", exc)
         error = f"{type(exc).__name__}: {exc}"
-        yield sse("error", {"message": str(exc) or type(exc).__name__, "type": type(exc).__name__})
+        failure = {"message": str(exc) or type(exc).__name__, "type": type(exc).__name__}
+        if conversation_id is not None:
+            await service.events.publish(conversation_id, "error", failure)
+        yield "error", failure
     finally:
         if on_end is not None:
-            on_end(error)
+            await service.recorded("turn.end", functools.partial(on_end, error))
+
+
+async def _save_pause(service: QaService, event: ApprovalRequiredEvent) -> tuple[str, float]:
+    stored = await asyncio.to_thread(service.approvals.save, event.pause)
+    return stored.id, stored.expires_at
 
 
 async def _save_display(

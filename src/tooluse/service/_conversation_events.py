@@ -1,0 +1,121 @@
+"""``ConversationEvents``: what happens in a conversation's runs, to whoever watches it, on
+any worker (``GET /api/events?conversation_id=...``).
+
+A run publishes its events as it runs them (but the answer's deltas: the ``done`` event
+holds the answer), so a page that watches a conversation on one worker sees a run that
+another worker runs: an approval given on worker B resumes a run paused on worker A, and
+the page on A sees the approved call's result and the answer. Without Redis, watchers see
+the runs of their own worker; with Redis (``--redis-url``), its pub/sub carries them from
+every worker, a channel per conversation (``tooluse:events:<id>``). Delivery is at most
+once, as pub/sub's: a watcher that connects after an event does not get it (the
+conversation's stored turns have it), and a run taken over after its worker died publishes
+the events it replays again."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import redis.asyncio
+
+__all__ = ["ConversationEvents"]
+
+logger = logging.getLogger("tooluse.service")
+
+_CHANNEL = "tooluse:events:"
+# Events a watcher may be behind by before it is dropped (a client that stopped reading).
+_WATCHER_BACKLOG = 256
+
+
+class ConversationEvents:
+    """The events of each conversation's runs, published by the worker running them and
+    delivered to the watchers of the conversation on this worker or, with ``redis_url``,
+    on any worker of the Redis server."""
+
+    def __init__(self, redis_url: str | None = None) -> None:
+        self._watchers: dict[str, set[asyncio.Queue[tuple[str, dict[str, Any]] | None]]] = {}
+        self._client: redis.asyncio.Redis | None = None
+        if redis_url is not None:
+            try:
+                import redis.asyncio
+            except ImportError as exc:  # the redis extra is optional
+                raise ImportError(
+                    "A service on Redis needs the redis client: pip install 'tooluse[redis]'"
+                ) from exc
+            self._client = redis.asyncio.Redis.from_url(redis_url)
+
+    async def publish(self, conversation_id: str, kind: str, data: dict[str, Any]) -> None:
+        """Send an event of a run in ``conversation_id`` to its watchers. A failure to
+        reach Redis is logged, not raised: the run goes on without its watchers."""
+        if self._client is None:
+            self._deliver(conversation_id, kind, data)
+            return
+        try:
+            await self._client.publish(
+                _CHANNEL + conversation_id, json.dumps({"event": kind, "data": data})
+            )
+        except Exception:
+            logger.warning(
+                "Could not publish the %s event of chat %s to Redis: its watchers miss it",
+                kind,
+                conversation_id,
+                exc_info=True,
+            )
+
+    @contextlib.asynccontextmanager
+    async def watch(
+        self, conversation_id: str
+    ) -> AsyncIterator[AsyncIterator[tuple[str, dict[str, Any]]]]:
+        """Subscribed while the block runs: the conversation's events, ``(name, data)``, as
+        they are published from now on."""
+        if self._client is None:
+            queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue(
+                _WATCHER_BACKLOG
+            )
+            watchers = self._watchers.setdefault(conversation_id, set())
+            watchers.add(queue)
+            try:
+                yield _drained(queue)
+            finally:
+                watchers.discard(queue)
+                if not watchers:
+                    del self._watchers[conversation_id]
+            return
+        pubsub: Any = self._client.pubsub(ignore_subscribe_messages=True)  # untyped in redis-py
+        try:
+            await pubsub.subscribe(_CHANNEL + conversation_id)
+            yield _received(pubsub)
+        finally:
+            await pubsub.aclose()
+
+    def _deliver(self, conversation_id: str, kind: str, data: dict[str, Any]) -> None:
+        for queue in list(self._watchers.get(conversation_id, ())):
+            try:
+                queue.put_nowait((kind, data))
+            except asyncio.QueueFull:  # it stopped reading: its stream ends
+                logger.warning("A watcher of chat %s fell behind and was dropped", conversation_id)
+                self._watchers[conversation_id].discard(queue)
+                queue.get_nowait()
+                queue.put_nowait(None)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+
+async def _drained(
+    queue: asyncio.Queue[tuple[str, dict[str, Any]] | None],
+) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    while (item := await queue.get()) is not None:
+        yield item
+
+
+async def _received(pubsub: Any) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async for message in pubsub.listen():
+        event = json.loads(message["data"])
+        yield event["event"], event["data"]

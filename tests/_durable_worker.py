@@ -1,0 +1,56 @@
+"""A service worker with durable runs, for the tests that kill one: ``python
+_durable_worker.py PORT DATABASE_URL TOOL_LOG [--slow-answer]``.
+
+Its model asks for ``look_up_order`` on the question, then answers; with
+``--slow-answer`` it takes an hour over the answer, so that a test can kill the worker in
+that step, after the tool call completed. The tool appends a line to ``TOOL_LOG`` each time
+it runs, which the test counts."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from tooluse import tool
+from tooluse.messages import Prompt, ToolResponseMessage
+from tooluse.service import ServiceConfig, create_app
+from tooluse.testing import FunctionModel, ResponseLike, tool_call
+
+
+def main() -> None:
+    port, database_url, tool_log = int(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+    slow_answer = "--slow-answer" in sys.argv[4:]
+
+    @tool(read_only=True)
+    def look_up_order(order_id: str) -> str:
+        """The status of an order."""
+        with tool_log.open("a") as log:
+            log.write(f"{order_id}\n")
+        return f"order {order_id}: shipped"
+
+    async def respond(prompt: Prompt) -> ResponseLike:
+        if prompt.options.tool_callbacks:
+            if isinstance(prompt.messages[-1], ToolResponseMessage):
+                return ""
+            return tool_call("look_up_order", {"order_id": "A1001"})
+        if slow_answer:
+            await asyncio.sleep(3600)
+        return "Order A1001 has shipped."
+
+    config = ServiceConfig(
+        db=str(tool_log.with_suffix(f".{port}.db")),
+        database_url=database_url,
+        durable_runs=True,
+        model=FunctionModel(respond),
+        tools=[look_up_order],
+        sample_knowledge=False,
+        query_compression=False,
+    )
+    uvicorn.run(create_app(config), host="127.0.0.1", port=port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

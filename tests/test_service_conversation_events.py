@@ -1,0 +1,48 @@
+"""``ConversationEvents``: a conversation's events reach its watchers, on the worker that
+publishes them without Redis, and on every worker of one Redis with it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tooluse.service._conversation_events import ConversationEvents
+
+
+@pytest.fixture(params=["in-process", "redis"])
+def two_workers(request: pytest.FixtureRequest) -> tuple[ConversationEvents, ConversationEvents]:
+    """The publisher's and the watcher's buses: one bus without Redis, two on one Redis."""
+    if request.param == "in-process":
+        bus = ConversationEvents()
+        return bus, bus
+    url: str = request.getfixturevalue("redis_url")
+    return ConversationEvents(url), ConversationEvents(url)
+
+
+async def test_a_watcher_gets_its_conversations_events_in_order_and_no_others(
+    two_workers: tuple[ConversationEvents, ConversationEvents],
+) -> None:
+    publisher, watcher_bus = two_workers
+    try:
+        async with watcher_bus.watch("c1") as events:
+            await publisher.publish("c2", "done", {"answer": "not c1"})
+            await publisher.publish("c1", "tool_result", {"result": "42"})
+            await publisher.publish("c1", "done", {"answer": "It is 42."})
+            received = [await asyncio.wait_for(anext(events), 10) for _ in range(2)]
+        assert received == [("tool_result", {"result": "42"}), ("done", {"answer": "It is 42."})]
+        await publisher.publish("c1", "done", {"answer": "nobody watches"})  # no error
+    finally:
+        await publisher.aclose()
+        await watcher_bus.aclose()
+
+
+async def test_a_watcher_that_stops_reading_is_dropped_not_the_run() -> None:
+    bus = ConversationEvents()
+    async with bus.watch("c1") as events:
+        for number in range(300):  # more than a watcher may be behind by
+            await bus.publish("c1", "tool_result", {"n": number})
+        received = [item async for item in events]
+    numbers = [data["n"] for _, data in received]
+    assert 0 < len(numbers) < 300
+    assert numbers == sorted(numbers) and numbers[-1] < 299  # its stream ended where it fell behind

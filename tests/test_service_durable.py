@@ -1,0 +1,127 @@
+"""Durable runs (``ServiceConfig(durable_runs=True)``, DBOS in PostgreSQL): a worker killed
+with SIGKILL in the middle of a run leaves it to another worker, which finishes it from its
+last completed step, without running the completed tool call again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from _ports import free_port
+from _service_helpers import parse_sse
+from test_service_workers import wait_until_serving
+
+WORKER = Path(__file__).with_name("_durable_worker.py")
+
+
+def start_worker(port: int, database_url: str, tool_log: Path, *options: str) -> Any:
+    env = {**os.environ, "TOOLUSE_CACHE_DIR": str(tool_log.parent / "cache")}
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), str(port), database_url, str(tool_log), *options],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture
+def tool_log(tmp_path: Path) -> Path:
+    return tmp_path / "tool-calls.log"
+
+
+@pytest.fixture
+def workers(postgres_url: str, tool_log: Path) -> Iterator[tuple[Any, str, Any, str]]:
+    """Worker A, whose model is slow on the answer, and worker B, on one database."""
+    ports = [free_port(), free_port()]
+    slow = start_worker(ports[0], postgres_url, tool_log, "--slow-answer")
+    fast = start_worker(ports[1], postgres_url, tool_log)
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    try:
+        wait_until_serving(slow, urls[0])
+        wait_until_serving(fast, urls[1])
+        yield slow, urls[0], fast, urls[1]
+    finally:
+        for worker in (slow, fast):
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+        logs = [worker.communicate(timeout=60)[1] for worker in (slow, fast)]
+    assert "Traceback" not in logs[1], logs[1]
+
+
+def wait_for_outcome(client: httpx.Client, run_id: str) -> dict[str, Any]:
+    """The run as ``GET /api/runs/{id}`` shows it once it ended."""
+    deadline = time.monotonic() + 120
+    while True:
+        run: dict[str, Any] = client.get(f"/api/runs/{run_id}").json()
+        if run["status"] != "running":
+            return run
+        assert time.monotonic() < deadline, f"the run {run_id} did not end within 120 s"
+        time.sleep(0.2)
+
+
+def test_a_run_whose_worker_is_killed_is_finished_by_the_other_without_running_its_tool_again(
+    workers: tuple[Any, str, Any, str], tool_log: Path
+) -> None:
+    slow, slow_url, _, fast_url = workers
+    seen: list[str] = []
+    with (
+        httpx.Client(base_url=slow_url, timeout=60) as client,
+        client.stream(
+            "POST", "/api/chat", json={"message": "Where is order A1001?", "conversation_id": "c1"}
+        ) as response,
+    ):
+        assert response.status_code == 200
+        run_id = response.headers["x-run-id"]
+        for line in response.iter_lines():
+            if line.startswith("event:"):
+                seen.append(line[6:].strip())
+            if "route" in seen:  # the tool round is recorded; the answer is being written
+                break
+        assert seen == ["tool_call", "tool_result", "route"], seen
+        assert tool_log.read_text().splitlines() == ["A1001"]
+        slow.send_signal(signal.SIGKILL)
+        slow.wait(timeout=30)
+
+    with httpx.Client(base_url=fast_url, timeout=60) as client:
+        run = wait_for_outcome(client, run_id)
+        assert run["status"] == "done", run
+        events = [event["event"] for event in run["events"]]
+        assert events == ["tool_call", "tool_result", "route", "done"], run
+        assert run["events"][-1]["data"]["answer"] == "Order A1001 has shipped."
+        assert tool_log.read_text().splitlines() == ["A1001"]  # ran once, on the dead worker
+        conversation = client.get("/api/conversations/c1").json()
+        assert [(m["role"], m.get("text")) for m in conversation["messages"]] == [
+            ("user", "Where is order A1001?"),
+            ("assistant", "Order A1001 has shipped."),
+        ]
+        results = conversation["messages"][0]["events"]
+        assert [event["event"] for event in results][:2] == ["tool_call", "tool_result"], results
+
+
+def test_a_durable_run_streams_from_its_worker_and_its_outcome_is_kept(
+    workers: tuple[Any, str, Any, str], tool_log: Path
+) -> None:
+    _, _, _, fast_url = workers
+    with httpx.Client(base_url=fast_url, timeout=60) as client:
+        asked = client.post("/api/chat", json={"message": "Where is order A1001?"})
+        streamed = parse_sse(asked.text)
+        assert [name for name, _ in streamed if name != "delta"] == [
+            "tool_call",
+            "tool_result",
+            "route",
+            "done",
+        ]
+        run = wait_for_outcome(client, asked.headers["x-run-id"])
+        assert run["status"] == "done"
+        assert run["events"][-1]["data"] == json.loads(json.dumps(streamed[-1][1]))
+        assert client.get("/api/runs/no-such-run").status_code == 404
