@@ -1111,15 +1111,69 @@ DRONE_TOOLS = [
 
 
 def bm25_side_of_hybrid(tools: list[ToolReference], clause_weight: float) -> HybridToolIndex:
-    """A hybrid index over ``tools`` whose vector side weighs nothing."""
+    """A hybrid index over ``tools`` whose vector side weighs nothing, the requests' shares
+    off (the sentence scores alone)."""
     index = HybridToolIndex(
         BagOfWordsModel(),
         vector_weight=0.0,
         clause_weight=clause_weight,
+        request_share=0.0,
         background_embedding=False,
     )
     index.index_tools("s", tools)
     return index
+
+
+CIRCLE_AND_HOTEL = [
+    ToolReference(
+        "circle_area",
+        None,
+        "Calculate the area, circumference and diameter of a circle from its radius",
+    ),
+    ToolReference(
+        "circle_properties",
+        None,
+        "Area, circumference and diameter of a circle, calculated from the radius",
+    ),
+    ToolReference(
+        "geometry_circle",
+        None,
+        "Circle geometry: calculate area, circumference, diameter from a radius",
+    ),
+    ToolReference("book_hotel", None, "Book a hotel"),
+    ToolReference("send_email", None, "Send an email"),
+]
+
+
+@pytest.mark.parametrize("clause_weight", [0.0, 0.25])
+def test_each_request_of_a_task_gets_its_share_of_the_ranking(clause_weight: float) -> None:
+    # The first request has near-duplicate tools that match many of its words; once one of
+    # them is taken, the request is covered and the second request's tool comes next.
+    query = (
+        "Calculate the area, circumference and diameter of a circle from its radius of 5 cm. "
+        "Then book a hotel."
+    )
+    found = {}
+    for share in (0.5, 0.0):
+        index = HybridToolIndex(
+            BagOfWordsModel(),
+            vector_weight=0.0,
+            clause_weight=clause_weight,
+            request_share=share,
+            background_embedding=False,
+        )
+        index.index_tools("s", CIRCLE_AND_HOTEL)
+        found[share] = search(index, query, max_results=2)
+    assert found[0.5][1] == "book_hotel"
+    assert found[0.0][0] == found[0.5][0]  # the whole task's best stays first
+    assert "book_hotel" not in found[0.0]
+    # Within a category, and in a catalogue smaller than a request's candidates.
+    category = [ToolReference(t.tool_name, None, t.summary, None, "kit") for t in CIRCLE_AND_HOTEL]
+    index = HybridToolIndex(BagOfWordsModel(), vector_weight=0.0, background_embedding=False)
+    index.index_tools("s", [*category, ToolReference("hotel_deals", None, "Book a hotel")])
+    assert search(index, query, max_results=2, category_filter="kit")[1] == "book_hotel"
+    with pytest.raises(ValueError, match=r"request_share must be between 0 and 1, got 1\.5"):
+        HybridToolIndex(BagOfWordsModel(), request_share=1.5)
 
 
 def test_hybrid_scores_each_sentence_so_a_two_part_request_finds_both_tools() -> None:

@@ -181,6 +181,29 @@ def test_a_query_in_the_catalogues_script_ranks_as_without_the_language_mix(
             ["帮我买一张票", "买一张火车票", "查一下天气"],
         ),
         ("好的。谢谢", []),  # too short to be requests
+        (
+            # An enumerated task: a part per ordinal, its details and back-references in it,
+            # the preamble before "First" left out.
+            "Can you help me with a few things? First, find the court case 123. Could you "
+            "fetch its judge for me? Second, get the chess rating of Magnus Carlsen.",
+            [
+                "First, find the court case 123 Could you fetch its judge for me",
+                "Second, get the chess rating of Magnus Carlsen",
+            ],
+        ),
+        (
+            # Not enumerated: a sentence per request, a short one that refers back joined.
+            "Price a room at the Hilton for 5 nights. How much would that be? "
+            "I am renting a sedan for 10 days.",
+            [
+                "Price a room at the Hilton for 5 nights How much would that be",
+                "I am renting a sedan for 10 days",
+            ],
+        ),
+        (
+            "首先查一下北京的天气。其次订一张去上海的机票",
+            ["首先查一下北京的天气", "其次订一张去上海的机票"],
+        ),
     ],
 )
 def test_requests(text: str, expected: list[str]) -> None:

@@ -43,6 +43,10 @@ _REQUEST_MIN_WORDS = 3
 _LEXICAL_REACH = 0.5
 # A task's last requests searched on their own at most (each embeds its own query).
 _MAX_REQUESTS = 4
+# A task's last requests whose coverage the merge weighs, in the catalogue's script (BM25 only).
+_MAX_COVERED = 8
+# The tools a covering merge chooses from: the whole task's best, and each request's.
+_COVER_POOL, _COVER_PER_REQUEST = 100, 10
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +151,17 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     scaled score (recall@5 of queries needing 2+ tools: bfcl-v4 0.708 -> 0.721, ACEBench en
     0.951 -> 0.962, zh 0.929 -> 0.943; recall@1 en 0.843 -> 0.855, zh 0.854 -> 0.860; 0: off).
 
+    A task of several requests (its sentences, cut again at connectives; an enumerated task's
+    "First, ... Second, ..." parts) then gets a fair share of the ranking for each
+    (``request_share``, xQuAD): after the whole task's best tool, each next tool is the best
+    at ``(1 - request_share) x`` its scaled score for the whole task ``+ request_share x`` how
+    well it matches (BM25, scaled to the request's best) the requests the tools taken so far
+    cover least. A request whose tool is taken no longer lifts that tool's near-duplicates
+    above the next request's tool. Queries needing 2+ tools, complete@5 (all their tools in
+    the top 5): bfcl-v4 0.488 -> 0.492, ACEBench en 0.917 -> 0.938, zh 0.857 -> 0.886;
+    recall@5 of all queries within 0.001; 0: off. It costs one BM25 pass over the requests,
+    no embedding.
+
     Languages (``language_mix=True``): each tool's scripts (Latin, Han, kana, Hangul,
     Cyrillic, other) are read once when a catalogue is built, from its prose (description,
     parameter descriptions, choices: a script fully counts from a fifth of its words) and its
@@ -197,6 +212,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         last_line_words: int | None = 16,
         embed_quoted: bool = False,
         clause_weight: float = 0.25,
+        request_share: float = 0.5,
         toolset_weight: float = 0.5,
         toolset_min_size: int = 8,
         toolset_size: int = 30,
@@ -226,6 +242,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             raise ValueError(f"last_line_words must be at least 1 or None, got {last_line_words}")
         if clause_weight < 0:
             raise ValueError(f"clause_weight must be >= 0, got {clause_weight}")
+        if not 0.0 <= request_share <= 1.0:
+            raise ValueError(f"request_share must be between 0 and 1, got {request_share}")
         if toolset_weight < 0:
             raise ValueError(f"toolset_weight must be >= 0, got {toolset_weight}")
         if toolset_min_size < 2:
@@ -246,6 +264,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         self._last_line_words = last_line_words
         self._embed_quoted = embed_quoted
         self._clause_weight = clause_weight
+        self._request_share = request_share
         self._toolset_weight = toolset_weight
         self._toolset_sizes = (toolset_min_size, toolset_size)
         self._language_mix = language_mix
@@ -272,17 +291,62 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     def _rank(
         self, snapshot: _HybridSnapshot, query: str, limit: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
-        parts: list[str] = []
         if self._split_requests and self._embeddings_alone(snapshot, query):
             parts = requests(query, _REQUEST_MIN_WORDS)[-_MAX_REQUESTS:]
-        rankings = [
-            [(p, s) for p, s in top_positions(fused, limit, allowed) if s != -np.inf]
-            for fused in (
-                self._fused(snapshot, text, limit, allowed)
-                for text in ((query, *parts) if len(parts) > 1 else (query,))
-            )
-        ]
-        return _fair_shares(rankings, limit) if len(rankings) > 1 else rankings[0]
+            if len(parts) > 1:
+                rankings = [
+                    _found(self._fused(snapshot, text, limit, allowed), limit, allowed)
+                    for text in (query, *parts)
+                ]
+                return _fair_shares(rankings, limit)
+        fused = self._fused(snapshot, query, limit, allowed)
+        if self._request_share > 0:
+            parts = requests(query, _REQUEST_MIN_WORDS)[-_MAX_COVERED:]
+            if len(parts) > 1:
+                covered = self._bm25.scores(snapshot.lexical, *parts)
+                return self._covering(fused, covered, limit, allowed)
+        return _found(fused, limit, allowed)
+
+    def _covering(
+        self, fused: Scores, covered: Scores, limit: int, allowed: set[int] | None
+    ) -> list[tuple[int, float]]:
+        """The task's ranking with a fair share for each of its requests (xQuAD, Santos et al.
+        2010): the whole task's best tool first, then tools taken one by one, each the best at
+        ``(1 - share) x`` its score for the whole task (scaled to the best) ``+ share x`` the
+        mean over the requests of its BM25 for the request (scaled to the request's best) times
+        how little the tools taken so far cover that request (1 - their request scores,
+        multiplied). Once a request has its tool, its near-duplicates no longer crowd out the
+        next request's. Scores: each tool's gain when it was taken."""
+        if allowed is not None:  # each request's best within the category
+            outside = np.ones(fused.size, dtype=np.bool_)
+            outside[list(allowed)] = False
+            covered[:, outside] = 0.0
+        best = covered.max(axis=1, keepdims=True, initial=0.0)
+        covered /= np.maximum(best, np.finfo(np.float32).tiny)
+        pool = [p for p, _ in _found(fused, _COVER_POOL, allowed)]
+        for row in covered:
+            pool.extend(p for p, s in top_positions(row, _COVER_PER_REQUEST) if s > 0.0)
+        # Each tool once, the whole task's best first (ties go to them); a tool nothing found
+        # (-inf, or outside the category) is not taken.
+        candidates = np.array(list(dict.fromkeys(pool)), dtype=np.int64)
+        candidates = candidates[np.isfinite(fused[candidates])]
+        if candidates.size == 0:
+            return []
+        whole = np.maximum(fused[candidates], 0.0)
+        whole /= max(float(whole.max()), float(np.finfo(np.float32).tiny))
+        relevance = covered[:, candidates]  # [requests, candidates]
+        share = self._request_share
+        uncovered = np.full(len(covered), share / len(covered), dtype=np.float32)
+        taken: list[tuple[int, float]] = []
+        open_ = np.ones(candidates.size, dtype=np.bool_)
+        for number in range(min(limit, candidates.size)):
+            gains = (1.0 - share) * whole + uncovered @ relevance
+            gains[~open_] = -np.inf
+            choice = 0 if number == 0 else int(np.argmax(gains))  # the task's best stays first
+            taken.append((int(candidates[choice]), float(gains[choice])))
+            open_[choice] = False
+            uncovered *= 1.0 - relevance[:, choice]
+        return taken
 
     @staticmethod
     def _embeddings_alone(snapshot: _HybridSnapshot, query: str) -> bool:
@@ -421,6 +485,11 @@ def _alone(matchable: Scores | None) -> bool:
     average: then the embeddings alone can rank, and read the query as the vector index does
     (the whole of it, up to its window)."""
     return matchable is not None and float(matchable.mean()) < _LEXICAL_REACH
+
+
+def _found(fused: Scores, limit: int, allowed: set[int] | None) -> list[tuple[int, float]]:
+    """The ``limit`` best tools either side found (-inf: neither did), best first."""
+    return [(p, s) for p, s in top_positions(fused, limit, allowed) if s != -np.inf]
 
 
 def _fair_shares(

@@ -233,20 +233,62 @@ _NEXT_REQUEST = re.compile(
 )
 
 
+# A sentence that starts a new request of an enumerated task: "First, ...", "Secondly", "Next",
+# "Lastly", "首先", "其次", "第二", ...
+_ORDINAL = re.compile(
+    r"^\W*(?:(?:first|second|third|fourth|fifth)(?:ly)?|next|lastly|finally|furthermore|moreover"
+    r"|in\s+addition|besides|for\s+the\s+(?:first|second|third|fourth|last|final|next)\b)\b"
+    r"|^\W*(?:首先|其次|再次|最后|再者|还有|第[一二三四五六七八九十])",
+    re.IGNORECASE,
+)
+_FIRST = re.compile(r"^\W*(?:first(?:ly)?|for\s+the\s+first)\b|^\W*(?:首先|第一)", re.IGNORECASE)
+# A sentence that refers back ("Could you fetch that for me?", "How much would it be?",
+# "这个多少钱？"): it continues the request before it, when it is this short.
+_REFERS_BACK = re.compile(
+    r"\b(?:that|it|this|these|those|them|they|its|their|there)\b|[它这那该此]", re.IGNORECASE
+)
+_REFERRING_WORDS = 12
+
+
 def requests(text: str, min_words: int) -> list[str]:
-    """The requests of a task: its :func:`clauses`, each cut again where a connective starts
-    another request (EN and ZH), those of at least ``min_words`` words: ``"Compare the two
-    files, then post the differences"`` -> ``["Compare the two files", "post the
-    differences"]``; ``"比较这两份文件，然后把差异发到推特上"`` -> ``["比较这两份文件",
-    "把差异发到推特上"]``."""
+    """The requests of a task, in order, those of at least ``min_words`` words (a CJK
+    character counts as a word). A sentence is cut again where a connective starts another
+    request ("..., then ...", "Also ...", "...，然后...", "另外...", "...，再..."). A task that
+    enumerates its requests (two or more sentences start with a connective or an ordinal:
+    "First, ...", "Second, ...", "Lastly, ...", "其次") gets one request per enumerated part,
+    its other sentences (details, "Could you fetch that for me?") joined to the part they
+    follow, and what comes before its "First, ..." (a preamble: "Can you help me with a few
+    things?") left out. Otherwise each sentence is a request, but for a short one that refers
+    back ("How much would that be?"), joined to the one before. ``"Compare the two files, then
+    post the differences"`` -> ``["Compare the two files", "post the differences"]``;
+    ``"比较这两份文件，然后把差异发到推特上"`` -> ``["比较这两份文件", "把差异发到推特上"]``."""
     if min_words < 1:
         raise ValueError(f"min_words must be at least 1, got {min_words}")
-    return [
-        request.strip()
-        for clause in _CLAUSE_END.split(text)
-        for request in _NEXT_REQUEST.split(clause)
-        if word_count(request) >= min_words
-    ]
+    pieces: list[tuple[str, bool]] = []  # (text, whether it starts a request of its own)
+    for clause in _CLAUSE_END.split(text):
+        parts = _NEXT_REQUEST.split(clause)
+        for number, part in enumerate(parts):
+            part = part.strip()
+            if not word_count(part):
+                continue
+            marked = number > 0 or _ORDINAL.match(part) is not None
+            pieces.append((part, marked))
+    enumerated = sum(marked for _, marked in pieces) >= 2
+    groups: list[list[str]] = []
+    for part, marked in pieces:
+        words = word_count(part)
+        if words < min_words:  # "and c=15", "Thanks": part of the request before, if any
+            if groups:
+                groups[-1].append(part)
+        elif marked or not (
+            groups and (enumerated or (words < _REFERRING_WORDS and _REFERS_BACK.search(part)))
+        ):
+            groups.append([part])
+        else:
+            groups[-1].append(part)
+    if len(groups) > 2 and _FIRST.match(groups[1][0]) and not _ORDINAL.match(groups[0][0]):
+        groups = groups[1:]  # the preamble
+    return [" ".join(group) for group in groups]
 
 
 # A span in quotes: '...' (not an apostrophe: no letter just outside), "...", “...”, ‘...’,
