@@ -21,6 +21,7 @@ from tooluse._sync import run_sync
 from tooluse.advisors import ToolCallingAdvisor
 from tooluse.advisors._api import model_name
 from tooluse.client import ChatClient
+from tooluse.history import current_turn
 from tooluse.memory import CONVERSATION_ID, ChatMemory, MessageChatMemoryAdvisor
 from tooluse.messages import (
     AssistantMessage,
@@ -40,7 +41,6 @@ from tooluse.qa._events import (
     ToolResultEvent,
 )
 from tooluse.qa._pipeline import QaPipeline
-from tooluse.qa._router_guard import _this_turn
 from tooluse.rag import (
     ContextualQueryAugmenter,
     DocumentRetriever,
@@ -259,7 +259,7 @@ class SingleChain:
         spec = self.client.prompt().user(question).context({CONVERSATION_ID: conversation_id})
         response = await spec.acall()
         state = response.state
-        for message in _this_turn(state.history if state else response.conversation_history):
+        for message in current_turn(state.history if state else response.conversation_history):
             if isinstance(message, AssistantMessage):
                 for call in message.tool_calls:
                     trajectory.called(call.id, call.name, call.arguments)
