@@ -171,9 +171,8 @@ def from_config(
         )
     provider_name = provider_name.lower()
     if provider_name == LOCAL_PROVIDER:
-        from tooluse.models._local import LocalChatModel
-
         from tooluse.models._llama_engine import DEFAULT_SLOTS
+        from tooluse.models._local import LocalChatModel
 
         name, engine = _local_engine_options(spec, model)
         return LocalChatModel(
