@@ -23,10 +23,10 @@ import httpx
 import pytest
 
 from _service_helpers import parse_sse, running
-from tooluse.messages import ChatOptions, Prompt, SystemMessage, UserMessage
 from tooluse.cli import build_parser
 from tooluse.cli._options import close_model, config_from_arguments
 from tooluse.cli.serve import worker_options
+from tooluse.messages import ChatOptions, Prompt, SystemMessage, UserMessage
 from tooluse.models import LocalChatModel, from_config
 from tooluse.models._llama_engine import DEFAULT_SLOTS, EngineError, LlamaEngine
 from tooluse.models.weights import LOCAL_MODELS, WeightsError
