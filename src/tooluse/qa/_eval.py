@@ -14,7 +14,7 @@ import dataclasses
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from tooluse._sync import run_sync
@@ -296,6 +296,15 @@ class EvalRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "passed": self.passed}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EvalRun:
+        """The run :meth:`to_dict` wrote (``KeyError`` / ``TypeError`` when it is not one)."""
+        fields = {field.name for field in dataclasses.fields(cls)}
+        values = {name: data[name] for name in fields}
+        values["trajectory"] = tuple(TrajectoryStep(**step) for step in data["trajectory"])
+        values["score"] = RunScore(**data["score"])
+        return cls(**values)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
