@@ -73,8 +73,8 @@ def get_current_time(
 def get_order_status(
     order_id: Annotated[str, ToolParam(description="Order number, e.g. A1001")],
 ) -> dict[str, object]:
-    """Live status of an order: state, carrier and days to delivery (sample tool with made-up
-    data; 订单、物流、快递)."""
+    """Live status of an order: where it is now, its state, carrier and days to delivery
+    (sample tool with made-up data; 订单、物流、快递、在哪)."""
     if not order_id.strip():
         raise ValueError("order_id is empty: ask the user for the order number")
     state = _ORDER_STATES[_stable_number(order_id, len(_ORDER_STATES))]
@@ -97,8 +97,8 @@ def find_pickup_locations(
     ],
     radius_km: Annotated[float, ToolParam(description="Search radius in km, up to 20")] = 2.0,
 ) -> dict[str, object]:
-    """Parcel pickup points (lockers, stations) near a place, nearest first (sample tool with
-    made-up data; 自提点、快递柜、附近有哪些)."""
+    """Parcel pickup points (lockers, stations) near a place the user names, nearest first;
+    not for tracking an order (sample tool with made-up data; 自提点、快递柜、附近有哪些)."""
     if not near.strip():
         raise ValueError("near is empty: ask the user where to search")
     if not 0 < radius_km <= 20:
