@@ -97,8 +97,8 @@ def find_pickup_locations(
     ],
     radius_km: Annotated[float, ToolParam(description="Search radius in km, up to 20")] = 2.0,
 ) -> dict[str, object]:
-    """Parcel pickup points (lockers, stations) near a place the user names, nearest first;
-    not for tracking an order (sample tool with made-up data; 自提点、快递柜、附近有哪些)."""
+    """Parcel pickup points (lockers, stations) near a place, nearest first (sample tool with
+    made-up data; 自提点、快递柜、附近有哪些)."""
     if not near.strip():
         raise ValueError("near is empty: ask the user where to search")
     if not 0 < radius_km <= 20:
