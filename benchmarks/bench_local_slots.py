@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_local_model import _rss_mb  # run as a script: benchmarks/ is on the path
+
 from tooluse.messages import ChatOptions
 from tooluse.models import LocalChatModel
 from tooluse.qa import QaPipeline
@@ -32,12 +34,6 @@ QUESTIONS = (
     "Where is my order A1001?",
     "积分多久过期？",
 )
-
-
-def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        line = next(line for line in status if line.startswith("VmRSS"))
-    return int(line.split()[1]) / 1024
 
 
 async def measure(name: str, slots: int, directory: Path) -> dict[str, object]:
