@@ -7,6 +7,7 @@ qwen2.5-coder-0.5b``); the whole file takes about half a minute on two cores.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -22,9 +23,12 @@ import httpx
 import pytest
 
 from _service_helpers import parse_sse, running
+from tooluse.cli import build_parser
+from tooluse.cli._options import close_model, config_from_arguments
+from tooluse.cli.serve import worker_options
 from tooluse.messages import ChatOptions, Prompt, SystemMessage, UserMessage
 from tooluse.models import LocalChatModel, from_config
-from tooluse.models._llama_engine import EngineError, LlamaEngine
+from tooluse.models._llama_engine import DEFAULT_SLOTS, EngineError, LlamaEngine
 from tooluse.models.weights import LOCAL_MODELS, WeightsError
 from tooluse.service import ServiceConfig, create_app
 from tooluse.service._samples import SAMPLE_TOOLS
@@ -76,6 +80,48 @@ async def test_the_answer_streams_as_it_is_generated(model: LocalChatModel) -> N
     ]
     assert len(pieces) >= 3  # token by token, not one block at the end
     assert "".join(pieces).strip()
+
+
+def test_the_engine_runs_its_slots_each_with_the_context_asked_for(
+    model: LocalChatModel,
+) -> None:
+    engine = model.engine
+    assert engine is not None and engine.slots == DEFAULT_SLOTS
+    slots = httpx.get(f"{engine.url}/slots").json()
+    assert len(slots) == DEFAULT_SLOTS
+    assert {slot["n_ctx"] for slot in slots} == {SMALL.context_size}
+
+
+def test_workers_of_the_service_share_the_supervisors_engine(
+    model: LocalChatModel, tmp_path: Path
+) -> None:
+    argv = ["serve", "--model", "local:qwen2.5-coder-0.5b", "--workers", "2"]
+    args = build_parser(argv).parse_args([*argv, "--db", str(tmp_path / "w.db")])
+    options = json.loads(json.dumps(worker_options(args, model)))  # as the workers read them
+    engines_before = _engine_processes()
+    config = config_from_arguments(argparse.Namespace(**options))
+    try:
+        worker_model = config.model
+        assert isinstance(worker_model, LocalChatModel) and worker_model.engine is None
+        assert _engine_processes() == engines_before  # the worker started none
+        reply = worker_model.call(
+            Prompt((UserMessage(text="Say yes."),), ChatOptions(max_tokens=4, temperature=0))
+        )
+        assert reply.text.strip()
+        assert config.router_grounded_arguments  # still run as a local model
+    finally:
+        close_model(config)
+    assert model.engine is not None and model.engine.running  # the worker's close left it
+
+
+def _engine_processes() -> set[int]:
+    """The llama.cpp engines (children) of this process."""
+    children = Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split()
+    return {
+        int(pid)
+        for pid in children
+        if "_llama_child" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    }
 
 
 def test_the_engine_stops_and_frees_its_port() -> None:
@@ -171,3 +217,29 @@ async def test_the_service_answers_with_the_local_model(
     done = knowledge_turn[-1][1]
     assert knowledge_turn[0][1]["route"] == "knowledge" and done["sources"]
     assert "30" in done["answer"]  # the returns document: 30 days
+
+
+def test_the_spec_sets_the_engine_options_and_the_keyword_wins_for_slots() -> None:
+    local = from_config("local:qwen2.5-coder-0.5b?slots=2&context=1024&threads=1", slots=1)
+    try:
+        assert isinstance(local, LocalChatModel) and local.engine is not None
+        assert (local.engine.slots, local.engine.context_size, local.engine.threads) == (1, 1024, 1)
+        assert [slot["n_ctx"] for slot in httpx.get(f"{local.engine.url}/slots").json()] == [1024]
+    finally:
+        local.close()
+
+
+@pytest.mark.parametrize(
+    ("spec", "slots", "error"),
+    [
+        ("local:qwen2.5-coder-0.5b?slot=2", None, "Unknown engine option 'slot'"),
+        ("local:qwen2.5-coder-0.5b?slots=two", None, "slots takes a whole number"),
+        ("local:?slots=2", None, "names no model"),
+        ("ollama:qwen2.5", 2, "slots= is an option of local: models"),
+    ],
+)
+def test_engine_options_that_cannot_apply_are_refused(
+    spec: str, slots: int | None, error: str
+) -> None:
+    with pytest.raises(ValueError, match=error):
+        from_config(spec, slots=slots)

@@ -465,3 +465,51 @@ async def test_sampled_model_checks_its_temperature() -> None:
     prompt = Prompt([UserMessage(text="hi")])
     assert (await model.acall(prompt)).text == "hi"
     assert model.model.requests[0].options == prompt.options  # type: ignore[attr-defined]
+
+
+def test_tooluse_eval_renders_one_table_from_the_reports_of_two_evaluations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("TOOLUSE_MODEL", raising=False)
+    monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
+    families = tmp_path / "f.json"
+    families.write_text(
+        json.dumps(
+            {
+                "families": [
+                    {
+                        "name": "w",
+                        "questions": ["weather in Paris?"],
+                        "expected_tools": ["get_weather"],
+                    },
+                    {"name": "k", "category": "knowledge", "questions": ["Returns?"]},
+                ]
+            }
+        )
+    )
+    tables = {}
+    for pipeline in ("single-chain", "two-stage"):
+        argv = ["eval", str(families), "--model", "test", "--runs", "2", "--pipelines", pipeline]
+        argv += ["--db", str(tmp_path / "e.db"), "--json", str(tmp_path / f"{pipeline}.json")]
+        cli.main([*argv, "--markdown", str(tmp_path / f"{pipeline}.md")])
+        tables[pipeline] = (tmp_path / f"{pipeline}.md").read_text("utf-8").splitlines()
+    capsys.readouterr()
+    reports = [str(tmp_path / f"{pipeline}.json") for pipeline in tables]
+    combined = tmp_path / "both.md"
+    assert cli.main(["eval", "--report", *reports, "--markdown", str(combined)]) == 0
+    assert capsys.readouterr().out == combined.read_text("utf-8")
+    rows = combined.read_text("utf-8").splitlines()
+    assert rows[0].startswith("| family | category | expects | single chain: decision |")
+    assert "| two-stage: decision |" in rows[0]
+    # Each row: the family's columns, then each pipeline's cells as its own table had them.
+    for row, single, two_stage in zip(
+        rows[2:], tables["single-chain"][2:], tables["two-stage"][2:], strict=True
+    ):
+        assert row == f"{single} {two_stage.split(' | ', 3)[3]}"
+    assert cli.main(["eval", "--report", reports[0]]) == 0  # one file: its own table again
+    assert capsys.readouterr().out.splitlines() == tables["single-chain"]
+
+    assert cli.main(["eval", "--report", reports[0], reports[0]]) == 2
+    assert "both report 'single chain'" in capsys.readouterr().err
+    assert cli.main(["eval", "--report", str(families)]) == 2
+    assert "is not a report of tooluse eval --json" in capsys.readouterr().err

@@ -4,6 +4,8 @@ earlier turns as a note."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
 from _qa_helpers import CountingRetriever
@@ -82,11 +84,71 @@ async def test_a_repeated_call_ends_the_router_instead_of_looping_to_the_limit()
     ],
 )
 async def test_calls_with_made_up_arguments_are_dropped(question: str, called: list[str]) -> None:
-    model = ScriptedModel([tool_call("order_status", {"order_id": "A1001"}), "answer"])
+    def router(prompt: Prompt) -> object:  # the same call whenever asked, also when told
+        if not prompt.options.tool_callbacks:
+            return "answer"
+        return tool_call("order_status", {"order_id": "A1001"})
+
+    model = FunctionModel(router)
     options = {"router_grounded_arguments": True, "router_fetch_rounds": 1}
     result = await pipeline(model, **options).acall(question)
     assert [call.name for call in result.tool_calls] == called
     assert result.route == ("tools" if called else "knowledge")
+    assert result.answer == "answer"
+
+
+async def test_the_model_hears_why_a_made_up_call_was_dropped_and_decides_again() -> None:
+    model = ScriptedModel(
+        [
+            tool_call("weather", {"city": "Shanghai"}),  # the wrong tool, a place nobody named
+            tool_call("order_status", {"order_id": "B2002"}),
+            "Order B2002 has shipped.",
+        ]
+    )
+    options = {"router_grounded_arguments": True, "router_fetch_rounds": 1}
+    result = await pipeline(model, **options).acall("我的订单 B2002 到哪了？")
+    assert [(call.name, call.arguments) for call in result.tool_calls] == [
+        ("order_status", '{"order_id": "B2002"}')
+    ]
+    retry = model.requests[1]
+    assert isinstance(retry.messages[-1], ToolResponseMessage)
+    [dropped] = retry.messages[-1].responses
+    assert dropped.is_error and "The user gave no city" in dropped.data
+    assert [c.definition.name for c in retry.options.tool_callbacks] == ["order_status"]
+    assert len(model.requests) == 3  # the router twice, the answer once
+
+
+@tool
+def utc_now() -> str:
+    """The current time in UTC."""
+    return "2026-12-01T23:00:00Z"
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        tool_call("utc_now", {}),  # nothing the user said: no evidence either
+        tool_call("order_status", {"order_id": "A1001"}),  # made up again
+    ],
+)
+async def test_asked_again_only_a_call_on_what_the_user_said_is_taken(second: object) -> None:
+    model = ScriptedModel([tool_call("weather", {"city": "London"}), second, "answer"])
+    qa = QaPipeline(
+        model,
+        retriever=CountingRetriever(KNOWLEDGE),
+        tools=[order_status, weather, utc_now],
+        router_grounded_arguments=True,
+        router_fetch_rounds=1,
+    )
+    result = await qa.acall("What does METAR stand for?")
+    assert result.tool_calls == () and result.route == "knowledge"
+
+
+async def test_a_knowledge_question_ends_the_router_when_the_model_replies_empty() -> None:
+    model = ScriptedModel([tool_call("order_status", {"order_id": "A1001"}), "", "answer"])
+    options = {"router_grounded_arguments": True, "router_fetch_rounds": 1}
+    result = await pipeline(model, **options).acall("Is shipping free?")
+    assert result.tool_calls == () and result.route == "knowledge"
 
 
 async def test_made_up_arguments_are_called_without_the_option() -> None:
@@ -115,3 +177,54 @@ async def test_the_router_can_read_earlier_turns_as_a_note() -> None:
     assert question.text.endswith("The question: And in London?")
     answer = model.requests[1]  # the answer stage reads the history as messages
     assert any(isinstance(m, AssistantMessage) and m.text == "21 C." for m in answer.messages)
+
+
+@tool
+def pickup_points(near: str, radius_km: float = 2.0) -> dict[str, object]:
+    """Pickup points near a place."""
+    return {"near": near, "points": []}
+
+
+@tool
+def book_slot(day: int, rooms: list[str], confirm: bool, size: Literal["s", "l"]) -> str:
+    """Book rooms for a day of the month."""
+    return "booked"
+
+
+async def grounded_calls(question: str, call: object, *tools: object) -> list[str]:
+    """The tools the router called, with grounded arguments, when its model made ``call``
+    (and, told it was made up, nothing)."""
+    model = ScriptedModel([call, "", "answer"])
+    qa = QaPipeline(
+        model,
+        retriever=CountingRetriever(KNOWLEDGE),
+        tools=list(tools),
+        router_grounded_arguments=True,
+        router_fetch_rounds=1,
+    )
+    return [c.name for c in (await qa.acall(question)).tool_calls]
+
+
+@pytest.mark.parametrize(
+    ("question", "arguments", "called"),
+    [
+        ("Book rooms A and B on the 12th, size large.", {"day": 12}, True),
+        ("第十二天订 A 和 B 两间", {"day": 12}, True),  # a Chinese numeral
+        ("Book rooms A and B on the 12th.", {"day": 14}, False),  # a made-up number
+        ("Book room A on the 12th.", {"day": 12, "rooms": ["A", "C"]}, False),  # C: made up
+        ("Book ＡＢ on the 12th.", {"day": 12, "rooms": ["ab"]}, True),  # full-width letters
+    ],
+)
+async def test_made_up_numbers_and_list_items_are_dropped_too(
+    question: str, arguments: dict[str, object], called: bool
+) -> None:
+    full = {"day": 12, "rooms": ["A", "B"], "confirm": True, "size": "l", **arguments}
+    tools = await grounded_calls(question, tool_call("book_slot", full), book_slot)
+    assert tools == (["book_slot"] if called else [])  # confirm and size: choices, never made up
+
+
+async def test_an_optional_argument_is_not_checked() -> None:
+    call = tool_call("pickup_points", {"near": "People's Square", "radius_km": 2})
+    assert await grounded_calls("Lockers near People's Square?", call, pickup_points) == [
+        "pickup_points"
+    ]

@@ -235,7 +235,7 @@ def test_the_made_up_argument_check_is_on_for_local_models_unless_asked(
 ) -> None:
     import tooluse.cli._options as options
 
-    monkeypatch.setattr(options, "_model", lambda spec: FunctionModel(lambda _: "ok"))
+    monkeypatch.setattr(options, "_model", lambda spec, args: FunctionModel(lambda _: "ok"))
     config = config_from_arguments(_arguments(*argv))
     assert config.router_grounded_arguments is grounded
 

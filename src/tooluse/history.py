@@ -41,6 +41,7 @@ __all__ = [
     "UNANSWERED_TOOL_CALL_RESULT",
     "as_asked",
     "completes_held_round",
+    "current_turn",
     "distinct_call_ids",
     "held_round_record",
     "paused_turn_of",
@@ -69,6 +70,15 @@ def as_asked(message: Message) -> Message:
     if not isinstance(message, UserMessage) or message.original_text is None:
         return message
     return message.model_copy(update={"text": message.original_text, "original_text": None})
+
+
+def current_turn(messages: Sequence[Message]) -> Sequence[Message]:
+    """The messages after the last user message: the rounds of the turn under way (all of
+    ``messages`` when none is a user message)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], UserMessage):
+            return messages[index + 1 :]
+    return messages
 
 
 def paused_turn_of(message: Message) -> str | None:

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 from tooluse._postgres import postgres_errors
 from tooluse._tables import location_label
-from tooluse.cli._option_types import add_database_url_argument
+from tooluse.cli._option_types import add_database_url_argument, positive_count
 from tooluse.cli._targets import TargetError, load_target
 from tooluse.errors import SchemaVersionError, ToolSourceError
 from tooluse.models import ChatModel
+from tooluse.models._llama_engine import DEFAULT_SLOTS
 from tooluse.service._service import (
     DEFAULT_DATABASE,
     TOOL_SEARCH_ABOVE,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MODEL",
+    "LOCAL_ENGINE_URL",
     "TEST_MODEL",
     "OptionError",
     "add_service_arguments",
@@ -80,6 +82,16 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         f"openai-compatible:MODEL@URL, or '{TEST_MODEL}' for the offline TestModel (default: "
         f"$TOOLUSE_MODEL, else {DEFAULT_MODEL}, on this machine)",
     )
+    parser.add_argument(
+        "--model-slots",
+        type=positive_count,
+        metavar="N",
+        help="a local: model's engine serves N requests side by side, each slot keeping "
+        "its last prompt cached, so that the router's, the answer's and the question "
+        "rewriter's prompts do not evict one another's (default: the spec's ?slots=, else "
+        f"{DEFAULT_SLOTS}; each slot holds the model's context, about 28 KB a token for the "
+        "1.5B)",
+    )
     add_tools_argument(parser)
     parser.add_argument(
         "--tool-search",
@@ -115,8 +127,8 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         "--grounded-arguments",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="the router drops a call whose required text arguments appear nowhere in the "
-        "conversation, as made up (small models fill in the tool's example values) "
+        help="the router drops a call whose required arguments (texts, numbers) appear nowhere "
+        "in the conversation, as made up (small models fill in the tool's example values) "
         "(default: on for a local: model; off for others, which translate arguments: "
         "北京 -> Beijing)",
     )
@@ -246,7 +258,7 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
     return ServiceConfig(
         db=args.db,
         database_url=args.database_url,
-        model=None if spec == TEST_MODEL else _model(spec),
+        model=None if spec == TEST_MODEL else _model(spec, args),
         model_label=None if spec == TEST_MODEL else spec,
         sample_knowledge=args.sample_knowledge,
         query_compression=args.query_compression,
@@ -263,14 +275,19 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
     )
 
 
-def _model(spec: str) -> ChatModel:
-    from tooluse.models import from_config
-    from tooluse.models._config import MissingApiKeyError
+def _model(spec: str, args: argparse.Namespace) -> ChatModel:
+    from tooluse.models import LocalChatModel, from_config
+    from tooluse.models._config import MissingApiKeyError, local_model_name
     from tooluse.models._llama_engine import EngineError
     from tooluse.models.weights import WeightsError
 
+    engine_url = getattr(args, LOCAL_ENGINE_URL, None)
+    if engine_url is not None:  # a worker of `serve --workers N`: its supervisor's engine
+        return LocalChatModel(local_model_name(spec), base_url=engine_url)
+    if args.model_slots is not None and not spec.startswith("local:"):
+        raise OptionError(f"--model-slots: only a local: model has slots, not {spec}")
     try:
-        return from_config(spec)
+        return from_config(spec, slots=args.model_slots)
     except MissingApiKeyError as exc:  # its message names from_config's api_key=
         raise OptionError(
             f"--model {spec} needs an API key: set the environment variable "
@@ -282,6 +299,11 @@ def _model(spec: str) -> ChatModel:
         ) from exc
     except ValueError as exc:
         raise OptionError(f"--model: {exc}") from exc
+
+
+LOCAL_ENGINE_URL = "local_engine_url"
+"""The option a worker of ``tooluse serve --workers N`` gets from its supervisor: the API of
+the engine of the local model the supervisor started, which every worker uses."""
 
 
 def close_model(config: ServiceConfig) -> None:

@@ -34,6 +34,7 @@ from tooluse.qa import (
     acompare,
     report_json,
     report_markdown,
+    reports_from_json,
 )
 from tooluse.search import ToolSearchToolCallingAdvisor
 from tooluse.service._knowledge import KnowledgeBase
@@ -48,7 +49,7 @@ from tooluse.service._service import (
 )
 from tooluse.tools import tool_callbacks
 
-__all__ = ["PIPELINES", "add_arguments", "load_families", "run"]
+__all__ = ["PIPELINES", "add_arguments", "load_families", "load_reports", "run"]
 
 PIPELINES = ("single-chain", "two-stage")
 """What ``--pipelines`` names: the seed's original single chain (:class:`SingleChain`) and
@@ -99,6 +100,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--same-conversation",
         action="store_true",
         help="all runs of a family in one conversation (earlier answers in the history)",
+    )
+    parser.add_argument(
+        "--report",
+        nargs="+",
+        type=Path,
+        metavar="JSON",
+        help="ask nothing: render one table from the --json files of earlier evaluations "
+        "(e.g. one per pipeline), to stdout and --markdown / --json",
     )
     parser.add_argument("--json", type=Path, help="write the figures and every run to this file")
     parser.add_argument("--markdown", type=Path, help="write the table to this file")
@@ -271,8 +280,32 @@ async def _evaluate(
             await asyncio.to_thread(knowledge.close)
 
 
+def load_reports(paths: list[Path]) -> list[FamilyReport]:
+    """The reports of the ``--json`` files ``paths``, side by side: a pipeline may come
+    from one file only."""
+    reports: list[FamilyReport] = []
+    sources: dict[str, Path] = {}
+    for path in paths:
+        own = reports_from_json(json.loads(path.read_text("utf-8")), str(path))
+        for target in dict.fromkeys(report.target for report in own):
+            if target in sources:
+                raise ValueError(f"{sources[target]} and {path} both report {target!r}")
+            sources[target] = path
+        reports += own
+    return reports
+
+
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
+    if args.report:
+        try:
+            reports = load_reports(args.report)
+        except (ValueError, OSError) as exc:
+            print(f"tooluse eval: --report: {exc}", file=sys.stderr)
+            return 2
+        print(report_markdown(reports), end="")
+        _write(args, reports)
+        return 0
     try:
         if args.file is None:
             resource = importlib.resources.files("tooluse.service") / "sample_eval.json"

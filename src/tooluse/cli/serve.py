@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from tooluse.cli._option_types import port_number, positive_count, positive_seconds
 from tooluse.cli._options import (
+    LOCAL_ENGINE_URL,
     OptionError,
     add_service_arguments,
     close_model,
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from tooluse.service import Authenticator
     from tooluse.service._service import QaService
 
-__all__ = ["add_arguments", "run", "worker_app"]
+__all__ = ["add_arguments", "run", "worker_app", "worker_options"]
 
 logger = logging.getLogger("tooluse.service")
 
@@ -271,10 +272,27 @@ def worker_app() -> FastAPI:
     return _service_app(args)
 
 
-def _run_workers(args: argparse.Namespace) -> int:
+def worker_options(args: argparse.Namespace, model: object) -> dict[str, object]:
+    """What each worker of ``--workers N`` builds its app from: the options, and, when
+    ``model`` (the supervisor's) is a local model running its engine, that engine's URL, so
+    that the workers share the supervisor's engine instead of each starting one (a model's
+    memory and the CPU, N times)."""
+    from tooluse.models import LocalChatModel
+
+    options: dict[str, object] = {
+        key: value
+        for key, value in vars(args).items()
+        if isinstance(value, str | int | float | bool | list | type(None))
+    }
+    if isinstance(model, LocalChatModel) and model.engine is not None:
+        options[LOCAL_ENGINE_URL] = model.engine.base_url
+    return options
+
+
+def _run_workers(args: argparse.Namespace, options: dict[str, object]) -> int:
     """``--workers N``: uvicorn's supervisor starts N processes that share the port and
-    restarts one that dies; each builds its app from the options and starts its service in
-    its app's lifespan."""
+    restarts one that dies; each builds its app from ``options`` (:func:`worker_options`)
+    and starts its service in its app's lifespan."""
     import uvicorn
 
     if args.database_url is None or args.redis_url is None:
@@ -283,11 +301,6 @@ def _run_workers(args: argparse.Namespace) -> int:
             "but each runs its conversations' turns one at a time only among its own",
             args.workers,
         )
-    options = {
-        key: value
-        for key, value in vars(args).items()
-        if isinstance(value, str | int | float | bool | list | type(None))
-    }
     os.environ[_WORKER_OPTIONS] = json.dumps(options)
     uvicorn.run(
         "tooluse.cli.serve:worker_app",
@@ -361,9 +374,12 @@ def _run_on(listener: socket.socket, args: argparse.Namespace) -> int:
         )
     if args.workers > 1:
         app.state.service.close()  # the options are good; each worker opens its own
-        close_model(app.state.service.config)  # and starts its own engine, if local
+        config = app.state.service.config
         listener.close()  # the port was free: uvicorn's supervisor binds it for its workers
-        return _run_workers(args)
+        try:  # a local model's engine serves every worker from here
+            return _run_workers(args, worker_options(args, config.model))
+        finally:
+            close_model(config)
     import uvicorn
 
     # Behind a trusted proxy the peer address must stay the proxy's (uvicorn's proxy headers

@@ -12,7 +12,9 @@
   ``OPENAI_BASE_URL``; key ``OPENAI_API_KEY`` when set.
 - ``local:qwen2.5-coder-1.5b``, ``local:qwen2.5-coder-0.5b``, ``local:/path/to/model.gguf``:
   a :class:`~tooluse.models.LocalChatModel` on this machine (llama.cpp, the ``local``
-  extra); the engine starts here.
+  extra); the engine starts here. Engine options follow a ``?``, joined by ``&``:
+  ``local:qwen2.5-coder-1.5b?slots=2&context=4096&threads=1`` (``slots``: requests served
+  side by side, each keeping its prompt cached; ``context``: tokens per slot).
 
 The spec comes from the argument or ``TOOLUSE_MODEL``. Everything after the first ``:`` is the
 model name, so Ollama tags work (``ollama:qwen2.5:7b``).
@@ -98,6 +100,36 @@ _PROVIDERS: dict[str, _Provider] = {
 }
 
 
+# The engine options a local: spec takes after "?", and LocalChatModel's names for them.
+_LOCAL_ENGINE_OPTIONS = {"slots": "slots", "threads": "threads", "context": "context_size"}
+
+
+def local_model_name(spec: str) -> str:
+    """The model a ``local:`` spec names, without its engine options."""
+    return _local_engine_options(spec, spec.strip().partition(":")[2])[0]
+
+
+def _local_engine_options(spec: str, model: str) -> tuple[str, dict[str, int]]:
+    """The model name of a ``local:`` spec and its engine options (``?slots=2&...``)."""
+    name, _, query = model.strip().partition("?")
+    if not name.strip():
+        raise ValueError(f"Model spec {spec!r} names no model")
+    options: dict[str, int] = {}
+    for item in filter(None, query.split("&")):
+        key, _, value = item.partition("=")
+        option = _LOCAL_ENGINE_OPTIONS.get(key.strip())
+        if option is None:
+            raise ValueError(
+                f"Unknown engine option {key!r} in {spec!r}; "
+                f"known: {', '.join(_LOCAL_ENGINE_OPTIONS)}"
+            )
+        try:
+            options[option] = int(value)
+        except ValueError:
+            raise ValueError(f"{key} takes a whole number in {spec!r}, got {value!r}") from None
+    return name.strip(), options
+
+
 class MissingApiKeyError(ValueError):
     """``from_config`` found no API key for a provider that needs one: ``key_env`` is the
     variable it reads (commands word their own advice from it)."""
@@ -117,11 +149,13 @@ def from_config(
     max_retries: int = 2,
     default_options: ChatOptions | None = None,
     env: Mapping[str, str] | None = None,
+    slots: int | None = None,
 ) -> ChatModel:
     """Build the model ``spec`` names (default: ``$TOOLUSE_MODEL``).
 
     Explicit ``api_key`` / ``base_url`` win over the environment; ``env`` replaces
-    ``os.environ`` (for tests and embedding).
+    ``os.environ`` (for tests and embedding). ``slots``: a ``local:`` model's engine slots,
+    winning over the spec's ``?slots=`` (``ValueError`` for another provider).
     """
     environ = os.environ if env is None else env
     spec = spec if spec is not None else environ.get(MODEL_ENV)
@@ -137,11 +171,20 @@ def from_config(
         )
     provider_name = provider_name.lower()
     if provider_name == LOCAL_PROVIDER:
-        if not model.strip():
-            raise ValueError(f"Model spec {spec!r} names no model")
+        from tooluse.models._llama_engine import DEFAULT_SLOTS
         from tooluse.models._local import LocalChatModel
 
-        return LocalChatModel(model.strip(), timeout=timeout, default_options=default_options)
+        name, engine = _local_engine_options(spec, model)
+        return LocalChatModel(
+            name,
+            threads=engine.get("threads"),
+            slots=slots if slots is not None else engine.get("slots", DEFAULT_SLOTS),
+            context_size=engine.get("context_size"),
+            timeout=timeout,
+            default_options=default_options,
+        )
+    if slots is not None:
+        raise ValueError(f"slots= is an option of local: models, not of {spec!r}")
     provider = _PROVIDERS.get(provider_name)
     if provider is None:
         raise ValueError(

@@ -22,8 +22,9 @@ def main() -> int:
     params.model_alias = {settings["alias"]}
     params.hostnames = ["127.0.0.1"]
     params.port = 0  # the system picks a free port; the server reports it
-    params.n_ctx = settings["context_size"]
-    params.n_parallel = 1  # one slot: requests queue, and each has the whole context
+    # llama.cpp divides n_ctx among the slots: each gets context_size tokens.
+    params.n_parallel = settings["slots"]
+    params.n_ctx = settings["context_size"] * settings["slots"]
     params.cpuparams.n_threads = settings["threads"]
     params.cpuparams_batch.n_threads = settings["threads"]
     params.use_jinja = True

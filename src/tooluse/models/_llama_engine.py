@@ -23,12 +23,17 @@ import time
 import weakref
 from typing import IO
 
-__all__ = ["ENGINE_REQUIREMENT", "EngineError", "LlamaEngine", "default_threads"]
+__all__ = ["DEFAULT_SLOTS", "ENGINE_REQUIREMENT", "EngineError", "LlamaEngine", "default_threads"]
 
 logger = logging.getLogger("tooluse.models.local")
 
 ENGINE_REQUIREMENT = "xllamacpp==2026.10.11549"
 """The engine release this module is written and tested against (the ``local`` extra)."""
+
+DEFAULT_SLOTS = 3
+"""A local model's slots by default: one each for the two-stage pipeline's router, its
+answer stage and its question rewriter (or the single chain), so that their prompts, which
+alternate, each keep their cached prefix instead of evicting one another's."""
 
 _STOP_WAIT = 10.0  # seconds a stopping engine gets before it is killed
 
@@ -51,7 +56,11 @@ class LlamaEngine:
     compatible API), started and ready when the constructor returns.
 
     ``alias``: the model name the server answers to; ``chat_template``: Jinja text replacing
-    the GGUF file's own (``None``: the file's); ``threads``, ``context_size``: the engine's.
+    the GGUF file's own (``None``: the file's); ``threads``: the engine's; ``slots``:
+    requests it runs side by side, each in its own slot of ``context_size`` tokens that
+    keeps its last prompt cached (a request goes to the slot whose cached prompt it shares
+    most of, so prompts that alternate, such as a pipeline's stages, each keep their
+    prefix); the KV cache takes ``slots * context_size`` tokens of memory.
     :class:`EngineError` when ``xllamacpp`` is not installed or the engine does not start
     within ``startup_timeout`` seconds (with the end of its log).
     """
@@ -63,6 +72,7 @@ class LlamaEngine:
         alias: str,
         threads: int,
         context_size: int,
+        slots: int = 1,
         chat_template: str | None = None,
         startup_timeout: float = 120.0,
     ) -> None:
@@ -70,6 +80,8 @@ class LlamaEngine:
             raise ValueError(f"threads must be >= 1, got {threads}")
         if context_size < 256:
             raise ValueError(f"context_size must be >= 256 tokens, got {context_size}")
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}")
         if importlib.util.find_spec("xllamacpp") is None:
             raise EngineError(
                 f"The local model needs the llama.cpp engine: pip install 'tooluse[local]' "
@@ -78,6 +90,7 @@ class LlamaEngine:
         self.model_path = model_path
         self.threads = threads
         self.context_size = context_size
+        self.slots = slots
         self._owner = os.getpid()
         self._log: collections.deque[str] = collections.deque(maxlen=40)
         started = time.monotonic()
@@ -98,6 +111,7 @@ class LlamaEngine:
             "alias": alias,
             "threads": threads,
             "context_size": context_size,
+            "slots": slots,
             "chat_template": chat_template,
         }
         try:
@@ -109,12 +123,13 @@ class LlamaEngine:
             raise
         self.load_seconds = time.monotonic() - started
         logger.info(
-            "llama.cpp engine (pid %d) serves %s at %s, %d thread(s), %d-token context, "
-            "loaded in %.1f s",
+            "llama.cpp engine (pid %d) serves %s at %s, %d thread(s), %d slot(s) of %d "
+            "tokens, loaded in %.1f s",
             self._process.pid,
             model_path,
             self.url,
             threads,
+            slots,
             context_size,
             self.load_seconds,
         )

@@ -12,7 +12,7 @@ import importlib.resources
 import os
 
 from tooluse.messages import ChatOptions
-from tooluse.models._llama_engine import LlamaEngine, default_threads
+from tooluse.models._llama_engine import DEFAULT_SLOTS, LlamaEngine, default_threads
 from tooluse.models._openai import OpenAIChatModel
 from tooluse.models.weights import LOCAL_MODELS, LocalWeights, WeightsError
 
@@ -32,12 +32,17 @@ class LocalChatModel(OpenAIChatModel):
     constructor (seconds); :meth:`close` / :meth:`aclose` stop it.
 
     ``threads`` (default :func:`~tooluse.models._llama_engine.default_threads`),
-    ``context_size`` (default: the model's, else 8192 tokens) and ``chat_template`` (Jinja
-    text; default: the one shipped for the model, else the GGUF file's own) configure the
-    engine; ``text_tool_calls`` recovers calls left in the text
-    (:class:`~tooluse.models.OpenAIChatModel`). ``WeightsError`` when the weights are not
-    installed, ``EngineError`` when the engine is missing or does not start: each names the
-    command that fixes it.
+    ``slots`` (requests served side by side, each slot keeping its last prompt cached;
+    default ``DEFAULT_SLOTS``, 3), ``context_size`` (tokens per slot; default: the
+    model's, else 8192) and ``chat_template`` (Jinja text; default: the one shipped for the
+    model, else the GGUF file's own) configure the engine; ``text_tool_calls`` recovers
+    calls left in the text (:class:`~tooluse.models.OpenAIChatModel`). ``WeightsError``
+    when the weights are not installed, ``EngineError`` when the engine is missing or does
+    not start: each names the command that fixes it.
+
+    ``base_url``: the API of an engine already serving this model (another process's,
+    e.g. ``tooluse serve --workers N``'s supervisor's): this model talks to it and starts
+    none (:attr:`engine` is ``None``); the engine options do not apply.
     """
 
     def __init__(
@@ -45,32 +50,38 @@ class LocalChatModel(OpenAIChatModel):
         model: str,
         *,
         threads: int | None = None,
+        slots: int = DEFAULT_SLOTS,
         context_size: int | None = None,
         chat_template: str | None = None,
         text_tool_calls: bool = True,
         default_options: ChatOptions | None = None,
         timeout: float | None = None,
         startup_timeout: float = 120.0,
+        base_url: str | None = None,
     ) -> None:
         weights = LOCAL_MODELS.get(model)
-        path = _weights_path(model, weights)
-        if chat_template is None and weights is not None and weights.chat_template:
-            chat_template = shipped_chat_template(weights.chat_template)
-        if context_size is None:
-            context_size = weights.context_size if weights is not None else 8192
         name = weights.name if weights is not None else os.path.basename(model)
-        self.engine = LlamaEngine(
-            path,
-            alias=name,
-            threads=threads if threads is not None else default_threads(),
-            context_size=context_size,
-            chat_template=chat_template,
-            startup_timeout=startup_timeout,
-        )
+        self.engine: LlamaEngine | None = None
+        if base_url is None:
+            path = _weights_path(model, weights)
+            if chat_template is None and weights is not None and weights.chat_template:
+                chat_template = shipped_chat_template(weights.chat_template)
+            if context_size is None:
+                context_size = weights.context_size if weights is not None else 8192
+            self.engine = LlamaEngine(
+                path,
+                alias=name,
+                threads=threads if threads is not None else default_threads(),
+                context_size=context_size,
+                slots=slots,
+                chat_template=chat_template,
+                startup_timeout=startup_timeout,
+            )
+            base_url = self.engine.base_url
         try:
             super().__init__(
                 name,
-                base_url=self.engine.base_url,
+                base_url=base_url,
                 api_key="local",  # the engine checks none; the SDK wants one
                 default_options=default_options,
                 timeout=timeout,
@@ -79,18 +90,22 @@ class LocalChatModel(OpenAIChatModel):
                 text_tool_calls=text_tool_calls,
             )
         except BaseException:
-            self.engine.stop()
+            self._stop_engine()
             raise
 
     async def aclose(self) -> None:
-        """Close the HTTP connections and stop the engine."""
+        """Close the HTTP connections and stop the engine this model started."""
         await super().aclose()
-        self.engine.stop()
+        self._stop_engine()
 
     def close(self) -> None:
         """:meth:`aclose` from synchronous code."""
         super().close()
-        self.engine.stop()
+        self._stop_engine()
+
+    def _stop_engine(self) -> None:
+        if self.engine is not None:
+            self.engine.stop()
 
     def __repr__(self) -> str:
         return f"LocalChatModel(model={self.model!r}, base_url={self.base_url!r})"

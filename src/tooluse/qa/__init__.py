@@ -47,7 +47,7 @@ from tooluse.qa._eval import (
     aevaluate,
     evaluate,
 )
-from tooluse.qa._eval_report import report_json, report_markdown
+from tooluse.qa._eval_report import report_json, report_markdown, reports_from_json
 from tooluse.qa._eval_score import RunScore, Tally, TrajectoryStep, claims_lookup, score_run, tally
 from tooluse.qa._eval_set import ArgumentCheck, Question, QuestionFamily, normalised
 from tooluse.qa._events import (
@@ -122,6 +122,7 @@ __all__ = [
     "normalised",
     "report_json",
     "report_markdown",
+    "reports_from_json",
     "score_run",
     "tally",
 ]

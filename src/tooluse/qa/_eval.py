@@ -14,13 +14,14 @@ import dataclasses
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 from tooluse._sync import run_sync
 from tooluse.advisors import ToolCallingAdvisor
 from tooluse.advisors._api import model_name
 from tooluse.client import ChatClient
+from tooluse.history import current_turn
 from tooluse.memory import CONVERSATION_ID, ChatMemory, MessageChatMemoryAdvisor
 from tooluse.messages import (
     AssistantMessage,
@@ -40,7 +41,6 @@ from tooluse.qa._events import (
     ToolResultEvent,
 )
 from tooluse.qa._pipeline import QaPipeline
-from tooluse.qa._router_guard import _this_turn
 from tooluse.rag import (
     ContextualQueryAugmenter,
     DocumentRetriever,
@@ -259,7 +259,7 @@ class SingleChain:
         spec = self.client.prompt().user(question).context({CONVERSATION_ID: conversation_id})
         response = await spec.acall()
         state = response.state
-        for message in _this_turn(state.history if state else response.conversation_history):
+        for message in current_turn(state.history if state else response.conversation_history):
             if isinstance(message, AssistantMessage):
                 for call in message.tool_calls:
                     trajectory.called(call.id, call.name, call.arguments)
@@ -296,6 +296,15 @@ class EvalRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "passed": self.passed}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EvalRun:
+        """The run :meth:`to_dict` wrote (``KeyError`` / ``TypeError`` when it is not one)."""
+        fields = {field.name for field in dataclasses.fields(cls)}
+        values = {name: data[name] for name in fields}
+        values["trajectory"] = tuple(TrajectoryStep(**step) for step in data["trajectory"])
+        values["score"] = RunScore(**data["score"])
+        return cls(**values)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -3,13 +3,14 @@ one group of columns per pipeline) and the same figures as JSON, with every run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tooluse.qa._eval import EvalRun, FamilyReport
 from tooluse.qa._eval_score import Tally, tally
+from tooluse.qa._eval_set import QuestionFamily
 
-__all__ = ["report_json", "report_markdown"]
+__all__ = ["report_json", "report_markdown", "reports_from_json"]
 
 
 def _targets(reports: Sequence[FamilyReport]) -> list[str]:
@@ -89,3 +90,28 @@ def report_json(reports: Sequence[FamilyReport]) -> dict[str, Any]:
         }
     result["runs"] = [run.to_dict() for report in reports for run in report.runs]
     return result
+
+
+def reports_from_json(data: Mapping[str, Any], where: str) -> list[FamilyReport]:
+    """The reports of a :func:`report_json` document (``where`` names it in errors), to
+    render again, alone or beside another evaluation's. The families keep their names,
+    categories and expected tools, their questions those of the runs."""
+    try:
+        runs = [EvalRun.from_dict(run) for run in data["runs"]]
+        reports = []
+        for target, figures in data["targets"].items():
+            for name, family in figures["families"].items():
+                own = tuple(run for run in runs if run.target == target and run.family == name)
+                questions = list(dict.fromkeys(run.question for run in own))
+                described = QuestionFamily(
+                    name,
+                    questions or [name],
+                    family["expected_tools"],
+                    category=family["category"],
+                )
+                reports.append(FamilyReport(described, own, target))
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ValueError(
+            f"{where} is not a report of tooluse eval --json ({type(exc).__name__}: {exc})"
+        ) from exc
+    return reports

@@ -158,10 +158,12 @@ class QaPipeline:
     calls does not count, so the model searches, or corrects its arguments, first);
     ``None`` (default) lets the model chain calls until it calls no more. A response that
     only repeats calls of this turn ends the router either way.
-    ``router_grounded_arguments``: drop a call whose required text arguments appear nowhere
-    in the conversation, as made up (small models fill them from the tool's examples when
-    asked a knowledge question); off by default, as a model that translates arguments
-    (东京 -> ``"Tokyo"``) would lose such calls. ``router_history_as_text``: the router
+    ``router_grounded_arguments``: a call whose required arguments (texts, numbers, the
+    items of lists and objects; not choices) appear nowhere in the conversation is made up
+    (small models fill them from the tool's examples when asked a knowledge question): it
+    is not run, the model is told why and decides once more, and a second made-up call
+    ends the router; off by default, as a model that translates arguments (东京 ->
+    ``"Tokyo"``) would lose such calls. ``router_history_as_text``: the router
     gets the earlier turns as a note before the question rather than as messages (a small
     model shown answers in words answers in words too, instead of calling a tool).
     Run a conversation's turns one at a time: a turn reads the memory as it starts, so one

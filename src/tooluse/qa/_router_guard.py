@@ -10,8 +10,12 @@ response that only repeats calls this turn already made ends the router the same
 Asked a knowledge question, the same model calls a tool anyway, with arguments made up
 from the tool's own examples ("How long do I have to return an item?" ->
 ``get_order_status(order_id="A1001")``, the id of the parameter's description). With
-``grounded_arguments``, a call whose required text arguments appear nowhere in the
-conversation is dropped as made up.
+``grounded_arguments``, a call whose required arguments appear nowhere in the
+conversation is made up: a text that is not in it, a number that is not one of its
+numbers (in digits or Chinese numerals), a list or an object holding one; a choice (an
+enum, a boolean) is never made up. Such a call is not run. When every call of a response
+is made up, often of the wrong tool, the model is told why and asked once more without
+those tools, and only a call resting on what the user said is taken.
 
 Shown earlier turns as messages, where the assistant answered in words, the same model
 answers the next question in words too instead of calling a tool ("Where is my order
@@ -23,6 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,6 +39,7 @@ from tooluse.advisors import (
     ChatClientRequest,
     ChatClientResponse,
 )
+from tooluse.history import current_turn
 from tooluse.messages import (
     AssistantMessage,
     ChatResponse,
@@ -40,6 +47,7 @@ from tooluse.messages import (
     Message,
     SystemMessage,
     ToolCall,
+    ToolResponse,
     ToolResponseMessage,
     UserMessage,
 )
@@ -63,8 +71,11 @@ class RouterGuardAdvisor(BaseAdvisor):
     data (a round where a tool recording into the ledger returned a result that is not an
     error; ``None``: no such limit), or when the model only repeats calls already made in
     this turn, by answering for the model with an empty message. With
-    ``grounded_arguments``, it drops each call with a required string argument (no enum)
-    whose value, case and spacing aside, is in no message of the conversation. With
+    ``grounded_arguments``, it drops each call with a required argument that is in no
+    message of the conversation (:meth:`_Conversation.says`: texts, case, spacing and
+    full-width forms aside; numbers; the items of lists and objects); when it drops every
+    call, it tells the model why and asks once more without those tools, taking only a
+    call whose required arguments (one at least) are all in the conversation. With
     ``history_as_text``, the messages before the question go to the model as a note in the
     question's message."""
 
@@ -85,7 +96,7 @@ class RouterGuardAdvisor(BaseAdvisor):
     async def advise_call(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> ChatClientResponse:
-        turn = _this_turn(request.prompt.messages)
+        turn = current_turn(request.prompt.messages)
         fetching = {
             callback.definition.name
             for callback in request.prompt.options.tool_callbacks
@@ -101,34 +112,68 @@ class RouterGuardAdvisor(BaseAdvisor):
                 )
             )
         response = await chain.next_call(sent)
-        chat_response = response.chat_response or ChatResponse()
-        calls = [call for g in chat_response.generations for call in g.message.tool_calls]
-        if not calls:
-            return response
+        calls = _calls(response)
         made = {_signature(call) for call in _calls_made(turn)}
-        if all(_signature(call) in made for call in calls):
+        if calls and all(_signature(call) in made for call in calls):
             return response.replace(chat_response=_DONE)
-        if not self.grounded_arguments:
+        if not calls or not self.grounded_arguments:
             return response
-        conversation = _normalised(" ".join(_texts(request.prompt.messages)))
+        conversation = _Conversation(_texts(request.prompt.messages))
         schemas = {
             callback.definition.name: callback.definition.input_schema
             for callback in request.prompt.options.tool_callbacks
         }
-        kept = [call for call in calls if _grounded(call, schemas.get(call.name), conversation)]
-        if len(kept) == len(calls):
-            return response
-        if not kept:
+        unsaid = [_unsaid(call, schemas.get(call.name), conversation) for call in calls]
+        kept = [call for call, missing in zip(calls, unsaid, strict=True) if not missing]
+        if kept:
+            return _keeping(response, kept)
+        # Every call was made up, often of the wrong tool (asked where an order is, the
+        # 1.5B looked for pickup points "near" a place nobody named): the model hears why,
+        # as from a failed call, and decides once more without those tools. Only a call
+        # resting on what the user said is taken then (a required argument, all of them in
+        # the conversation); anything else ends the router.
+        results = tuple(
+            ToolResponse(call.id, call.name, _not_said(missing), is_error=True)
+            for call, missing in zip(calls, unsaid, strict=True)
+        )
+        made_up = {call.name for call in calls}
+        options = sent.prompt.options
+        others = tuple(c for c in options.tool_callbacks if c.definition.name not in made_up)
+        if not others:
             return response.replace(chat_response=_DONE)
-        return response.replace(chat_response=_keeping(chat_response, kept))
+        retry = sent.replace(
+            prompt=dataclasses.replace(
+                sent.prompt,
+                options=options.replace(tool_callbacks=others),
+                messages=(
+                    *sent.prompt.messages,
+                    AssistantMessage(text="", tool_calls=tuple(calls)),
+                    ToolResponseMessage(responses=results),
+                ),
+            )
+        )
+        again = await chain.next_call(retry)
+        second = [
+            call
+            for call in _calls(again)
+            if call.name not in made_up
+            and _signature(call) not in made
+            and _rests_on_the_user(call, schemas.get(call.name), conversation)
+        ]
+        return _keeping(again, second) if second else again.replace(chat_response=_DONE)
 
 
-def _this_turn(messages: Sequence[Message]) -> Sequence[Message]:
-    """The messages after the last user message: this turn's rounds."""
-    for index in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[index], UserMessage):
-            return messages[index + 1 :]
-    return messages
+def _calls(response: ChatClientResponse) -> list[ToolCall]:
+    chat_response = response.chat_response or ChatResponse()
+    return [call for g in chat_response.generations for call in g.message.tool_calls]
+
+
+def _not_said(arguments: Sequence[str]) -> str:
+    return (
+        f"Error: not run. The user gave no {' or '.join(arguments)}: the value is in neither "
+        "the question nor the conversation. Call a tool only with values the user gave; if "
+        "the question needs no live data, reply with an empty message."
+    )
 
 
 def _fetched_rounds(turn: Sequence[Message], fetching: set[str]) -> int:
@@ -186,34 +231,128 @@ def _texts(messages: Sequence[Message]) -> list[str]:
 
 
 def _normalised(text: str) -> str:
-    return " ".join(text.casefold().split())
+    """Compatibility forms folded (full-width ``Ｂ２００２`` is ``B2002``), case and spacing
+    aside."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
 
 
-def _grounded(call: ToolCall, schema: Mapping[str, Any] | None, conversation: str) -> bool:
-    """Whether each required free-text argument of ``call`` is in ``conversation``. A call
-    whose arguments are not a JSON object, or of a tool without a schema, is kept: the
-    tool loop reports what is wrong with it to the model."""
+class _Conversation:
+    """What a conversation says, for telling an argument it holds from a made-up one: its
+    text (:func:`_normalised`) and the numbers written in it, in digits (``2.5``, ``1,000``)
+    or in Chinese numerals (``三``, ``十五``, ``两百``)."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self.text = _normalised(" ".join(texts))
+        numbers = {float(n.replace(",", "")) for n in _DIGITS.findall(self.text)}
+        numbers.update(_chinese_number(n) for n in _CHINESE_NUMERALS.findall(self.text))
+        self.numbers = numbers
+
+    def says(self, value: object, spec: Mapping[str, Any]) -> bool:
+        """Whether ``value``, an argument of schema ``spec``, is in the conversation, or
+        could not have been made up: a choice among the schema's values (an enum, a
+        boolean), or ``None``. Text must be in the conversation; a number must be one of
+        its numbers; each item of a list, and each required property of an object, must
+        be in it in turn."""
+        if value is None or isinstance(value, bool) or _is_choice(spec):
+            return True
+        if isinstance(value, str):
+            return not _allows(spec, "string") or _normalised(value) in self.text
+        if isinstance(value, int | float):
+            return not _allows(spec, "number", "integer") or float(value) in self.numbers
+        if isinstance(value, list):
+            items = _alternative(spec, "array").get("items") or {}
+            return all(self.says(item, items) for item in value)
+        if isinstance(value, dict):
+            return not self.unsaid(value, _alternative(spec, "object"))
+        return True
+
+    def unsaid(self, arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
+        """The required properties of ``arguments`` (of object schema ``schema``) that are
+        not in the conversation (:meth:`says`)."""
+        properties = schema.get("properties") or {}
+        return [
+            name
+            for name in schema.get("required") or ()
+            if not self.says(arguments.get(name), properties.get(name) or {})
+        ]
+
+
+_DIGITS = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+_CHINESE_NUMERALS = re.compile(r"[零〇一二两三四五六七八九十百千万]+")
+_CHINESE_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5}
+_CHINESE_DIGITS.update({"六": 6, "七": 7, "八": 8, "九": 9})
+_CHINESE_UNITS = {"十": 10, "百": 100, "千": 1000, "万": 10000}
+
+
+def _chinese_number(numeral: str) -> float:
+    """``三`` 3, ``十五`` 15, ``两百零五`` 205, ``二〇二六`` 2026 (digit by digit)."""
+    if not any(unit in numeral for unit in _CHINESE_UNITS):
+        return float(int("".join(str(_CHINESE_DIGITS[c]) for c in numeral)))
+    total, section, digit = 0, 0, 0
+    for char in numeral:
+        if char in _CHINESE_DIGITS:
+            digit = _CHINESE_DIGITS[char]
+        elif char == "万":
+            total += (section + digit) * 10000
+            section, digit = 0, 0
+        else:
+            section += (digit or 1) * _CHINESE_UNITS[char]
+            digit = 0
+    return float(total + section + digit)
+
+
+def _alternatives(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """``spec`` and the schemas of its ``anyOf`` / ``oneOf`` (``Optional[str]`` is
+    ``anyOf: [{type: string}, {type: null}]``)."""
+    return [spec, *spec.get("anyOf", ()), *spec.get("oneOf", ())]
+
+
+def _types(spec: Mapping[str, Any]) -> set[str]:
+    kind = spec.get("type")
+    return {kind} if isinstance(kind, str) else set(kind or ())
+
+
+def _alternative(spec: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    """The schema among :func:`_alternatives` for values of JSON type ``kind``."""
+    return next((s for s in _alternatives(spec) if kind in _types(s)), spec)
+
+
+def _allows(spec: Mapping[str, Any], *kinds: str) -> bool:
+    """Whether ``spec`` takes free values of one of the JSON types ``kinds``."""
+    return any(_types(s) & set(kinds) and not _is_choice(s) for s in _alternatives(spec))
+
+
+def _is_choice(spec: Mapping[str, Any]) -> bool:
+    return "enum" in spec or "const" in spec
+
+
+def _rests_on_the_user(
+    call: ToolCall, schema: Mapping[str, Any] | None, conversation: _Conversation
+) -> bool:
+    """Whether ``call`` has a required argument, and each is in ``conversation``."""
+    required = (schema or {}).get("required") or ()
+    return bool(required) and not _unsaid(call, schema, conversation)
+
+
+def _unsaid(
+    call: ToolCall, schema: Mapping[str, Any] | None, conversation: _Conversation
+) -> list[str]:
+    """The required arguments of ``call`` that are not in ``conversation``
+    (:meth:`_Conversation.unsaid`). A call whose arguments are not a JSON object, or of a
+    tool without a schema, has none: the tool loop reports what is wrong with it to the
+    model."""
     try:
         arguments = json.loads(call.arguments or "{}")
     except ValueError:
-        return True
+        return []
     if not isinstance(arguments, dict) or schema is None:
-        return True
-    properties = schema.get("properties") or {}
-    for name in schema.get("required") or ():
-        value, spec = arguments.get(name), properties.get(name) or {}
-        if (
-            isinstance(value, str)
-            and spec.get("type") == "string"
-            and "enum" not in spec
-            and _normalised(value) not in conversation
-        ):
-            return False
-    return True
+        return []
+    return conversation.unsaid(arguments, schema)
 
 
-def _keeping(response: ChatResponse, kept: list[ToolCall]) -> ChatResponse:
+def _keeping(response: ChatClientResponse, kept: list[ToolCall]) -> ChatClientResponse:
     """``response`` with only the ``kept`` calls."""
+    chat_response = response.chat_response or ChatResponse()
     generations = tuple(
         g.model_copy(
             update={
@@ -222,9 +361,10 @@ def _keeping(response: ChatResponse, kept: list[ToolCall]) -> ChatResponse:
                 )
             }
         )
-        for g in response.generations
+        for g in chat_response.generations
     )
-    return response.model_copy(update={"generations": generations})
+    kept_response = chat_response.model_copy(update={"generations": generations})
+    return response.replace(chat_response=kept_response)
 
 
 def _signature(call: ToolCall) -> tuple[str, str]:

@@ -75,8 +75,8 @@ def get_current_time(
 def get_order_status(
     order_id: Annotated[str, ToolParam(description="Order number, e.g. A1001")],
 ) -> dict[str, object]:
-    """Live status of an order: state, carrier and days to delivery (sample tool with made-up
-    data; 订单、物流、快递)."""
+    """Live status of an order: where it is now, its state, carrier and days to delivery
+    (sample tool with made-up data; 订单、物流、快递、在哪)."""
     if not order_id.strip():
         raise ValueError("order_id is empty: ask the user for the order number")
     state = _ORDER_STATES[_stable_number(order_id, len(_ORDER_STATES))]

@@ -157,8 +157,9 @@ class ServiceConfig:
     - ``router_fetch_rounds``: the router ends after this many rounds that fetched data
       (default 1: fetch, then answer, which small models need; ``None``: when the model
       calls no more tools), see :class:`~tooluse.qa.QaPipeline`;
-    - ``router_grounded_arguments``: the router drops a call whose required text arguments
-      appear nowhere in the conversation, as made up (small models call a tool with its
+    - ``router_grounded_arguments``: the router drops a call whose required arguments
+      (texts, numbers, the items of lists and objects) appear nowhere in the conversation,
+      as made up (small models call a tool with its
       description's example values when asked a knowledge question; ``tooluse serve``
       turns it on; a model that translates arguments, 东京 -> "Tokyo", would lose such
       calls); never with the offline ``TestModel``, whose arguments are all made up
