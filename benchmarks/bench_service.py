@@ -6,24 +6,36 @@
     .venv/bin/python benchmarks/bench_service.py --clients 8 --profile /tmp/serve.prof  # cProfile
     .venv/bin/python benchmarks/bench_service.py --auth users   # per-user keys, tool rules
     .venv/bin/python benchmarks/bench_service.py --compare /work/main/src --rounds 5  # side by side
+    .venv/bin/python benchmarks/bench_service.py --workers 1 2 4 --clients 16 64  # scale-out
+    .venv/bin/python benchmarks/bench_service.py --workers 1 2 --durable-runs     # DBOS runs
 
 ``--compare SRC`` starts a second server on another source tree (``SRC`` first on its
 ``PYTHONPATH``) and drives both in one run, alternately (the order turns each round), and
 prints each cell's median over ``--rounds`` with the ratio of this tree to the other: on a
 machine whose load changes, only figures taken side by side compare.
 
+``--workers 1 2 4`` runs the same clients against ``tooluse serve --workers N`` for each N
+(uvicorn's processes sharing the port, the same fake model in each), their state in
+PostgreSQL and Redis, as several workers need (``--database-url`` and ``--redis-url``;
+without them, throwaway servers: the tests' embedded PostgreSQL with pgvector and Debian's
+``redis-server``, a database and a Redis database per tree with ``--compare``), and ends
+with each N's throughput as a ratio to the first. ``--durable-runs`` runs every turn as a
+DBOS workflow. The server's CPU and RSS are those of all its processes; a run in which
+uvicorn restarted a worker says so.
+
 Both endpoints stream: ``/api/chat`` (the page's SSE, read to its ``done`` event) and ``/v1``
 (``/v1/chat/completions`` with ``stream: true``, read to ``[DONE]``). Per run it reports the
-latency the service adds (median and p99), requests/s, and the server process's own CPU per
-request (user + system from ``/proc``, robust to other jobs on the machine, unlike the wall
-figures) and its resident memory after the run. ``--profile`` runs the server under cProfile
-and writes the stats when it stops (``python -m pstats FILE``).
+latency the service adds (median and p99), requests/s, and the server's own CPU per request
+(user + system of all its processes from ``/proc``, robust to other jobs on the machine,
+unlike the wall figures) and its resident memory after the run. ``--profile`` runs the
+server under cProfile (one process: ``--workers 1`` at most) and writes the stats when it
+stops (``python -m pstats FILE``).
 
 The server runs in its own process (uvicorn, the app of ``tooluse serve`` with the sample tools
 and knowledge base, the bundled embedding model) with a model that waits ``--latency`` seconds
 per call and then answers (the router asks for ``get_weather`` on weather questions). Clients
 post to ``/api/chat`` over real HTTP and read the SSE stream to its ``done`` event. Each client
-alternates a tool question (3 model calls) and a knowledge question (2 model calls, one
+alternates a tool question (2 model calls) and a knowledge question (2 model calls, one
 retrieval); the overhead of a request is its latency minus the model's waits. ``--auth
 key`` sends the one shared API key; ``--auth users`` gives each client a key of its own (a
 user of a tenant, who owns the client's conversation) and the service a tool-access rule,
@@ -37,6 +49,7 @@ import asyncio
 import cProfile
 import dataclasses
 import itertools
+import json
 import os
 import signal
 import socket
@@ -45,8 +58,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -62,11 +77,18 @@ from tooluse.messages import (
 from tooluse.models import BaseChatModel
 from tooluse.testing import chat_response
 
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from tooluse.service import ServiceConfig
+
 QUESTIONS = {
     "tools": ("What's the weather in Paris?", 2),  # the router's call and the answer
     "knowledge": ("How long do I have to return an item?", 2),
 }
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# The server's settings, for its process and, with `--workers N`, each worker uvicorn starts.
+_SERVER_SETTINGS = "TOOLUSE_BENCH_SERVER"
 
 
 class _FixedLatencyModel(BaseChatModel):
@@ -119,30 +141,59 @@ def _key(client: int) -> str:
     return f"bench-key-{client}"
 
 
-def _serve(db: str, port: int, latency: float, profile: str | None, auth: str, users: int) -> None:
-    """The server (in its own process: ``bench_service.py --serve ...``)."""
-    import uvicorn
-
+def _config(settings: dict[str, Any]) -> ServiceConfig:
     from tooluse.calling import Caller, ToolAccess, ToolAccessPolicy
-    from tooluse.service import ApiKeys, ServiceConfig, create_app
+    from tooluse.service import ApiKeys, ServiceConfig
 
-    config = ServiceConfig(db=db, model=_FixedLatencyModel(latency))
-    if auth == "key":
+    model = _FixedLatencyModel(settings["latency"])
+    config = ServiceConfig(db=settings["db"], model=model, **settings["shared"])
+    if settings["auth"] == "key":
         config = dataclasses.replace(config, api_key=_key(0))
-    elif auth == "users":
+    elif settings["auth"] == "users":
         keys = {
-            _key(n): Caller(f"user-{n}", "bench", frozenset({"customer"})) for n in range(users)
+            _key(n): Caller(f"user-{n}", "bench", frozenset({"customer"}))
+            for n in range(settings["users"])
         }
         rules = ToolAccessPolicy(tools={"cancel_order": ToolAccess(allow_roles=["support"])})
         config = dataclasses.replace(config, authenticators=[ApiKeys(keys)], tool_visibility=rules)
-    app = create_app(config)
+    return config
+
+
+def worker_app() -> FastAPI:
+    """The app of one worker process (uvicorn's factory, ``bench_service:worker_app``)."""
+    from tooluse.service import create_app
+
+    return create_app(_config(json.loads(os.environ[_SERVER_SETTINGS])))
+
+
+def _serve() -> None:
+    """The server (in its own process: ``bench_service.py --serve``, the settings in the
+    environment)."""
+    import uvicorn
+
+    settings = json.loads(os.environ[_SERVER_SETTINGS])
+    host, port, profile = "127.0.0.1", settings["port"], settings["profile"]
+    if settings["workers"] > 1:  # uvicorn's processes, each building its app from the settings
+        uvicorn.run(
+            "bench_service:worker_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=settings["workers"],
+            log_level="warning",
+            # A worker that answers no health check for this long is killed and started
+            # again: on a loaded machine, starting (the embedding model) takes longer than 5 s.
+            timeout_worker_healthcheck=120,
+        )
+        return
+    app = worker_app()
     if profile is None:
-        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.run(app, host=host, port=port, log_level="warning")
         return
     profiler = cProfile.Profile()
     profiler.enable()
     try:  # until SIGINT, which uvicorn raises again as KeyboardInterrupt once it has stopped
-        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.run(app, host=host, port=port, log_level="warning")
     except KeyboardInterrupt:
         pass
     finally:
@@ -150,17 +201,33 @@ def _serve(db: str, port: int, latency: float, profile: str | None, auth: str, u
         profiler.dump_stats(profile)
 
 
+def _processes(pid: int) -> list[int]:
+    """``pid`` and its descendants (a supervisor's workers), from ``/proc``."""
+    found = [pid]
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        found += _processes(int(child))
+    return found
+
+
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of process ``pid`` (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    """User + system CPU of process ``pid`` and its descendants (Linux ``/proc``)."""
+    total = 0
+    for process in _processes(pid):
+        fields = Path(f"/proc/{process}/stat").read_text().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / CLOCK_TICKS
 
 
 def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for process {pid}")
+    """Resident memory of process ``pid`` and its descendants."""
+    total = 0
+    for process in _processes(pid):
+        lines = Path(f"/proc/{process}/status").read_text().splitlines()
+        rss = next((line for line in lines if line.startswith("VmRSS:")), None)
+        if rss is None:
+            raise RuntimeError(f"no VmRSS for process {process}")
+        total += int(rss.split()[1])
+    return total / 1024
 
 
 def _free_port() -> int:
@@ -188,6 +255,7 @@ async def _chat(
     client: httpx.AsyncClient, endpoint: str, question: str, conversation: str, key: str
 ) -> tuple[float, bool]:
     """Seconds to the end of one streamed answer, and whether it ended well."""
+    body: dict[str, object]
     if endpoint == "api":
         path, body = "/api/chat", {"message": question, "conversation_id": conversation}
         end, failure = "event: done", "event: error"
@@ -223,10 +291,11 @@ async def _run(
     requests: int,
     latency: float,
     auth: str,
+    workers: int,
 ) -> dict[str, float]:
     """``clients`` streams at once, each sending ``requests`` questions (``kinds`` in turn):
     the added latency per kind (median, p99), errors, requests/s, server CPU ms per request
-    and RSS."""
+    (of all the server's processes) and RSS."""
     samples: dict[str, list[float]] = {kind: [] for kind in kinds}
     errors = 0
     limits = httpx.Limits(max_connections=clients)
@@ -237,7 +306,7 @@ async def _run(
             for index in range(requests):
                 kind = kinds[index % len(kinds)]
                 question, calls = QUESTIONS[kind]
-                conversation = f"bench-{endpoint}-{clients}-{number}"
+                conversation = f"bench-{workers}-{endpoint}-{clients}-{number}"
                 key = _key(number if auth == "users" else 0)
                 elapsed, ok = await _chat(client, endpoint, question, conversation, key)
                 if ok:
@@ -245,11 +314,14 @@ async def _run(
                 else:
                     errors += 1
 
+        processes = _processes(server)
         cpu_before = _cpu_seconds(server)
         started = time.perf_counter()
         await asyncio.gather(*(one_client(n) for n in range(clients)))
         wall = time.perf_counter() - started
         cpu = _cpu_seconds(server) - cpu_before
+        if _processes(server) != processes:  # uvicorn restarted a worker that did not answer
+            print(f"(workers restarted during the run: CPU not comparable; were {processes})")
     total = clients * requests
     figures = {
         "errors": errors,
@@ -266,39 +338,99 @@ async def _run(
     return figures
 
 
-def _start_server(
-    source: str | None, db: str, port: int, args: argparse.Namespace, profile: str | None
-) -> subprocess.Popen[bytes]:
+def _settle(pid: int, timeout: float = 300) -> None:
+    """Wait until the server's processes are idle (under 5% of a CPU for a second): each
+    worker loads its embedding model when it starts, and the one that answered first may
+    not be the last."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        before = _cpu_seconds(pid)
+        time.sleep(1)
+        if _cpu_seconds(pid) - before < 0.05:
+            return
+    raise RuntimeError(f"the server was still busy {timeout:g} s after it answered")
+
+
+@contextmanager
+def _shared_state(args: argparse.Namespace, trees: int) -> Iterator[list[dict[str, Any]]]:
+    """Per tree, the PostgreSQL database and Redis its workers share (``ServiceConfig``
+    fields): the ones given, else throwaway servers (the tests' embedded PostgreSQL with
+    pgvector, and redis-server), a database and a Redis database of each per tree. Emptied
+    of what earlier benchmarks left; the first run ingests the knowledge base, the others
+    use it."""
+    with ExitStack() as stack:
+        databases, redis_urls = [args.database_url], [args.redis_url]
+        if args.database_url is None or args.redis_url is None:
+            sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+            from _servers import (  # type: ignore[import-not-found, unused-ignore]
+                PostgresServer,
+                RedisServer,
+            )
+
+        if args.database_url is None:
+            postgres = PostgresServer()
+            stack.callback(postgres.stop)
+            databases = [postgres.new_database() for _ in range(trees)]
+        if args.redis_url is None:
+            redis_server = RedisServer()
+            stack.callback(redis_server.stop)
+            base = redis_server.url.rpartition("/")[0]
+            redis_urls = [f"{base}/{number}" for number in range(trees)]
+        shared = []
+        for database_url, redis_url in zip(databases, redis_urls, strict=True):
+            _empty(database_url, redis_url)
+            shared.append({"database_url": database_url, "redis_url": redis_url})
+            if args.durable_runs:
+                shared[-1]["durable_runs"] = True
+        yield shared
+
+
+def _empty(database_url: str, redis_url: str) -> None:
+    """Drop what earlier benchmarks left (conversations, runs, the knowledge base)."""
+    import psycopg
+    import redis
+
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        connection.execute("DROP SCHEMA IF EXISTS dbos CASCADE")
+        connection.execute("DROP SCHEMA public CASCADE")
+        connection.execute("CREATE SCHEMA public")
+    with redis.Redis.from_url(redis_url) as client:
+        client.flushdb()
+
+
+def _start_server(source: str | None, settings: dict[str, Any]) -> subprocess.Popen[bytes]:
     """The server process, on ``source`` (a ``src`` directory) when given, else on the
-    ``tooluse`` this interpreter imports."""
+    ``tooluse`` this interpreter imports; this directory on the path for uvicorn's workers."""
     env = dict(os.environ)
-    if source is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
-    command = [sys.executable, __file__, "--serve", db, str(port), str(args.latency)]
-    command += [args.auth, str(max(args.clients))]  # a key per client up to the most clients
-    if profile is not None:
-        command.append(profile)
-    return subprocess.Popen(command, env=env)
+    path = [source, str(Path(__file__).parent), env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, path))
+    env[_SERVER_SETTINGS] = json.dumps(settings)
+    return subprocess.Popen([sys.executable, __file__, "--serve"], env=env)
 
 
 def _stop_server(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGINT)  # uvicorn stops; a profiled server writes its stats
+    # uvicorn stops (a supervisor its workers first); a profiled server writes its stats
+    process.send_signal(signal.SIGINT)
     try:
         process.wait(120)
     except subprocess.TimeoutExpired:
-        process.kill()
+        for pid in reversed(_processes(process.pid)):
+            os.kill(pid, signal.SIGKILL)
         process.wait(10)
 
 
-Cells = dict[tuple[str, str, int], list[dict[str, float]]]  # (tree, endpoint, clients) -> runs
+Cell = tuple[str, int, str, int]  # tree, workers, endpoint, clients
+Cells = dict[Cell, list[dict[str, float]]]  # the runs of each cell
 
 
 def _measure(
-    args: argparse.Namespace, servers: dict[str, tuple[subprocess.Popen[bytes], str]]
-) -> Cells:
+    args: argparse.Namespace,
+    workers: int,
+    servers: dict[str, tuple[subprocess.Popen[bytes], str]],
+    cells: Cells,
+) -> None:
     """Every cell ``args.rounds`` times, the trees in turns (who goes first rotates)."""
     trees = list(servers)
-    cells: Cells = {}
     for round_number in range(args.rounds):
         for endpoint in args.endpoint:
             for clients in args.clients:
@@ -314,54 +446,86 @@ def _measure(
                         args.requests,
                         args.latency,
                         args.auth,
+                        workers,
                     )
-                    cells.setdefault((label, endpoint, clients), []).append(asyncio.run(run))
-    return cells
+                    cell = (label, workers, endpoint, clients)
+                    cells.setdefault(cell, []).append(asyncio.run(run))
+
+
+def _median(runs: list[dict[str, float]], key: str) -> float:
+    return statistics.median(run[key] for run in runs)
 
 
 def _report(args: argparse.Namespace, cells: Cells) -> None:
     kinds = args.question
-
-    def median(runs: list[dict[str, float]], key: str) -> float:
-        return statistics.median(run[key] for run in runs)
-
     added = " | ".join(f"{kind} added p50 ms | p99 ms" for kind in kinds)
-    print(f"| tree | endpoint | clients | {added} | errors | req/s | server CPU ms/req | RSS MiB |")
-    print("|---|---|---:|" + "---:|" * (2 * len(kinds) + 4))
-    for (label, endpoint, clients), runs in cells.items():
+    print(
+        f"| tree | workers | endpoint | clients | {added} | errors | req/s "
+        "| server CPU ms/req | server RSS MiB |"
+    )
+    print("|---|---:|---|---:|" + "---:|" * (2 * len(kinds) + 4))
+    for (label, workers, endpoint, clients), runs in cells.items():
         latency = " | ".join(
-            f"{median(runs, f'{k} p50'):.1f} | {median(runs, f'{k} p99'):.1f}" for k in kinds
+            f"{_median(runs, f'{k} p50'):.1f} | {_median(runs, f'{k} p99'):.1f}" for k in kinds
         )
         print(
-            f"| {label} | {endpoint} | {clients} | {latency} | "
-            f"{sum(run['errors'] for run in runs):.0f} | {median(runs, 'req/s'):.1f} | "
-            f"{median(runs, 'cpu ms/req'):.2f} | {median(runs, 'rss MiB'):.0f} |"
+            f"| {label} | {workers} | {endpoint} | {clients} | {latency} | "
+            f"{sum(run['errors'] for run in runs):.0f} | {_median(runs, 'req/s'):.1f} | "
+            f"{_median(runs, 'cpu ms/req'):.2f} | {_median(runs, 'rss MiB'):.0f} |"
         )
-    if not args.compare:
-        return
-    print("\n| endpoint | clients | CPU ms/req, this / other | req/s, this / other | per round |")
-    print("|---|---:|---:|---:|---|")
-    for endpoint in args.endpoint:
-        for clients in args.clients:
-            pairs = list(
-                zip(
-                    cells[("this", endpoint, clients)],
-                    cells[(args.compare, endpoint, clients)],
-                    strict=True,
+    if args.compare:
+        _report_comparison(args, cells)
+    if len(args.workers) > 1:
+        _report_scaling(args, cells)
+
+
+def _report_comparison(args: argparse.Namespace, cells: Cells) -> None:
+    """This tree's CPU and throughput as ratios to the other's, round by round."""
+    print(
+        "\n| workers | endpoint | clients | CPU ms/req, this / other | req/s, this / other "
+        "| per round |"
+    )
+    print("|---:|---|---:|---:|---:|---|")
+    for workers in args.workers:
+        for endpoint in args.endpoint:
+            for clients in args.clients:
+                pairs = list(
+                    zip(
+                        cells[("this", workers, endpoint, clients)],
+                        cells[(args.compare, workers, endpoint, clients)],
+                        strict=True,
+                    )
                 )
-            )
-            cpu = [ours["cpu ms/req"] / theirs["cpu ms/req"] for ours, theirs in pairs]
-            rate = [ours["req/s"] / theirs["req/s"] for ours, theirs in pairs]
-            print(
-                f"| {endpoint} | {clients} | {statistics.median(cpu):.2f} | "
-                f"{statistics.median(rate):.2f} | {', '.join(f'{r:.2f}' for r in cpu)} |"
-            )
+                cpu = [ours["cpu ms/req"] / theirs["cpu ms/req"] for ours, theirs in pairs]
+                rate = [ours["req/s"] / theirs["req/s"] for ours, theirs in pairs]
+                print(
+                    f"| {workers} | {endpoint} | {clients} | {statistics.median(cpu):.2f} | "
+                    f"{statistics.median(rate):.2f} | {', '.join(f'{r:.2f}' for r in cpu)} |"
+                )
+
+
+def _report_scaling(args: argparse.Namespace, cells: Cells) -> None:
+    """Each number of workers' throughput (median req/s) and its ratio to the first's."""
+    first = args.workers[0]
+    columns = " | ".join(f"{n} workers req/s (x{first})" for n in args.workers)
+    print(f"\n| tree | endpoint | clients | {columns} |")
+    print("|---|---|---:|" + "---:|" * len(args.workers))
+    trees = ["this", args.compare] if args.compare else ["this"]
+    for label in trees:
+        for endpoint in args.endpoint:
+            for clients in args.clients:
+                rates = {
+                    n: _median(cells[(label, n, endpoint, clients)], "req/s") for n in args.workers
+                }
+                row = " | ".join(
+                    f"{rates[n]:.1f} ({rates[n] / rates[first]:.2f})" for n in args.workers
+                )
+                print(f"| {label} | {endpoint} | {clients} | {row} |")
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["--serve"]:
-        db, port, latency, auth, users, *profile = sys.argv[2:]
-        _serve(db, int(port), float(latency), profile[0] if profile else None, auth, int(users))
+    if sys.argv[1:] == ["--serve"]:
+        _serve()
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
@@ -384,32 +548,72 @@ def main() -> None:
     )
     parser.add_argument("--compare", metavar="SRC", help="a source tree to run side by side")
     parser.add_argument("--rounds", type=int, default=1, help="runs of every cell; medians")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        help="serve with each of these numbers of worker processes in turn, their state in "
+        "PostgreSQL and Redis (default: one process on a SQLite file)",
+    )
+    parser.add_argument("--database-url", help="with --workers: the PostgreSQL they share")
+    parser.add_argument("--redis-url", help="with --workers: the Redis they share")
+    parser.add_argument(
+        "--durable-runs", action="store_true", help="with --workers: DBOS durable runs"
+    )
     args = parser.parse_args()
+    if args.durable_runs and not args.workers:
+        parser.error("--durable-runs needs --workers (it runs on PostgreSQL)")
+    if args.profile and args.workers and args.workers != [1]:
+        parser.error("--profile profiles one process: --workers 1 at most")
+    if args.compare and (args.database_url or args.redis_url):
+        parser.error("--compare gives each tree its own state: no --database-url, --redis-url")
+    on_postgres = args.workers is not None
+    args.workers = args.workers or [1]
     trees: list[tuple[str, str | None]] = [("this", None)]
     if args.compare:
         trees.append((args.compare, args.compare))
-    with tempfile.TemporaryDirectory() as directory:
-        servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
-        try:
-            for number, (label, source) in enumerate(trees):
-                port = _free_port()
-                profile = f"{args.profile}.{number}" if args.profile and number else args.profile
-                db = str(Path(directory) / f"bench{number}.db")
-                process = _start_server(source, db, port, args, profile)
-                servers[label] = (process, f"http://127.0.0.1:{port}")
-            for _, base in servers.values():
-                asyncio.run(_ready(base))
-            print(
-                f"model latency {args.latency * 1000:.0f} ms per call; {os.cpu_count()} CPUs; "
-                f"auth: {args.auth}; "
-                f"load {os.getloadavg()[0]:.1f}; medians of {args.rounds} round(s)"
-            )
-            cells = _measure(args, servers)
-            print(f"load {os.getloadavg()[0]:.1f} at the end")
-            _report(args, cells)
-        finally:
-            for process, _ in servers.values():
-                _stop_server(process)
+    print(
+        f"model latency {args.latency * 1000:.0f} ms per call; {os.cpu_count()} CPUs; "
+        f"auth: {args.auth}; durable runs: {'on' if args.durable_runs else 'off'}; "
+        f"load {os.getloadavg()[0]:.1f}; medians of {args.rounds} round(s)"
+    )
+    cells: Cells = {}
+    with tempfile.TemporaryDirectory() as directory, ExitStack() as stack:
+        shared = (
+            stack.enter_context(_shared_state(args, len(trees)))
+            if on_postgres
+            else [{} for _ in trees]
+        )
+        for workers in args.workers:
+            servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+            try:
+                for number, (label, source) in enumerate(trees):
+                    port = _free_port()
+                    settings = {
+                        "db": str(Path(directory) / f"bench{number}.db"),
+                        "port": port,
+                        "latency": args.latency,
+                        "auth": args.auth,
+                        "users": max(args.clients),  # a key per client up to the most clients
+                        "workers": workers,
+                        "shared": shared[number],
+                        "profile": (
+                            f"{args.profile}.{number}" if args.profile and number else args.profile
+                        ),
+                    }
+                    process = _start_server(source, settings)
+                    servers[label] = (process, f"http://127.0.0.1:{port}")
+                for process, base in servers.values():
+                    asyncio.run(_ready(base))
+                    _settle(process.pid)  # every worker started, not only the one that answered
+                pids = ", ".join(f"{label} {p.pid}" for label, (p, _) in servers.items())
+                print(f"{workers} worker(s), server pids: {pids}")  # for py-spy -p
+                _measure(args, workers, servers, cells)
+            finally:
+                for process, _ in servers.values():
+                    _stop_server(process)
+    print(f"load {os.getloadavg()[0]:.1f} at the end")
+    _report(args, cells)
 
 
 if __name__ == "__main__":
