@@ -15,10 +15,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import logging
+import os
 import sys
+import threading
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from tooluse._version import VERSION
 from tooluse.cli._option_types import port_number, positive_seconds
@@ -29,6 +32,7 @@ __all__ = [
     "Command",
     "HelpFormatter",
     "build_parser",
+    "entry_point",
     "main",
     "port_number",
     "positive_seconds",
@@ -119,3 +123,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(arguments).parse_args(arguments)
     status: int = args.run(args)
     return status
+
+
+def entry_point() -> NoReturn:
+    """The ``tooluse`` process: :func:`main`, then exit with its status."""
+    status = main()
+    if any(thread.daemon and thread.is_alive() for thread in threading.enumerate()):
+        # Background work that is not waited for (the knowledge base loading its embedding
+        # model, the tool-search warm-up, a prompt's input()) is still running, e.g. after
+        # Ctrl+C; the interpreter's exit would tear modules and native libraries down under
+        # it, which can abort the process (SIGABRT). Everything of ours is closed: leave now.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)

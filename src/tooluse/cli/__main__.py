@@ -1,5 +1,5 @@
 """``python -m tooluse.cli``: the ``tooluse`` command."""
 
-from tooluse.cli import main
+from tooluse.cli import entry_point
 
-raise SystemExit(main())
+entry_point()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
-import os
 import sys
 import threading
 import uuid
@@ -40,7 +39,6 @@ _PREVIEW = 300  # characters of a tool result shown
 # What a shell reports for a command that SIGINT stopped (128 + 2): a script running
 # `tooluse chat "question"` then knows that it was interrupted, not answered.
 _INTERRUPTED = 130
-_INPUT_THREAD = "tooluse-chat-input"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +79,7 @@ async def _ask_in_thread(ask: Callable[[str], str], prompt: str) -> str:
         else:
             reply.set_result(text)
 
-    threading.Thread(target=read, args=(sys.stdin,), name=_INPUT_THREAD, daemon=True).start()
+    threading.Thread(target=read, args=(sys.stdin,), name="tooluse-chat-input", daemon=True).start()
     return await asyncio.wrap_future(reply)
 
 
@@ -176,14 +174,6 @@ def run(args: argparse.Namespace, ask: Callable[[str], str] = _ask) -> int:
         return asyncio.run(_chat(service, args, ask))
     except KeyboardInterrupt:
         print(file=sys.stderr)  # the shell's prompt on a line of its own, after "^C"
-        interrupted_at_prompt = any(t.name == _INPUT_THREAD for t in threading.enumerate())
+        return _INTERRUPTED
     finally:
         close_model(service.config)
-    if interrupted_at_prompt:
-        # The input thread still waits in input(), holding the lock of stdin's buffer; the
-        # interpreter's exit can then abort ("could not acquire lock for <_io.BufferedReader
-        # name='<stdin>'> at interpreter shutdown"). Everything is closed: leave at once.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(_INTERRUPTED)
-    return _INTERRUPTED
