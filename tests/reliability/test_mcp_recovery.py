@@ -132,7 +132,9 @@ async def test_the_service_recovers_a_killed_stdio_server(tmp_path: Path) -> Non
         assert failed[-1][0] == "error"
         assert "closed the connection" in str(failed[-1][1])
         health = (await client.get("/healthz")).json()
-        assert (health["status"], health["mcp_servers"][0]["state"]) == ("degraded", "failed")
+        # "connecting" once the reconnect interval (5 s) has passed, as on a loaded machine
+        assert health["status"] == "degraded"
+        assert health["mcp_servers"][0]["state"] in ("failed", "connecting")
 
         # A client that leaves while the next question reconnects: it is let go at once
         # and the reconnect goes on (it was cut short, and the next question within the
