@@ -391,7 +391,8 @@ def test_the_api_key_is_asked_in_the_page_and_kept_for_the_session(
             " localStorage.getItem('tooluse-api-key'), " + asking + "]"
         )
         page.reload()
-        page.wait_for("document.getElementById('tools').textContent.includes('get_weather')")
+        # The tools and the conversation's turns load separately: wait for the turn.
+        page.wait_for("document.querySelectorAll('.bot .text').length > 0")
         asked_again = page.run(asking)
         answers = _texts(page, ".bot .text")
         errors = page.console_errors()
