@@ -73,7 +73,7 @@ from tooluse.qa._paused_turn import (
     STOPPED_TURN_NOTE,
     turn_record,
 )
-from tooluse.qa._router_guard import RouterGuardAdvisor
+from tooluse.qa._router_guard import RouterGuardAdvisor, sum_usage
 from tooluse.qa._text_history import TextOnlyHistoryAdvisor
 from tooluse.qa._trace import CURRENT_TRACE, ToolTrace, ToolTraceAdvisor
 from tooluse.rag import (
@@ -552,7 +552,7 @@ class QaPipeline:
             pieces.append(text)
             yield DeltaEvent(text)
         documents = tuple(answer.context.get(DOCUMENT_CONTEXT) or ())
-        usage = _sum_usage(response.chat_response().usage, answer.chat_response().usage)
+        usage = sum_usage(response.chat_response().usage, answer.chat_response().usage)
         yield DoneEvent("".join(pieces), chosen, documents, usage)
 
 
@@ -569,14 +569,6 @@ def _drain(queue: asyncio.Queue[QaEvent | None]) -> list[QaEvent]:
 def _storable(state: RunState) -> RunState:
     """The router's state without the live ledger (it is stored as records in the pause)."""
     return state.without_tool_context(LEDGER_KEY) if LEDGER_KEY in state.tool_context else state
-
-
-def _sum_usage(*usages: Usage | None) -> Usage | None:
-    total: Usage | None = None
-    for usage in usages:
-        if usage is not None and not usage.is_empty():
-            total = usage if total is None else total + usage
-    return total
 
 
 def _check_decisions(pause: QaPause, decisions: Mapping[str, Decision]) -> None:

@@ -49,11 +49,12 @@ from tooluse.messages import (
     ToolCall,
     ToolResponse,
     ToolResponseMessage,
+    Usage,
     UserMessage,
 )
 from tooluse.qa._callbacks import LedgerToolCallback
 
-__all__ = ["ROUTER_GUARD_ORDER", "RouterGuardAdvisor"]
+__all__ = ["ROUTER_GUARD_ORDER", "RouterGuardAdvisor", "sum_usage"]
 
 ROUTER_GUARD_ORDER = HIGHEST_PRECEDENCE + 375
 """Inside the tool trace (+350): the calls it drops are never reported as made."""
@@ -64,6 +65,26 @@ _DONE = ChatResponse(
     ),
     metadata={"tooluse.qa.router_ended": True},
 )
+
+
+def _done(usage: Usage | None) -> ChatResponse:
+    """The empty message that ends the router, carrying ``usage``: the tokens of the model
+    responses it replaces (the tool loop sums each round's usage; dropped, they would be
+    missing from the turn's)."""
+    return _DONE if usage is None else _DONE.model_copy(update={"usage": usage})
+
+
+def _usage_of(*responses: ChatClientResponse) -> Usage | None:
+    return sum_usage(*(r.chat_response.usage for r in responses if r.chat_response is not None))
+
+
+def sum_usage(*usages: Usage | None) -> Usage | None:
+    """The sum of the ``usages`` reported (``None`` when none is)."""
+    total: Usage | None = None
+    for usage in usages:
+        if usage is not None and not usage.is_empty():
+            total = usage if total is None else total + usage
+    return total
 
 
 class RouterGuardAdvisor(BaseAdvisor):
@@ -115,7 +136,7 @@ class RouterGuardAdvisor(BaseAdvisor):
         calls = _calls(response)
         made = {_signature(call) for call in _calls_made(turn)}
         if calls and all(_signature(call) in made for call in calls):
-            return response.replace(chat_response=_DONE)
+            return response.replace(chat_response=_done(_usage_of(response)))
         if not calls or not self.grounded_arguments:
             return response
         conversation = _Conversation(_texts(request.prompt.messages))
@@ -126,7 +147,7 @@ class RouterGuardAdvisor(BaseAdvisor):
         unsaid = [_unsaid(call, schemas.get(call.name), conversation) for call in calls]
         kept = [call for call, missing in zip(calls, unsaid, strict=True) if not missing]
         if kept:
-            return _keeping(response, kept)
+            return _keeping(response, kept, _usage_of(response))
         # Every call was made up, often of the wrong tool (asked where an order is, the
         # 1.5B looked for pickup points "near" a place nobody named): the model hears why,
         # as from a failed call, and decides once more without those tools. Only a call
@@ -140,7 +161,7 @@ class RouterGuardAdvisor(BaseAdvisor):
         options = sent.prompt.options
         others = tuple(c for c in options.tool_callbacks if c.definition.name not in made_up)
         if not others:
-            return response.replace(chat_response=_DONE)
+            return response.replace(chat_response=_done(_usage_of(response)))
         retry = sent.replace(
             prompt=dataclasses.replace(
                 sent.prompt,
@@ -160,7 +181,10 @@ class RouterGuardAdvisor(BaseAdvisor):
             and _signature(call) not in made
             and _rests_on_the_user(call, schemas.get(call.name), conversation)
         ]
-        return _keeping(again, second) if second else again.replace(chat_response=_DONE)
+        spent = _usage_of(response, again)  # one round of the loop, two model requests
+        if not second:
+            return again.replace(chat_response=_done(spent))
+        return _keeping(again, second, spent)
 
 
 def _calls(response: ChatClientResponse) -> list[ToolCall]:
@@ -350,8 +374,10 @@ def _unsaid(
     return conversation.unsaid(arguments, schema)
 
 
-def _keeping(response: ChatClientResponse, kept: list[ToolCall]) -> ChatClientResponse:
-    """``response`` with only the ``kept`` calls."""
+def _keeping(
+    response: ChatClientResponse, kept: list[ToolCall], usage: Usage | None
+) -> ChatClientResponse:
+    """``response`` with only the ``kept`` calls, and ``usage``."""
     chat_response = response.chat_response or ChatResponse()
     generations = tuple(
         g.model_copy(
@@ -363,7 +389,7 @@ def _keeping(response: ChatClientResponse, kept: list[ToolCall]) -> ChatClientRe
         )
         for g in chat_response.generations
     )
-    kept_response = chat_response.model_copy(update={"generations": generations})
+    kept_response = chat_response.model_copy(update={"generations": generations, "usage": usage})
     return response.replace(chat_response=kept_response)
 
 
