@@ -288,3 +288,31 @@ async def test_the_turns_usage_counts_every_router_request(
     assert len(model.requests) == len(router) + 1
     sent = [_used(size) for size in (100, 200, 300, 400, 500)[: len(model.requests)]]
     assert result.usage == sum(sent[1:], sent[0])
+
+
+async def test_the_router_can_be_reminded_of_its_rule_after_the_question() -> None:
+    memory = MessageWindowChatMemory()
+    await memory.aadd("c", [UserMessage(text="Weather in Paris?"), AssistantMessage(text="21 C.")])
+    # asked again after a made-up call: the reminder is still there
+    model = ScriptedModel([tool_call("order_status", {"order_id": "Route"}), "", "answer"])
+    qa = QaPipeline(
+        model,
+        retriever=CountingRetriever(KNOWLEDGE),
+        tools=[order_status, weather],
+        memory=memory,
+        router_history_as_text=True,
+        router_grounded_arguments=True,
+        router_reminder="(Route it: tools only for live data.)",
+    )
+    result = await qa.acall("And in London?", conversation_id="c")
+    for router in model.requests[:2]:
+        question = next(m for m in reversed(router.messages) if isinstance(m, UserMessage))
+        assert question.text.endswith(
+            "The question: And in London?\n\n(Route it: tools only for live data.)"
+        )
+    # the reminder's words are not the user's: "Route" is made up
+    assert result.tool_calls == () and result.route == "knowledge"
+    answer = model.requests[2]
+    assert not any("Route it" in (m.text or "") for m in answer.messages)
+    stored = await memory.aget("c")
+    assert [m.text for m in stored if isinstance(m, UserMessage)][-1] == "And in London?"

@@ -45,6 +45,7 @@ from tooluse.service._service import (
     mcp_provider,
     query_transformers,
     router_advisor,
+    router_reminder,
     tool_sources,
 )
 from tooluse.tools import tool_callbacks
@@ -281,6 +282,7 @@ async def _evaluate(
                     router_fetch_rounds=config.router_fetch_rounds,
                     router_grounded_arguments=grounded_arguments(config),
                     router_history_as_text=history_as_text(config),
+                    router_reminder=router_reminder(config),
                 )
                 targets.append(PipelineTarget(pipeline))
         knowledge.start()

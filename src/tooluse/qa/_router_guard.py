@@ -21,6 +21,11 @@ Shown earlier turns as messages, where the assistant answered in words, the same
 answers the next question in words too instead of calling a tool ("Where is my order
 A1001?" after a knowledge answer). With ``history_as_text``, the earlier turns reach the
 model as a quoted note before the question, for what "it" or "there" refer to.
+
+The same model follows the system message's rule less the further the question is from
+it: a ``reminder`` of the rule goes after the question, in the question's message ("我的订单
+B2002 到哪了？" then calls the order tool, not the pickup-point one; follow-ups such as "What
+about near the Bund?" call the tool the earlier question called instead of replying empty).
 """
 
 from __future__ import annotations
@@ -98,7 +103,7 @@ class RouterGuardAdvisor(BaseAdvisor):
     call, it tells the model why and asks once more without those tools, taking only a
     call whose required arguments (one at least) are all in the conversation. With
     ``history_as_text``, the messages before the question go to the model as a note in the
-    question's message."""
+    question's message; a ``reminder`` is added after the question."""
 
     def __init__(
         self,
@@ -106,6 +111,7 @@ class RouterGuardAdvisor(BaseAdvisor):
         *,
         grounded_arguments: bool = False,
         history_as_text: bool = False,
+        reminder: str | None = None,
     ) -> None:
         if fetch_rounds is not None and fetch_rounds < 1:
             raise ValueError(f"fetch_rounds must be >= 1 or None, got {fetch_rounds}")
@@ -113,6 +119,7 @@ class RouterGuardAdvisor(BaseAdvisor):
         self.fetch_rounds = fetch_rounds
         self.grounded_arguments = grounded_arguments
         self.history_as_text = history_as_text
+        self.reminder = reminder
 
     async def advise_call(
         self, request: ChatClientRequest, chain: AdvisorChain
@@ -125,13 +132,12 @@ class RouterGuardAdvisor(BaseAdvisor):
         }
         if self.fetch_rounds is not None and _fetched_rounds(turn, fetching) >= self.fetch_rounds:
             return ChatClientResponse(_DONE, request.context)
-        sent = request
+        messages = tuple(request.prompt.messages)
         if self.history_as_text:
-            sent = request.replace(
-                prompt=dataclasses.replace(
-                    request.prompt, messages=_history_as_text(request.prompt.messages)
-                )
-            )
+            messages = _history_as_text(messages)
+        if self.reminder:
+            messages = _reminded(messages, self.reminder)
+        sent = request.replace(prompt=dataclasses.replace(request.prompt, messages=messages))
         response = await chain.next_call(sent)
         calls = _calls(response)
         made = {_signature(call) for call in _calls_made(turn)}
@@ -224,10 +230,7 @@ HISTORY_NOTE = "Earlier in this conversation (not live data; only for what the q
 def _history_as_text(messages: Sequence[Message]) -> tuple[Message, ...]:
     """``messages`` with the user and assistant texts before the last user message moved
     into it as a note (system messages stay; earlier tool traffic is left out: not live)."""
-    last = next(
-        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserMessage)),
-        None,
-    )
+    last = _last_user(messages)
     if last is None:
         return tuple(messages)
     lines = [
@@ -242,6 +245,25 @@ def _history_as_text(messages: Sequence[Message]) -> tuple[Message, ...]:
     note = "\n".join([HISTORY_NOTE, *lines, "", f"The question: {question.text}"])
     kept = [m for m in messages[:last] if isinstance(m, SystemMessage)]
     return (*kept, question.model_copy(update={"text": note}), *messages[last + 1 :])
+
+
+def _reminded(messages: Sequence[Message], reminder: str) -> tuple[Message, ...]:
+    """``messages`` with ``reminder`` after the text of the last user message (the
+    question); the conversation's arguments are checked against the messages without it."""
+    last = _last_user(messages)
+    if last is None:
+        return tuple(messages)
+    question = messages[last]
+    assert isinstance(question, UserMessage)
+    text = f"{question.text or ''}\n\n{reminder}"
+    return (*messages[:last], question.model_copy(update={"text": text}), *messages[last + 1 :])
+
+
+def _last_user(messages: Sequence[Message]) -> int | None:
+    return next(
+        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserMessage)),
+        None,
+    )
 
 
 def _texts(messages: Sequence[Message]) -> list[str]:
