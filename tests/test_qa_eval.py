@@ -221,6 +221,26 @@ def test_tooluse_eval_on_the_samples_offline(
     assert "--max-tool-calls must be at least 1" in capsys.readouterr().err
 
 
+def test_tooluse_eval_family_selects_the_families_to_ask(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("TOOLUSE_MODEL", raising=False)
+    monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
+    report = tmp_path / "runs.json"
+    argv = ["eval", "--model", "test", "--runs", "2", "--pipelines", "two-stage"]
+    argv += ["--db", str(tmp_path / "e.db"), "--json", str(report)]
+    # a part of a name, case aside; a family matched twice is asked once
+    assert cli.main([*argv, "--family", "UTC", "--family", "weather (EN)", "--family", "utc"]) == 0
+    data = json.loads(report.read_text("utf-8"))
+    asked = {run["family"] for run in data["runs"]}
+    assert asked == {"weather (en)", "trap: what UTC is (zh)"} and len(data["runs"]) == 4
+    capsys.readouterr()
+    assert cli.main([*argv, "--family", "weather", "--family", "no such family"]) == 2
+    err = capsys.readouterr().err
+    assert "--family: no family's name contains ['no such family']" in err
+    assert "'weather (zh)'" in err  # the names to choose from
+
+
 def test_the_sample_set_checks_real_tools_and_parameters() -> None:
     text = (Path(tooluse.service.__file__).parent / "sample_eval.json").read_text("utf-8")
     families = load_families(text, "sample_eval.json")

@@ -11,10 +11,18 @@ import pytest
 from _qa_helpers import CountingRetriever
 from tooluse import tool
 from tooluse.memory import MessageWindowChatMemory
-from tooluse.messages import AssistantMessage, Prompt, ToolResponseMessage, UserMessage
+from tooluse.messages import (
+    AssistantMessage,
+    ChatResponse,
+    Prompt,
+    ToolCall,
+    ToolResponseMessage,
+    Usage,
+    UserMessage,
+)
 from tooluse.qa import QaPipeline
 from tooluse.rag import Document
-from tooluse.testing import FunctionModel, ScriptedModel, tool_call
+from tooluse.testing import FunctionModel, ResponseLike, ScriptedModel, chat_response, tool_call
 
 KNOWLEDGE = [Document(text="Returns: items can be returned within 30 days.", id="returns")]
 
@@ -228,3 +236,83 @@ async def test_an_optional_argument_is_not_checked() -> None:
     assert await grounded_calls("Lockers near People's Square?", call, pickup_points) == [
         "pickup_points"
     ]
+
+
+def _used(tokens: int) -> Usage:
+    return Usage(prompt_tokens=tokens, completion_tokens=1, total_tokens=tokens + 1)
+
+
+@pytest.mark.parametrize(
+    ("router", "question", "calls"),
+    [
+        # a call, then its repeat, which ends the router
+        (
+            [
+                tool_call("order_status", {"order_id": "A1"}),
+                tool_call("order_status", {"order_id": "A1"}),
+            ],
+            "Where is order A1?",
+            ["order_status"],
+        ),
+        # a made-up call, then, told why, the right one (one round, two requests), then
+        # the empty reply that ends the router
+        (
+            [
+                tool_call("weather", {"city": "Shanghai"}),
+                tool_call("order_status", {"order_id": "B2002"}),
+                "",
+            ],
+            "Where is order B2002?",
+            ["order_status"],
+        ),
+        # a made-up call, then a reply in words, which ends the router
+        ([tool_call("order_status", {"order_id": "A1001"}), "no"], "Is shipping free?", []),
+    ],
+)
+async def test_the_turns_usage_counts_every_router_request(
+    router: list[ResponseLike], question: str, calls: list[str]
+) -> None:
+    """Each model response the guard replaces or drops was paid for: QaResult.usage, which
+    the service reports, has its tokens (they were once left out)."""
+    sizes = iter([100, 200, 300, 400, 500])
+
+    def counted(response: ResponseLike) -> ChatResponse:
+        text = response if isinstance(response, str) else None
+        tool_calls = [response] if isinstance(response, ToolCall) else []
+        return chat_response(text, tool_calls, usage=_used(next(sizes)))
+
+    model = ScriptedModel([*map(counted, router), counted("the answer")])
+    options = {"router_grounded_arguments": True}  # no round limit: the repeat is asked for
+    result = await pipeline(model, **options).acall(question)
+    assert [call.name for call in result.tool_calls] == calls
+    assert len(model.requests) == len(router) + 1
+    sent = [_used(size) for size in (100, 200, 300, 400, 500)[: len(model.requests)]]
+    assert result.usage == sum(sent[1:], sent[0])
+
+
+async def test_the_router_can_be_reminded_of_its_rule_after_the_question() -> None:
+    memory = MessageWindowChatMemory()
+    await memory.aadd("c", [UserMessage(text="Weather in Paris?"), AssistantMessage(text="21 C.")])
+    # asked again after a made-up call: the reminder is still there
+    model = ScriptedModel([tool_call("order_status", {"order_id": "Route"}), "", "answer"])
+    qa = QaPipeline(
+        model,
+        retriever=CountingRetriever(KNOWLEDGE),
+        tools=[order_status, weather],
+        memory=memory,
+        router_history_as_text=True,
+        router_grounded_arguments=True,
+        router_reminder="(Route it: tools only for live data.)",
+    )
+    result = await qa.acall("And in London?", conversation_id="c")
+    for router in model.requests[:2]:
+        question = next(m for m in reversed(router.messages) if isinstance(m, UserMessage))
+        assert question.text.endswith(
+            "The question: And in London?\n\n(Route it: tools only for live data.)"
+        )
+    # the reminder's words are not the user's: "Route" is made up
+    assert result.tool_calls == () and result.route == "knowledge"
+    answer = model.requests[2]
+    assert not any("Route it" in (m.text or "") for m in answer.messages)
+    stored = await memory.aget("c")
+    assert [m.text for m in stored if isinstance(m, UserMessage)][-1] == "And in London?"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -34,7 +35,7 @@ from tooluse.cli import chat as chat_command
 from tooluse.cli._options import OptionError, add_service_arguments, config_from_arguments
 from tooluse.client import RunState
 from tooluse.messages import ChatOptions, Prompt, UserMessage
-from tooluse.qa import DeltaEvent, FetchRecord, QaEvent, QaPause
+from tooluse.qa import ROUTER_REMINDER, DeltaEvent, FetchRecord, QaEvent, QaPause
 from tooluse.rag import Document, SqliteVectorStore
 from tooluse.service import (
     SAMPLE_TOOLS,
@@ -47,7 +48,7 @@ from tooluse.service import (
     mentioned_tools,
     sync_sample_documents,
 )
-from tooluse.service._service import local_tools
+from tooluse.service._service import local_tools, router_reminder
 from tooluse.service._sse import qa_events, sse_response
 from tooluse.testing import FunctionModel
 
@@ -222,22 +223,28 @@ def test_options_build_the_configuration(monkeypatch: pytest.MonkeyPatch, tmp_pa
 
 
 @pytest.mark.parametrize(
-    ("argv", "grounded"),
+    ("argv", "grounded", "reminder"),
     [
-        (["--model", "openai:gpt-4o-mini"], False),  # translates arguments: 北京 -> Beijing
-        (["--model", "openai:gpt-4o-mini", "--grounded-arguments"], True),
-        (["--model", "local:qwen2.5-coder-0.5b"], True),  # fills in the examples it was shown
-        (["--model", "local:qwen2.5-coder-0.5b", "--no-grounded-arguments"], False),
+        (["--model", "openai:gpt-4o-mini"], False, False),  # translates: 北京 -> Beijing
+        (["--model", "openai:gpt-4o-mini", "--grounded-arguments"], True, False),
+        (["--model", "openai:gpt-4o-mini", "--router-reminder"], False, True),
+        (["--model", "local:qwen2.5-coder-0.5b"], True, True),  # fills in the examples shown
+        (["--model", "local:qwen2.5-coder-0.5b", "--no-grounded-arguments"], False, True),
+        (["--model", "local:qwen2.5-coder-0.5b", "--no-router-reminder"], True, False),
     ],
 )
-def test_the_made_up_argument_check_is_on_for_local_models_unless_asked(
-    argv: list[str], grounded: bool, monkeypatch: pytest.MonkeyPatch
+def test_the_small_model_router_options_are_on_for_local_models_unless_asked(
+    argv: list[str], grounded: bool, reminder: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import tooluse.cli._options as options
 
     monkeypatch.setattr(options, "_model", lambda spec, args: FunctionModel(lambda _: "ok"))
     config = config_from_arguments(_arguments(*argv))
     assert config.router_grounded_arguments is grounded
+    assert config.router_reminder is reminder
+    assert router_reminder(config) == (ROUTER_REMINDER if reminder else None)
+    offline = dataclasses.replace(config, model=None)  # the TestModel: never
+    assert router_reminder(offline) is None
 
 
 @pytest.mark.parametrize("command", ["serve", "chat"])

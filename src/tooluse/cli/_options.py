@@ -133,6 +133,13 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         "北京 -> Beijing)",
     )
     parser.add_argument(
+        "--router-reminder",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the router's request repeats the routing rule after the question, where a "
+        "small model heeds it (default: on for a local: model, off for others)",
+    )
+    parser.add_argument(
         "--router-history",
         choices=["text", "messages"],
         default="text",
@@ -269,6 +276,9 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
             else args.grounded_arguments
         ),
         router_history_as_text=args.router_history == "text",
+        router_reminder=(
+            spec.startswith("local:") if args.router_reminder is None else args.router_reminder
+        ),
         tool_search=_TOOL_SEARCH[args.tool_search],
         tools=tools,
         mcp_servers=mcp_servers,

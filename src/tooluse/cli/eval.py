@@ -45,11 +45,12 @@ from tooluse.service._service import (
     mcp_provider,
     query_transformers,
     router_advisor,
+    router_reminder,
     tool_sources,
 )
 from tooluse.tools import tool_callbacks
 
-__all__ = ["PIPELINES", "add_arguments", "load_families", "load_reports", "run"]
+__all__ = ["PIPELINES", "add_arguments", "load_families", "load_reports", "run", "select_families"]
 
 PIPELINES = ("single-chain", "two-stage")
 """What ``--pipelines`` names: the seed's original single chain (:class:`SingleChain`) and
@@ -73,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         '"allowed_tools": [...], "history": [{"role", "text"}]}]} (docs/service.md)',
     )
     parser.add_argument("--runs", type=int, default=3, help="times each question is asked")
+    parser.add_argument(
+        "--family",
+        action="append",
+        metavar="TEXT",
+        help="only the families whose name contains TEXT (case aside); repeat for more",
+    )
     parser.add_argument(
         "--pipelines",
         default=",".join(PIPELINES),
@@ -137,6 +144,16 @@ def load_families(text: str, where: str) -> list[QuestionFamily]:
     if repeated:
         raise ValueError(f"{where}: two families are named {repeated}")
     return families
+
+
+def select_families(families: list[QuestionFamily], texts: list[str]) -> list[QuestionFamily]:
+    """The ``families`` whose name contains one of ``texts`` (case aside), in their order;
+    a text that selects none is an error (a typo would measure nothing)."""
+    unmatched = [t for t in texts if not any(t.casefold() in f.name.casefold() for f in families)]
+    if unmatched:
+        names = ", ".join(repr(family.name) for family in families)
+        raise ValueError(f"--family: no family's name contains {unmatched}; the families: {names}")
+    return [f for f in families if any(t.casefold() in f.name.casefold() for t in texts)]
 
 
 def _pipelines(text: str) -> list[str]:
@@ -265,6 +282,7 @@ async def _evaluate(
                     router_fetch_rounds=config.router_fetch_rounds,
                     router_grounded_arguments=grounded_arguments(config),
                     router_history_as_text=history_as_text(config),
+                    router_reminder=router_reminder(config),
                 )
                 targets.append(PipelineTarget(pipeline))
         knowledge.start()
@@ -312,6 +330,8 @@ def run(args: argparse.Namespace) -> int:
             families = load_families(resource.read_text("utf-8"), "sample_eval.json")
         else:
             families = load_families(args.file.read_text("utf-8"), str(args.file))
+        if args.family:
+            families = select_families(families, args.family)
         for option in ("runs", "max_tool_calls"):
             value = getattr(args, option)
             if value is not None and value < 1:

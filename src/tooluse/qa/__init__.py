@@ -64,7 +64,7 @@ from tooluse.qa._gate import FetchGateQueryTransformer, FetchGateRetriever
 from tooluse.qa._ledger import LEDGER_KEY, FetchLedger, FetchRecord
 from tooluse.qa._pause import QaPause, StalePauseError
 from tooluse.qa._paused_turn import PAUSED_TURN_NOTE, RESUMING_TURN_NOTE, STOPPED_TURN_NOTE
-from tooluse.qa._pipeline import ANSWER_SYSTEM, ROUTER_SYSTEM, QaPipeline, QaResult
+from tooluse.qa._pipeline import ANSWER_SYSTEM, ROUTER_REMINDER, ROUTER_SYSTEM, QaPipeline, QaResult
 
 __all__ = [
     "ANSWER_SYSTEM",
@@ -74,6 +74,7 @@ __all__ = [
     "LEDGER_KEY",
     "PAUSED_TURN_NOTE",
     "RESUMING_TURN_NOTE",
+    "ROUTER_REMINDER",
     "ROUTER_SYSTEM",
     "SINGLE_CHAIN_EMPTY_TEMPLATE",
     "SINGLE_CHAIN_SYSTEM",

@@ -73,7 +73,7 @@ from tooluse.qa._paused_turn import (
     STOPPED_TURN_NOTE,
     turn_record,
 )
-from tooluse.qa._router_guard import RouterGuardAdvisor
+from tooluse.qa._router_guard import RouterGuardAdvisor, sum_usage
 from tooluse.qa._text_history import TextOnlyHistoryAdvisor
 from tooluse.qa._trace import CURRENT_TRACE, ToolTrace, ToolTraceAdvisor
 from tooluse.rag import (
@@ -85,7 +85,7 @@ from tooluse.rag import (
     RetrievalAugmentationAdvisor,
 )
 
-__all__ = ["ANSWER_SYSTEM", "ROUTER_SYSTEM", "QaPipeline", "QaResult"]
+__all__ = ["ANSWER_SYSTEM", "ROUTER_REMINDER", "ROUTER_SYSTEM", "QaPipeline", "QaResult"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +99,13 @@ ROUTER_SYSTEM: Final = (
     "arguments from the question and the conversation. Answers earlier in the conversation "
     "are not live data: fetch again. Call no tool only for a pure knowledge question; then "
     "reply with an empty message. Never answer the question yourself."
+)
+# For small models, which follow the system message less the further the question is from
+# it: the rule again, after the question (RouterGuardAdvisor's reminder).
+ROUTER_REMINDER: Final = (
+    "(Route it: call a tool only if answering needs current data that the tool returns. If "
+    "the question asks what something is or means, why, or how something works, reply with "
+    "an empty message.)"
 )
 ANSWER_SYSTEM: Final = (
     "You answer the user's questions using only the information given with each question. "
@@ -166,6 +173,9 @@ class QaPipeline:
     ``"Tokyo"``) would lose such calls. ``router_history_as_text``: the router
     gets the earlier turns as a note before the question rather than as messages (a small
     model shown answers in words answers in words too, instead of calling a tool).
+    ``router_reminder``: a text the router's request adds after the question, e.g.
+    :data:`ROUTER_REMINDER`, the routing rule again where a small model heeds it (``None``,
+    default: none).
     Run a conversation's turns one at a time: a turn reads the memory as it starts, so one
     started while another runs (a resumed run's approved call, say) reads it as it was.
     """
@@ -188,11 +198,13 @@ class QaPipeline:
         router_fetch_rounds: int | None = None,
         router_grounded_arguments: bool = False,
         router_history_as_text: bool = False,
+        router_reminder: str | None = None,
     ) -> None:
         guard = RouterGuardAdvisor(
             router_fetch_rounds,
             grounded_arguments=router_grounded_arguments,
             history_as_text=router_history_as_text,
+            reminder=router_reminder,
         )
         sources = list(tools) if isinstance(tools, list | tuple | set | frozenset) else [tools]
         recording_tools = ledger_tool_callbacks(*sources)
@@ -552,7 +564,7 @@ class QaPipeline:
             pieces.append(text)
             yield DeltaEvent(text)
         documents = tuple(answer.context.get(DOCUMENT_CONTEXT) or ())
-        usage = _sum_usage(response.chat_response().usage, answer.chat_response().usage)
+        usage = sum_usage(response.chat_response().usage, answer.chat_response().usage)
         yield DoneEvent("".join(pieces), chosen, documents, usage)
 
 
@@ -569,14 +581,6 @@ def _drain(queue: asyncio.Queue[QaEvent | None]) -> list[QaEvent]:
 def _storable(state: RunState) -> RunState:
     """The router's state without the live ledger (it is stored as records in the pause)."""
     return state.without_tool_context(LEDGER_KEY) if LEDGER_KEY in state.tool_context else state
-
-
-def _sum_usage(*usages: Usage | None) -> Usage | None:
-    total: Usage | None = None
-    for usage in usages:
-        if usage is not None and not usage.is_empty():
-            total = usage if total is None else total + usage
-    return total
 
 
 def _check_decisions(pause: QaPause, decisions: Mapping[str, Decision]) -> None:

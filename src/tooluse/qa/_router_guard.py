@@ -21,6 +21,11 @@ Shown earlier turns as messages, where the assistant answered in words, the same
 answers the next question in words too instead of calling a tool ("Where is my order
 A1001?" after a knowledge answer). With ``history_as_text``, the earlier turns reach the
 model as a quoted note before the question, for what "it" or "there" refer to.
+
+The same model follows the system message's rule less the further the question is from
+it: a ``reminder`` of the rule goes after the question, in the question's message ("我的订单
+B2002 到哪了？" then calls the order tool, not the pickup-point one; follow-ups such as "What
+about near the Bund?" call the tool the earlier question called instead of replying empty).
 """
 
 from __future__ import annotations
@@ -49,11 +54,12 @@ from tooluse.messages import (
     ToolCall,
     ToolResponse,
     ToolResponseMessage,
+    Usage,
     UserMessage,
 )
 from tooluse.qa._callbacks import LedgerToolCallback
 
-__all__ = ["ROUTER_GUARD_ORDER", "RouterGuardAdvisor"]
+__all__ = ["ROUTER_GUARD_ORDER", "RouterGuardAdvisor", "sum_usage"]
 
 ROUTER_GUARD_ORDER = HIGHEST_PRECEDENCE + 375
 """Inside the tool trace (+350): the calls it drops are never reported as made."""
@@ -64,6 +70,26 @@ _DONE = ChatResponse(
     ),
     metadata={"tooluse.qa.router_ended": True},
 )
+
+
+def _done(usage: Usage | None) -> ChatResponse:
+    """The empty message that ends the router, carrying ``usage``: the tokens of the model
+    responses it replaces (the tool loop sums each round's usage; dropped, they would be
+    missing from the turn's)."""
+    return _DONE if usage is None else _DONE.model_copy(update={"usage": usage})
+
+
+def _usage_of(*responses: ChatClientResponse) -> Usage | None:
+    return sum_usage(*(r.chat_response.usage for r in responses if r.chat_response is not None))
+
+
+def sum_usage(*usages: Usage | None) -> Usage | None:
+    """The sum of the ``usages`` reported (``None`` when none is)."""
+    total: Usage | None = None
+    for usage in usages:
+        if usage is not None and not usage.is_empty():
+            total = usage if total is None else total + usage
+    return total
 
 
 class RouterGuardAdvisor(BaseAdvisor):
@@ -77,7 +103,7 @@ class RouterGuardAdvisor(BaseAdvisor):
     call, it tells the model why and asks once more without those tools, taking only a
     call whose required arguments (one at least) are all in the conversation. With
     ``history_as_text``, the messages before the question go to the model as a note in the
-    question's message."""
+    question's message; a ``reminder`` is added after the question."""
 
     def __init__(
         self,
@@ -85,6 +111,7 @@ class RouterGuardAdvisor(BaseAdvisor):
         *,
         grounded_arguments: bool = False,
         history_as_text: bool = False,
+        reminder: str | None = None,
     ) -> None:
         if fetch_rounds is not None and fetch_rounds < 1:
             raise ValueError(f"fetch_rounds must be >= 1 or None, got {fetch_rounds}")
@@ -92,6 +119,7 @@ class RouterGuardAdvisor(BaseAdvisor):
         self.fetch_rounds = fetch_rounds
         self.grounded_arguments = grounded_arguments
         self.history_as_text = history_as_text
+        self.reminder = reminder
 
     async def advise_call(
         self, request: ChatClientRequest, chain: AdvisorChain
@@ -104,18 +132,17 @@ class RouterGuardAdvisor(BaseAdvisor):
         }
         if self.fetch_rounds is not None and _fetched_rounds(turn, fetching) >= self.fetch_rounds:
             return ChatClientResponse(_DONE, request.context)
-        sent = request
+        messages = tuple(request.prompt.messages)
         if self.history_as_text:
-            sent = request.replace(
-                prompt=dataclasses.replace(
-                    request.prompt, messages=_history_as_text(request.prompt.messages)
-                )
-            )
+            messages = _history_as_text(messages)
+        if self.reminder:
+            messages = _reminded(messages, self.reminder)
+        sent = request.replace(prompt=dataclasses.replace(request.prompt, messages=messages))
         response = await chain.next_call(sent)
         calls = _calls(response)
         made = {_signature(call) for call in _calls_made(turn)}
         if calls and all(_signature(call) in made for call in calls):
-            return response.replace(chat_response=_DONE)
+            return response.replace(chat_response=_done(_usage_of(response)))
         if not calls or not self.grounded_arguments:
             return response
         conversation = _Conversation(_texts(request.prompt.messages))
@@ -126,7 +153,7 @@ class RouterGuardAdvisor(BaseAdvisor):
         unsaid = [_unsaid(call, schemas.get(call.name), conversation) for call in calls]
         kept = [call for call, missing in zip(calls, unsaid, strict=True) if not missing]
         if kept:
-            return _keeping(response, kept)
+            return _keeping(response, kept, _usage_of(response))
         # Every call was made up, often of the wrong tool (asked where an order is, the
         # 1.5B looked for pickup points "near" a place nobody named): the model hears why,
         # as from a failed call, and decides once more without those tools. Only a call
@@ -140,7 +167,7 @@ class RouterGuardAdvisor(BaseAdvisor):
         options = sent.prompt.options
         others = tuple(c for c in options.tool_callbacks if c.definition.name not in made_up)
         if not others:
-            return response.replace(chat_response=_DONE)
+            return response.replace(chat_response=_done(_usage_of(response)))
         retry = sent.replace(
             prompt=dataclasses.replace(
                 sent.prompt,
@@ -160,7 +187,10 @@ class RouterGuardAdvisor(BaseAdvisor):
             and _signature(call) not in made
             and _rests_on_the_user(call, schemas.get(call.name), conversation)
         ]
-        return _keeping(again, second) if second else again.replace(chat_response=_DONE)
+        spent = _usage_of(response, again)  # one round of the loop, two model requests
+        if not second:
+            return again.replace(chat_response=_done(spent))
+        return _keeping(again, second, spent)
 
 
 def _calls(response: ChatClientResponse) -> list[ToolCall]:
@@ -200,10 +230,7 @@ HISTORY_NOTE = "Earlier in this conversation (not live data; only for what the q
 def _history_as_text(messages: Sequence[Message]) -> tuple[Message, ...]:
     """``messages`` with the user and assistant texts before the last user message moved
     into it as a note (system messages stay; earlier tool traffic is left out: not live)."""
-    last = next(
-        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserMessage)),
-        None,
-    )
+    last = _last_user(messages)
     if last is None:
         return tuple(messages)
     lines = [
@@ -218,6 +245,25 @@ def _history_as_text(messages: Sequence[Message]) -> tuple[Message, ...]:
     note = "\n".join([HISTORY_NOTE, *lines, "", f"The question: {question.text}"])
     kept = [m for m in messages[:last] if isinstance(m, SystemMessage)]
     return (*kept, question.model_copy(update={"text": note}), *messages[last + 1 :])
+
+
+def _reminded(messages: Sequence[Message], reminder: str) -> tuple[Message, ...]:
+    """``messages`` with ``reminder`` after the text of the last user message (the
+    question); the conversation's arguments are checked against the messages without it."""
+    last = _last_user(messages)
+    if last is None:
+        return tuple(messages)
+    question = messages[last]
+    assert isinstance(question, UserMessage)
+    text = f"{question.text or ''}\n\n{reminder}"
+    return (*messages[:last], question.model_copy(update={"text": text}), *messages[last + 1 :])
+
+
+def _last_user(messages: Sequence[Message]) -> int | None:
+    return next(
+        (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserMessage)),
+        None,
+    )
 
 
 def _texts(messages: Sequence[Message]) -> list[str]:
@@ -350,8 +396,10 @@ def _unsaid(
     return conversation.unsaid(arguments, schema)
 
 
-def _keeping(response: ChatClientResponse, kept: list[ToolCall]) -> ChatClientResponse:
-    """``response`` with only the ``kept`` calls."""
+def _keeping(
+    response: ChatClientResponse, kept: list[ToolCall], usage: Usage | None
+) -> ChatClientResponse:
+    """``response`` with only the ``kept`` calls, and ``usage``."""
     chat_response = response.chat_response or ChatResponse()
     generations = tuple(
         g.model_copy(
@@ -363,7 +411,7 @@ def _keeping(response: ChatClientResponse, kept: list[ToolCall]) -> ChatClientRe
         )
         for g in chat_response.generations
     )
-    kept_response = chat_response.model_copy(update={"generations": generations})
+    kept_response = chat_response.model_copy(update={"generations": generations, "usage": usage})
     return response.replace(chat_response=kept_response)
 
 

@@ -55,7 +55,7 @@ from tooluse.memory import (
 )
 from tooluse.messages import ToolCall
 from tooluse.models import ChatModel
-from tooluse.qa import QaPipeline
+from tooluse.qa import ROUTER_REMINDER, QaPipeline
 from tooluse.rag import CompressionQueryTransformer, QueryTransformer
 from tooluse.rag._sqlite_store import SCHEMA_VERSION as VECTOR_STORE_SCHEMA_VERSION
 from tooluse.search import HybridToolIndex, ToolSearchToolCallingAdvisor, mcp_server_category
@@ -97,6 +97,7 @@ __all__ = [
     "mcp_provider",
     "query_transformers",
     "router_advisor",
+    "router_reminder",
     "run_context",
     "shared_embedding_model",
     "tool_calling_manager",
@@ -168,6 +169,10 @@ class ServiceConfig:
       question, not as messages (a small model shown answers in words answers the next
       question in words too); ``tooluse serve`` turns it on; never with the offline
       ``TestModel`` (:func:`history_as_text`);
+    - ``router_reminder``: the router's request repeats the routing rule after the question
+      (:data:`~tooluse.qa.ROUTER_REMINDER`: a small model heeds it there, not only in the
+      system message); ``tooluse serve`` turns it on for a local model; never with the
+      offline ``TestModel`` (:func:`router_reminder`);
     - ``keepalive_seconds``: a stream that sends nothing for this long (a model thinking, a
       slow tool) gets an SSE comment, so that proxies do not close it as idle;
     - ``api_key``: when set, ``/api/*`` and ``/v1/*`` require ``Authorization: Bearer <key>``
@@ -231,6 +236,7 @@ class ServiceConfig:
     router_fetch_rounds: int | None = 1
     router_grounded_arguments: bool = False
     router_history_as_text: bool = False
+    router_reminder: bool = False
     keepalive_seconds: float = 15.0
     api_key: str | None = None
     tool_search: bool | None = None
@@ -358,6 +364,13 @@ def history_as_text(config: ServiceConfig) -> bool:
     model configured (the offline ``TestModel`` calls the tools its question mentions, and
     the note would mention the earlier questions' tools)."""
     return config.router_history_as_text and config.model is not None
+
+
+def router_reminder(config: ServiceConfig) -> str | None:
+    """The reminder the router adds after the question (:data:`~tooluse.qa.ROUTER_REMINDER`)
+    when ``config`` asks, with a model configured (the offline ``TestModel`` would read the
+    reminder as part of the question)."""
+    return ROUTER_REMINDER if config.router_reminder and config.model is not None else None
 
 
 def tool_calling_manager(
@@ -559,6 +572,7 @@ class QaService:
             router_fetch_rounds=self.config.router_fetch_rounds,
             router_grounded_arguments=grounded_arguments(self.config),
             router_history_as_text=history_as_text(self.config),
+            router_reminder=router_reminder(self.config),
         )
         if self.offline:
             logger.warning("%s", OFFLINE_NOTICE)
