@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import difflib
 import functools
 import logging
 import time
@@ -449,6 +448,8 @@ class ToolCallingManager:
             _shorten(name),
         )
         text = f"Unknown tool '{_shorten(name)}': no tool of that name is available."
+        import difflib  # only for a model's mistake: not loaded with the loop
+
         by_lower_name = {known.lower(): known for known in tools}
         close = difflib.get_close_matches(name.lower(), by_lower_name, n=3, cutoff=0.6)
         if close:
