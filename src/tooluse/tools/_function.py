@@ -71,6 +71,7 @@ class FunctionToolCallback(BaseToolCallback):
         "_result_converter",
         "_returns_none",
     )
+    fixed_definition = True  # made once, from the function, in __init__
 
     def __init__(
         self,
