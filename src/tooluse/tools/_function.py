@@ -137,6 +137,13 @@ class FunctionToolCallback(BaseToolCallback):
     def function(self) -> Callable[..., Any]:
         return self._function
 
+    @property
+    def inline(self) -> bool:
+        """Whether a call runs on the event loop's thread (``@tool(inline=True)``): ``acall``
+        then finishes without suspending, so the executor runs a round of such calls one
+        after another, with no task each."""
+        return self._inline
+
     async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         args, kwargs = self._arguments.bind(arguments, context, self._definition)
         if self._is_async:
