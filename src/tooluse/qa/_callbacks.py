@@ -41,6 +41,8 @@ class LedgerToolCallback(BaseToolCallback):
     def delegate(self) -> ToolCallback:
         return self._delegate
 
+    # A property where BaseToolCallback has a class attribute: a wrapper's answer is its
+    # delegate's (what has_fixed_definition reads either way).
     @property
     def fixed_definition(self) -> bool:  # type: ignore[override]
         return has_fixed_definition(self._delegate)
