@@ -42,6 +42,8 @@ class Framework:
     name: str
     script: str
     peer: bool  # runs under the peer venv's interpreter
+    # ours from another source tree (--compare): its src on PYTHONPATH, its peers/ scripts
+    source: Path | None = None
 
 
 FRAMEWORKS = (
@@ -89,6 +91,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=TOOL_KINDS,
         help="declare add as a plain def (sync) or async def; repeatable; default both",
     )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        action="append",
+        default=[],
+        help="another checkout's src/ (e.g. a worktree of main): its tooluse scripts run too, "
+        "as NAME@TREE, with its src and its benchmarks/peers/ scripts",
+    )
     parser.add_argument("--json", type=Path, help="also write every raw result line here")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.iterations < 1 or args.warmup < 0:
@@ -99,9 +109,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def run_script(
     framework: Framework, python: str, tool_kind: str, args: argparse.Namespace
 ) -> list[dict[str, Any]]:
+    scripts = (
+        PEERS_DIR
+        if framework.source is None
+        else framework.source.parent / PEERS_DIR.relative_to(REPO)
+    )
+    environment = dict(os.environ)
+    if framework.source is not None:
+        environment["PYTHONPATH"] = str(framework.source)
     command = [
         python,
-        str(PEERS_DIR / framework.script),
+        str(scripts / framework.script),
         "--tool",
         tool_kind,
         "--warmup",
@@ -109,7 +127,9 @@ def run_script(
         "--iterations",
         str(args.iterations),
     ]
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False)
+    completed = subprocess.run(
+        command, capture_output=True, text=True, timeout=1800, check=False, env=environment
+    )
     if completed.returncode != 0:
         raise RuntimeError(
             f"{framework.name} failed (exit {completed.returncode}): {' '.join(command)}\n"
@@ -165,7 +185,7 @@ def summarise(results: list[dict[str, Any]], names: list[str], tool_kind: str) -
         lines.append("| " + " | ".join(cells) + " |")
     lines.extend(f"\n{name}: skipped ({reason})." for name, reason in skipped.items())
     ours_too = {f.name for f in FRAMEWORKS if not f.peer}  # ours with an option set
-    peers = [n for n in ran if n not in ours_too]
+    peers = [n for n in ran if n.partition("@")[0] not in ours_too]  # (@: another tree)
     if ours and peers:
         for scenario in SCENARIOS:
             fastest = min(peers, key=lambda n: median_of(n, scenario))
@@ -181,6 +201,12 @@ def summarise(results: list[dict[str, Any]], names: list[str], tool_kind: str) -
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     chosen = [f for f in FRAMEWORKS if not args.only or f.name in args.only]
+    chosen += [
+        dataclasses.replace(f, name=f"{f.name}@{tree.parent.name}", source=tree.resolve())
+        for tree in args.compare
+        for f in chosen
+        if not f.peer
+    ]
     tool_kinds = args.tool or list(TOOL_KINDS)
     for python in {args.our_python, *(args.peer_python for f in chosen if f.peer)}:
         if not Path(python).exists():
@@ -197,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         for framework, kind in jobs[shift:] + jobs[:shift]:
             python = args.peer_python if framework.peer else args.our_python
             rows = run_script(framework, python, kind, args)
+            for row in rows:  # a compared tree's script names itself as ours does
+                row["framework"] = framework.name
             results.extend(rows)
             medians = ", ".join(
                 f"{r['scenario']} {r['per_run_ms_median']:.2f} ms"

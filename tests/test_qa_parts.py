@@ -37,6 +37,7 @@ from tooluse.qa import (
 from tooluse.qa._trace import ToolTrace
 from tooluse.rag import Document, Query
 from tooluse.testing import ScriptedModel, chat_response, tool_call
+from tooluse.tools import has_fixed_definition
 
 
 @tool
@@ -154,6 +155,9 @@ async def test_ledger_callback_records_successes_only() -> None:
     )
     # Without a ledger it only runs the tool.
     assert await wrapped_weather.acall('{"city": "Oslo"}') == result
+    # Its definition is as fixed as its delegate's (the search advisor reads it again if not).
+    assert has_fixed_definition(wrapped_weather)
+    assert not has_fixed_definition(LedgerToolCallback(RecordingTool("ping")))  # type: ignore[arg-type]
 
 
 async def test_ledger_callback_records_what_the_model_is_sent() -> None:

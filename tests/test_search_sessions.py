@@ -3,7 +3,9 @@ of them (the work per session is bounded by mechanism here; docs/benchmarks.md t
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -13,6 +15,7 @@ from tooluse.client import ChatClient
 from tooluse.memory import CONVERSATION_ID
 from tooluse.search import (
     BM25ToolIndex,
+    RegexToolIndex,
     ToolCatalogue,
     ToolReference,
     ToolSearchRequest,
@@ -144,3 +147,53 @@ def test_a_known_session_with_nothing_changed_starts_its_turn_without_a_worker_t
     converse(advisor, tools, ["c0", "c0"])  # another list: indexed again, once
     assert prepared.calls == 3
     assert index.search(ToolSearchRequest("c0", "flight", max_results=1)).tool_names == ["tool_7"]
+
+
+class CountedDefinition(FunctionToolCallback):
+    """A built-in callback (its definition fixed) that counts the reads of its definition."""
+
+    reads = 0
+
+    @property
+    def definition(self) -> ToolDefinition:
+        CountedDefinition.reads += 1
+        return super().definition
+
+
+def test_a_known_list_of_fixed_definitions_is_not_read_again_per_request() -> None:
+    tools = [
+        CountedDefinition(run, name=f"tool_{number}", description=f"Does thing {number}")
+        for number in range(200)
+    ]
+    advisor = ToolSearchToolCallingAdvisor(tool_index=BM25ToolIndex())
+    model = ScriptedModel([tool_call("toolSearchTool", {"query": "thing"}, id="s"), "ok"] * 4)
+    client = ChatClient(model, tools=tools, tool_calling_advisor=advisor)
+    reads = []
+    for conversation in ("c", "c", "c", "d"):
+        before = CountedDefinition.reads
+        client.prompt().user("thing?").context({CONVERSATION_ID: conversation}).call()
+        reads.append(CountedDefinition.reads - before)
+    # The first turn made the catalogue (every definition read); a later one, of a known
+    # session or a new one, reads at most those of the few tools offered to the model.
+    assert reads[0] >= len(tools)
+    assert max(reads[1:]) < 20
+
+
+def test_a_bm25_search_runs_on_the_loop_once_built_other_indexes_in_the_tool_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    threads: list[str] = []
+    for index in (BM25ToolIndex(), RegexToolIndex()):
+        search = index.search
+
+        def recorded(request: ToolSearchRequest, search: Any = search) -> Any:
+            threads.append(threading.current_thread().name)
+            return search(request)
+
+        monkeypatch.setattr(index, "search", recorded)
+        advisor = ToolSearchToolCallingAdvisor(tool_index=index)
+        converse(advisor, callbacks(20), ["c", "c", "c"])
+    main = threading.current_thread().name
+    # BM25: the first search builds the session's structures (in the pool), then on the loop.
+    assert threads[0] != main and threads[1:3] == [main, main]
+    assert all(name != main for name in threads[3:]) and len(threads) == 6

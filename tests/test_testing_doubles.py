@@ -222,6 +222,22 @@ async def test_function_model_takes_sync_and_async_functions() -> None:
     assert len(async_model.requests) == 1 and len(async_model.responses) == 1
 
 
+async def test_function_model_keeps_the_last_requests_it_is_told_to() -> None:
+    model = FunctionModel(lambda p: tool_call("lookup", {}), keep=2)
+    for text in ("a", "b", "c"):
+        await model.acall(prompt(text))
+    assert [p.messages[-1].text for p in model.requests] == ["b", "c"]  # type: ignore[union-attr]
+    assert len(model.responses) == 2 and model.request_count == 3
+    # the call ids still count every request, not the kept ones
+    assert model.responses[-1].generations[0].message.tool_calls[0].id == "call_2_0"
+    silent = FunctionModel(lambda p: "x", keep=0)
+    chunks = [chunk async for chunk in silent.stream(prompt())]
+    assert chunks and silent.requests == [] and silent.responses == []
+    assert silent.request_count == 1
+    with pytest.raises(ValueError, match="keep must be a number of requests"):
+        FunctionModel(lambda p: "x", keep=-1)
+
+
 async def test_function_model_sync_call_of_async_fn_inside_a_loop_points_to_acall() -> None:
     async def fn(p: Prompt) -> str:
         return "x"

@@ -375,6 +375,27 @@ async def test_an_inline_sync_tool_runs_on_the_loops_thread() -> None:
         await FunctionToolCallback(where).acall('{"x": "one"}')
 
 
+async def test_a_round_of_inline_calls_runs_in_the_callers_task_in_order() -> None:
+    from tooluse.calling import ToolCallingManager
+    from tooluse.messages import ChatOptions, Prompt, UserMessage
+    from tooluse.testing import chat_response, tool_call
+
+    ran: list[tuple[int, asyncio.Task[Any] | None]] = []
+
+    def note(n: int) -> int:
+        ran.append((n, asyncio.current_task()))
+        return n
+
+    inline, pooled = FunctionToolCallback(note, inline=True), FunctionToolCallback(note)
+    assert inline.inline and not pooled.inline
+    calls = [tool_call("note", {"n": n}, id=f"c{n}") for n in range(3)]
+    prompt = Prompt(messages=[UserMessage(text="go")], options=ChatOptions(tool_callbacks=[inline]))
+    result = await ToolCallingManager().aexecute_tool_calls(prompt, chat_response(tool_calls=calls))
+    assert [r.data for r in result.conversation_history[-1].responses] == ["0", "1", "2"]  # type: ignore[union-attr]
+    # no task per call: each ran in this task, one after another
+    assert ran == [(n, asyncio.current_task()) for n in range(3)]
+
+
 async def test_an_inline_tool_that_raises_stop_iteration_raises_runtime_error() -> None:
     def first() -> int:
         return next(iter([]))

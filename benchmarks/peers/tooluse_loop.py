@@ -35,7 +35,7 @@ def scripted(scenario: _harness.Scenario) -> FunctionModel:
             usage=USAGE,
         )
 
-    return FunctionModel(respond)
+    return FunctionModel(respond, keep=0)  # a real model keeps nothing
 
 
 def setup(add: _harness.ToolFunction, *, inline: bool = False) -> _harness.AsyncRun:
@@ -47,11 +47,6 @@ def setup(add: _harness.ToolFunction, *, inline: bool = False) -> _harness.Async
 
     async def run(scenario: _harness.Scenario) -> str:
         response = await clients[scenario.name].prompt().user("go").acall()
-        # FunctionModel records every request for tests to inspect; a real model keeps
-        # nothing, and thousands of kept prompts would make the collector's passes slower.
-        model = models[scenario.name]
-        model.requests.clear()
-        model.responses.clear()
         return response.content() or ""
 
     return run

@@ -1,9 +1,13 @@
 """Lazy package attributes: a package's public names are imported when first used.
 
-``import tooluse`` then costs only what the names a program uses need (the loop's names do not
-pull in numpy, the embedding model or the SDKs). The names are listed once, in the package's
-stub (``__init__.pyi``, which type checkers read): its ``from MODULE import NAME as ALIAS``
-lines say where each comes from, and :func:`stub_exports` reads them on first use.
+The one way the package loads lazily (the root, ``tooluse.calling``, ``tooluse.models``,
+``tooluse.schema``): ``import tooluse`` and the loop's names then cost only what the names a
+program uses need (the loop's names load neither numpy, the embedding model and the SDKs, nor
+the SQLite and PostgreSQL stores of the guards). The names are listed once, in the package's
+stub (``__init__.pyi``, which type checkers read instead of ``__init__.py``): its ``from
+MODULE import NAME as ALIAS`` lines say where each comes from, and :func:`stub_exports` reads
+them on first use. A package's ``__init__.py`` is then only its docstring and
+``__getattr__, __dir__ = stub_exports(__name__)``.
 """
 
 from __future__ import annotations

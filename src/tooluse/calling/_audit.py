@@ -9,16 +9,10 @@ or error, how long it ran, what became of it (``ran``, ``failed``, ``repeat``, `
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import os
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
-from tooluse._postgres import PostgresDatabase
-from tooluse._sqlite import Synchronous
-from tooluse._tables import OwnsTables, PostgresTables, Schema, SqliteTables, Tables, storable_text
 from tooluse.tools import ToolContext
 
 __all__ = [
@@ -28,8 +22,6 @@ __all__ = [
     "USER_ID_KEY",
     "AuditRecord",
     "AuditSink",
-    "PostgresAuditLog",
-    "SqliteAuditLog",
     "caller_of",
 ]
 
@@ -92,187 +84,6 @@ class AuditSink(Protocol):
     that silently stops is no audit)."""
 
     async def record(self, records: Sequence[AuditRecord]) -> None: ...
-
-
-_FIELDS: Final = tuple(field.name for field in dataclasses.fields(AuditRecord))
-_COLUMNS: Final = ", ".join(f'"{name}"' for name in _FIELDS)  # "user" is a word of SQL
-_TABLE = """CREATE TABLE tool_audit (
-        seq {serial},
-        at {real} NOT NULL,
-        tool TEXT NOT NULL,
-        call_id TEXT NOT NULL,
-        arguments TEXT NOT NULL,
-        outcome TEXT NOT NULL,
-        result TEXT NOT NULL,
-        is_error {boolean} NOT NULL,
-        latency_ms {real},
-        approval TEXT NOT NULL,
-        approved_by TEXT,
-        "user" TEXT,
-        tenant TEXT,
-        conversation TEXT
-    )"""
-_INDEXES = (
-    "CREATE INDEX tool_audit_at ON tool_audit (at)",
-    'CREATE INDEX tool_audit_user ON tool_audit ("user", at)',
-    "CREATE INDEX tool_audit_conversation ON tool_audit (conversation, at)",
-)
-_SCHEMA = Schema(
-    component="tool_audit",
-    sqlite=(
-        _TABLE.format(serial="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL", boolean="INTEGER"),
-        *_INDEXES,
-    ),
-    sqlite_version=1,
-    postgres=(
-        (
-            _TABLE.format(
-                serial="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
-                real="DOUBLE PRECISION",
-                boolean="BOOLEAN",
-            ),
-            *_INDEXES,
-        ),
-    ),
-)
-# Deleting past the bounds is a scan: done at most this often as records are added.
-_TIDY_EVERY: Final = 60.0
-
-
-class _TableAuditLog:
-    """An :class:`AuditSink` in a table of ``_tables`` (a SQLite file or a PostgreSQL
-    database), bounded: records older than ``retention`` seconds go, and the oldest beyond
-    ``max_records``; the arguments and the result are cut to ``max_text`` characters (a note
-    says how long they were)."""
-
-    _tables: Tables
-    retention: float
-    max_records: int
-    max_text: int
-    _clock: Callable[[], float]
-    _tidied_at: float
-
-    def _configure(
-        self, retention: float, max_records: int, max_text: int, clock: Callable[[], float]
-    ) -> None:
-        if not retention > 0:
-            raise ValueError(f"retention must be > 0 seconds, got {retention!r}")
-        for what, value in (("max_records", max_records), ("max_text", max_text)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{what} must be a positive integer, got {value!r}")
-        self.retention = retention
-        self.max_records = max_records
-        self.max_text = max_text
-        self._clock = clock
-        self._tidied_at = float("-inf")
-
-    async def record(self, records: Sequence[AuditRecord]) -> None:
-        if records:
-            await asyncio.to_thread(self._insert, records)
-
-    def query(
-        self,
-        *,
-        tool: str | None = None,
-        user: str | None = None,
-        tenant: str | None = None,
-        conversation: str | None = None,
-        since: float | None = None,
-        limit: int | None = None,
-    ) -> list[AuditRecord]:
-        """The records matching every filter given, oldest first (the newest ``limit``)."""
-        filters = {"tool": tool, "user": user, "tenant": tenant, "conversation": conversation}
-        where = [f'"{column}" = ?' for column, value in filters.items() if value is not None]
-        values: list[Any] = [value for value in filters.values() if value is not None]
-        if since is not None:
-            where.append("at >= ?")
-            values.append(since)
-        sql = f"SELECT {_COLUMNS} FROM tool_audit"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY seq DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            values.append(limit)
-        with self._tables.read() as connection:
-            rows = connection.execute(sql, values).fetchall()
-        return [_record(row) for row in reversed(rows)]
-
-    def _insert(self, records: Sequence[AuditRecord]) -> None:
-        rows = [
-            tuple(
-                self._stored(name, value)
-                for name, value in zip(_FIELDS, dataclasses.astuple(record), strict=True)
-            )
-            for record in records
-        ]
-        now = self._clock()
-        with self._tables.write() as connection:
-            connection.executemany(
-                f"INSERT INTO tool_audit ({_COLUMNS}) VALUES ({', '.join('?' for _ in _FIELDS)})",
-                rows,
-            )
-            if now - self._tidied_at >= _TIDY_EVERY:
-                self._tidied_at = now
-                connection.execute("DELETE FROM tool_audit WHERE at < ?", (now - self.retention,))
-                connection.execute(
-                    "DELETE FROM tool_audit WHERE seq <= (SELECT MAX(seq) FROM tool_audit) - ?",
-                    (self.max_records,),
-                )
-
-    def _stored(self, name: str, value: object) -> object:
-        if not isinstance(value, str):
-            return value
-        text = storable_text(value)
-        if name not in ("arguments", "result") or len(text) <= self.max_text:
-            return text
-        return f"{text[: self.max_text]}... [{len(text)} characters in all]"
-
-
-class SqliteAuditLog(SqliteTables, _TableAuditLog):
-    """The audit log in a SQLite file (the service's database by default); bounded as the
-    module's :class:`AuditSink` stores are (``retention``, ``max_records``, ``max_text``)."""
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        retention: float = DEFAULT_AUDIT_RETENTION,
-        max_records: int = DEFAULT_MAX_AUDIT_RECORDS,
-        max_text: int = DEFAULT_MAX_AUDIT_TEXT,
-        busy_timeout: float = 10.0,
-        synchronous: Synchronous = "NORMAL",
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._configure(retention, max_records, max_text, clock)
-        super().__init__(path, _SCHEMA, busy_timeout=busy_timeout, synchronous=synchronous)
-        self._tables = self
-
-
-class PostgresAuditLog(OwnsTables, _TableAuditLog):
-    """The audit log in a PostgreSQL database, one for every worker on every host (bounded
-    as :class:`SqliteAuditLog` is). ``database`` is a URL (``postgresql://...``; the log
-    opens its own connection pool, closed with it) or a
-    :class:`~tooluse.memory.PostgresDatabase` shared with other stores. Needs
-    ``pip install 'tooluse[postgres]'``."""
-
-    def __init__(
-        self,
-        database: str | PostgresDatabase,
-        *,
-        retention: float = DEFAULT_AUDIT_RETENTION,
-        max_records: int = DEFAULT_MAX_AUDIT_RECORDS,
-        max_text: int = DEFAULT_MAX_AUDIT_TEXT,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._configure(retention, max_records, max_text, clock)
-        self._tables = PostgresTables(database, _SCHEMA)
-
-
-def _record(row: Sequence[Any]) -> AuditRecord:
-    values = dict(zip(_FIELDS, row, strict=True))
-    values["is_error"] = bool(values["is_error"])
-    return AuditRecord(**values)
 
 
 def identity_attributes(context: ToolContext) -> dict[str, str]:

@@ -10,9 +10,11 @@ so they hold across a run paused for approval and resumed in another process.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from tooluse.messages import AssistantMessage, Message, ToolCall, ToolResponseMessage, UserMessage
 from tooluse.tools._function_schema import normalise_arguments
@@ -160,12 +162,25 @@ class TurnTally:
 
 def call_identity(call: ToolCall) -> tuple[str, str]:
     """The tool and its arguments as a canonical JSON text (the raw text when not JSON)."""
-    arguments = normalise_arguments(call.arguments)
+    arguments = call.arguments
+    if len(arguments) <= _CACHED_ARGUMENTS:
+        return call.name, _cached_canonical(arguments)
+    return call.name, _canonical(arguments)
+
+
+def _canonical(arguments: str) -> str:
+    arguments = normalise_arguments(arguments)
     try:
-        canonical = json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+        return json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
     except ValueError:  # the tool will refuse it; the same bad text is still the same call
-        canonical = arguments
-    return call.name, canonical
+        return arguments
+
+
+# Each round counts the turn's earlier calls again (a turn of five rounds of three calls:
+# 45 identities of 15 calls): those of short arguments, almost all, are parsed once. Long
+# ones are not kept (4,096 texts of at most 1,000 characters: a few MB at most).
+_CACHED_ARGUMENTS: Final = 1_000
+_cached_canonical = functools.lru_cache(maxsize=4096)(_canonical)
 
 
 def _names(names: Iterable[str]) -> Iterable[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import difflib
 import functools
 import logging
 import time
@@ -449,6 +448,8 @@ class ToolCallingManager:
             _shorten(name),
         )
         text = f"Unknown tool '{_shorten(name)}': no tool of that name is available."
+        import difflib  # only for a model's mistake: not loaded with the loop
+
         by_lower_name = {known.lower(): known for known in tools}
         close = difflib.get_close_matches(name.lower(), by_lower_name, n=3, cutoff=0.6)
         if close:
@@ -527,7 +528,9 @@ class ToolCallingManager:
         return results
 
     async def _run_group(self, group: Sequence[_Job], context: ToolContext) -> list[ToolResponse]:
-        if len(group) <= 1:  # no task for a single call
+        # No task for a single call, nor for inline ones: they would run one after another
+        # in their tasks anyway (an inline call never suspends).
+        if len(group) <= 1 or all(_runs_inline(job.callback) for job in group):
             return [await self._execute(job, context) for job in group]
         bound = self._max_concurrency
         if bound is None or bound >= len(group):
@@ -649,6 +652,12 @@ def _first_tool_call_message(response: ChatResponse) -> AssistantMessage:
 def _tool_context(options: ChatOptions) -> ToolContext:
     context = options.tool_context
     return context if isinstance(context, ToolContext) else ToolContext(context)
+
+
+def _runs_inline(callback: ToolCallback) -> bool:
+    """Whether ``callback`` declares that its calls run on the loop's thread without
+    suspending (``FunctionToolCallback(inline=True)``)."""
+    return getattr(callback, "inline", False) is True
 
 
 def _error(call: ToolCall, text: str) -> ToolResponse:

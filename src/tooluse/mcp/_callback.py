@@ -42,6 +42,7 @@ class McpToolCallback(BaseToolCallback):
     """
 
     __slots__ = ("_connection", "_context_to_meta", "_definition", "_metadata", "tool")
+    fixed_definition = True  # a changed server tool is a new callback (the provider's)
 
     def __init__(
         self,

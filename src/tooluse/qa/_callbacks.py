@@ -13,6 +13,7 @@ from tooluse.tools import (
     ToolDefinition,
     ToolMetadata,
     ToolResult,
+    has_fixed_definition,
     is_tool_callback,
     is_tool_callback_provider,
     tool_callbacks,
@@ -39,6 +40,12 @@ class LedgerToolCallback(BaseToolCallback):
     @property
     def delegate(self) -> ToolCallback:
         return self._delegate
+
+    # A property where BaseToolCallback has a class attribute: a wrapper's answer is its
+    # delegate's (what has_fixed_definition reads either way).
+    @property
+    def fixed_definition(self) -> bool:  # type: ignore[override]
+        return has_fixed_definition(self._delegate)
 
     @property
     def definition(self) -> ToolDefinition:

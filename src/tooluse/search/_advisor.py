@@ -46,7 +46,7 @@ from tooluse.search._types import (
     check_count,
     check_instance,
 )
-from tooluse.tools import ToolCallback, ToolContext
+from tooluse.tools import ToolCallback, ToolContext, ToolDefinition, has_fixed_definition
 
 __all__ = [
     "DEFAULT_SYSTEM_MESSAGE_SUFFIX",
@@ -413,34 +413,51 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
 
     def _catalogue(self, tools: Sequence[ToolCallback]) -> _KnownCatalogue:
         """The searchable callbacks, references and fingerprint of ``tools``, made once per
-        list of callback and definition objects (a definition replaced, e.g. an MCP tool
-        updated, makes a new list) and categories: the same tools in every conversation cost a
-        look-up by identity, not a pass over their texts. The default ``tool_category`` (an MCP
-        tool's server, fixed for a callback) is read when the list is first seen; one of the
-        caller's is asked on every request, and a changed answer makes a new list."""
-        # Compared element by element by identity (tuple equality, in C): a catalogue of
-        # thousands costs about 0.1 ms per request, hashing nothing but a short key.
-        held: tuple[tuple[object, ...], ...] = (tuple(tools), tuple(map(_DEFINITION, tools)))
-        key = (len(tools), *map(id, held[0][:1] + held[0][-1:]))
+        list of callbacks, of their definitions (a definition replaced, e.g. a tool updated
+        in place, makes a new catalogue) and of their categories: the same tools in every
+        conversation cost a look-up, not a pass over their texts.
+
+        Per request with nothing changed: the list is found by a short key (its length and
+        the identity of its first and last callback), then compared whole by identity, which
+        is O(1) for the same tuple (a client's static tools are one tuple for every request)
+        and a pass in C otherwise; the definitions are read again only of the callbacks that
+        do not declare them fixed (:func:`~tooluse.tools.has_fixed_definition`: the built-in
+        ones do). The default ``tool_category`` (an MCP tool's server, fixed for a callback)
+        is read when the list is first seen; one of the caller's is asked on every request,
+        and a changed answer makes a new catalogue."""
+        listed = tools if isinstance(tools, tuple) else tuple(tools)
+        key = (len(listed), *map(id, listed[:1] + listed[-1:]))
         callbacks = categories = None
         if self.tool_category is not mcp_server_category:
-            callbacks = self._searchable(tools)
-            categories = [self.tool_category(callback) for callback in callbacks.values()]
-            held += (tuple(categories),)
+            callbacks = self._searchable(listed)
+            categories = tuple(self.tool_category(callback) for callback in callbacks.values())
         with self._lock:
             known = self._catalogues.get(key)
-            if known is not None and known.held == held:
+        if known is not None and known.made_from(listed, categories):
+            if known.tools is not listed:  # an equal list: held, the next is found by identity
+                known = dataclasses.replace(known, tools=listed)
+            with self._lock:
+                self._catalogues[key] = known
                 self._catalogues.move_to_end(key)
-                return known
+            return known
         if callbacks is None:
-            callbacks = self._searchable(tools)
+            callbacks = self._searchable(listed)
         if categories is None:
-            categories = [self.tool_category(callback) for callback in callbacks.values()]
+            categories = tuple(self.tool_category(callback) for callback in callbacks.values())
         references = ToolCatalogue(
             ToolReference.from_callback(callback, category)
             for callback, category in zip(callbacks.values(), categories, strict=True)
         )
-        known = _KnownCatalogue(callbacks, references, tool_fingerprint(references), held)
+        variable = tuple(callback for callback in listed if not has_fixed_definition(callback))
+        known = _KnownCatalogue(
+            callbacks,
+            references,
+            tool_fingerprint(references),
+            listed,
+            variable,
+            tuple(map(_DEFINITION, variable)),
+            None if self.tool_category is mcp_server_category else categories,
+        )
         with self._lock:
             self._catalogues[key] = known
             while len(self._catalogues) > _KNOWN_CATALOGUES:
@@ -585,9 +602,25 @@ class _KnownCatalogue:
     callbacks: dict[str, ToolCallback]  # the searchable ones by name (read-only)
     references: ToolCatalogue
     fingerprint: str
-    # The callbacks, their definitions (and categories) it was made from: held, the ids of
-    # the first and last callback in its key are not reused meanwhile.
-    held: tuple[tuple[object, ...], ...]
+    # What it was made from, held (so the ids of the first and last callback in its key are
+    # not reused meanwhile): the tool list; its callbacks that may replace their definition,
+    # with the definitions they had; the caller's categories (None: the default's).
+    tools: tuple[ToolCallback, ...]
+    variable: tuple[ToolCallback, ...]
+    definitions: tuple[ToolDefinition, ...]
+    categories: tuple[str | None, ...] | None
+
+    def made_from(
+        self, tools: tuple[ToolCallback, ...], categories: tuple[str | None, ...] | None
+    ) -> bool:
+        """Whether ``tools`` (with ``categories``) is the list this catalogue was made from,
+        with the same definitions: compared by identity (tuple equality, in C), definitions
+        read only of the callbacks that may replace theirs."""
+        return (
+            (self.tools is tools or self.tools == tools)
+            and categories == self.categories
+            and (not self.variable or tuple(map(_DEFINITION, self.variable)) == self.definitions)
+        )
 
 
 class _Turns:

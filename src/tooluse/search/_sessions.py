@@ -132,6 +132,10 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
     limit, allowed positions -> ``(position, score)`` best first).
     """
 
+    # True in a subclass whose search of built structures is CPU work of a fraction of a
+    # millisecond with nothing to wait for (see searches_inline).
+    _ranks_inline = False
+
     def __init__(self, *, default_max_results: int = DEFAULT_MAX_RESULTS) -> None:
         check_count("default_max_results", default_max_results)
         self._default_max_results = default_max_results
@@ -193,6 +197,18 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
         return ToolSearchResponse(
             found, type(self).__name__, (time.perf_counter() - started) * 1000.0
         )
+
+    def searches_inline(self, session_id: str) -> bool:
+        """Whether a search of the session now has nothing to wait for
+        (:class:`InlineSearchToolIndex`): the index ranks without embedding the query
+        (``_ranks_inline``) and the session's structures are built, or it has no tools. A
+        session replaced between this answer and the search is built by that search, on
+        the event loop's thread: once."""
+        if not self._ranks_inline:
+            return False
+        with self._lock:
+            session = self._sessions.get(session_id)
+            return session is None or not len(session) or session.snapshot is not None
 
     def build(self, session_id: str) -> None:
         """Build the session's search structures now (embedding included) instead of on the

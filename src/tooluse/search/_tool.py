@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable
 from typing import Annotated, Final
 
-from tooluse.search._types import ToolIndex, ToolSearchRequest, check_count
+from tooluse.search._types import (
+    InlineSearchToolIndex,
+    ToolIndex,
+    ToolSearchRequest,
+    check_count,
+)
 from tooluse.tools import (
     BaseToolCallback,
     FunctionToolCallback,
@@ -40,6 +46,10 @@ class ToolSearchTool:
     value is lowered to it: ``ToolSearchToolCallingAdvisor`` sets it to how many found tools
     it offers, so no name in a result is one the model cannot call). The ``max_results``
     parameter's description tells the model the default and the limit.
+
+    The search runs in the tool thread pool (a vector index embeds the query), or on the event
+    loop's thread when the index says the session's search has nothing to wait for
+    (:class:`InlineSearchToolIndex`, e.g. :class:`BM25ToolIndex` once built).
     """
 
     def __init__(
@@ -62,11 +72,24 @@ class ToolSearchTool:
         self.tool_index = tool_index
         self.max_results = max_results
         self.max_results_limit = max_results_limit
-        searching = FunctionToolCallback(
-            self.search, name=TOOL_SEARCH_TOOL_NAME, description=description, read_only=True
+        searching, inline = (
+            FunctionToolCallback(
+                self.search,
+                name=TOOL_SEARCH_TOOL_NAME,
+                description=description,
+                read_only=True,
+                inline=on_loop,
+            )
+            for on_loop in (False, True)
         )
         default = max_results or getattr(tool_index, "default_max_results", None)
-        self._callback = _Described(searching, _max_results_text(default, max_results_limit))
+        self._callback = _Described(
+            searching,
+            _max_results_text(default, max_results_limit),
+            (inline, tool_index.searches_inline)
+            if isinstance(tool_index, InlineSearchToolIndex)
+            else None,
+        )
 
     @property
     def callback(self) -> ToolCallback:
@@ -116,14 +139,23 @@ def _max_results_text(default: int | None, limit: int | None) -> str:
 
 class _Described(BaseToolCallback):
     """``toolSearchTool`` with the ``max_results`` description of its settings (the schema
-    made from the signature is shared by every instance: copied, not changed)."""
+    made from the signature is shared by every instance: copied, not changed); ``inline``:
+    the same search declared inline, and the index's answer whether a session's search may
+    run on the loop."""
 
-    __slots__ = ("_definition", "_searching")
+    __slots__ = ("_definition", "_inline", "_searching")
+    fixed_definition = True
 
-    def __init__(self, searching: FunctionToolCallback, max_results_text: str) -> None:
+    def __init__(
+        self,
+        searching: FunctionToolCallback,
+        max_results_text: str,
+        inline: tuple[FunctionToolCallback, Callable[[str], bool]] | None,
+    ) -> None:
         schema = copy.deepcopy(searching.definition.input_schema)
         schema["properties"]["max_results"]["description"] = max_results_text
         self._searching = searching
+        self._inline = inline
         self._definition = dataclasses.replace(searching.definition, input_schema=schema)
 
     @property
@@ -135,4 +167,9 @@ class _Described(BaseToolCallback):
         return self._searching.metadata
 
     async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
+        if self._inline is not None and context is not None:
+            session_id = context.get(SESSION_ID_CONTEXT_KEY)
+            inline, searches_inline = self._inline
+            if session_id is not None and searches_inline(str(session_id)):
+                return await inline.acall(arguments, context)
         return await self._searching.acall(arguments, context)

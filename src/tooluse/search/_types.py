@@ -65,17 +65,20 @@ class ToolReference:
         if not isinstance(self.tool_name, str) or not self.tool_name.strip():
             raise ValueError(f"tool_name must be a non-blank string, got {self.tool_name!r}")
         # Named: the advisor indexes thousands of tools and one bad one fails the request.
-        tool = f"tool {self.tool_name!r}"
         if not isinstance(self.summary, str):
-            raise TypeError(f"{tool}: summary must be a string, got {type(self.summary).__name__}")
+            raise TypeError(
+                f"tool {self.tool_name!r}: summary must be a string, "
+                f"got {type(self.summary).__name__}"
+            )
         if self.parameters is not None and not isinstance(self.parameters, Mapping):
             raise TypeError(
-                f"{tool}: parameters must be a JSON Schema mapping or None, "
+                f"tool {self.tool_name!r}: parameters must be a JSON Schema mapping or None, "
                 f"got {type(self.parameters).__name__}"
             )
         if self.category is not None and not isinstance(self.category, str):
             raise TypeError(
-                f"{tool}: category must be a string or None, got {type(self.category).__name__}"
+                f"tool {self.tool_name!r}: category must be a string or None, "
+                f"got {type(self.category).__name__}"
             )
 
     @classmethod
@@ -147,6 +150,17 @@ class ToolIndex(Protocol):
     def search(self, request: ToolSearchRequest) -> ToolSearchResponse: ...
 
     def clear_index(self, session_id: str) -> None: ...
+
+
+@runtime_checkable
+class InlineSearchToolIndex(ToolIndex, Protocol):
+    """A :class:`ToolIndex` that says when a search of a session has nothing to wait for: pure
+    CPU work of a fraction of a millisecond (no query to embed, nothing to build).
+    :class:`ToolSearchTool` runs such a search on the event loop's thread instead of handing
+    it to the tool thread pool, whose hand-off costs more than a BM25 search of thousands of
+    tools. :class:`BM25ToolIndex` is one; the indexes that embed the query are not."""
+
+    def searches_inline(self, session_id: str) -> bool: ...
 
 
 @runtime_checkable

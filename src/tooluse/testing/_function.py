@@ -23,7 +23,8 @@ class FunctionModel(RecordingModel):
     Streaming uses ``stream_fn(prompt)`` when given (an iterable or async iterable of chunks,
     emitted as they are) and otherwise cuts ``fn``'s response into ``chunk_size`` pieces.
     Requests are recorded in :attr:`requests`; :attr:`responses` holds ``fn``'s responses
-    and the chunks ``stream_fn`` yielded.
+    and the chunks ``stream_fn`` yielded; ``keep=n`` keeps only the last ``n`` of each
+    (``keep=0``: none), for a model that serves many requests (a benchmark, a long run).
     """
 
     model_name = "function"
@@ -34,12 +35,13 @@ class FunctionModel(RecordingModel):
         *,
         stream_fn: StreamFunction | None = None,
         chunk_size: int = 8,
+        keep: int | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"FunctionModel needs a callable, got {type(fn).__name__}")
         if stream_fn is not None and not callable(stream_fn):
             raise TypeError(f"stream_fn must be callable, got {type(stream_fn).__name__}")
-        super().__init__(chunk_size=chunk_size)
+        super().__init__(chunk_size=chunk_size, keep=keep)
         self.fn = fn
         self.stream_fn = stream_fn
 
@@ -51,12 +53,11 @@ class FunctionModel(RecordingModel):
             if chunk and isinstance(item, ChatResponse)
             else as_chat_response(item, request_index=index)
         )
-        self.responses.append(response)
+        self._record_response(response)
         return response
 
     async def acall(self, prompt: Prompt) -> ChatResponse:
-        index = len(self.requests)
-        self.requests.append(prompt)
+        index = self._record_request(prompt)
         result = self.fn(prompt)
         if inspect.isawaitable(result):
             result = await result
@@ -67,8 +68,7 @@ class FunctionModel(RecordingModel):
             for chunk in stream_chunks(await self.acall(prompt), self.chunk_size):
                 yield chunk
             return
-        index = len(self.requests)
-        self.requests.append(prompt)
+        index = self._record_request(prompt)
         chunks = self.stream_fn(prompt)
         if isinstance(chunks, AsyncIterable):
             async for item in chunks:

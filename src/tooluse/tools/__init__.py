@@ -6,6 +6,7 @@ from tooluse.tools._callback import (
     BaseToolCallback,
     ToolCallback,
     ToolCallbackProvider,
+    has_fixed_definition,
     is_tool_callback,
     is_tool_callback_provider,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "ToolParam",
     "ToolResult",
     "convert_result",
+    "has_fixed_definition",
     "is_tool_callback",
     "is_tool_callback_provider",
     "tool",

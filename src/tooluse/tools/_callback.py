@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import Protocol, TypeGuard, runtime_checkable
+from typing import ClassVar, Protocol, TypeGuard, runtime_checkable
 
 from tooluse._sync import run_sync
 from tooluse.tools._definition import ToolContext, ToolDefinition, ToolMetadata
@@ -19,7 +19,13 @@ class ToolCallback(Protocol):
     raised as ``ToolExecutionException``.
 
     The protocol is async only: the executor awaits ``acall``. The tools of this package
-    subclass :class:`BaseToolCallback`, which adds a blocking ``call`` for scripts and tests."""
+    subclass :class:`BaseToolCallback`, which adds a blocking ``call`` for scripts and tests.
+
+    ``definition`` may change from one request to the next (a tool updated in place); a
+    callback whose ``definition`` is the same object for its whole life says so with a
+    ``fixed_definition = True`` attribute (:func:`has_fixed_definition`): code that keeps
+    what it derived from a tool list (the search advisor's catalogue) then reads no definition
+    of it again while the list is the same."""
 
     @property
     def definition(self) -> ToolDefinition: ...
@@ -37,6 +43,9 @@ class BaseToolCallback(abc.ABC):
     ``call``, the blocking form of ``acall`` for scripts and tests."""
 
     __slots__ = ()
+
+    # True in a subclass whose ``definition`` is the same object for the callback's life.
+    fixed_definition: ClassVar[bool] = False
 
     @property
     @abc.abstractmethod
@@ -75,6 +84,13 @@ def is_tool_callback(value: object) -> TypeGuard[ToolCallback]:
     """What ``isinstance(value, ToolCallback)`` checks, without the cost of a runtime protocol
     check (tens of microseconds on Python 3.11), for paths that run on every request."""
     return all(hasattr(value, name) for name in _CALLBACK_ATTRIBUTES)
+
+
+def has_fixed_definition(callback: ToolCallback) -> bool:
+    """Whether ``callback`` declares that its ``definition`` is the same object for its whole
+    life (``fixed_definition = True``; a wrapper answers for the callback it wraps). Without
+    the declaration a definition may be replaced, so it is read again."""
+    return getattr(callback, "fixed_definition", False) is True
 
 
 def is_tool_callback_provider(value: object) -> TypeGuard[ToolCallbackProvider]:

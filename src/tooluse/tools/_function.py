@@ -71,6 +71,7 @@ class FunctionToolCallback(BaseToolCallback):
         "_result_converter",
         "_returns_none",
     )
+    fixed_definition = True  # made once, from the function, in __init__
 
     def __init__(
         self,
@@ -135,6 +136,13 @@ class FunctionToolCallback(BaseToolCallback):
     @property
     def function(self) -> Callable[..., Any]:
         return self._function
+
+    @property
+    def inline(self) -> bool:
+        """Whether a call runs on the event loop's thread (``@tool(inline=True)``): ``acall``
+        then finishes without suspending, so the executor runs a round of such calls one
+        after another, with no task each."""
+        return self._inline
 
     async def acall(self, arguments: str, context: ToolContext | None = None) -> str | ToolResult:
         args, kwargs = self._arguments.bind(arguments, context, self._definition)
