@@ -269,34 +269,43 @@ async def qa_events(
     error: str | None = "interrupted: the client went away before the run ended"
     display = TurnDisplay()
     try:
-        async with service.turns.turn(conversation_id), contextlib.aclosing(events):
-            if on_start is not None:
-                await service.recorded("turn.start", on_start)
-            try:
-                async for event in events:
-                    display.add(event)
-                    data = event.to_dict()
-                    if isinstance(event, ApprovalRequiredEvent):
-                        paused_turn = event.pause.turn_id
-                        approval_id, expires_at = await service.recorded(
-                            "approval.save", functools.partial(_save_pause, service, event)
-                        )
-                        data["approval_id"] = approval_id
-                        data["expires_at"] = expires_at
-                        data["conversation_id"] = conversation_id
-                    elif isinstance(event, DoneEvent):
-                        data["conversation_id"] = conversation_id
-                    if conversation_id is not None and not isinstance(event, DeltaEvent):
-                        await service.events.publish(conversation_id, event.kind, data)
-                    yield event.kind, data
-            finally:  # within the turn: the records keep the order of the turns
-                if conversation_id is not None and (paused_turn is not None or display.answered):
-                    await service.recorded(
-                        "display.save",
-                        functools.partial(
-                            _save_display, service, conversation_id, question, paused_turn, display
-                        ),
-                    )
+        async with service.turns.turn(conversation_id):
+            with service.turn_memory.turn(conversation_id):
+                async with contextlib.aclosing(events):
+                    if on_start is not None:
+                        await service.recorded("turn.start", on_start)
+                    try:
+                        async for event in events:
+                            display.add(event)
+                            data = event.to_dict()
+                            if isinstance(event, ApprovalRequiredEvent):
+                                paused_turn = event.pause.turn_id
+                                approval_id, expires_at = await service.recorded(
+                                    "approval.save", functools.partial(_save_pause, service, event)
+                                )
+                                data["approval_id"] = approval_id
+                                data["expires_at"] = expires_at
+                                data["conversation_id"] = conversation_id
+                            elif isinstance(event, DoneEvent):
+                                data["conversation_id"] = conversation_id
+                            if conversation_id is not None and not isinstance(event, DeltaEvent):
+                                await service.events.publish(conversation_id, event.kind, data)
+                            yield event.kind, data
+                    finally:  # within the turn: the records keep the order of the turns
+                        if conversation_id is not None and (
+                            paused_turn is not None or display.answered
+                        ):
+                            await service.recorded(
+                                "display.save",
+                                functools.partial(
+                                    _save_display,
+                                    service,
+                                    conversation_id,
+                                    question,
+                                    paused_turn,
+                                    display,
+                                ),
+                            )
         error = None
     except Exception as exc:
         log_failure(f"chat {conversation_id}", exc)
