@@ -569,6 +569,18 @@ async def test_leaving_a_kept_alive_stream_early_cancels_the_run() -> None:
     await asyncio.wait_for(finished.wait(), 1)
 
 
+@pytest.mark.parametrize("event", [None, "delta"])
+def test_an_event_is_written_as_fastapis_formatter_writes_it_whatever_its_text_holds(
+    event: str | None,
+) -> None:
+    from fastapi.sse import format_sse_event
+
+    from tooluse.service._sse import json_text, sse
+
+    data = {"text": "one\ntwo\r\nthree\r \u2028 é \ud83d", "n": [1, {"a": None}]}
+    assert sse(event, data) == format_sse_event(event=event, data_str=json_text(data))
+
+
 async def test_a_client_leaving_an_event_stream_cancels_its_run_and_ends_the_response() -> None:
     # Over ASGI, as uvicorn serves it: the client's disconnect arrives while the run waits
     # (its model thinking); the run is closed, and the response returns normally, its task

@@ -10,7 +10,6 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from fastapi.sse import format_sse_event
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -196,8 +195,13 @@ _QUEUED_EVENTS = 64
 
 
 def sse(event: str | None, data: Any) -> bytes:
-    """One event: ``event: <name>`` and ``data: <JSON>`` (no name: a plain message)."""
-    return format_sse_event(event=event, data_str=json_text(data))
+    """One event: ``event: <name>`` and ``data: <JSON>`` (no name: a plain message). Written
+    out here rather than by ``fastapi.sse.format_sse_event``, which splits the data into
+    lines: JSON text as ``json.dumps`` writes it holds no line break (it escapes them), and
+    the names are the service's own."""
+    if event is None:
+        return f"data: {json_text(data)}\n\n".encode()
+    return f"event: {event}\ndata: {json_text(data)}\n\n".encode()
 
 
 def json_text(data: Any) -> str:
