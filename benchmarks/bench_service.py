@@ -58,6 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -253,8 +254,9 @@ async def _ready(base: str) -> None:
 
 async def _chat(
     client: httpx.AsyncClient, endpoint: str, question: str, conversation: str, key: str
-) -> tuple[float, bool]:
-    """Seconds to the end of one streamed answer, and whether it ended well."""
+) -> tuple[float, str | None]:
+    """Seconds to the end of one streamed answer, and how it failed (``None``: it ended
+    well)."""
     body: dict[str, object]
     if endpoint == "api":
         path, body = "/api/chat", {"message": question, "conversation_id": conversation}
@@ -276,10 +278,14 @@ async def _chat(
                 if line == end:
                     done = True
                 elif line == failure or line.startswith('data: {"error"'):
-                    return time.perf_counter() - started, False
-    except httpx.TransportError:  # counted as an error (a refused or dropped connection)
-        return time.perf_counter() - started, False
-    return time.perf_counter() - started, done and response.status_code == 200
+                    failed = line if line.startswith("data") else "event: error"
+                    return time.perf_counter() - started, failed[:200]
+    except httpx.TransportError as exc:  # counted as an error (a refused or dropped connection)
+        return time.perf_counter() - started, f"{type(exc).__name__}: {exc}"
+    elapsed = time.perf_counter() - started
+    if response.status_code != 200:
+        return elapsed, f"HTTP {response.status_code}"
+    return elapsed, None if done else "the stream ended before its end"
 
 
 async def _run(
@@ -297,22 +303,21 @@ async def _run(
     the added latency per kind (median, p99), errors, requests/s, server CPU ms per request
     (of all the server's processes) and RSS."""
     samples: dict[str, list[float]] = {kind: [] for kind in kinds}
-    errors = 0
+    errors: Counter[str] = Counter()
     limits = httpx.Limits(max_connections=clients)
     async with httpx.AsyncClient(base_url=base, timeout=300, limits=limits) as client:
 
         async def one_client(number: int) -> None:
-            nonlocal errors
             for index in range(requests):
                 kind = kinds[index % len(kinds)]
                 question, calls = QUESTIONS[kind]
                 conversation = f"bench-{workers}-{endpoint}-{clients}-{number}"
                 key = _key(number if auth == "users" else 0)
-                elapsed, ok = await _chat(client, endpoint, question, conversation, key)
-                if ok:
+                elapsed, failure = await _chat(client, endpoint, question, conversation, key)
+                if failure is None:
                     samples[kind].append((elapsed - calls * latency) * 1000)
                 else:
-                    errors += 1
+                    errors[failure] += 1
 
         processes = _processes(server)
         cpu_before = _cpu_seconds(server)
@@ -323,8 +328,10 @@ async def _run(
         if _processes(server) != processes:  # uvicorn restarted a worker that did not answer
             print(f"(workers restarted during the run: CPU not comparable; were {processes})")
     total = clients * requests
+    for failure, count in errors.most_common():  # what the errors column counts
+        print(f"({count} x {failure})")
     figures = {
-        "errors": errors,
+        "errors": errors.total(),
         "req/s": total / wall,
         "cpu ms/req": cpu / total * 1000,
         "rss MiB": _rss_mib(server),

@@ -46,3 +46,27 @@ async def test_a_watcher_that_stops_reading_is_dropped_not_the_run() -> None:
     numbers = [data["n"] for _, data in received]
     assert 0 < len(numbers) < 300
     assert numbers == sorted(numbers) and numbers[-1] < 299  # its stream ended where it fell behind
+
+
+async def test_events_published_just_before_a_worker_closes_still_reach_watchers(
+    redis_url: str,
+) -> None:
+    publisher, watcher_bus = ConversationEvents(redis_url), ConversationEvents(redis_url)
+    try:
+        async with watcher_bus.watch("c1") as events:
+            for number in range(50):  # sent in the background, in order
+                await publisher.publish("c1", "tool_result", {"n": number})
+            await publisher.aclose()
+            received = [await asyncio.wait_for(anext(events), 10) for _ in range(50)]
+        assert [data["n"] for _, data in received] == list(range(50))
+    finally:
+        await watcher_bus.aclose()
+
+
+async def test_a_redis_that_cannot_be_reached_loses_the_events_not_the_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bus = ConversationEvents("redis://127.0.0.1:9/0")  # nothing listens on the discard port
+    await bus.publish("c1", "done", {"answer": "42"})  # does not raise
+    await bus.aclose()
+    assert "Could not publish 1 event(s) of chat c1 to Redis" in caplog.text

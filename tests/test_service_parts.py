@@ -17,7 +17,7 @@ import time
 import types
 import urllib.error
 import urllib.request
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -574,6 +574,55 @@ async def test_leaving_a_kept_alive_stream_early_cancels_the_run() -> None:
     assert await anext(stream) == b"first"
     await stream.aclose()  # what the server does when the client goes away
     await asyncio.wait_for(finished.wait(), 1)
+
+
+@pytest.mark.parametrize("event", [None, "delta"])
+def test_an_event_is_written_as_fastapis_formatter_writes_it_whatever_its_text_holds(
+    event: str | None,
+) -> None:
+    from fastapi.sse import format_sse_event
+
+    from tooluse.service._sse import json_text, sse
+
+    data = {"text": "one\ntwo\r\nthree\r \u2028 é \ud83d", "n": [1, {"a": None}]}
+    assert sse(event, data) == format_sse_event(event=event, data_str=json_text(data))
+
+
+async def test_a_client_leaving_an_event_stream_cancels_its_run_and_ends_the_response() -> None:
+    # Over ASGI, as uvicorn serves it: the client's disconnect arrives while the run waits
+    # (its model thinking); the run is closed, and the response returns normally, its task
+    # no longer being cancelled (the cancellation was the response's own).
+    finished, left = asyncio.Event(), asyncio.Event()
+
+    async def events() -> AsyncIterator[bytes]:
+        try:
+            yield b"first"
+            await asyncio.sleep(3600)
+            yield b"never"
+        finally:
+            finished.set()
+
+    async def receive() -> dict[str, object]:
+        await left.wait()
+        return {"type": "http.disconnect"}
+
+    bodies: list[bytes] = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message["body"]:
+            bodies.append(message["body"])
+            left.set()
+
+    response = sse_response(events(), keepalive_seconds=10)
+
+    async def serve() -> int:
+        await response({"type": "http", "asgi": {"spec_version": "2.3"}}, receive, send)
+        task = asyncio.current_task()
+        assert task is not None
+        return task.cancelling()
+
+    assert await asyncio.wait_for(serve(), 1) == 0
+    assert finished.is_set() and bodies == [b"first"]
 
 
 async def test_leaving_a_kept_alive_stream_closes_a_run_waiting_to_hand_over_an_event() -> None:

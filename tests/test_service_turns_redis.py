@@ -46,6 +46,24 @@ async def test_a_conversation_s_turn_on_one_worker_waits_for_its_turn_on_another
     await second.aclose()
 
 
+async def test_more_turns_at_once_than_connections_to_redis_all_run(redis_url: str) -> None:
+    # 300 conversations' turns on one worker at once (200 streams over two workers was
+    # enough): each waits for a connection of the worker's pool rather than failing.
+    turns = ConversationTurns(RedisTurnLocks(redis_url))
+    ran: list[int] = []
+
+    async def turn(number: int) -> None:
+        async with turns.turn(f"many-{number}"):
+            await asyncio.sleep(0.01)
+            ran.append(number)
+
+    try:
+        await asyncio.wait_for(asyncio.gather(*(turn(n) for n in range(300))), 30)
+    finally:
+        await turns.aclose()
+    assert sorted(ran) == list(range(300))
+
+
 async def test_a_turn_longer_than_the_lease_keeps_its_conversation(redis_url: str) -> None:
     first = ConversationTurns(RedisTurnLocks(redis_url, lease=0.3))
     second = ConversationTurns(RedisTurnLocks(redis_url, lease=0.3))

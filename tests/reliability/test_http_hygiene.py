@@ -71,6 +71,10 @@ async def test_nan_and_infinity_in_a_body_are_a_400(tmp_path: Path, literal: str
             headers=headers,
         )
         assert v1.status_code == 400 and "JSON has no number" in v1.json()["error"]["message"]
+        # JSON in UTF-16 (which Python's parser, and so the route, reads as well)
+        wide = f'{{"message": "hi", "conversation_id": {literal}}}'.encode("utf-16")
+        response = await http.post("/api/chat", content=wide, headers=headers)
+        assert response.status_code == 400, response.text
 
 
 async def test_edited_arguments_nested_a_thousand_deep_are_a_400(tmp_path: Path) -> None:

@@ -419,13 +419,8 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             )
             return await _durable_response(run)
 
-        async def supersede() -> None:
-            # The conversation goes on: what still waits for a decision in it is withdrawn,
-            # so an action asked for again cannot also run from the old approval. Once the
-            # turn has begun: a pause of the turn it waited for is withdrawn too.
-            superseded = await asyncio.to_thread(service.approvals.supersede, conversation_id)
-            if superseded:
-                logger.info("approval %s superseded by a new message", ", ".join(superseded))
+        async def start() -> None:
+            await service.start_turn(conversation_id)
 
         return sse_response(
             as_sse(
@@ -434,7 +429,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
                     events,
                     conversation_id,
                     request.message,
-                    on_start=None if request.conversation_id is None else supersede,
+                    on_start=None if request.conversation_id is None else start,
                 )
             ),
             keepalive_seconds=keepalive,

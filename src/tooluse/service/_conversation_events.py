@@ -48,24 +48,44 @@ class ConversationEvents:
                     "A service on Redis needs the redis client: pip install 'tooluse[redis]'"
                 ) from exc
             self._client = redis.asyncio.Redis.from_url(redis_url)
+        self._outgoing: list[tuple[str, str]] = []  # (channel, message) not sent yet
+        self._sender: asyncio.Task[None] | None = None
 
     async def publish(self, conversation_id: str, kind: str, data: dict[str, Any]) -> None:
-        """Send an event of a run in ``conversation_id`` to its watchers. A failure to
-        reach Redis is logged, not raised: the run goes on without its watchers."""
+        """Send an event of a run in ``conversation_id`` to its watchers; with Redis, in
+        the background, in order. A failure to reach Redis is logged, not raised: the run
+        goes on without its watchers."""
         if self._client is None:
             self._deliver(conversation_id, kind, data)
             return
+        # Sent by one task, in order, what gathered meanwhile in one pipeline: the run no
+        # longer waits for a round trip to Redis per event, and the events of a burst (a
+        # tool's call and result, the route) go in one.
+        message = json.dumps({"event": kind, "data": data})
+        self._outgoing.append((_CHANNEL + conversation_id, message))
+        if self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(self._send(self._client))
+
+    async def _send(self, client: redis.asyncio.Redis) -> None:
         try:
-            await self._client.publish(
-                _CHANNEL + conversation_id, json.dumps({"event": kind, "data": data})
-            )
-        except Exception:
-            logger.warning(
-                "Could not publish the %s event of chat %s to Redis: its watchers miss it",
-                kind,
-                conversation_id,
-                exc_info=True,
-            )
+            while self._outgoing:
+                batch, self._outgoing = self._outgoing, []
+                try:
+                    async with client.pipeline(transaction=False) as pipeline:
+                        for channel, message in batch:
+                            pipeline.publish(channel, message)
+                        await pipeline.execute()
+                except Exception:
+                    chats = sorted({channel.removeprefix(_CHANNEL) for channel, _ in batch})
+                    logger.warning(
+                        "Could not publish %d event(s) of chat %s to Redis: their watchers "
+                        "miss them",
+                        len(batch),
+                        ", ".join(chats),
+                        exc_info=True,
+                    )
+        finally:
+            self._sender = None
 
     @contextlib.asynccontextmanager
     async def watch(
@@ -105,6 +125,8 @@ class ConversationEvents:
 
     async def aclose(self) -> None:
         if self._client is not None:
+            if self._sender is not None:  # what was published goes out first
+                await self._sender
             await self._client.aclose()
 
 

@@ -96,17 +96,15 @@ async def run_turn(service: QaService, request: dict[str, Any]) -> list[dict[str
             turn_id=request["turn_id"],
         )
 
-        async def supersede() -> None:
-            superseded = await asyncio.to_thread(service.approvals.supersede, conversation_id)
-            if superseded:
-                logger.info("approval %s superseded by a new message", ", ".join(superseded))
+        async def start() -> None:
+            await service.start_turn(conversation_id)
 
         named = qa_events(
             service,
             events,
             conversation_id,
             question,
-            on_start=supersede if request["goes_on"] else None,
+            on_start=start if request["goes_on"] else None,
         )
     else:
         approval_id: str = request["approval_id"]

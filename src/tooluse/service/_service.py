@@ -53,7 +53,7 @@ from tooluse.memory import (
     PostgresDatabase,
     SqliteChatMemoryRepository,
 )
-from tooluse.messages import ToolCall
+from tooluse.messages import Message, ToolCall
 from tooluse.models import ChatModel
 from tooluse.qa import ROUTER_REMINDER, QaPipeline
 from tooluse.rag import CompressionQueryTransformer, QueryTransformer
@@ -80,6 +80,7 @@ from tooluse.service._owners import ConversationOwners
 from tooluse.service._runs import run_turn
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._turn_displays import DEFAULT_TURN_DISPLAY_RETENTION, TurnDisplayStore
+from tooluse.service._turn_memory import TurnMemory
 from tooluse.service._turns import ConversationTurns, RedisTurnLocks
 from tooluse.tools import ToolCallback, ToolContext, tool_callbacks
 
@@ -471,9 +472,12 @@ class QaService:
         # conversation (nothing to check per request).
         self.names_users = bool(config.authenticators)
         self.tool_visibility = service_tool_visibility(config.tool_visibility, config.mcp_servers)
-        self.memory: ChatMemory = MessageWindowChatMemory(
-            max_messages=config.memory_window, repository=self._repository
+        # A turn reads its conversation once (:class:`TurnMemory`), under the durable
+        # runs' recording of the writes.
+        self.turn_memory = TurnMemory(
+            MessageWindowChatMemory(max_messages=config.memory_window, repository=self._repository)
         )
+        self.memory: ChatMemory = self.turn_memory
         if self.runs is not None:
             self.memory = RecordedChatMemory(self.memory, self.runs)
         self.turns = ConversationTurns(
@@ -633,6 +637,21 @@ class QaService:
         self._closed = True
         self.knowledge.close()
         self._stores.close()
+
+    async def start_turn(self, conversation_id: str) -> None:
+        """A new question's turn in a conversation that goes on, once it has begun: what
+        still waits for a decision in the conversation is withdrawn, so that an action asked
+        for again cannot also run from the old approval (a pause of the turn it waited for
+        too). The conversation's memory is read for the turn in the same hop to a thread
+        (:meth:`TurnMemory.remember_read`)."""
+        superseded, messages = await asyncio.to_thread(self._start_turn, conversation_id)
+        self.turn_memory.remember_read(conversation_id, messages)
+        if superseded:
+            logger.info("approval %s superseded by a new message", ", ".join(superseded))
+
+    def _start_turn(self, conversation_id: str) -> tuple[list[str], list[Message]]:
+        superseded = self.approvals.supersede(conversation_id)
+        return superseded, self.turn_memory.memory.get(conversation_id)
 
     async def recorded(self, name: str, compute: Callable[[], Awaitable[T]]) -> T:
         """``compute()``; in a durable run, as its step ``name`` (recorded, never done again

@@ -10,8 +10,8 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from fastapi.sse import format_sse_event
 from starlette.responses import JSONResponse, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from tooluse.qa import ApprovalRequiredEvent, DeltaEvent, DoneEvent, QaEvent
 from tooluse.service._failures import log_failure
@@ -45,61 +45,146 @@ def sse_response(
 ) -> StreamingResponse:
     """``events`` as a ``text/event-stream`` response that sends :data:`KEEPALIVE_COMMENT`
     whenever ``keepalive_seconds`` pass without an event."""
-    return StreamingResponse(
+    return _EventStreamResponse(
         _with_keepalive(events, keepalive_seconds),
         media_type="text/event-stream",
         headers=headers,
     )
 
 
+class _EventStreamResponse(StreamingResponse):
+    """``StreamingResponse`` that watches for the client leaving with one task of its own:
+    Starlette's runs the stream and the watch in an anyio task group, whose cancel scopes
+    cost more per request than the rest of the stream's plumbing. The client leaving
+    cancels the stream (so the run is closed) and ends the response normally, as there."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = asyncio.current_task()
+        if scope["type"] != "http" or response is None:
+            await super().__call__(scope, receive, send)
+            return
+        gone = False
+
+        def client_left(watch: asyncio.Task[None]) -> None:
+            nonlocal gone
+            if not watch.cancelled() and watch.exception() is None:
+                gone = True
+                response.cancel()
+
+        watcher = asyncio.ensure_future(_until_disconnect(receive))
+        watcher.add_done_callback(client_left)
+        try:
+            await self.stream_response(send)
+        except asyncio.CancelledError:
+            if not gone:
+                raise
+            response.uncancel()  # ours, for the client that left: the response is over
+        finally:
+            watcher.remove_done_callback(client_left)
+            watcher.cancel()
+            # Cancelled in a write, the stream was left at its yield: closed now (its run
+            # with it), not whenever the garbage collector finds it.
+            if isinstance(self.body_iterator, AsyncGenerator):
+                await self.body_iterator.aclose()
+        if self.background is not None and not gone:
+            await self.background()
+
+
+async def _until_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+class _Outbox:
+    """What the run made and the client was not sent yet, between the run's task and the
+    response's; one future at a time wakes the side that waits."""
+
+    __slots__ = ("chunks", "end", "ready", "room")
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.end: object = None  # _END, or the exception the run raised
+        self.ready: asyncio.Future[None] | None = None  # the response side waits for chunks
+        self.room: asyncio.Future[None] | None = None  # the run waits for the client
+
+    def put(self, chunk: bytes) -> None:
+        self.chunks.append(chunk)
+        self.wake()
+
+    def wake(self) -> None:
+        if self.ready is not None and not self.ready.done():
+            self.ready.set_result(None)
+
+
 async def _with_keepalive(
     events: AsyncGenerator[bytes, None], interval: float
 ) -> AsyncIterator[bytes]:
     # The events are read in one task of their own (a generator must not hop between tasks:
-    # its cancel scopes would break), through a bounded queue; this side waits with a
-    # timeout only when the queue is empty, and sends every event already waiting as one
-    # chunk (one socket write instead of one per delta: the writes were the service's largest
-    # cost per request). Leaving early (the client went away) cancels the reader, which
-    # closes the run, even one held at a yield while the queue is full: it lets go of its
-    # turn now.
-    queue: asyncio.Queue[object] = asyncio.Queue(maxsize=_QUEUED_EVENTS)
+    # its cancel scopes would break), into an outbox of at most _QUEUED_EVENTS; this side
+    # sends everything waiting there as one chunk (one socket write instead of one per
+    # delta: the writes were the service's largest cost per request). One timer, due
+    # `interval` after the last write, wakes it for a keep-alive; it moves itself on when
+    # it finds a later write, so nothing is scheduled per write (a timeout per wait was a
+    # task and a timer each). Leaving early (the client went away) cancels the reader,
+    # which closes the run, even one held while the outbox is full: it lets go of its turn
+    # now.
+    loop = asyncio.get_running_loop()
+    outbox = _Outbox()
 
     async def read() -> None:
         try:
             async with contextlib.aclosing(events):
                 async for event in events:
-                    await queue.put(event)
+                    outbox.put(event)
+                    if len(outbox.chunks) >= _QUEUED_EVENTS:
+                        outbox.room = loop.create_future()
+                        await outbox.room
         except asyncio.CancelledError:  # the response side left and cancelled this reader
             raise
         except BaseException as exc:  # handed over and raised on the response's side
-            await queue.put(exc)
+            outbox.end = exc
         else:
-            await queue.put(_END)
+            outbox.end = _END
+        outbox.wake()
+
+    keepalive = False
+    sent_at = loop.time()
+    timer: asyncio.TimerHandle
+
+    def tick() -> None:
+        nonlocal keepalive, timer
+        due = sent_at + interval
+        if loop.time() >= due:
+            keepalive = True
+            outbox.wake()
+            due = loop.time() + interval
+        timer = loop.call_at(due, tick)
 
     reader = asyncio.create_task(read())
+    timer = loop.call_at(sent_at + interval, tick)
     try:
         while True:
-            waiting: list[object] = []
-            if queue.empty():
-                try:
-                    waiting.append(await asyncio.wait_for(queue.get(), interval))
-                except TimeoutError:
-                    yield KEEPALIVE_COMMENT
-                    continue
-            while not queue.empty():
-                waiting.append(queue.get_nowait())
-            chunk: list[bytes] = []
-            for item in waiting:
-                if isinstance(item, bytes):
-                    chunk.append(item)
-                    continue
-                if chunk:  # what came before the end or the failure goes out first
-                    yield b"".join(chunk)
-                if isinstance(item, BaseException):
-                    raise item
-                return  # _END
-            yield b"".join(chunk)
+            if not outbox.chunks and outbox.end is None:
+                outbox.ready = loop.create_future()
+                await outbox.ready
+                outbox.ready = None
+            if outbox.chunks:
+                chunk = b"".join(outbox.chunks)
+                outbox.chunks.clear()
+                if outbox.room is not None and not outbox.room.done():
+                    outbox.room.set_result(None)
+                sent_at, keepalive = loop.time(), False
+                yield chunk  # what came before the end or the failure goes out first
+                continue
+            if isinstance(outbox.end, BaseException):
+                raise outbox.end
+            if outbox.end is _END:
+                return
+            if keepalive:
+                sent_at, keepalive = loop.time(), False
+                yield KEEPALIVE_COMMENT
     finally:
+        timer.cancel()
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
@@ -110,8 +195,13 @@ _QUEUED_EVENTS = 64
 
 
 def sse(event: str | None, data: Any) -> bytes:
-    """One event: ``event: <name>`` and ``data: <JSON>`` (no name: a plain message)."""
-    return format_sse_event(event=event, data_str=json_text(data))
+    """One event: ``event: <name>`` and ``data: <JSON>`` (no name: a plain message). Written
+    out here rather than by ``fastapi.sse.format_sse_event``, which splits the data into
+    lines: JSON text as ``json.dumps`` writes it holds no line break (it escapes them), and
+    the names are the service's own."""
+    if event is None:
+        return f"data: {json_text(data)}\n\n".encode()
+    return f"event: {event}\ndata: {json_text(data)}\n\n".encode()
 
 
 def json_text(data: Any) -> str:
@@ -183,34 +273,43 @@ async def qa_events(
     error: str | None = "interrupted: the client went away before the run ended"
     display = TurnDisplay()
     try:
-        async with service.turns.turn(conversation_id), contextlib.aclosing(events):
-            if on_start is not None:
-                await service.recorded("turn.start", on_start)
-            try:
-                async for event in events:
-                    display.add(event)
-                    data = event.to_dict()
-                    if isinstance(event, ApprovalRequiredEvent):
-                        paused_turn = event.pause.turn_id
-                        approval_id, expires_at = await service.recorded(
-                            "approval.save", functools.partial(_save_pause, service, event)
-                        )
-                        data["approval_id"] = approval_id
-                        data["expires_at"] = expires_at
-                        data["conversation_id"] = conversation_id
-                    elif isinstance(event, DoneEvent):
-                        data["conversation_id"] = conversation_id
-                    if conversation_id is not None and not isinstance(event, DeltaEvent):
-                        await service.events.publish(conversation_id, event.kind, data)
-                    yield event.kind, data
-            finally:  # within the turn: the records keep the order of the turns
-                if conversation_id is not None and (paused_turn is not None or display.answered):
-                    await service.recorded(
-                        "display.save",
-                        functools.partial(
-                            _save_display, service, conversation_id, question, paused_turn, display
-                        ),
-                    )
+        async with service.turns.turn(conversation_id):
+            with service.turn_memory.turn(conversation_id):
+                async with contextlib.aclosing(events):
+                    if on_start is not None:
+                        await service.recorded("turn.start", on_start)
+                    try:
+                        async for event in events:
+                            display.add(event)
+                            data = event.to_dict()
+                            if isinstance(event, ApprovalRequiredEvent):
+                                paused_turn = event.pause.turn_id
+                                approval_id, expires_at = await service.recorded(
+                                    "approval.save", functools.partial(_save_pause, service, event)
+                                )
+                                data["approval_id"] = approval_id
+                                data["expires_at"] = expires_at
+                                data["conversation_id"] = conversation_id
+                            elif isinstance(event, DoneEvent):
+                                data["conversation_id"] = conversation_id
+                            if conversation_id is not None and not isinstance(event, DeltaEvent):
+                                await service.events.publish(conversation_id, event.kind, data)
+                            yield event.kind, data
+                    finally:  # within the turn: the records keep the order of the turns
+                        if conversation_id is not None and (
+                            paused_turn is not None or display.answered
+                        ):
+                            await service.recorded(
+                                "display.save",
+                                functools.partial(
+                                    _save_display,
+                                    service,
+                                    conversation_id,
+                                    question,
+                                    paused_turn,
+                                    display,
+                                ),
+                            )
         error = None
     except Exception as exc:
         log_failure(f"chat {conversation_id}", exc)

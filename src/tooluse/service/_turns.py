@@ -22,6 +22,9 @@ DEFAULT_TURN_LEASE = 30.0
 runs, so a worker that dies holds the conversation this long at most."""
 
 
+_CONNECTIONS = 64  # to Redis per worker, for its turns' locks
+
+
 class RedisTurnLocks:
     """One lock per conversation in Redis (redis-py's ``Lock``: a key set with ``NX`` and an
     expiry, released only by its holder), shared by every worker on ``url``. A held lock is
@@ -39,7 +42,13 @@ class RedisTurnLocks:
             ) from exc
         if not lease > 0:
             raise ValueError(f"lease must be > 0 seconds, got {lease}")
-        self._client: redis.asyncio.Redis = redis.asyncio.Redis.from_url(url)
+        # A command beyond the pool's connections waits for one (redis-py's default pool
+        # raises "Too many connections" past 100: a worker with more turns running at once
+        # failed them), for as long as a lease lasts.
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            url, max_connections=_CONNECTIONS, timeout=lease
+        )
+        self._client: redis.asyncio.Redis = redis.asyncio.Redis.from_pool(pool)
         self._lease = lease
         self._prefix = prefix
 
