@@ -2,12 +2,12 @@
 
 At 20,000 tools, ``np.vecdot`` over the float32 matrix (20,000 x 384, 30 MB: out of the cache
 after each query's embedding) took 1.3 ms at the median, most of a search's time after the
-embedding. The same product with the matrix in int8 (one scale per row) on ONNX Runtime's
-``MatMulInteger`` reads a quarter of the bytes and takes about 0.2 ms. Its cosines are off by
-up to a few thousandths, so it only chooses which rows to rescore: every row whose int8
-cosine, widened by a bound on its error, could reach the ``count``-th best is rescored with
-the float32 rows, and the result is the exact top ``count`` that ``np.vecdot`` over the whole
-matrix gives, with the same scores (``tests/test_search_nearest.py`` checks both).
+embedding. The same products with the matrix in int8 on ONNX Runtime's ``MatMulInteger`` read
+half the bytes or less. Their cosines are approximate, so they only choose which rows to
+rescore: every row whose approximate cosine, widened by a bound on its error, could reach the
+``count``-th best is rescored with the float32 rows, and the result is the exact top ``count``
+that ``np.vecdot`` over the whole matrix gives, with the same scores
+(``tests/test_search_nearest.py`` checks both).
 """
 
 from __future__ import annotations
@@ -29,9 +29,11 @@ Positions = npt.NDArray[np.int64]
 # Below this many tools the float32 product is as fast as the int8 one and its bookkeeping
 # (at 1,000 tools: 0.07 ms).
 MIN_INT8_ROWS = 2048
-# Besides the bound on the rounding, the float32 products' own error (384 terms of |x| <= 1:
-# below 1e-5): a margin that keeps the choice of rows on the safe side.
+_BLOCK = 4096  # rows rounded at a time
+# Besides the bound on the rounding, float32's own: the products' (384 terms of |x| <= 1:
+# below 1e-5) and the approximate cosines' (a few 1e-7): a margin on the safe side.
 _FLOAT_MARGIN = 1e-4
+_ZERO = 128  # uint8 zero point of the query's layers: they are rounded symmetrically
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -46,41 +48,48 @@ class Nearest:
 
 
 class Int8Rows:
-    """The matrix in two int8 layers per row (its rounding, then the rounding of what that
-    left over, each with its own scale) and an ONNX Runtime session multiplying them by a
-    query in two uint8 layers alike (``MatMulInteger``: exact integer products, one thread,
-    the rows packed once when the session is made). Two layers are about 14 bits: the bound
-    below is then about 0.0003, where one layer's was 0.02 and left thousands of rows to
-    rescore at 20,000 tools (E5's cosines crowd in a narrow band).
+    """The matrix rounded to int8 with one scale per row, and an ONNX Runtime session that
+    multiplies it by the query in two uint8 layers (its rounding, then the rounding of what
+    that left over) and sums the scaled products into approximate cosines
+    (``MatMulInteger``: exact integer products; one thread; the rows packed once).
 
-    Rows ``m = sM + tE + e`` (``M``, ``E`` int8, ``s``, ``t`` the row's scales, ``e`` what is
-    left, known), query ``q = a(Q - z) + b(D - y) + d`` (``Q``, ``D`` uint8 with zero points
-    ``z``, ``y``; ``d`` known). With ``m' = sM + tE`` and ``q' = q - d``:
-    ``m.q = sa M.(Q-z) + sb M.(D-y) + ta E.(Q-z) + tb E.(D-y) + m'.d + e.q``; the first three
-    are computed exactly, and by Cauchy-Schwarz the rest is at most
-    ``|tE| |b(D-y)| + |m'| |d| + |e| |q|``, every norm known: the bound follows from the
-    arithmetic, it is not a measured margin."""
+    The products are bound by memory, not arithmetic: over 20,000 rows not in the cache, one
+    int8 layer (7.7 MB) took 0.6 ms where float32's 30 MB took 1.4 ms, and a second int8
+    layer for the rows (a bound 30 times smaller) cost as much as float32. The query's second
+    layer is free (the same pass over the rows) and halves the bound.
 
-    __slots__ = ("_bounds", "_scales", "_session", "_sums", "_weights")
+    Rows ``m = sM + e`` (``M`` int8, ``s`` the row's scale, ``e`` what is left), query
+    ``q = aQ + bD + d`` (``Q``, ``D`` uint8 less 128, ``d`` what is left). With ``m' = sM``:
+    ``m.q = sa M.Q + sb M.D + m'.d + e.q``; the session computes the first two, and by
+    Cauchy-Schwarz the rest is at most ``|m'| |d| + |e| |q|`` (the rows' norms at their
+    largest): the bound follows from the arithmetic, it is not a measured margin."""
+
+    __slots__ = ("_norms", "_session", "_weights")
 
     def __init__(self, matrix: Floats) -> None:
-        wide = matrix.astype(np.float64)
-        first, first_scales = _rounded(wide)
-        rest = wide - first * first_scales[:, None]
-        second, second_scales = _rounded(rest)
-        restored = first * first_scales[:, None] + second * second_scales[:, None]
-        self._scales = (first_scales, second_scales)
-        self._sums = (first.sum(axis=1, dtype=np.int64), second.sum(axis=1, dtype=np.int64))
-        # Per row: |tE|, |m'|, |e|.
-        self._bounds = (
-            np.linalg.norm(second * second_scales[:, None], axis=1),
-            np.linalg.norm(restored, axis=1),
-            np.linalg.norm(wide - restored, axis=1),
-        )
-        # [dimensions, rows] each: a query [k, dimensions] times these is every row's product.
-        self._session, self._weights = _int8_session(
-            np.ascontiguousarray(first.T), np.ascontiguousarray(second.T)
-        )
+        count, dimensions = matrix.shape
+        # [dimensions, rows]: a query [k, dimensions] times this is every row's product.
+        layer = np.empty((dimensions, count), dtype=np.int8)
+        scales = np.empty(count, dtype=np.float32)
+        norms = np.zeros(2)  # the largest |m'| and |e|
+        # In blocks of rows: the float64 work arrays stay small (a few MB, not 60 at 20,000).
+        for start in range(0, count, _BLOCK):
+            block = slice(start, start + _BLOCK)
+            wide = matrix[block].astype(np.float64)
+            rounded, row_scales = _rounded(wide)
+            scales[block] = row_scales  # as the session scales, in float32
+            restored = rounded * row_scales[:, None]
+            layer[:, block] = rounded.T
+            norms = np.maximum(
+                norms,
+                [
+                    np.linalg.norm(restored, axis=1).max(),
+                    np.linalg.norm(wide - restored, axis=1).max(),
+                ],
+            )
+        self._norms = norms
+        self._session, values = _int8_session(layer, scales)
+        self._weights = (layer, scales, values)  # the session reads these arrays
 
     @classmethod
     def of(cls, matrix: Floats) -> Int8Rows | None:
@@ -92,43 +101,40 @@ class Int8Rows:
             return None
         return cls(matrix)
 
-    def cosines(self, vector: Floats) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """Every row's approximate cosine with ``vector``, and a bound on its error."""
+    def cosines(self, vector: Floats) -> tuple[Floats, float]:
+        """Every row's approximate cosine with ``vector``, and a bound on their errors."""
         query = vector.astype(np.float64)
-        high, high_step, high_zero = _uint8(query)
-        rest = query - high_step * (high.astype(np.float64) - high_zero)
-        low, low_step, low_zero = _uint8(rest)
-        left = rest - low_step * (low.astype(np.float64) - low_zero)
-        both, first_high = _products(self._session, np.stack([high, low]), high)
-        first_sums, second_sums = self._sums
-        first_scales, second_scales = self._scales
-        approximate = first_scales * (
-            high_step * (both[0] - high_zero * first_sums)
-            + low_step * (both[1] - low_zero * first_sums)
-        ) + second_scales * (high_step * (first_high - high_zero * second_sums))
-        second_norms, restored_norms, left_norms = self._bounds
-        low_norm = float(np.linalg.norm(low_step * (low.astype(np.float64) - low_zero)))
-        bound = (
-            second_norms * low_norm
-            + restored_norms * float(np.linalg.norm(left))
-            + left_norms * float(np.linalg.norm(query))
+        high, high_step = _uint8(query)
+        rest = query - high_step * (high.astype(np.float64) - _ZERO)
+        low, low_step = _uint8(rest)
+        left = rest - low_step * (low.astype(np.float64) - _ZERO)
+        (approximate,) = self._session.run(
+            None,
+            {
+                "queries": np.stack([high, low]),
+                "steps": np.array([[high_step], [low_step]], dtype=np.float32),
+            },
         )
-        return approximate, bound + _FLOAT_MARGIN
+        restored, residual = self._norms
+        bound = restored * float(np.linalg.norm(left)) + residual * float(np.linalg.norm(query))
+        cosines: Floats = approximate[0]
+        return cosines, bound + _FLOAT_MARGIN
 
 
 def _rounded(rows: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.float64]]:
-    """Each row rounded to int8 with its own scale (its largest value to 127)."""
-    scales = np.maximum(np.abs(rows).max(axis=1), 1e-30) / 127
-    return np.round(rows / scales[:, None]).astype(np.int8), scales
+    """Each row rounded to int8 with its own scale (its largest value to 127), and the scales
+    as float32 will hold them."""
+    scales = (np.maximum(np.abs(rows).max(axis=1), 1e-30) / 127).astype(np.float32)
+    wide = scales.astype(np.float64)
+    return np.clip(np.round(rows / wide[:, None]), -127, 127).astype(np.int8), wide
 
 
-def _uint8(vector: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.uint8], float, int]:
-    """``vector`` as ``step x (values - zero)``, values in uint8 (ONNX's
-    ``DynamicQuantizeLinear``, done here to know the rounding exactly)."""
-    low, high = min(0.0, float(vector.min())), max(0.0, float(vector.max()))
-    step = (high - low) / 255 or 1.0  # a zero vector: every value 0, exactly
-    zero = round(-low / step)
-    return np.clip(np.round(vector / step) + zero, 0, 255).astype(np.uint8), step, zero
+def _uint8(vector: npt.NDArray[np.float64]) -> tuple[npt.NDArray[np.uint8], float]:
+    """``vector`` as ``step x (values - 128)``, values in uint8 from 1 to 255; the step as
+    float32 holds it."""
+    step = float(np.float32(max(float(np.abs(vector).max()), 1e-30) / 127))
+    values = np.clip(np.round(vector / step), -127, 127) + _ZERO
+    return values.astype(np.uint8), step
 
 
 def nearest(
@@ -152,12 +158,12 @@ def nearest(
     if rows is not None and candidates.size > count:
         approximate, bound = rows.cosines(vector)
         if allowed is not None:
-            approximate, bound = approximate[candidates], bound[candidates]
-        # The count-th best cosine is at least the count-th best lower bound; a row whose
-        # upper bound is below that cannot be among the best.
-        lowest = approximate - bound
-        floor = np.partition(lowest, lowest.size - count)[lowest.size - count]
-        candidates = candidates[approximate + bound >= floor]
+            approximate = approximate[candidates]
+        # The count-th best cosine is at least the count-th best approximate one less the
+        # bound; a row whose approximate cosine is below that less the bound again cannot be
+        # among the best.
+        floor = np.partition(approximate, approximate.size - count)[approximate.size - count]
+        candidates = candidates[approximate >= floor - 2 * bound]
         selected = None
     # The same float32 products row by row as over the whole matrix.
     scores: Floats = np.vecdot(matrix[candidates] if selected is None else selected, vector)
@@ -166,78 +172,77 @@ def nearest(
     return Nearest(candidates[picked], scores[picked])
 
 
-def _int8_session(
-    first: npt.NDArray[np.int8], second: npt.NDArray[np.int8]
-) -> tuple[Any, list[Any]]:
-    """A one-thread session computing, in integers, ``queries [2, d] x first [d, n]`` and
-    ``query [1, d] x second [d, n]``; and the weights' ``OrtValue``s (the session reads their
-    arrays: they must outlive it)."""
+def _int8_session(layer: npt.NDArray[np.int8], scales: Floats) -> tuple[Any, list[Any]]:
+    """A one-thread session: ``queries`` (uint8 [2, d], zero point 128) and their ``steps``
+    ([2, 1]) to ``scales x (steps[0] x queries[0].layer + steps[1] x queries[1].layer)``
+    (float32 [1, n]); and the weights' ``OrtValue``s (the session reads their arrays: they
+    must outlive it)."""
     import onnxruntime
     from onnx import TensorProto, helper
 
-    dimensions, count = first.shape
+    dimensions, count = layer.shape
+    arrays: dict[str, npt.NDArray[Any]] = {"layer": layer, "scales": scales}
     initialisers = []
-    for name, columns in (("first", first), ("second", second)):
-        weights = TensorProto(name=name, data_type=TensorProto.INT8, dims=columns.shape)
-        weights.data_location = TensorProto.EXTERNAL
-        location = weights.external_data.add()
+    for name, array in arrays.items():
+        kind = TensorProto.INT8 if array.dtype == np.int8 else TensorProto.FLOAT
+        tensor = TensorProto(name=name, data_type=kind, dims=array.shape)
+        tensor.data_location = TensorProto.EXTERNAL
+        location = tensor.external_data.add()
         location.key, location.value = "location", "supplied-by-the-session"
-        initialisers.append(weights)
+        initialisers.append(tensor)
+    initialisers.append(helper.make_tensor("zero", TensorProto.UINT8, [], [_ZERO]))
+    initialisers.append(helper.make_tensor("first_axis", TensorProto.INT64, [1], [0]))
+    nodes = [
+        helper.make_node("MatMulInteger", ["queries", "layer", "zero"], ["products"]),
+        helper.make_node("Cast", ["products"], ["floats"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["floats", "steps"], ["scaled"]),
+        helper.make_node("ReduceSum", ["scaled", "first_axis"], ["summed"], keepdims=1),
+        helper.make_node("Mul", ["summed", "scales"], ["cosines"]),
+    ]
     graph = helper.make_graph(
-        [
-            helper.make_node("MatMulInteger", ["queries", "first"], ["both"]),
-            helper.make_node("MatMulInteger", ["query", "second"], ["second_products"]),
-        ],
+        nodes,
         "int8-cosines",
         [
             helper.make_tensor_value_info("queries", TensorProto.UINT8, [2, dimensions]),
-            helper.make_tensor_value_info("query", TensorProto.UINT8, [1, dimensions]),
+            helper.make_tensor_value_info("steps", TensorProto.FLOAT, [2, 1]),
         ],
-        [
-            helper.make_tensor_value_info("both", TensorProto.INT32, [2, count]),
-            helper.make_tensor_value_info("second_products", TensorProto.INT32, [1, count]),
-        ],
+        [helper.make_tensor_value_info("cosines", TensorProto.FLOAT, [1, count])],
         initializer=initialisers,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     options = onnxruntime.SessionOptions()
-    # One thread, never spinning: the products are short, and the cores belong to the next
+    # One thread, never spinning: the product is short, and the cores belong to the next
     # query's embedding.
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3
-    values = [onnxruntime.OrtValue.ortvalue_from_numpy(c) for c in (first, second)]
-    options.add_external_initializers(["first", "second"], values)
+    values = [onnxruntime.OrtValue.ortvalue_from_numpy(a) for a in arrays.values()]
+    options.add_external_initializers(list(arrays), values)
     session = onnxruntime.InferenceSession(
         model.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     return session, values
 
 
-def _products(
-    session: Any, queries: npt.NDArray[np.uint8], query: npt.NDArray[np.uint8]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """``queries x first`` (two rows) and ``query x second``, without zero points."""
-    both, second = session.run(None, {"queries": queries, "query": query[None]})
-    return both.astype(np.int64), second[0].astype(np.int64)
-
-
 @functools.cache
 def _exact_int8_kernel() -> bool:
-    """Whether this process can use int8 rows: onnxruntime and onnx are installed, and
-    ``MatMulInteger`` is exact for the extreme inputs (uint8 255 against int8 127 and -128),
-    where a kernel adding two products in 16 bits saturates."""
+    """Whether this process can use int8 rows: onnxruntime and onnx are installed, and the
+    int8 products are exact where a kernel adding two products in 16 bits saturates (uint8
+    255 and 1 against int8 127 and -127 in every pair: rows and queries of equal values)."""
     try:
         import onnx  # noqa: F401
         import onnxruntime  # noqa: F401
     except ImportError:
         return False
     dimensions = 384
-    columns = np.empty((dimensions, 3), dtype=np.int8)
-    columns[:, 0], columns[:, 1] = 127, -128
-    columns[:, 2] = np.resize(np.array([127, -128], dtype=np.int8), dimensions)
-    session, _values = _int8_session(columns, columns)
-    queries = np.array([[255] * dimensions, [0] * dimensions], dtype=np.uint8)
-    both, second = _products(session, queries, queries[0])
-    expected = queries.astype(np.int64) @ columns.astype(np.int64)
-    return np.array_equal(both, expected) and np.array_equal(second, expected[0])
+    signs = np.array([1.0, -1.0])
+    rows = np.stack(
+        [np.full(dimensions, 1.0), np.full(dimensions, -1.0), np.resize(signs, dimensions)]
+    )
+    rows = (rows / np.sqrt(dimensions)).astype(np.float32)
+    probe = Int8Rows(rows)
+    for query in rows:
+        approximate, bound = probe.cosines(query)
+        if not np.all(np.abs(approximate - rows.astype(np.float64) @ query) <= bound):
+            return False
+    return True
