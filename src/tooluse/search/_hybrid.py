@@ -16,13 +16,12 @@ import numpy.typing as npt
 from tooluse._fork import ThreadPool, current_process, run_into
 from tooluse.embedding import EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
-from tooluse.search._nearest import Nearest
 from tooluse.search._scripts import ScriptMix
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import clauses, last_line, requests, without_quoted
 from tooluse.search._toolsets import Scores, Toolsets
 from tooluse.search._types import ToolReference, check_count
-from tooluse.search._vector import VectorToolIndex
+from tooluse.search._vector import Nearest, VectorToolIndex
 
 __all__ = ["Fusion", "HybridToolIndex"]
 

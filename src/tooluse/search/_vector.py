@@ -16,12 +16,17 @@ from tooluse.embedding import (
     default_embedding_model,
 )
 from tooluse.search._documents import parameter_texts
-from tooluse.search._nearest import Int8Rows, Nearest, nearest
-from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex
+from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import cjk_language, last_words, split_identifier
 from tooluse.search._types import ToolReference
 
-__all__ = ["VectorToolIndex", "compact_embedding_text", "embedding_text", "query_tail_of"]
+__all__ = [
+    "Nearest",
+    "VectorToolIndex",
+    "compact_embedding_text",
+    "embedding_text",
+    "query_tail_of",
+]
 
 _MAX_PARAMETERS = 8
 _BATCH = 256
@@ -95,11 +100,18 @@ def _text(reference: ToolReference, *, with_descriptions: bool) -> str:
 @dataclasses.dataclass(frozen=True, slots=True)
 class _VectorSnapshot:
     matrix: npt.NDArray[np.float32]  # one L2-normalised row per tool
-    rows: Int8Rows | None  # the matrix in int8 for a first pass, where it pays
 
-    @classmethod
-    def of(cls, matrix: npt.NDArray[np.float32]) -> _VectorSnapshot:
-        return cls(matrix, Int8Rows.of(matrix))
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Nearest:
+    """The tools most similar to a query (catalogue positions), best first (ties in catalogue
+    order), and their cosine similarities."""
+
+    positions: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float32]
+
+    def ranked(self) -> list[tuple[int, float]]:
+        return list(zip(self.positions.tolist(), self.scores.tolist(), strict=True))
 
 
 class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
@@ -169,8 +181,8 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
             for start in range(0, len(texts), _BATCH)
         ]
         if not batches:
-            return _VectorSnapshot.of(np.empty((0, self._model.dimensions), dtype=np.float32))
-        return _VectorSnapshot.of(np.concatenate(batches))
+            return _VectorSnapshot(np.empty((0, self._model.dimensions), dtype=np.float32))
+        return _VectorSnapshot(np.concatenate(batches))
 
     def nearest(
         self, snapshot: _VectorSnapshot, query: str, count: int, allowed: set[int] | None = None
@@ -178,16 +190,18 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
         """The ``count`` tools (among the positions ``allowed``) most similar to ``query``,
         best first (ties in catalogue order), with their cosine similarities."""
         if not query.strip():  # nothing to compare (and endpoints refuse an empty input)
-            first = sorted(allowed) if allowed is not None else range(len(snapshot.matrix))
-            positions = np.array(first[: max(count, 0)], dtype=np.int64)
-            return Nearest(positions, np.zeros(positions.size, dtype=np.float32))
-        # Not BLAS's matrix product: OpenBLAS's threads spin for a while after each product and
-        # take the cores from the next query's embedding (measured: 36 -> 27 ms p50 for a short
-        # query at 4,000 tools). vecdot runs one dot product per row on this thread (0.29 ms
-        # at 4,000 tools, einsum 0.44 ms), over the rows an int8 pass could not rule out
-        # from 2,048 tools on (_nearest.py).
-        vector = self._model.embed_query(query)
-        return nearest(snapshot.matrix, snapshot.rows, vector, count, allowed)
+            similarities = np.zeros(len(snapshot.matrix), dtype=np.float32)
+        else:
+            vector = self._model.embed_query(query)
+            # Not BLAS's matrix product: OpenBLAS's threads spin for a while after each
+            # product and take the cores from the next query's embedding (measured: 36 -> 27
+            # ms p50 for a short query at 4,000 tools). vecdot runs one dot product per row on
+            # this thread: 0.29 ms at 4,000 tools, einsum 0.44 ms. (An int8 first pass with
+            # exact rescoring was slower at 20,000 tools: docs/benchmarks.md.)
+            similarities = np.vecdot(snapshot.matrix, vector)
+        best = top_positions(similarities, count, allowed)
+        positions = np.array([p for p, _ in best], dtype=np.int64)
+        return Nearest(positions, similarities[positions])
 
     def _rank(
         self, snapshot: _VectorSnapshot, query: str, limit: int, allowed: set[int] | None
