@@ -388,6 +388,27 @@ def test_vector_similarity_threshold() -> None:
         VectorToolIndex(BagOfWordsModel(), similarity_threshold=2)
 
 
+def test_vector_nearest_is_the_top_of_every_cosine_ties_in_catalogue_order() -> None:
+    model = BagOfWordsModel()
+    # Duplicated descriptions tie: the earlier tool ranks first, also at the cut.
+    descriptions = ["weather city", "weather city", "send invoice", "weather", "city map"] * 3
+    tools = [ToolReference(f"tool{i}", None, text) for i, text in enumerate(descriptions)]
+    index = VectorToolIndex(model, document_text=lambda reference: reference.summary)
+    index.index_tools("s", tools)
+    index.build("s")
+    snapshot = index._snapshot("s")
+    assert snapshot is not None
+    cosines = np.vecdot(model.embed_documents(descriptions), model.embed_query("weather city"))
+    for count, allowed in ((4, None), (7, None), (3, {2, 3, 4, 8, 13})):
+        found = index.nearest(snapshot[0], "weather city", count, allowed)
+        candidates = sorted(allowed) if allowed is not None else range(len(tools))
+        expected = sorted(candidates, key=lambda p: (-cosines[p], p))[:count]
+        assert found.positions.tolist() == expected
+        assert np.allclose(found.scores, cosines[expected])
+    blank = index.nearest(snapshot[0], "  ", 3, {9, 4, 6, 1})
+    assert blank.ranked() == [(1, 0.0), (4, 0.0), (6, 0.0)]
+
+
 def test_hybrid_finds_what_either_side_finds() -> None:
     # "forecast" is a synonym of "weather" for the fake model only: the vector side finds it.
     model = BagOfWordsModel(aliases={"forecast": "weather"})

@@ -21,7 +21,7 @@ from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_
 from tooluse.search._text import clauses, last_line, requests, without_quoted
 from tooluse.search._toolsets import Scores, Toolsets
 from tooluse.search._types import ToolReference, check_count
-from tooluse.search._vector import VectorToolIndex
+from tooluse.search._vector import Nearest, VectorToolIndex
 
 __all__ = ["Fusion", "HybridToolIndex"]
 
@@ -363,16 +363,20 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         self, snapshot: _HybridSnapshot, query: str, limit: int, allowed: set[int] | None
     ) -> Scores:
         """Every tool's fused score for ``query``; -inf for those neither side found."""
-        semantic: Scores | None = None
+        semantic: Nearest | None = None  # the vector side's top ``depth``
         matchable: Scores | None = None  # each tool's share of the query BM25 can match
+        depth = max(self._candidates, limit)
         future = snapshot.semantic()
         if future.done() and future.exception() is None:
             lexical_future = _LEXICAL.submit(self._lexical_scores, snapshot.lexical, query)
             if snapshot.scripts is not None:
                 matchable = snapshot.scripts.matchable(query)
             try:
-                semantic = self._vector.similarities(
-                    future.result(), self._semantic_query(query, whole=_alone(matchable))
+                semantic = self._vector.nearest(
+                    future.result(),
+                    self._semantic_query(query, whole=_alone(matchable)),
+                    depth,
+                    allowed,
                 )
             except Exception:  # an embedding endpoint down or rate-limited: BM25 still answers
                 logger.exception("Embedding the query failed; this search ranks with BM25 only")
@@ -387,9 +391,9 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             # could all fall below the vector side's top ``candidates``).
             positions = np.fromiter(sorted(allowed), dtype=np.int64, count=len(allowed))
             lexical = lexical[positions]
-            semantic = semantic[positions] if semantic is not None else None
+            if semantic is not None:  # its positions within the category
+                semantic = Nearest(np.searchsorted(positions, semantic.positions), semantic.scores)
             matchable = matchable[positions] if matchable is not None else None
-        depth = max(self._candidates, limit)
         if self._fusion == "scores":
             fused, found = self._fuse_scores(lexical, semantic, depth, matchable)
         else:
@@ -429,11 +433,11 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         )
 
     def _fuse_scores(
-        self, lexical: Scores, semantic: Scores | None, depth: int, matchable: Scores | None
+        self, lexical: Scores, semantic: Nearest | None, depth: int, matchable: Scores | None
     ) -> tuple[Scores, Found]:
         """Weighted sum of the scaled scores, each tool's BM25 x its ``matchable`` share of
         the query (after scaling: the best match of a query in another script stays small);
-        found: BM25 matches and the vector side's top ``depth``."""
+        found: BM25 matches and the vector side's top ``depth`` (``semantic``)."""
         best = float(lexical.max(initial=0.0))
         if best > 0.0 and self._bm25_weight > 0:
             fused, found = (self._bm25_weight / best) * lexical, lexical > 0.0
@@ -441,41 +445,36 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
                 fused *= matchable
         else:
             fused, found = np.zeros_like(lexical), np.zeros(lexical.size, dtype=np.bool_)
-        if semantic is not None and semantic.size and self._vector_weight > 0:
+        if semantic is not None and semantic.scores.size and self._vector_weight > 0:
             # The candidates-th best similarity is the zero: a tool no closer than that gets
-            # nothing from this side. (Partitions, not a sort: 0.1 against 2 ms at 20,000.)
-            zero_at = semantic.size - min(self._candidates, semantic.size)
-            top, zero = semantic.max(), np.partition(semantic, zero_at)[zero_at]
+            # nothing from this side. Only the top ``depth`` (>= candidates) are scored at all.
+            scores = semantic.scores
+            top, zero = scores[0], scores[min(self._candidates, scores.size) - 1]
             if top > zero:
-                fused += (self._vector_weight / (top - zero)) * np.maximum(semantic - zero, 0.0)
-            if depth >= semantic.size:
-                found[:] = True
-            else:
-                found[np.argpartition(-semantic, depth - 1)[:depth]] = True
+                fused[semantic.positions] += (self._vector_weight / (top - zero)) * np.maximum(
+                    scores - zero, 0.0
+                )
+            found[semantic.positions] = True
         return fused.astype(np.float32, copy=False), found
 
     def _fuse_ranks(
-        self, lexical: Scores, semantic: Scores | None, depth: int, matchable: Scores | None
+        self, lexical: Scores, semantic: Nearest | None, depth: int, matchable: Scores | None
     ) -> tuple[Scores, Found]:
         """Weighted reciprocal ranks, a tool's BM25 rank counting x its ``matchable`` share of
         the query; found: whatever either side ranked."""
         fused = np.zeros(lexical.size, dtype=np.float32)
         lexical_ranks = np.zeros(lexical.size, dtype=np.float32)
-        self._add_ranks(lexical_ranks, lexical, depth, self._bm25_weight, positive_only=True)
+        matched = [(p, s) for p, s in top_positions(lexical, depth) if s > 0.0]
+        self._add_ranks(lexical_ranks, matched, self._bm25_weight)
         found = lexical_ranks > 0.0
         fused += lexical_ranks if matchable is None else lexical_ranks * matchable
         if semantic is not None:
-            self._add_ranks(fused, semantic, depth, self._vector_weight, positive_only=False)
+            self._add_ranks(fused, semantic.ranked(), self._vector_weight)
         return fused, found | (fused > 0.0)
 
-    def _add_ranks(
-        self, fused: Scores, scores: Scores, depth: int, weight: float, *, positive_only: bool
-    ) -> None:
+    def _add_ranks(self, fused: Scores, ranked: list[tuple[int, float]], weight: float) -> None:
         if weight == 0:
             return
-        ranked = top_positions(scores, depth)
-        if positive_only:
-            ranked = [(p, s) for p, s in ranked if s > 0.0]
         for rank, (position, _) in enumerate(ranked, 1):
             fused[position] += weight / (self._rrf_k + rank)
 

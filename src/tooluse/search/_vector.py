@@ -20,7 +20,13 @@ from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_
 from tooluse.search._text import cjk_language, last_words, split_identifier
 from tooluse.search._types import ToolReference
 
-__all__ = ["VectorToolIndex", "compact_embedding_text", "embedding_text", "query_tail_of"]
+__all__ = [
+    "Nearest",
+    "VectorToolIndex",
+    "compact_embedding_text",
+    "embedding_text",
+    "query_tail_of",
+]
 
 _MAX_PARAMETERS = 8
 _BATCH = 256
@@ -96,6 +102,18 @@ class _VectorSnapshot:
     matrix: npt.NDArray[np.float32]  # one L2-normalised row per tool
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Nearest:
+    """The tools most similar to a query (catalogue positions), best first (ties in catalogue
+    order), and their cosine similarities."""
+
+    positions: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float32]
+
+    def ranked(self) -> list[tuple[int, float]]:
+        return list(zip(self.positions.tolist(), self.scores.tolist(), strict=True))
+
+
 class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
     """Semantic search with an ``EmbeddingModel`` (default: the bundled multilingual E5).
 
@@ -166,20 +184,27 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
             return _VectorSnapshot(np.empty((0, self._model.dimensions), dtype=np.float32))
         return _VectorSnapshot(np.concatenate(batches))
 
-    def similarities(self, snapshot: _VectorSnapshot, query: str) -> npt.NDArray[np.float32]:
+    def nearest(
+        self, snapshot: _VectorSnapshot, query: str, count: int, allowed: set[int] | None = None
+    ) -> Nearest:
+        """The ``count`` tools (among the positions ``allowed``) most similar to ``query``,
+        best first (ties in catalogue order), with their cosine similarities."""
         if not query.strip():  # nothing to compare (and endpoints refuse an empty input)
-            return np.zeros(len(snapshot.matrix), dtype=np.float32)
-        vector = self._model.embed_query(query)
-        # Not BLAS's matrix product: OpenBLAS's threads spin for a while after each product and
-        # take the cores from the next query's embedding (measured: 36 -> 27 ms p50 for a short
-        # query at 4,000 tools). vecdot runs one dot product per row on this thread: 0.29 ms
-        # at 4,000 tools, einsum 0.44 ms.
-        similarities: npt.NDArray[np.float32] = np.vecdot(snapshot.matrix, vector)
-        return similarities
+            similarities = np.zeros(len(snapshot.matrix), dtype=np.float32)
+        else:
+            vector = self._model.embed_query(query)
+            # Not BLAS's matrix product: OpenBLAS's threads spin for a while after each
+            # product and take the cores from the next query's embedding (measured: 36 -> 27
+            # ms p50 for a short query at 4,000 tools). vecdot runs one dot product per row on
+            # this thread: 0.29 ms at 4,000 tools, einsum 0.44 ms. (An int8 first pass with
+            # exact rescoring was slower at 20,000 tools: docs/benchmarks.md.)
+            similarities = np.vecdot(snapshot.matrix, vector)
+        best = top_positions(similarities, count, allowed)
+        positions = np.array([p for p, _ in best], dtype=np.int64)
+        return Nearest(positions, similarities[positions])
 
     def _rank(
         self, snapshot: _VectorSnapshot, query: str, limit: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
-        similarities = self.similarities(snapshot, self.query_tail(query, self._query_tokens))
-        ranked = top_positions(similarities, limit, allowed)
-        return [(p, s) for p, s in ranked if s >= self._threshold]
+        found = self.nearest(snapshot, self.query_tail(query, self._query_tokens), limit, allowed)
+        return [(p, s) for p, s in found.ranked() if s >= self._threshold]
