@@ -108,6 +108,85 @@ def test_a_run_whose_worker_is_killed_is_finished_by_the_other_without_running_i
         assert [event["event"] for event in results][:2] == ["tool_call", "tool_result"], results
 
 
+def wait_for_file(path: Path) -> None:
+    deadline = time.monotonic() + 120
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear within 120 s"
+        time.sleep(0.05)
+
+
+def test_a_chat_completion_whose_worker_is_killed_is_finished_by_the_other_and_kept_by_id(
+    workers: tuple[Any, str, Any, str], tool_log: Path
+) -> None:
+    # /v1/chat/completions streaming: the client's stream breaks with its worker; the run
+    # goes on on the other worker, and the client reads its outcome by the id it was told.
+    slow, slow_url, _, fast_url = workers
+    body = {
+        "model": "tooluse-qa",
+        "messages": [
+            {"role": "user", "content": "Hello"},
+            {"role": "assistant", "content": "Hello! How can I help?"},
+            {"role": "user", "content": "Where is order A1001?"},
+        ],
+        "stream": True,
+    }
+    with (
+        httpx.Client(base_url=slow_url, timeout=60) as client,
+        client.stream("POST", "/v1/chat/completions", json=body) as response,
+    ):
+        assert response.status_code == 200
+        run_id = response.headers["x-run-id"]
+        lines = response.iter_lines()
+        first = next(lines)
+        assert json.loads(first.removeprefix("data: "))["choices"][0]["delta"]["role"] == (
+            "assistant"
+        )
+        wait_for_file(tool_log.with_suffix(".answering"))  # the tool round is recorded
+        assert tool_log.read_text().splitlines() == ["A1001"]
+        slow.send_signal(signal.SIGKILL)
+        slow.wait(timeout=30)
+        with pytest.raises(httpx.TransportError):  # the stream breaks with its worker
+            for _ in lines:
+                pass
+
+    with httpx.Client(base_url=fast_url, timeout=60) as client:
+        run = wait_for_outcome(client, run_id)
+        assert run["status"] == "done", run
+        assert [event["event"] for event in run["events"]] == [
+            "tool_call",
+            "tool_result",
+            "route",
+            "done",
+        ], run
+        assert run["events"][-1]["data"]["answer"] == "Order A1001 has shipped."
+        assert tool_log.read_text().splitlines() == ["A1001"]  # ran once, on the dead worker
+
+
+def test_a_durable_chat_completion_answers_and_its_outcome_is_kept(
+    workers: tuple[Any, str, Any, str],
+) -> None:
+    _, _, _, fast_url = workers
+    body = {"messages": [{"role": "user", "content": "Where is order A1001?"}]}
+    with httpx.Client(base_url=fast_url, timeout=60) as client:
+        answered = client.post("/v1/chat/completions", json=body)
+        assert answered.status_code == 200, answered.text
+        answer = answered.json()["choices"][0]["message"]["content"]
+        assert answer == "Order A1001 has shipped."
+        run = wait_for_outcome(client, answered.headers["x-run-id"])
+        assert run["status"] == "done"
+        assert run["events"][-1]["data"]["answer"] == answer
+
+        streamed = client.post("/v1/chat/completions", json={**body, "stream": True})
+        chunks = [
+            json.loads(line.removeprefix("data: "))
+            for line in streamed.text.splitlines()
+            if line.startswith("data: {")
+        ]
+        assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == answer
+        assert streamed.text.rstrip().endswith("data: [DONE]")
+        assert wait_for_outcome(client, streamed.headers["x-run-id"])["status"] == "done"
+
+
 def test_a_durable_run_streams_from_its_worker_and_its_outcome_is_kept(
     workers: tuple[Any, str, Any, str], tool_log: Path
 ) -> None:
@@ -125,3 +204,25 @@ def test_a_durable_run_streams_from_its_worker_and_its_outcome_is_kept(
         assert run["status"] == "done"
         assert run["events"][-1]["data"] == json.loads(json.dumps(streamed[-1][1]))
         assert client.get("/api/runs/no-such-run").status_code == 404
+
+
+def test_a_durable_chat_completion_is_read_by_its_caller_only(
+    postgres_url: str, tool_log: Path
+) -> None:
+    port = free_port()
+    worker = start_worker(port, postgres_url, tool_log, "--users")
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_until_serving(worker, base)
+        with httpx.Client(base_url=base, timeout=60) as client:
+            ann = {"Authorization": "Bearer ann-key"}
+            bob = {"Authorization": "Bearer bob-key"}
+            body = {"messages": [{"role": "user", "content": "Where is order A1001?"}]}
+            answered = client.post("/v1/chat/completions", json=body, headers=ann)
+            run_id = answered.headers["x-run-id"]
+            assert client.get(f"/api/runs/{run_id}", headers=ann).status_code == 200
+            assert client.get(f"/api/runs/{run_id}", headers=bob).status_code == 404
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        log = worker.communicate(timeout=60)[1]
+    assert "Traceback" not in log, log

@@ -726,6 +726,7 @@ async def test_an_openai_stream_left_by_its_client_closes_its_run(tmp_path: Path
     # /v1/chat/completions streaming: the client went away after the first chunks; the run
     # (router task, tool calls) stops then, not whenever the garbage collector finds it.
     from tooluse.service._openai_api import _chunks
+    from tooluse.service._sse import completion_events
 
     closed: list[str] = []
 
@@ -738,7 +739,8 @@ async def test_an_openai_stream_left_by_its_client_closes_its_run(tmp_path: Path
 
     service = QaService(service_config(tmp_path / "s.db"))
     try:
-        chunks = _chunks(service, run(), "chatcmpl-1", 0, include_usage=False)
+        named = completion_events(service, run(), "chat completion chatcmpl-1")
+        chunks = _chunks(named, "chatcmpl-1", 0, include_usage=False)
         assert b'"role": "assistant"' in await anext(chunks)
         assert b'"content": "0"' in await anext(chunks)
         await chunks.aclose()
