@@ -73,6 +73,7 @@ from tooluse.service._durable import (
     RecordedChatModel,
     RecordedToolCallingManager,
     RunEngine,
+    executor_id,
 )
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
@@ -446,9 +447,20 @@ class QaService:
         # its run (tooluse.service._durable); the clients of the runs streaming from here.
         self.runs: DbosRunEngine | None = None
         self.live_runs: dict[str, LiveRun] = {}
+        # The worker's name in its Redis locks is its executor id: a worker that takes over
+        # a dead one's runs frees the conversations it held, so they need not wait the lease.
+        worker = executor_id()
+        turn_locks = (
+            None if config.redis_url is None else RedisTurnLocks(config.redis_url, owner=worker)
+        )
         if config.durable_runs:
             assert config.database_url is not None  # checked by ServiceConfig
-            self.runs = DbosRunEngine(config.database_url, functools.partial(run_turn, self))
+            self.runs = DbosRunEngine(
+                config.database_url,
+                functools.partial(run_turn, self),
+                executor=worker,
+                on_takeover=None if turn_locks is None else turn_locks.release_held_by,
+            )
             self._model = RecordedChatModel(self._model, self.runs)
         tool_callbacks(*local_tools(config))  # bad tool sources fail here, with their names
         self.mcp = mcp_provider(config)
@@ -480,9 +492,7 @@ class QaService:
         self.memory: ChatMemory = self.turn_memory
         if self.runs is not None:
             self.memory = RecordedChatMemory(self.memory, self.runs)
-        self.turns = ConversationTurns(
-            None if config.redis_url is None else RedisTurnLocks(config.redis_url)
-        )
+        self.turns = ConversationTurns(turn_locks)
         self.events = ConversationEvents(config.redis_url)
         self.knowledge = KnowledgeBase(
             location,
