@@ -521,7 +521,7 @@ def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_backgro
         server.send_signal(stop)
         _, log = server.communicate(timeout=60)
     assert bound < 15, f"tooluse serve took {bound:.1f} s to answer"
-    assert "offline TestModel" in log
+    assert "The service runs the offline TestModel (--model test" in log  # what chose it
     assert "loading the knowledge base" in log
     assert "Application shutdown complete" in log
     assert "Traceback" not in log  # Ctrl+C printed a KeyboardInterrupt's
