@@ -281,6 +281,7 @@ class RecordedChatMemory:
 _LIVENESS_LOCKS = 0x746F6F6C  # "tool"
 
 _WORKFLOW_NAME = "tooluse.service.turn"
+_TAKEOVER_TIMEOUT = 30.0  # seconds on_takeover may take before the runs are resumed anyway
 _EXECUTOR_THREADS = min(32, (os.cpu_count() or 1) + 4)
 _Workflow = Callable[[dict[str, Any]], Coroutine[Any, Any, list[dict[str, Any]]]]
 _workflow: _Workflow | None = None
@@ -478,8 +479,8 @@ class DbosRunEngine:
                 freeing: concurrent.futures.Future[object] = asyncio.run_coroutine_threadsafe(
                     self._on_takeover(other), self._loop
                 )
-                try:
-                    freeing.result()
+                try:  # bounded: a loop that stops meanwhile never runs it
+                    freeing.result(timeout=_TAKEOVER_TIMEOUT)
                 except Exception:  # its runs go on all the same, later
                     logger.exception("Freeing what worker %s held failed", other)
             # Its runs are queued again, each for one live worker: DBOS's dequeue admits one
