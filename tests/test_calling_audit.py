@@ -19,7 +19,12 @@ from tooluse import Approve, Deny, Prompt, ToolCallingManager
 from tooluse.calling import AuditRecord, AuditSink, PostgresAuditLog, SqliteAuditLog
 from tooluse.cli import main
 
-CALLER = {"user_id": "ann", "tenant_id": "acme", "conversation_id": "c1"}
+CALLER = {
+    "user_id": "ann",
+    "tenant_id": "acme",
+    "roles": ["support", "admin"],
+    "conversation_id": "c1",
+}
 
 OpenLog = Callable[..., SqliteAuditLog | PostgresAuditLog]
 
@@ -71,7 +76,9 @@ async def test_every_call_of_a_round_and_its_resume_is_recorded(open_log: OpenLo
         ("pay", "ran", False, "approved", "boss"),
         ("wipe", "refused", True, "denied", "auditor"),
     ]
-    assert {(r.user, r.tenant, r.conversation) for r in records} == {("ann", "acme", "c1")}
+    assert {(r.user, r.tenant, r.roles, r.conversation) for r in records} == {
+        ("ann", "acme", ("admin", "support"), "c1")
+    }
     look, mail, nope = records[:3]
     assert look.arguments == '{"user_id": "mallory"}' and look.result == "look ok"
     assert look.latency_ms is not None and look.latency_ms >= 0
@@ -80,6 +87,29 @@ async def test_every_call_of_a_round_and_its_resume_is_recorded(open_log: OpenLo
     assert [r.tool for r in log.query(tool="pay")] == ["pay", "pay"]
     assert log.query(user="mallory") == []
     assert [r.tool for r in log.query(conversation="c1", limit=2)] == ["pay", "wipe"]
+
+
+async def test_a_log_from_before_the_roles_opens_with_its_records_and_keeps_roles_on(
+    open_log: OpenLog,
+) -> None:
+    log = open_log()
+    manager = ToolCallingManager(audit=log)
+    look = FakeTool("look", read_only=True)
+    await manager.aexecute_tool_calls(
+        prompt_with([look], context=CALLER), tool_calls_response(("look", "{}"))
+    )
+    with log._tables.write() as connection:  # the table as version 1 made it
+        connection.execute("ALTER TABLE tool_audit DROP COLUMN roles")
+        connection.execute(
+            "UPDATE tooluse_schema_version SET version = 1 WHERE component = 'tool_audit'"
+        )
+    reopened = open_log()
+    assert [r.roles for r in reopened.query()] == [()]  # not recorded then
+    manager = ToolCallingManager(audit=reopened)
+    await manager.aexecute_tool_calls(
+        prompt_with([look], context=CALLER), tool_calls_response(("look", "{}"))
+    )
+    assert [r.roles for r in reopened.query()] == [(), ("admin", "support")]
 
 
 async def test_the_log_is_bounded(open_log: OpenLog, tmp_path: Path) -> None:

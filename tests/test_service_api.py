@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 
 import pytest
 
+from _ports import free_port
 from _service_helpers import (
     BIG_ACCOUNT,
     SCREEN_URL,
@@ -255,6 +257,26 @@ async def test_a_failing_model_ends_the_stream_with_an_error_event(tmp_path: Pat
     assert parse_sse(response.text) == [
         ("error", {"message": "provider unreachable", "type": "ConnectionError"})
     ]
+
+
+async def test_a_configured_model_that_cannot_be_reached_is_not_called_offline(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The offline notice is for a service given no model; one whose model is down says that.
+    from tooluse.models import OpenAIChatModel
+    from tooluse.service import OFFLINE_NOTICE
+
+    caplog.set_level(logging.INFO, logger="tooluse.service")
+    down = f"http://127.0.0.1:{free_port()}/v1"
+    model = OpenAIChatModel("gpt-test", base_url=down, api_key="k", max_retries=0)
+    async with service(tmp_path / "s.db", model=model) as client:
+        health = (await client.get("/healthz")).json()
+        page = (await client.get("/")).text
+        response = await client.post("/api/chat", json={"message": "Hi"})
+    assert health["offline"] is False and health["model"] == "gpt-test"
+    assert 'id="offline"' not in page and OFFLINE_NOTICE not in caplog.text
+    (error,) = [data for name, data in parse_sse(response.text) if name == "error"]
+    assert "127.0.0.1" in error["message"], error
 
 
 async def test_bad_requests_are_refused(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from psycopg_pool import PoolClosed
 
 from _ports import free_port
 from _rag_helpers import HashingEmbeddingModel
@@ -34,6 +35,7 @@ from tooluse.calling import PendingToolCall
 from tooluse.cli import chat as chat_command
 from tooluse.cli._options import OptionError, add_service_arguments, config_from_arguments
 from tooluse.client import RunState
+from tooluse.memory import PostgresDatabase
 from tooluse.messages import ChatOptions, Prompt, UserMessage
 from tooluse.qa import ROUTER_REMINDER, DeltaEvent, FetchRecord, QaEvent, QaPause
 from tooluse.rag import Document, SqliteVectorStore
@@ -136,6 +138,32 @@ def test_closing_does_not_wait_for_a_load_under_way(tmp_path: Path) -> None:
     release.set()
     knowledge.wait(10)
     assert knowledge.status == "ready"
+
+
+def test_a_service_stopped_while_its_knowledge_base_loads_from_postgres_stops_cleanly(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The service closes the shared pool while the load is under way; the load then fails
+    # on the closed pool, which is the stop's doing, not a failure to report.
+    caplog.set_level(logging.INFO, logger="tooluse.service")
+    release = threading.Event()
+
+    class SlowToLoad(HashingEmbeddingModel):
+        def embed_query(self, text: str) -> Any:
+            release.wait(10)  # the warm-up stands for a model that takes long to load
+            return super().embed_query(text)
+
+    database = PostgresDatabase(postgres_url)
+    knowledge = KnowledgeBase(database, embedding_model=SlowToLoad(), samples=False)
+    knowledge.start()
+    knowledge.close()
+    database.close()
+    release.set()
+    with pytest.raises(PoolClosed):
+        knowledge.wait(10)
+    records = [r for r in caplog.records if r.name == "tooluse.service"]
+    assert [r for r in records if r.levelno >= logging.ERROR or r.exc_info] == []
+    assert any("stopped loading" in r.getMessage() for r in records), records
 
 
 async def test_a_knowledge_base_that_fails_to_load_says_why(tmp_path: Path) -> None:
@@ -493,7 +521,7 @@ def test_tooluse_serve_binds_at_once_and_loads_the_knowledge_base_in_the_backgro
         server.send_signal(stop)
         _, log = server.communicate(timeout=60)
     assert bound < 15, f"tooluse serve took {bound:.1f} s to answer"
-    assert "offline TestModel" in log
+    assert "The service runs the offline TestModel (--model test" in log  # what chose it
     assert "loading the knowledge base" in log
     assert "Application shutdown complete" in log
     assert "Traceback" not in log  # Ctrl+C printed a KeyboardInterrupt's
@@ -726,6 +754,7 @@ async def test_an_openai_stream_left_by_its_client_closes_its_run(tmp_path: Path
     # /v1/chat/completions streaming: the client went away after the first chunks; the run
     # (router task, tool calls) stops then, not whenever the garbage collector finds it.
     from tooluse.service._openai_api import _chunks
+    from tooluse.service._sse import completion_events
 
     closed: list[str] = []
 
@@ -738,7 +767,8 @@ async def test_an_openai_stream_left_by_its_client_closes_its_run(tmp_path: Path
 
     service = QaService(service_config(tmp_path / "s.db"))
     try:
-        chunks = _chunks(service, run(), "chatcmpl-1", 0, include_usage=False)
+        named = completion_events(service, run(), "chat completion chatcmpl-1")
+        chunks = _chunks(named, "chatcmpl-1", 0, include_usage=False)
         assert b'"role": "assistant"' in await anext(chunks)
         assert b'"content": "0"' in await anext(chunks)
         await chunks.aclose()

@@ -4,12 +4,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import redis.asyncio
 
+from tooluse.calling import RedisRateLimitStore
 from tooluse.service import ServiceConfig
+from tooluse.service._conversation_events import ConversationEvents
 from tooluse.service._turns import ConversationTurns, RedisTurnLocks
 
 
@@ -99,6 +104,51 @@ async def test_the_conversation_of_a_worker_that_died_is_free_after_the_lease(
     assert waited > 0.2  # it waited for the lease to run out, not for ever
     await turns.aclose()
     await client.aclose()
+
+
+async def test_the_locks_of_a_worker_known_dead_are_freed_at_once(redis_url: str) -> None:
+    dead = RedisTurnLocks(redis_url, owner="host-1-a")
+    alike = RedisTurnLocks(redis_url, owner="host-1-ab")  # a name that begins the same
+    live = RedisTurnLocks(redis_url, owner="host-2-b")
+    held = contextlib.AsyncExitStack()
+    for locks, conversation in ((dead, "c1"), (dead, "c2"), (alike, "c3"), (live, "c4")):
+        await held.enter_async_context(locks.hold(conversation))
+    assert sorted(await live.release_held_by("host-1-a")) == ["c1", "c2"]
+    turns = ConversationTurns(live)
+    async with asyncio.timeout(5), turns.turn("c1"):  # not the 30 s lease
+        pass
+    client = redis.asyncio.Redis.from_url(redis_url)
+    assert sorted(await client.keys("tooluse:turn:*")) == [b"tooluse:turn:c3", b"tooluse:turn:c4"]
+    await held.aclose()  # the "dead" worker's releases find their locks gone: logged only
+    assert await client.keys("tooluse:turn:*") == []
+    await client.aclose()
+    for locks in (dead, alike, live):
+        await locks.aclose()
+
+
+def test_a_lock_owner_is_a_name_without_the_separator(redis_url: str) -> None:
+    with pytest.raises(ValueError, match="owner must be a name without '/'"):
+        RedisTurnLocks(redis_url, owner="a/b")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RedisRateLimitStore("redis://127.0.0.1:1/0"),
+        lambda: RedisTurnLocks("redis://127.0.0.1:1/0"),
+        lambda: ConversationEvents("redis://127.0.0.1:1/0"),
+    ],
+    ids=["rate-limits", "turns", "events"],
+)
+def test_without_the_redis_extra_each_redis_part_says_what_to_install(
+    make: Callable[[], object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)  # import redis fails
+    monkeypatch.setitem(sys.modules, "redis.asyncio", None)
+    with pytest.raises(
+        ImportError, match=r"needs the redis client: pip install 'tooluse\[redis\]'"
+    ):
+        make()
 
 
 def test_the_redis_url_must_be_a_redis_url() -> None:

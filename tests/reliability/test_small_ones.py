@@ -77,7 +77,7 @@ async def test_completions_name_the_model_as_v1_models_lists_it(tmp_path: Path) 
     assert completion["model"] == listed["id"]
 
 
-def test_chat_says_once_that_no_model_is_configured(tmp_path: Path) -> None:
+def test_chat_says_once_that_it_runs_the_offline_test_model(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "tooluse.cli", "chat", "--model", "test"]
     options = ["--db", str(tmp_path / "c.db"), "--no-sample-knowledge"]
     done = subprocess.run(

@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Final, Protocol, runtime_checkable
 
-from tooluse.calling._audit import TENANT_ID_KEY, USER_ID_KEY
+from tooluse.calling._audit import ROLES_KEY, TENANT_ID_KEY, USER_ID_KEY, roles_of
 from tooluse.tools import ToolCallback
 
 __all__ = [
@@ -29,9 +29,6 @@ __all__ = [
     "tool_access_from_json",
     "tool_origin",
 ]
-
-ROLES_KEY: Final = "roles"
-"""The tool-context key of the caller's roles (a list of names)."""
 
 
 def _names(what: str, values: Iterable[str] | None) -> frozenset[str] | None:
@@ -65,13 +62,10 @@ class Caller:
     def of(cls, context: Mapping[str, Any]) -> Caller:
         """The caller a tool context names (the keys :meth:`tool_context` writes)."""
         user, tenant = context.get(USER_ID_KEY), context.get(TENANT_ID_KEY)
-        roles = context.get(ROLES_KEY) or ()
-        if isinstance(roles, str):  # one role, not its letters
-            roles = (roles,)
         return cls(
             None if user is None else str(user),
             None if tenant is None else str(tenant),
-            frozenset(str(role) for role in roles),
+            frozenset(roles_of(context)),
         )
 
     def tool_context(self) -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """The audit log: one record per tool call, whatever became of it.
 
-Who asked (user, tenant, conversation) comes from the tool context, which the application
-fills from the request (the service from its authentication and the request's conversation):
-never from the model's arguments. Each record also holds the tool, its arguments, its result
-or error, how long it ran, what became of it (``ran``, ``failed``, ``repeat``, ``refused``,
-``held``) and the approval decision with who gave it.
+Who asked (user, tenant, their roles, conversation) comes from the tool context, which the
+application fills from the request (the service from its authentication and the request's
+conversation): never from the model's arguments. Each record also holds the tool, its
+arguments, its result or error, how long it ran, what became of it (``ran``, ``failed``,
+``repeat``, ``refused``, ``held``) and the approval decision with who gave it.
 """
 
 from __future__ import annotations
@@ -18,17 +18,21 @@ from tooluse.tools import ToolContext
 __all__ = [
     "CONVERSATION_ID_KEY",
     "DEFAULT_AUDIT_RETENTION",
+    "ROLES_KEY",
     "TENANT_ID_KEY",
     "USER_ID_KEY",
     "AuditRecord",
     "AuditSink",
     "caller_of",
+    "roles_of",
 ]
 
 USER_ID_KEY: Final = "user_id"
 """The tool-context key of the user a call is made for (set by the application)."""
 TENANT_ID_KEY: Final = "tenant_id"
 """The tool-context key of the user's tenant."""
+ROLES_KEY: Final = "roles"
+"""The tool-context key of the caller's roles (a list of names)."""
 CONVERSATION_ID_KEY: Final = "conversation_id"
 """The tool-context key of the conversation."""
 
@@ -46,7 +50,8 @@ Approval = Literal["not needed", "pending", "approved", "denied"]
 @dataclasses.dataclass(frozen=True, slots=True)
 class AuditRecord:
     """One tool call. ``latency_ms`` is ``None`` for a call that did not run; ``approved_by``
-    is who decided (``None``: not given, or no decision was needed)."""
+    is who decided (``None``: not given, or no decision was needed); ``roles``: the
+    caller's, sorted (empty also in records written before the log kept them)."""
 
     at: float
     tool: str
@@ -61,6 +66,7 @@ class AuditRecord:
     user: str | None
     tenant: str | None
     conversation: str | None
+    roles: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -74,6 +80,15 @@ def caller_of(context: Mapping[str, Any]) -> tuple[str | None, str | None, str |
         return None if value is None else str(value)
 
     return text(USER_ID_KEY), text(TENANT_ID_KEY), text(CONVERSATION_ID_KEY)
+
+
+def roles_of(context: Mapping[str, Any]) -> tuple[str, ...]:
+    """The caller's roles in a tool context, sorted (one role given as a string is that
+    role, not its letters)."""
+    roles = context.get(ROLES_KEY) or ()
+    if isinstance(roles, str):
+        roles = (roles,)
+    return tuple(sorted({str(role) for role in roles}))
 
 
 @runtime_checkable

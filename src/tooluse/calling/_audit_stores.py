@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -46,13 +47,16 @@ _INDEXES = (
     'CREATE INDEX tool_audit_user ON tool_audit ("user", at)',
     "CREATE INDEX tool_audit_conversation ON tool_audit (conversation, at)",
 )
+_ADD_ROLES = "ALTER TABLE tool_audit ADD COLUMN roles TEXT"  # version 2: a JSON array
 _SCHEMA = Schema(
     component="tool_audit",
     sqlite=(
         _TABLE.format(serial="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL", boolean="INTEGER"),
         *_INDEXES,
+        _ADD_ROLES,
     ),
-    sqlite_version=1,
+    sqlite_version=2,
+    sqlite_upgrades={1: (_ADD_ROLES,)},
     postgres=(
         (
             _TABLE.format(
@@ -62,6 +66,7 @@ _SCHEMA = Schema(
             ),
             *_INDEXES,
         ),
+        (_ADD_ROLES,),
     ),
 )
 # Deleting past the bounds is a scan: done at most this often as records are added.
@@ -150,6 +155,8 @@ class _TableAuditLog:
                 )
 
     def _stored(self, name: str, value: object) -> object:
+        if name == "roles":
+            return json.dumps(value)
         if not isinstance(value, str):
             return value
         text = storable_text(value)
@@ -201,4 +208,5 @@ class PostgresAuditLog(OwnsTables, _TableAuditLog):
 def _record(row: Sequence[Any]) -> AuditRecord:
     values = dict(zip(_FIELDS, row, strict=True))
     values["is_error"] = bool(values["is_error"])
+    values["roles"] = () if values["roles"] is None else tuple(json.loads(values["roles"]))
     return AuditRecord(**values)

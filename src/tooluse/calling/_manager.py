@@ -30,6 +30,7 @@ from tooluse.calling._audit import (
     Outcome,
     caller_of,
     identity_attributes,
+    roles_of,
 )
 from tooluse.calling._exceptions import (
     DefaultToolExecutionExceptionProcessor,
@@ -704,6 +705,7 @@ def _audit_records(
 ) -> list[AuditRecord]:
     """A record per call of the round not answered before a pause."""
     user, tenant, conversation = caller_of(context)
+    roles = roles_of(context)
     jobs = {job.index: job for job in plan.jobs}
     held = set(plan.held_at)
     now = time.time()
@@ -738,6 +740,7 @@ def _audit_records(
                 user=user,
                 tenant=tenant,
                 conversation=conversation,
+                roles=roles,
             )
         )
     return records

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 
 from tooluse._postgres import PostgresDatabase
+from tooluse._redis import redis_client
 from tooluse._sqlite import Synchronous
 from tooluse._tables import OwnsTables, PostgresTables, Schema, SqliteTables, Tables, storable_text
 from tooluse.calling._rate_limits import refilled, token_wait
@@ -143,13 +144,7 @@ class RedisRateLimitStore:
         prefix: str = "tooluse:rate:",
         clock: Callable[[], float] | None = None,
     ) -> None:
-        try:
-            import redis
-        except ImportError as exc:  # the redis extra is optional
-            raise ImportError(
-                "RedisRateLimitStore needs the redis client: pip install 'tooluse[redis]'"
-            ) from exc
-        self._client: redis.Redis = redis.Redis.from_url(url)
+        self._client = redis_client(url, "RedisRateLimitStore")
         self._script = self._client.register_script(_TAKE_SCRIPT)
         self._prefix = prefix
         self._clock = clock

@@ -371,6 +371,16 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         claimed = await asyncio.to_thread(service.owners.claim, conversation_id, caller)
         return claimed == owner_of(caller)
 
+    async def _may_read_run(caller: Caller, request: dict[str, Any]) -> bool:
+        """Whether the durable run of ``request`` is the caller's to read: its
+        conversation's (``/api/chat``), or, given its history (``/v1``), the caller's it ran
+        for, as a paused run is."""
+        conversation_id = request["conversation_id"]
+        if conversation_id is not None:
+            return await check_owner(caller, conversation_id, write=False)
+        ran_for = Caller.of(request["tool_context"] or {})
+        return not service.names_users or owner_of(ran_for) == owner_of(caller)
+
     async def owned_approval(caller: Caller, approval_id: str) -> StoredApproval:
         """The paused run, if the caller's (the one it ran for); else 404, as for an
         unknown id."""
@@ -570,26 +580,23 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
 
     async def _durable_response(run: dict[str, Any]) -> StreamingResponse:
         return sse_response(
-            await live_events(service, run),
+            as_sse(await live_events(service, run)),
             keepalive_seconds=keepalive,
             headers={"X-Run-Id": run["run_id"]},
         )
 
     @api.get("/api/runs/{run_id}", responses=with_statuses(API_ERRORS, 400, 401, 404))
     async def durable_run(run_id: str, caller: RequestCaller) -> dict[str, Any]:
-        """A durable run (the ``X-Run-Id`` of the chat or approval it streamed), on any
-        worker: ``running``, ``done`` with its events (but the answer's deltas: the ``done``
-        event holds the answer), or ``failed``. 404 in another user's conversation."""
+        """A durable run (the ``X-Run-Id`` of the chat, approval or chat completion it
+        answered), on any worker: ``running``, ``done`` with its events (but the answer's
+        deltas: the ``done`` event holds the answer), or ``failed``. 404 in another user's
+        conversation, or for another user's chat completion."""
         if service.runs is None:
             raise HTTPException(
                 404, "Runs are kept only with durable runs (tooluse serve --durable-runs)"
             )
         outcome = await service.runs.outcome(run_id)
-        conversation_id = None if outcome is None else outcome.request["conversation_id"]
-        if outcome is None or (
-            conversation_id is not None
-            and not await check_owner(caller, conversation_id, write=False)
-        ):
+        if outcome is None or not await _may_read_run(caller, outcome.request):
             raise HTTPException(404, f"No durable run has the id {run_id!r}")
         return {
             "run_id": run_id,

@@ -20,6 +20,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from tooluse._redis import async_redis_client
+
 if TYPE_CHECKING:
     import redis.asyncio
 
@@ -41,13 +43,7 @@ class ConversationEvents:
         self._watchers: dict[str, set[asyncio.Queue[tuple[str, dict[str, Any]] | None]]] = {}
         self._client: redis.asyncio.Redis | None = None
         if redis_url is not None:
-            try:
-                import redis.asyncio
-            except ImportError as exc:  # the redis extra is optional
-                raise ImportError(
-                    "A service on Redis needs the redis client: pip install 'tooluse[redis]'"
-                ) from exc
-            self._client = redis.asyncio.Redis.from_url(redis_url)
+            self._client = async_redis_client(redis_url, "A service on Redis")
         self._outgoing: list[tuple[str, str]] = []  # (channel, message) not sent yet
         self._sender: asyncio.Task[None] | None = None
 

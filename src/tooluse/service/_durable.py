@@ -51,6 +51,7 @@ __all__ = [
     "RunBody",
     "RunEngine",
     "RunOutcome",
+    "executor_id",
 ]
 
 logger = logging.getLogger("tooluse.service")
@@ -280,6 +281,7 @@ class RecordedChatMemory:
 _LIVENESS_LOCKS = 0x746F6F6C  # "tool"
 
 _WORKFLOW_NAME = "tooluse.service.turn"
+_TAKEOVER_TIMEOUT = 30.0  # seconds on_takeover may take before the runs are resumed anyway
 _EXECUTOR_THREADS = min(32, (os.cpu_count() or 1) + 4)
 _Workflow = Callable[[dict[str, Any]], Coroutine[Any, Any, list[dict[str, Any]]]]
 _workflow: _Workflow | None = None
@@ -318,9 +320,20 @@ class DbosRunEngine:
     whose lock is free (dead: PostgreSQL frees a session's locks when its connection ends)
     and hands them to DBOS, which queues each once and runs it on one live worker.
     Recovered runs are those of the same tooluse version only (DBOS's application
-    version): a replay needs the same code."""
+    version): a replay needs the same code. ``executor``: this worker's executor id
+    (default a new :func:`executor_id`); ``on_takeover(executor)`` is awaited, on the
+    loop of :meth:`start`, for each dead worker before its runs are resumed (the service
+    frees the conversations it held, which its runs would otherwise wait for)."""
 
-    def __init__(self, url: str, body: RunBody, *, recovery_interval: float = 2.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        body: RunBody,
+        *,
+        recovery_interval: float = 2.0,
+        executor: str | None = None,
+        on_takeover: Callable[[str], Coroutine[Any, Any, object]] | None = None,
+    ) -> None:
         try:
             import dbos  # noqa: F401
         except ImportError as exc:  # the durable extra is optional
@@ -329,8 +342,10 @@ class DbosRunEngine:
             raise ValueError(f"recovery_interval must be > 0 seconds, got {recovery_interval}")
         self._url = url
         self.body = body
-        self.executor_id = executor_id()
+        self.executor_id = executor_id() if executor is None else executor
         self._recovery_interval = recovery_interval
+        self._on_takeover = on_takeover
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._liveness: psycopg.Connection[Any] | None = None
         self._watcher: asyncio.Task[None] | None = None
 
@@ -345,6 +360,7 @@ class DbosRunEngine:
             )
         _turn_workflow()  # registered before DBOS launches
         _active = self
+        self._loop = asyncio.get_running_loop()
         try:
             self._liveness = await asyncio.to_thread(self._hold_liveness_lock)
             DBOS(
@@ -458,6 +474,15 @@ class DbosRunEngine:
             ).fetchone()
             if not (free and free[0]):
                 return False
+            if self._on_takeover is not None:
+                assert self._loop is not None  # set by start(), which starts the watch
+                freeing: concurrent.futures.Future[object] = asyncio.run_coroutine_threadsafe(
+                    self._on_takeover(other), self._loop
+                )
+                try:  # bounded: a loop that stops meanwhile never runs it
+                    freeing.result(timeout=_TAKEOVER_TIMEOUT)
+                except Exception:  # its runs go on all the same, later
+                    logger.exception("Freeing what worker %s held failed", other)
             # Its runs are queued again, each for one live worker: DBOS's dequeue admits one
             # runner, and a run another worker took meanwhile is not its any more.
             handles = DBOS._recover_pending_workflows([other])

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from tooluse.errors import ToolSourceError
 from tooluse.models import ProviderConnectionError, ProviderError, ProviderTimeoutError
 
-__all__ = ["described_failure", "failure_status", "log_failure"]
+__all__ = ["described_failure", "failure_status", "log_failure", "reported_failure"]
 
 logger = logging.getLogger("tooluse.service")
 
@@ -37,3 +38,14 @@ def failure_status(exc: Exception) -> int:
     if isinstance(exc, ProviderError):
         return 502
     return 500
+
+
+def reported_failure(exc: Exception) -> dict[str, Any]:
+    """What an OpenAI client is told of a failed run (JSON, so that a durable run keeps it):
+    ``message``, the exception (its class too, ``ConnectionError``, ``TimeoutError``, ...,
+    unless its message says it all: a provider or a tool source that failed); ``type``,
+    OpenAI's for a failure on the server's side; ``status``, :func:`failure_status`."""
+    text = str(exc)
+    name = type(exc).__name__
+    message = text if described_failure(exc) else f"{name}: {text}" if text else name
+    return {"message": message, "type": "server_error", "status": failure_status(exc)}

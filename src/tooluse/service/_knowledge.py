@@ -170,7 +170,10 @@ class KnowledgeBase:
             retriever = VectorStoreRetriever(store, top_k=self._top_k)
             self._query_tail = query_tail_of(store.embedding_model)  # before _ready is set
         except Exception as exc:
-            logger.exception("the knowledge base failed to load")
+            if self._closing:  # the service stopped under it: its pool closed, say
+                logger.info("the knowledge base stopped loading: the service stopped (%s)", exc)
+            else:
+                logger.exception("the knowledge base failed to load")
             self._settle(store, exc)
             return
         logger.info(

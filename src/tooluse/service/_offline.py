@@ -14,10 +14,14 @@ from tooluse.tools import ToolDefinition
 
 __all__ = ["OFFLINE_ANSWER_HEADING", "OFFLINE_NOTICE", "OfflineModel", "mentioned_tools"]
 
+# Said only when the service was given no model: --model test (TOOLUSE_MODEL=test) or a
+# ServiceConfig without one. A model that is configured but cannot be reached is not replaced
+# by this one (its requests fail, saying why), so the notice never blames a missing setting.
 OFFLINE_NOTICE = (
-    "No model is configured, so the service runs the offline TestModel: it calls the tools "
-    "a question mentions with made-up arguments and echoes what a real model would be "
-    "given. Set TOOLUSE_MODEL (e.g. openai:gpt-4o-mini) or pass --model for real answers."
+    "The service runs the offline TestModel (--model test, or a ServiceConfig without a "
+    "model): it calls the tools a question mentions with made-up arguments and echoes what a "
+    "real model would be given. For real answers, start it with a model, e.g. --model "
+    "openai:gpt-4o-mini (or TOOLUSE_MODEL)."
 )
 
 OFFLINE_ANSWER_HEADING = "[offline TestModel: what a model would be given to answer]"

@@ -11,7 +11,6 @@ import time
 import uuid
 from collections.abc import (
     AsyncGenerator,
-    AsyncIterator,
     Coroutine,
     Mapping,
     Sequence,
@@ -24,20 +23,12 @@ from fastapi.responses import Response
 from fastapi.sse import format_sse_event
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from tooluse.messages import AssistantMessage, Message, Usage, UserMessage
-from tooluse.qa import (
-    ApprovalRequiredEvent,
-    DeltaEvent,
-    DoneEvent,
-    QaEvent,
-    ToolResultEvent,
-)
-from tooluse.service._approvals import StoredApproval
+from tooluse.messages import AssistantMessage, Message, UserMessage
 from tooluse.service._auth import RequestCaller, request_caller
-from tooluse.service._failures import described_failure, failure_status, log_failure
 from tooluse.service._openapi import V1_COMPLETION, V1_ERRORS, with_statuses
+from tooluse.service._runs import complete_request, live_events
 from tooluse.service._service import QaService, run_context
-from tooluse.service._sse import JsonTextResponse, sse, sse_response
+from tooluse.service._sse import JsonTextResponse, completion_events, sse, sse_response
 
 __all__ = [
     "OPENAI_MODEL_ID",
@@ -254,33 +245,20 @@ def openai_http_error(request: Request, exc: StarletteHTTPException) -> JsonText
     )
 
 
-def _usage(usage: Usage | None) -> dict[str, int]:
+def _usage(usage: Mapping[str, Any] | None) -> dict[str, int]:
     if usage is None:
         return {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-    }
+    return {key: usage[key] for key in ("prompt_tokens", "completion_tokens", "total_tokens")}
 
 
-def _failure(exc: Exception) -> dict[str, str]:
-    """What a failed run is reported as: OpenAI's type for a failure on the server's side,
-    and the exception (its class too, ``ConnectionError``, ``TimeoutError``, ..., unless its
-    message says it all: a provider or a tool source that failed)."""
-    text = str(exc)
-    if described_failure(exc):
-        return {"message": text, "type": "server_error"}
-    name = type(exc).__name__
-    return {"message": f"{name}: {text}" if text else name, "type": "server_error"}
-
-
-def _approval_text(stored: StoredApproval) -> str:
-    calls = ", ".join(f"{c.name}({c.arguments})" for c in stored.pause.pending_tool_calls)
-    until = datetime.datetime.fromtimestamp(stored.expires_at, datetime.UTC)
+def _approval_text(pause: Mapping[str, Any]) -> str:
+    """What a completion says of a run paused for approval (``pause``: the event's data)."""
+    calls = ", ".join(f"{c['name']}({c['arguments']})" for c in pause["pending_tool_calls"])
+    until = datetime.datetime.fromtimestamp(pause["expires_at"], datetime.UTC)
+    approval_id = pause["approval_id"]
     return (
         f"This needs a person's approval before it can go on: {calls}. Approve or deny it "
-        f"with POST /api/approvals/{stored.id} (approval id {stored.id}) before "
+        f"with POST /api/approvals/{approval_id} (approval id {approval_id}) before "
         f"{until.isoformat(timespec='seconds')}."
     )
 
@@ -328,37 +306,43 @@ def openai_router(service: QaService) -> APIRouter:
             question, history = conversation(request.messages)
         except BadRequest as exc:
             return openai_error(str(exc), param=exc.param)
-        events = service.pipeline.stream(
-            question, history=history, tool_context=run_context(caller)
-        )
         completion_id = f"chatcmpl-{uuid.uuid4().hex}"
         created = int(time.time())
+        headers: dict[str, str] = {}
+        if service.runs is not None:  # a durable run: the run asks the pipeline itself
+            run = complete_request(question, history, tool_context=run_context(caller))
+            named = await live_events(service, run)
+            headers["X-Run-Id"] = run["run_id"]
+        else:
+            events = service.pipeline.stream(
+                question, history=history, tool_context=run_context(caller)
+            )
+            named = completion_events(service, events, f"chat completion {completion_id}")
         if request.stream:
             include_usage = bool((request.stream_options or {}).get("include_usage"))
-            chunks = _chunks(service, events, completion_id, created, include_usage)
-            return sse_response(chunks, service.config.keepalive_seconds)
+            chunks = _chunks(named, completion_id, created, include_usage)
+            return sse_response(chunks, service.config.keepalive_seconds, headers=headers)
         ran: list[str] = []  # the tools that ran before a failure
         try:
-            answer, usage = await _unless_gone(http, _answer(service, events, ran))
+            answer, usage = await _unless_gone(http, _answer(named, ran))
         except ClientGone:
-            logger.info(
-                "chat completion %s: the client went away, the run is cancelled", completion_id
-            )
-            return openai_error("the client went away before the answer", 499)
-        except Exception as exc:
-            log_failure(f"chat completion {completion_id}", exc)
-            failure = _failure(exc)
-            status = failure_status(exc)
+            what = "is cancelled" if service.runs is None else "goes on (a durable run)"
+            logger.info("chat completion %s: the client went away, the run %s", completion_id, what)
+            return openai_error("the client went away before the answer", 499, headers=headers)
+        except RunFailed as exc:
+            failure = exc.failure
             if not ran:
-                return openai_error(failure["message"], status, type=failure["type"])
+                return openai_error(
+                    failure["message"], failure["status"], type=failure["type"], headers=headers
+                )
             # The SDKs retry a 500, and a retry is a new run that calls the tools again (an
             # order placed twice): they obey x-should-retry.
             return openai_error(
                 f"{failure['message']} (after the tools {', '.join(sorted(set(ran)))} ran; "
                 "not to be retried as is)",
-                status,
+                failure["status"],
                 type=failure["type"],
-                headers={"x-should-retry": "false"},
+                headers={**headers, "x-should-retry": "false"},
             )
         return JsonTextResponse(
             {
@@ -374,7 +358,8 @@ def openai_router(service: QaService) -> APIRouter:
                     }
                 ],
                 "usage": _usage(usage),
-            }
+            },
+            headers=headers,
         )
 
     return router
@@ -406,27 +391,35 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-async def _answer(
-    service: QaService, events: AsyncIterator[QaEvent], ran: list[str]
-) -> tuple[str, Usage | None]:
-    """The answer (or the approval text of a pause); ``ran`` collects the tools that ran."""
-    async for event in events:
-        if isinstance(event, ToolResultEvent) and not event.is_error:
-            ran.append(event.name)
-        if isinstance(event, ApprovalRequiredEvent):
-            stored = await asyncio.to_thread(service.approvals.save, event.pause)
-            return _approval_text(stored), None
-        if isinstance(event, DoneEvent):
-            return event.answer, event.usage
+class RunFailed(Exception):
+    """The run ended with an ``error`` event (its data: ``failure``)."""
+
+    def __init__(self, failure: dict[str, Any]) -> None:
+        super().__init__(failure["message"])
+        self.failure = failure
+
+
+NamedEvents = AsyncGenerator[tuple[str, dict[str, Any]], None]
+
+
+async def _answer(named: NamedEvents, ran: list[str]) -> tuple[str, dict[str, Any] | None]:
+    """The answer and its usage (or the approval text of a pause); ``ran`` collects the tools
+    that ran. :class:`RunFailed` for a run that failed."""
+    async with contextlib.aclosing(named):
+        async for kind, data in named:
+            if kind == "tool_result" and not data["is_error"]:
+                ran.append(data["name"])
+            elif kind == "approval_required":
+                return _approval_text(data), None
+            elif kind == "done":
+                return data["answer"], data["usage"]
+            elif kind == "error":
+                raise RunFailed(data)
     raise RuntimeError("The QA run ended without an answer or a pause")
 
 
 async def _chunks(
-    service: QaService,
-    events: AsyncGenerator[QaEvent, None],
-    completion_id: str,
-    created: int,
-    include_usage: bool,
+    named: NamedEvents, completion_id: str, created: int, include_usage: bool
 ) -> AsyncGenerator[bytes, None]:
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         data = {
@@ -441,24 +434,23 @@ async def _chunks(
         return sse(None, data)
 
     yield chunk({"role": "assistant", "content": ""})
-    usage: Usage | None = None
-    try:
-        # Closed here when the client goes away, not whenever the garbage collector finds it:
-        # a client that leaves cancels its run (its router task and tool calls).
-        async with contextlib.aclosing(events):
-            async for event in events:
-                if isinstance(event, DeltaEvent):
-                    yield chunk({"content": event.text})
-                elif isinstance(event, ApprovalRequiredEvent):
-                    stored = await asyncio.to_thread(service.approvals.save, event.pause)
-                    yield chunk({"content": _approval_text(stored)})
-                elif isinstance(event, DoneEvent):
-                    usage = event.usage
-    except Exception as exc:
-        log_failure(f"chat completion {completion_id}", exc)
-        # OpenAI's SDKs raise an APIError for a chunk that carries "error".
-        yield sse(None, {"error": {**_failure(exc), "param": None, "code": None}})
-        return
+    usage: dict[str, Any] | None = None
+    # Closed here when the client goes away, not whenever the garbage collector finds it:
+    # a client that leaves cancels its run (its router task and tool calls), unless the run
+    # is durable (then it goes on).
+    async with contextlib.aclosing(named):
+        async for kind, data in named:
+            if kind == "delta":
+                yield chunk({"content": data["text"]})
+            elif kind == "approval_required":
+                yield chunk({"content": _approval_text(data)})
+            elif kind == "done":
+                usage = data["usage"]
+            elif kind == "error":
+                # OpenAI's SDKs raise an APIError for a chunk that carries "error".
+                error = {"message": data["message"], "type": data["type"]}
+                yield sse(None, {"error": {**error, "param": None, "code": None}})
+                return
     yield chunk({}, "stop")
     if include_usage:
         yield sse(

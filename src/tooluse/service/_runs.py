@@ -1,30 +1,43 @@
 """The service's turns as durable runs (``ServiceConfig(durable_runs=True)``): what a run's
-request holds, the body each worker runs for it, and the stream its client reads.
+request holds, the body each worker runs for it, and the events its client reads.
 
 The request of a run is plain data: a question (``"ask"``: its text, conversation and turn id, so
-that a replay of the body asks the pipeline the same) or a resumed pause (``"resume"``: the
-approval id, claimed before the run began, and the decisions). The body runs the turn as
-``/api/chat`` or ``/api/approvals/{id}`` would (:func:`~tooluse.service._sse.qa_events`),
-sends each event to the client streaming it from this worker, if one is, and returns the
-events but the answer's deltas (the ``done`` event holds the answer): the outcome ``GET
+that a replay of the body asks the pipeline the same), a resumed pause (``"resume"``: the
+approval id, claimed before the run began, and the decisions), or a question of
+``/v1/chat/completions`` (``"complete"``: its text, the history it came with, and the turn
+id). The body runs the turn as ``/api/chat``, ``/api/approvals/{id}`` or ``/v1`` would
+(:func:`~tooluse.service._sse.qa_events`, :func:`~tooluse.service._sse.completion_events`),
+hands each event to the client reading it from this worker, if one is, and returns the events
+but the answer's deltas (the ``done`` event holds the answer): the outcome ``GET
 /api/runs/{id}`` shows on any worker, also when the run was finished by another worker than
-the one its client streamed from."""
+the one its client read from."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tooluse.calling import Approve, Decision, Deny
-from tooluse.service._sse import qa_events, sse
+from tooluse.messages import Message, messages_from_json, messages_to_json
+from tooluse.service._sse import completion_events, qa_events
 
 if TYPE_CHECKING:
     from tooluse.service._service import QaService
 
-__all__ = ["ask_request", "live_events", "resume_request", "run_turn"]
+__all__ = [
+    "LiveRun",
+    "ask_request",
+    "complete_request",
+    "live_events",
+    "resume_request",
+    "run_turn",
+]
+
+LiveRun = asyncio.Queue[tuple[str, dict[str, Any]] | None]
+"""The events of a run for its client on this worker, by name, then ``None`` at its end."""
 
 logger = logging.getLogger("tooluse.service")
 
@@ -69,6 +82,22 @@ def resume_request(
     }
 
 
+def complete_request(
+    question: str, history: Sequence[Message], *, tool_context: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A run of ``/v1/chat/completions`` asking ``question`` after ``history`` (the
+    request's earlier messages), for the caller whose entries are ``tool_context``."""
+    return {
+        "kind": "complete",
+        "run_id": uuid.uuid4().hex,
+        "question": question,
+        "history": messages_to_json(history),
+        "conversation_id": None,
+        "turn_id": uuid.uuid4().hex,
+        "tool_context": None if tool_context is None else dict(tool_context),
+    }
+
+
 def _decision_data(decision: Decision) -> dict[str, Any]:
     if isinstance(decision, Approve):
         arguments = None if decision.arguments is None else dict(decision.arguments)
@@ -86,7 +115,16 @@ async def run_turn(service: QaService, request: dict[str, Any]) -> list[dict[str
     """The body of a run: the turn ``request`` asks for, its events sent to this worker's
     client of the run (:func:`live_events`); the events it ended with, but the deltas."""
     run_id: str = request["run_id"]
-    if request["kind"] == "ask":
+    named: AsyncGenerator[tuple[str, dict[str, Any]], None]
+    if request["kind"] == "complete":
+        events = service.pipeline.stream(
+            request["question"],
+            history=messages_from_json(request["history"]),
+            tool_context=request["tool_context"],
+            turn_id=request["turn_id"],
+        )
+        named = completion_events(service, events, f"chat completion run {run_id}")
+    elif request["kind"] == "ask":
         conversation_id: str = request["conversation_id"]
         question: str = request["question"]
         events = service.pipeline.stream(
@@ -129,7 +167,7 @@ async def run_turn(service: QaService, request: dict[str, Any]) -> list[dict[str
         async for kind, data in named:
             client = service.live_runs.get(run_id)
             if client is not None:
-                client.put_nowait(sse(kind, data))
+                client.put_nowait((kind, data))
             if kind != "delta":
                 kept.append({"event": kind, "data": data})
     finally:
@@ -139,12 +177,14 @@ async def run_turn(service: QaService, request: dict[str, Any]) -> list[dict[str
     return kept
 
 
-async def live_events(service: QaService, request: dict[str, Any]) -> AsyncGenerator[bytes, None]:
-    """Begin the run of ``request`` and stream its events as SSE while this worker runs it.
+async def live_events(
+    service: QaService, request: dict[str, Any]
+) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+    """Begin the run of ``request`` and give its events by name while this worker runs it.
     A client that goes away leaves the run running; should this worker die, another takes
     it over, and ``GET /api/runs/{id}`` shows how it ended."""
     run_id: str = request["run_id"]
-    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+    queue: LiveRun = asyncio.Queue()
     service.live_runs[run_id] = queue
     try:
         assert service.runs is not None
@@ -153,7 +193,7 @@ async def live_events(service: QaService, request: dict[str, Any]) -> AsyncGener
         del service.live_runs[run_id]
         raise
 
-    async def stream() -> AsyncGenerator[bytes, None]:
+    async def stream() -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
         try:
             while (chunk := await queue.get()) is not None:
                 yield chunk

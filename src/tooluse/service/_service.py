@@ -73,11 +73,12 @@ from tooluse.service._durable import (
     RecordedChatModel,
     RecordedToolCallingManager,
     RunEngine,
+    executor_id,
 )
 from tooluse.service._knowledge import KnowledgeBase
 from tooluse.service._offline import OFFLINE_NOTICE, OfflineModel
 from tooluse.service._owners import ConversationOwners
-from tooluse.service._runs import run_turn
+from tooluse.service._runs import LiveRun, run_turn
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._turn_displays import DEFAULT_TURN_DISPLAY_RETENTION, TurnDisplayStore
 from tooluse.service._turn_memory import TurnMemory
@@ -215,11 +216,11 @@ class ServiceConfig:
       :class:`~tooluse.calling.ToolAccessPolicy`), besides the access rules of the MCP
       servers' settings (``mcp.json``); a tool either forbids is never offered, found by
       tool search or run for that caller.
-    - ``durable_runs``: each turn of ``/api/chat`` and each resumed run is a durable
-      workflow in ``database_url`` (DBOS, ``pip install 'tooluse[durable]'``): a worker
-      that dies mid-run leaves it to another, which goes on from its last completed step
-      without running a completed tool call again (:mod:`tooluse.service._durable`); one
-      such service per process.
+    - ``durable_runs``: each turn of ``/api/chat``, each resumed run and each run of
+      ``/v1/chat/completions`` is a durable workflow in ``database_url`` (DBOS, ``pip
+      install 'tooluse[durable]'``): a worker that dies mid-run leaves it to another, which
+      goes on from its last completed step without running a completed tool call again
+      (:mod:`tooluse.service._durable`); one such service per process.
     """
 
     db: str | os.PathLike[str] = DEFAULT_DATABASE
@@ -445,10 +446,21 @@ class QaService:
         # With durable runs, each model call, tool round and write of a turn is a step of
         # its run (tooluse.service._durable); the clients of the runs streaming from here.
         self.runs: DbosRunEngine | None = None
-        self.live_runs: dict[str, asyncio.Queue[bytes | None]] = {}
+        self.live_runs: dict[str, LiveRun] = {}
+        # The worker's name in its Redis locks is its executor id: a worker that takes over
+        # a dead one's runs frees the conversations it held, so they need not wait the lease.
+        worker = executor_id()
+        turn_locks = (
+            None if config.redis_url is None else RedisTurnLocks(config.redis_url, owner=worker)
+        )
         if config.durable_runs:
             assert config.database_url is not None  # checked by ServiceConfig
-            self.runs = DbosRunEngine(config.database_url, functools.partial(run_turn, self))
+            self.runs = DbosRunEngine(
+                config.database_url,
+                functools.partial(run_turn, self),
+                executor=worker,
+                on_takeover=None if turn_locks is None else turn_locks.release_held_by,
+            )
             self._model = RecordedChatModel(self._model, self.runs)
         tool_callbacks(*local_tools(config))  # bad tool sources fail here, with their names
         self.mcp = mcp_provider(config)
@@ -480,9 +492,7 @@ class QaService:
         self.memory: ChatMemory = self.turn_memory
         if self.runs is not None:
             self.memory = RecordedChatMemory(self.memory, self.runs)
-        self.turns = ConversationTurns(
-            None if config.redis_url is None else RedisTurnLocks(config.redis_url)
-        )
+        self.turns = ConversationTurns(turn_locks)
         self.events = ConversationEvents(config.redis_url)
         self.knowledge = KnowledgeBase(
             location,

@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from tooluse.qa import ApprovalRequiredEvent, DeltaEvent, DoneEvent, QaEvent
-from tooluse.service._failures import log_failure
+from tooluse.service._failures import log_failure, reported_failure
 from tooluse.service._turn_displays import TurnDisplay
 
 if TYPE_CHECKING:  # the service runs its durable turns through this module
@@ -24,6 +24,7 @@ __all__ = [
     "KEEPALIVE_COMMENT",
     "JsonTextResponse",
     "as_sse",
+    "completion_events",
     "json_text",
     "qa_events",
     "sse",
@@ -321,6 +322,29 @@ async def qa_events(
     finally:
         if on_end is not None:
             await service.recorded("turn.end", functools.partial(on_end, error))
+
+
+async def completion_events(
+    service: QaService, events: AsyncGenerator[QaEvent, None], what: str
+) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
+    """The events of a run given its history (``/v1/chat/completions``: no conversation, so
+    no turn to wait for, no watchers, no display record) by name, as :func:`qa_events` names
+    them: a pause is stored (a step of a durable run) and its ``approval_id`` and
+    ``expires_at`` sent; a failure, logged as ``what``'s, ends them with an ``error`` event
+    whose data is :func:`~tooluse.service._failures.reported_failure`'s. Plain data
+    throughout, so that a durable run keeps them as its outcome."""
+    try:
+        async with contextlib.aclosing(events):
+            async for event in events:
+                data = event.to_dict()
+                if isinstance(event, ApprovalRequiredEvent):
+                    data["approval_id"], data["expires_at"] = await service.recorded(
+                        "approval.save", functools.partial(_save_pause, service, event)
+                    )
+                yield event.kind, data
+    except Exception as exc:
+        log_failure(what, exc)
+        yield "error", reported_failure(exc)
 
 
 async def _save_pause(service: QaService, event: ApprovalRequiredEvent) -> tuple[str, float]:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import redis.asyncio
+from tooluse._redis import async_redis_client
 
 __all__ = ["DEFAULT_TURN_LEASE", "ConversationTurns", "RedisTurnLocks"]
 
@@ -29,28 +29,33 @@ class RedisTurnLocks:
     """One lock per conversation in Redis (redis-py's ``Lock``: a key set with ``NX`` and an
     expiry, released only by its holder), shared by every worker on ``url``. A held lock is
     renewed every third of ``lease`` seconds; when a worker dies, its lock expires after
-    ``lease`` seconds and the others go on. Needs ``pip install 'tooluse[redis]'``."""
+    ``lease`` seconds and the others go on, unless a worker that knows it dead frees its
+    locks first (:meth:`release_held_by`: the value of each lock starts with its holder's
+    ``owner``, default a random name). Needs ``pip install 'tooluse[redis]'``."""
 
     def __init__(
-        self, url: str, *, lease: float = DEFAULT_TURN_LEASE, prefix: str = "tooluse:turn:"
+        self,
+        url: str,
+        *,
+        lease: float = DEFAULT_TURN_LEASE,
+        prefix: str = "tooluse:turn:",
+        owner: str | None = None,
     ) -> None:
-        try:
-            import redis.asyncio
-        except ImportError as exc:  # the redis extra is optional
-            raise ImportError(
-                "A service on Redis needs the redis client: pip install 'tooluse[redis]'"
-            ) from exc
         if not lease > 0:
             raise ValueError(f"lease must be > 0 seconds, got {lease}")
+        owner = uuid.uuid4().hex if owner is None else owner
+        if not owner or _OWNER_END in owner:
+            raise ValueError(f"owner must be a name without {_OWNER_END!r}, got {owner!r}")
         # A command beyond the pool's connections waits for one (redis-py's default pool
         # raises "Too many connections" past 100: a worker with more turns running at once
         # failed them), for as long as a lease lasts.
-        pool = redis.asyncio.BlockingConnectionPool.from_url(
-            url, max_connections=_CONNECTIONS, timeout=lease
+        self._client = async_redis_client(
+            url, "A service on Redis", max_connections=_CONNECTIONS, timeout=lease
         )
-        self._client: redis.asyncio.Redis = redis.asyncio.Redis.from_pool(pool)
+        self._release_of = self._client.register_script(_RELEASE_OF_OWNER)
         self._lease = lease
         self._prefix = prefix
+        self._owner = owner
 
     @contextlib.asynccontextmanager
     async def hold(self, conversation_id: str) -> AsyncIterator[None]:
@@ -59,7 +64,9 @@ class RedisTurnLocks:
         lock = self._client.lock(
             self._prefix + conversation_id, timeout=self._lease, sleep=0.05, blocking=True
         )
-        await lock.acquire()
+        # The token (the key's value) names this worker, so that one that knows it dead can
+        # free its locks; the random part tells this turn's hold from its others'.
+        await lock.acquire(token=f"{self._owner}{_OWNER_END}{uuid.uuid4().hex}")
         renewing = asyncio.create_task(self._renew(lock, conversation_id))
         try:
             yield
@@ -80,12 +87,40 @@ class RedisTurnLocks:
                 )
                 return
 
+    async def release_held_by(self, owner: str) -> list[str]:
+        """Free the locks held by the worker named ``owner``, known dead (its turns will not
+        end, nor renew their locks): the conversations freed, which the others need not
+        wait the lease for. Each lock is compared and deleted in one script, so a lock that
+        changed hands meanwhile stays."""
+        freed = []
+        async for key in self._client.scan_iter(match=self._prefix + "*", count=1000):
+            if await self._release_of(keys=[key], args=[owner + _OWNER_END]):
+                freed.append(key.decode()[len(self._prefix) :])
+        if freed:
+            logger.warning(
+                "worker %s died holding conversation(s) %s: freed", owner, ", ".join(freed)
+            )
+        return freed
+
     async def ping(self) -> None:
         """Raise ``redis.RedisError`` unless the server answers."""
         await self._client.ping()
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+# Between a lock's owner and the rest of its token: a character no executor id holds.
+_OWNER_END = "/"
+
+# Delete the lock KEYS[1] if its token starts with ARGV[1] (its owner and _OWNER_END).
+_RELEASE_OF_OWNER = """
+local token = redis.call('get', KEYS[1])
+if token and string.sub(token, 1, string.len(ARGV[1])) == ARGV[1] then
+    return redis.call('del', KEYS[1])
+end
+return 0
+"""
 
 
 async def _release(lock: Any, conversation_id: str) -> None:
