@@ -38,7 +38,7 @@ models: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks docs README.md
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
