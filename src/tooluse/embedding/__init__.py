@@ -16,7 +16,7 @@ from tooluse.embedding._cache import (
 )
 from tooluse.embedding._e5 import E5EmbeddingModel
 from tooluse.embedding._openai import OpenAIEmbeddingModel
-from tooluse.embedding._protocol import EmbeddingModel, Vectors
+from tooluse.embedding._protocol import EmbeddingModel, QueryBatchEmbeddingModel, Vectors
 
 __all__ = [
     "CachedEmbeddingModel",
@@ -26,6 +26,7 @@ __all__ = [
     "InMemoryEmbeddingCache",
     "OpenAIEmbeddingModel",
     "PostgresEmbeddingCache",
+    "QueryBatchEmbeddingModel",
     "SqliteEmbeddingCache",
     "TieredEmbeddingCache",
     "Vectors",

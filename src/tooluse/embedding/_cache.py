@@ -18,7 +18,7 @@ import numpy as np
 from tooluse._fork import ProcessLock
 from tooluse._postgres import PostgresDatabase
 from tooluse._tables import OwnsTables, PostgresTables, Schema, SqliteTables, Tables
-from tooluse.embedding._protocol import EmbeddingModel, Vectors
+from tooluse.embedding._protocol import EmbeddingModel, QueryBatchEmbeddingModel, Vectors
 
 __all__ = [
     "CachedEmbeddingModel",
@@ -293,6 +293,33 @@ class CachedEmbeddingModel:
         self._query_cache.put_many({key: vector})
         self.embedded_texts += 1
         return vector
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """:meth:`embed_query` of each text, the ones not cached embedded in one call when the
+        model has ``embed_queries`` (:class:`QueryBatchEmbeddingModel`), else one by one."""
+        if isinstance(texts, str):
+            raise TypeError("embed_queries takes a sequence of texts, not one string")
+        keys = [embedding_key(self._model_id, "query", text) for text in texts]
+        found = self._usable(self._query_cache.get_many(keys))
+        todo = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
+        if todo:
+            if isinstance(self._model, QueryBatchEmbeddingModel):
+                fresh = self._model.embed_queries(list(todo.values()))
+                if fresh.shape != (len(todo), self.dimensions):
+                    raise ValueError(
+                        f"{type(self._model).__name__}.embed_queries returned shape "
+                        f"{fresh.shape}, expected {(len(todo), self.dimensions)}"
+                    )
+                new = dict(zip(todo, fresh, strict=True))
+                self._query_cache.put_many(new)
+                found.update(new)
+                self.embedded_texts += len(todo)
+            else:
+                for key, text in todo.items():
+                    found[key] = self.embed_query(text)
+        if not keys:
+            return np.empty((0, self.dimensions), dtype=np.float32)
+        return np.stack([found[key] for key in keys]).astype(np.float32, copy=False)
 
     def _usable(self, hits: dict[str, Vectors]) -> dict[str, Vectors]:
         """The hits of this model's size; another size (a cache written under the same

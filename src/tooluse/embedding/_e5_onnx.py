@@ -98,6 +98,12 @@ class OnnxE5:
             vector: Floats = self._embed([text], "query: ", map, self._query_session)[0]
         return vector
 
+    def queries(self, texts: Sequence[str]) -> Floats:
+        """Several queries at once, as :meth:`passage` runs documents: one window per worker,
+        each on one core (two short queries: about half the time of one query after the
+        other on the two-thread query session)."""
+        return self._embed(texts, "query: ", self._documents.map, self._document_session)
+
     def passage(self, texts: Sequence[str]) -> Floats:
         return self._embed(texts, "passage: ", self._documents.map, self._document_session)
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["OpenAIEmbeddingModel"]
 
 _OWNER = "OpenAIEmbeddingModel"
-_SYNC_METHODS = "embed_documents() and embed_query()"
+_SYNC_METHODS = "embed_documents(), embed_query() and embed_queries()"
 _ASYNC_METHODS = "aembed_documents() and aembed_query()"
 
 # OpenAI's limits on one request: inputs, and tokens summed over them.
@@ -229,12 +229,14 @@ class OpenAIEmbeddingModel:
         normalised: Vectors = matrix / norms
         return normalised
 
-    def _batches(self, texts: Sequence[str]) -> list[list[str]]:
-        """The texts as sent (prefixed), in requests within ``batch_size`` and
-        ``max_batch_tokens``; checked whole before any request."""
+    def _batches(self, texts: Sequence[str], *, queries: bool = False) -> list[list[str]]:
+        """The texts as sent (prefixed as documents, or as ``queries``), in requests within
+        ``batch_size`` and ``max_batch_tokens``; checked whole before any request."""
         if isinstance(texts, str):
-            raise TypeError("embed_documents takes a sequence of texts, not one string")
-        inputs = [self._document_prefix + text for text in texts]
+            method = "embed_queries" if queries else "embed_documents"
+            raise TypeError(f"{method} takes a sequence of texts, not one string")
+        prefix = self._query_prefix if queries else self._document_prefix
+        inputs = [prefix + text for text in texts]
         if "" in inputs:
             raise ValueError(
                 f"texts[{inputs.index('')}] is empty; embedding endpoints refuse an empty input"
@@ -279,6 +281,10 @@ class OpenAIEmbeddingModel:
     def embed_query(self, text: str) -> Vectors:
         vector: Vectors = self._embed(self._query(text))[0]
         return vector
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """Several queries in as few requests as ``batch_size`` allows."""
+        return self._stacked([self._embed(b) for b in self._batches(texts, queries=True)])
 
     async def aembed_documents(self, texts: Sequence[str]) -> Vectors:
         return self._stacked([await self._aembed(batch) for batch in self._batches(texts)])

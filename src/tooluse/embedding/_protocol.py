@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["EmbeddingModel", "Vectors"]
+__all__ = ["EmbeddingModel", "QueryBatchEmbeddingModel", "Vectors"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -27,3 +27,15 @@ class EmbeddingModel(Protocol):
     def embed_documents(self, texts: Sequence[str]) -> Vectors: ...
 
     def embed_query(self, text: str) -> Vectors: ...
+
+
+@runtime_checkable
+class QueryBatchEmbeddingModel(EmbeddingModel, Protocol):
+    """An :class:`EmbeddingModel` that also embeds several queries in one call, faster than one
+    call each (the bundled E5 runs them on one worker per core, an endpoint takes them in one
+    request). :class:`~tooluse.embedding.CachedEmbeddingModel` uses it when the model has it,
+    else it embeds the queries one by one."""
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        """One row per text, as :meth:`embed_query` of each would give."""
+        ...

@@ -294,6 +294,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         if self._split_requests and self._embeddings_alone(snapshot, query):
             parts = requests(query, _REQUEST_MIN_WORDS)[-_MAX_REQUESTS:]
             if len(parts) > 1:
+                self._embed_together(snapshot, (query, *parts))
                 rankings = [
                     _found(self._fused(snapshot, text, limit, allowed), limit, allowed)
                     for text in (query, *parts)
@@ -347,6 +348,22 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             open_[choice] = False
             uncovered *= 1.0 - relevance[:, choice]
         return taken
+
+    def _embed_together(self, snapshot: _HybridSnapshot, texts: Sequence[str]) -> None:
+        """Embed what the vector side will embed for each of ``texts`` in one call, into the
+        model's query cache, where each ranking then finds it: the bundled model embeds a
+        task's three to five requests at once in about half the time of one after another."""
+        wanted = [self._semantic_text(snapshot, text) for text in texts]
+        try:
+            self._vector.embedding_model.embed_queries([text for text in wanted if text.strip()])
+        except Exception:  # each ranking embeds its own (and falls back to BM25 if that fails)
+            logger.warning("Embedding a task's requests together failed", exc_info=True)
+
+    def _semantic_text(self, snapshot: _HybridSnapshot, query: str) -> str:
+        """What the vector side embeds for ``query``: the whole of it when it is mostly in
+        other scripts than the catalogue's."""
+        matchable = snapshot.scripts.matchable(query) if snapshot.scripts is not None else None
+        return self._semantic_query(query, whole=_alone(matchable))
 
     @staticmethod
     def _embeddings_alone(snapshot: _HybridSnapshot, query: str) -> bool:
