@@ -200,15 +200,21 @@ def test_every_kind_of_update_leaves_what_it_returned(repository: ChatMemoryRepo
 
 
 def test_a_window_memory_over_sqlite_keeps_the_same_turns_as_in_memory(tmp_path: Path) -> None:
-    with SqliteChatMemoryRepository(tmp_path / "memory.db") as repository:
+    path = tmp_path / "memory.db"
+    with SqliteChatMemoryRepository(path) as repository:
         on_file = MessageWindowChatMemory(max_messages=7, repository=repository)
         in_memory = MessageWindowChatMemory(max_messages=7)
+        added = 0
         for turn in range(30):
             batch = [user(f"Q{turn}"), calls(f"s{turn}"), results(f"s{turn}"), answer(f"A{turn}")]
             batch = batch if turn % 3 else [batch[0], batch[3]]
             on_file.add("c", batch)
             in_memory.add("c", batch)
+            added += len(batch)
             assert on_file.get("c") == in_memory.get("c")
+            # Each turn was written as itself after the rows kept (evicting deleted rows):
+            # the last row's position counts every message added.
+            assert _positions(path)[-1][0] == added - 1
 
 
 def _positions(path: Path) -> list[tuple[int, str]]:
