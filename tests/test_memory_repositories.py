@@ -174,6 +174,88 @@ def test_a_failing_update_leaves_the_conversation_unchanged(
     repository.save_all("c", [user("still writable")])
 
 
+def test_every_kind_of_update_leaves_what_it_returned(repository: ChatMemoryRepository) -> None:
+    """The SQL repositories write an update that drops the first messages and appends as
+    that (the dropped rows deleted, the new ones added), any other as the whole list again:
+    the conversation is what the update returned."""
+    repository.save_all("c", [user("one"), answer("two"), user("three")])
+    changes = [
+        lambda stored: [*stored, answer("four")],  # appended
+        lambda stored: [*stored[2:], user("five"), answer("six")],  # the oldest two dropped
+        lambda stored: list(stored),  # nothing changed
+        lambda stored: [*stored[1:]],  # the oldest dropped, nothing new
+        lambda stored: [stored[0], user("replaced"), *stored[2:]],  # one in the middle
+        lambda stored: [user("first"), *stored],  # one put before
+        lambda stored: [m.model_copy() for m in stored] + [answer("copies")],  # equal, not same
+        lambda stored: [*stored, *stored],  # the same objects twice
+        lambda stored: stored[len(stored) // 2 :],  # half dropped: one object stays twice
+        lambda stored: [],  # all dropped
+        lambda stored: [*stored, user("again")],
+    ]
+    for change in changes:
+        expected = change(repository.find_by_conversation_id("c"))
+        assert repository.update("c", change) == expected
+        assert repository.find_by_conversation_id("c") == expected
+    assert repository.find_by_conversation_id("c") == [user("again")]
+
+
+def test_a_window_memory_over_sqlite_keeps_the_same_turns_as_in_memory(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    with SqliteChatMemoryRepository(path) as repository:
+        on_file = MessageWindowChatMemory(max_messages=7, repository=repository)
+        in_memory = MessageWindowChatMemory(max_messages=7)
+        added = 0
+        for turn in range(30):
+            batch = [user(f"Q{turn}"), calls(f"s{turn}"), results(f"s{turn}"), answer(f"A{turn}")]
+            batch = batch if turn % 3 else [batch[0], batch[3]]
+            on_file.add("c", batch)
+            in_memory.add("c", batch)
+            added += len(batch)
+            assert on_file.get("c") == in_memory.get("c")
+            # Each turn was written as itself after the rows kept (evicting deleted rows):
+            # the last row's position counts every message added.
+            assert _positions(path)[-1][0] == added - 1
+
+
+def _positions(path: Path) -> list[tuple[int, str]]:
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute(
+            "SELECT position, message FROM chat_memory_message ORDER BY position"
+        ).fetchall()
+    return [(position, message) for position, message in rows]
+
+
+def test_sqlite_writes_an_appending_update_as_the_new_rows_only(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    with SqliteChatMemoryRepository(path) as repository:
+        repository.save_all("c", [user("one"), answer("two"), user("three")])
+        before = _positions(path)
+        repository.update("c", lambda stored: [*stored[1:], answer("four")])
+        after = _positions(path)
+        # The kept rows are where they were; the new one comes after the last.
+        assert after[:2] == before[1:]
+        assert [position for position, _ in after] == [1, 2, 3]
+        repository.update("c", lambda stored: [user("zero"), *stored])  # not an append
+        assert [position for position, _ in _positions(path)] == [4, 5, 6, 7]  # all again
+        assert repository.find_by_conversation_id("c") == [
+            user("zero"),
+            answer("two"),
+            user("three"),
+            answer("four"),
+        ]
+
+
+def test_sqlite_numbers_the_rows_again_before_the_largest_position(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    with SqliteChatMemoryRepository(path) as repository:
+        repository.save_all("c", [user("one")])
+        with sqlite3.connect(path) as connection:  # as if 2**31 - 1 messages came before
+            connection.execute("UPDATE chat_memory_message SET position = ?", (2**31 - 1,))
+        repository.update("c", lambda stored: [*stored, answer("two")])
+        assert [position for position, _ in _positions(path)] == [0, 1]
+        assert repository.find_by_conversation_id("c") == [user("one"), answer("two")]
+
+
 def test_blank_ids_are_rejected(repository: ChatMemoryRepository) -> None:
     with pytest.raises(ValueError, match="conversation id must not be blank"):
         repository.save_all(" ", [user("x")])

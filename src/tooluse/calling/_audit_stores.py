@@ -133,11 +133,10 @@ class _TableAuditLog:
         return [_record(row) for row in reversed(rows)]
 
     def _insert(self, records: Sequence[AuditRecord]) -> None:
+        # The fields read one by one: dataclasses.astuple deep-copies each value, a cost the
+        # size of the rest of the insert.
         rows = [
-            tuple(
-                self._stored(name, value)
-                for name, value in zip(_FIELDS, dataclasses.astuple(record), strict=True)
-            )
+            tuple(self._stored(name, getattr(record, name)) for name in _FIELDS)
             for record in records
         ]
         now = self._clock()

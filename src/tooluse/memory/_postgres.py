@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tooluse._postgres import PostgresDatabase, database_of
 from tooluse.memory._api import validate_conversation_id
-from tooluse.memory._rows import MESSAGE, MessageRow, message_rows
+from tooluse.memory._rows import MESSAGE, MessageRow, changed_rows, message_rows
 from tooluse.messages import Message, message_from_json
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ class PostgresChatMemoryRepository:
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         validate_conversation_id(conversation_id)
         with self._database.transaction() as connection:
-            return _load(connection, conversation_id)
+            return _load(connection, conversation_id)[1]
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         validate_conversation_id(conversation_id)
@@ -106,8 +106,15 @@ class PostgresChatMemoryRepository:
         validate_conversation_id(conversation_id)
         with self._database.transaction() as connection:
             _lock_conversation(connection, conversation_id)
-            updated = change(_load(connection, conversation_id))
-            _replace(connection, conversation_id, message_rows(conversation_id, updated))
+            positions, stored = _load(connection, conversation_id)
+            updated = change(stored)
+            below, rows = changed_rows(conversation_id, positions, stored, updated)
+            if below is not None:
+                connection.execute(
+                    "DELETE FROM chat_memory_message WHERE conversation_id = %s AND position < %s",
+                    (conversation_id, below),
+                )
+            _insert(connection, rows)
         return updated
 
 
@@ -115,12 +122,15 @@ def _lock_conversation(connection: psycopg.Connection[Any], conversation_id: str
     connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (conversation_id,))
 
 
-def _load(connection: psycopg.Connection[Any], conversation_id: str) -> list[Message]:
+def _load(
+    connection: psycopg.Connection[Any], conversation_id: str
+) -> tuple[list[int], list[Message]]:
     rows = connection.execute(
-        "SELECT message FROM chat_memory_message WHERE conversation_id = %s ORDER BY position",
+        "SELECT position, message FROM chat_memory_message WHERE conversation_id = %s "
+        "ORDER BY position",
         (conversation_id,),
     ).fetchall()
-    return [_message(row[0]) for row in rows]
+    return [row[0] for row in rows], [_message(row[1]) for row in rows]
 
 
 def _replace(
@@ -129,6 +139,10 @@ def _replace(
     connection.execute(
         "DELETE FROM chat_memory_message WHERE conversation_id = %s", (conversation_id,)
     )
+    _insert(connection, rows)
+
+
+def _insert(connection: psycopg.Connection[Any], rows: list[MessageRow]) -> None:
     with connection.cursor() as cursor:
         cursor.executemany(
             "INSERT INTO chat_memory_message (conversation_id, position, role, message) "

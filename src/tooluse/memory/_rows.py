@@ -12,11 +12,15 @@ from pydantic import TypeAdapter
 from tooluse._fork import ProcessLock
 from tooluse.messages import Message, StoredMessage, message_from_json, message_to_json
 
-__all__ = ["MESSAGE", "MessageRow", "message_rows", "messages_from_rows"]
+__all__ = ["MESSAGE", "MessageRow", "changed_rows", "message_rows", "messages_from_rows"]
 
 MESSAGE: TypeAdapter[Message] = TypeAdapter(StoredMessage)
 
 MessageRow = tuple[str, int, str, str]
+
+# The largest position a row may have (PostgreSQL's INTEGER); an update that would go past
+# it writes the conversation again from position 0.
+_LAST_POSITION: Final = 2**31 - 1
 
 # Messages a conversation's window holds: each request reads them and writes them back.
 _REMEMBERED_TEXTS: Final = 4096
@@ -89,12 +93,49 @@ class _MessageTexts:
 _TEXTS = _MessageTexts(_REMEMBERED_TEXTS)
 
 
-def message_rows(conversation_id: str, messages: Sequence[Message]) -> list[MessageRow]:
+def message_rows(
+    conversation_id: str, messages: Sequence[Message], start: int = 0
+) -> list[MessageRow]:
+    """The rows of ``messages``, at positions from ``start`` on."""
     texts = _TEXTS.texts(messages)
     return [
         (conversation_id, position, message.role, text)
-        for position, (message, text) in enumerate(zip(messages, texts, strict=True))
+        for position, (message, text) in enumerate(zip(messages, texts, strict=True), start)
     ]
+
+
+def changed_rows(
+    conversation_id: str,
+    positions: Sequence[int],
+    stored: Sequence[Message],
+    updated: Sequence[Message],
+) -> tuple[int | None, list[MessageRow]]:
+    """What an update of a conversation changes in its rows (the ``stored`` messages, at
+    ``positions``, ascending): the position below which the rows go (``None``: none go)
+    and the rows to add after the last. A window memory's update keeps the stored messages
+    but the first few and appends a turn: it deletes those and writes the turn rather than
+    the whole window again (each row is work for the database; a window is a dozen rows or
+    more). Any other update drops every row and adds ``updated`` whole. Past
+    ``_LAST_POSITION`` every row goes and the rows start from 0 again.
+
+    The stored messages are compared by identity (the ones the update kept are the objects
+    it was given), so the rows end up holding ``updated`` exactly."""
+    start = positions[-1] + 1 if positions else 0
+    dropped = next(
+        count for count in range(len(stored) + 1) if _starts_with(updated, stored[count:])
+    )
+    kept = len(stored) - dropped
+    added = updated[kept:]
+    if start + len(added) - 1 > _LAST_POSITION:
+        return start, message_rows(conversation_id, updated)
+    below = None if dropped == 0 else start if kept == 0 else positions[dropped]
+    return below, message_rows(conversation_id, added, start)
+
+
+def _starts_with(messages: Sequence[Message], first: Sequence[Message]) -> bool:
+    return len(messages) >= len(first) and all(
+        a is b for a, b in zip(messages, first, strict=False)
+    )
 
 
 def messages_from_rows(texts: Sequence[str]) -> list[Message]:

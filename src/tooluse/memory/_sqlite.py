@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from tooluse._sqlite import SqliteStore, Synchronous, write_transaction
 from tooluse.memory._api import validate_conversation_id
-from tooluse.memory._rows import MessageRow, message_rows, messages_from_rows
+from tooluse.memory._rows import MessageRow, changed_rows, message_rows, messages_from_rows
 from tooluse.messages import Message
 
 __all__ = ["SqliteChatMemoryRepository"]
@@ -60,7 +60,7 @@ class SqliteChatMemoryRepository(SqliteStore):
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         validate_conversation_id(conversation_id)
         with self._lock:
-            return self._load(conversation_id)
+            return self._load(conversation_id)[1]
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         validate_conversation_id(conversation_id)
@@ -80,21 +80,32 @@ class SqliteChatMemoryRepository(SqliteStore):
     ) -> list[Message]:
         validate_conversation_id(conversation_id)
         with self._lock, write_transaction(self._connection):
-            updated = change(self._load(conversation_id))
-            self._replace(conversation_id, message_rows(conversation_id, updated))
+            positions, stored = self._load(conversation_id)
+            updated = change(stored)
+            below, rows = changed_rows(conversation_id, positions, stored, updated)
+            if below is not None:
+                self._connection.execute(
+                    "DELETE FROM chat_memory_message WHERE conversation_id = ? AND position < ?",
+                    (conversation_id, below),
+                )
+            self._insert(rows)
         return updated
 
-    def _load(self, conversation_id: str) -> list[Message]:
+    def _load(self, conversation_id: str) -> tuple[list[int], list[Message]]:
         rows = self._connection.execute(
-            "SELECT message FROM chat_memory_message WHERE conversation_id = ? ORDER BY position",
+            "SELECT position, message FROM chat_memory_message WHERE conversation_id = ? "
+            "ORDER BY position",
             (conversation_id,),
         ).fetchall()
-        return messages_from_rows([row[0] for row in rows])
+        return [row[0] for row in rows], messages_from_rows([row[1] for row in rows])
 
     def _replace(self, conversation_id: str, rows: list[MessageRow]) -> None:
         self._connection.execute(
             "DELETE FROM chat_memory_message WHERE conversation_id = ?", (conversation_id,)
         )
+        self._insert(rows)
+
+    def _insert(self, rows: list[MessageRow]) -> None:
         self._connection.executemany(
             "INSERT INTO chat_memory_message (conversation_id, position, role, message) "
             "VALUES (?, ?, ?, ?)",
