@@ -238,6 +238,91 @@ async def test_an_optional_argument_is_not_checked() -> None:
     ]
 
 
+@tool
+def local_time(timezone: str = "UTC") -> str:
+    """The current time in a time zone."""
+    return f"12:00 in {timezone}"
+
+
+@pytest.mark.parametrize(
+    ("question", "call"),
+    [
+        ("什么是 GMT 时间？", tool_call("local_time", {"timezone": "GMT"})),
+        ("What is CET?", tool_call("local_time", {"timezone": "CET"})),
+        ("What does EST stand for?", tool_call("local_time", {"timezone": "est"})),
+        ("时区是什么意思？", tool_call("local_time", {})),  # no argument: still about it
+        ("What are parcel lockers?", tool_call("pickup_points", {"near": "parcel lockers"})),
+    ],
+)
+async def test_a_call_on_the_term_a_definition_question_asks_about_is_not_run(
+    question: str, call: ToolCall
+) -> None:
+    model = ScriptedModel([call, "answer"])
+    qa = QaPipeline(
+        model,
+        retriever=CountingRetriever(KNOWLEDGE),
+        tools=[local_time, pickup_points],
+        router_grounded_arguments=True,
+        router_fetch_rounds=1,
+    )
+    result = await qa.acall(question)
+    assert result.tool_calls == () and result.route == "knowledge"
+    assert result.answer == "answer"
+    assert len(model.requests) == 2  # not asked again: a definition question needs no tool
+    assert not model.requests[1].options.tool_callbacks  # the second request is the answer
+
+
+@pytest.mark.parametrize(
+    ("question", "call"),
+    [
+        ("What is the time in CET?", tool_call("local_time", {"timezone": "CET"})),
+        ("What is CET now?", tool_call("local_time", {"timezone": "CET"})),
+        ("现在 GMT 时间是什么？", tool_call("local_time", {"timezone": "GMT"})),
+        ("What's the weather in Paris like?", tool_call("weather", {"city": "Paris"})),
+        ("What is order A1's status?", tool_call("order_status", {"order_id": "A1"})),
+        ("GMT 时间是多少？", tool_call("local_time", {"timezone": "GMT"})),
+        ("What is a pickup point near Lujiazui?", tool_call("pickup_points", {"near": "Lujiazui"})),
+    ],
+)
+async def test_a_question_for_a_value_in_the_same_words_is_fetched(
+    question: str, call: ToolCall
+) -> None:
+    model = ScriptedModel([call, "answer"])
+    qa = QaPipeline(
+        model,
+        retriever=CountingRetriever(KNOWLEDGE),
+        tools=[local_time, weather, order_status, pickup_points],
+        router_grounded_arguments=True,
+        router_fetch_rounds=1,
+    )
+    result = await qa.acall(question)
+    assert [c.name for c in result.tool_calls] == [call.name]
+
+
+async def test_a_definition_question_still_fetches_what_is_not_its_term() -> None:
+    """Asked what a state means, after naming the order: the order's status is not the term."""
+    memory = MessageWindowChatMemory()
+    await memory.aadd("c", [UserMessage(text="Where is order A1?"), AssistantMessage(text="Held.")])
+    model = ScriptedModel([tool_call("order_status", {"order_id": "A1"}), "answer"])
+    qa = QaPipeline(
+        model,
+        retriever=CountingRetriever(KNOWLEDGE),
+        tools=[order_status],
+        memory=memory,
+        router_grounded_arguments=True,
+        router_fetch_rounds=1,
+    )
+    result = await qa.acall("What does held mean?", conversation_id="c")
+    assert [c.name for c in result.tool_calls] == ["order_status"]
+
+
+async def test_a_call_on_a_definitions_term_runs_without_the_option() -> None:
+    model = ScriptedModel([tool_call("local_time", {"timezone": "GMT"}), "", "answer"])
+    qa = QaPipeline(model, retriever=CountingRetriever(KNOWLEDGE), tools=[local_time])
+    result = await qa.acall("什么是 GMT 时间？")
+    assert [c.name for c in result.tool_calls] == ["local_time"]
+
+
 def _used(tokens: int) -> Usage:
     return Usage(prompt_tokens=tokens, completion_tokens=1, total_tokens=tokens + 1)
 

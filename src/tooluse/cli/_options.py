@@ -128,9 +128,10 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="the router drops a call whose required arguments (texts, numbers) appear nowhere "
-        "in the conversation, as made up (small models fill in the tool's example values) "
-        "(default: on for a local: model; off for others, which translate arguments: "
-        "北京 -> Beijing)",
+        "in the conversation, as made up (small models fill in the tool's example values), "
+        "and asked what a term is or means, a call on that term (什么是 UTC 时间？ -> "
+        "get_current_time(UTC)) (default: on for a local: model; off for others, which "
+        "translate arguments: 北京 -> Beijing)",
     )
     parser.add_argument(
         "--router-reminder",

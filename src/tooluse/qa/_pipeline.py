@@ -169,10 +169,13 @@ class QaPipeline:
     items of lists and objects; not choices) appear nowhere in the conversation is made up
     (small models fill them from the tool's examples when asked a knowledge question): it
     is not run, the model is told why and decides once more, and a second made-up call
-    ends the router; off by default, as a model that translates arguments (东京 ->
-    ``"Tokyo"``) would lose such calls. ``router_history_as_text``: the router
-    gets the earlier turns as a note before the question rather than as messages (a small
-    model shown answers in words answers in words too, instead of calling a tool).
+    ends the router; asked what a term is or means ("什么是 UTC 时间？"), a call whose
+    arguments are all in that term is not run either (the 1.5B fetched the term's current
+    value: ``get_current_time(timezone="UTC")``); off by default, as a model that
+    translates arguments (东京 -> ``"Tokyo"``) would lose such calls.
+    ``router_history_as_text``: the router gets the earlier turns as a note before the
+    question rather than as messages (a small model shown answers in words answers in
+    words too, instead of calling a tool).
     ``router_reminder``: a text the router's request adds after the question, e.g.
     :data:`ROUTER_REMINDER`, the routing rule again where a small model heeds it (``None``,
     default: none).

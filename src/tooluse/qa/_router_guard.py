@@ -15,7 +15,11 @@ conversation is made up: a text that is not in it, a number that is not one of i
 numbers (in digits or Chinese numerals), a list or an object holding one; a choice (an
 enum, a boolean) is never made up. Such a call is not run. When every call of a response
 is made up, often of the wrong tool, the model is told why and asked once more without
-those tools, and only a call resting on what the user said is taken.
+those tools, and only a call resting on what the user said is taken. Asked what a term is
+or means ("什么是 UTC 时间？", "What does METAR stand for?"), the same model fetches that
+term's current value (``get_current_time(timezone="UTC")``), grounded in the question: with
+``grounded_arguments``, a call whose arguments are all in the term asked about is not run
+either, and with no call left the router ends.
 
 Shown earlier turns as messages, where the assistant answered in words, the same model
 answers the next question in words too instead of calling a tool ("Where is my order
@@ -101,7 +105,9 @@ class RouterGuardAdvisor(BaseAdvisor):
     message of the conversation (:meth:`_Conversation.says`: texts, case, spacing and
     full-width forms aside; numbers; the items of lists and objects); when it drops every
     call, it tells the model why and asks once more without those tools, taking only a
-    call whose required arguments (one at least) are all in the conversation. With
+    call whose required arguments (one at least) are all in the conversation. It also drops
+    a call whose arguments are all in the term a definition question asks about
+    (:func:`_defined_term`), ending the router when no call is left. With
     ``history_as_text``, the messages before the question go to the model as a note in the
     question's message; a ``reminder`` is added after the question."""
 
@@ -145,6 +151,15 @@ class RouterGuardAdvisor(BaseAdvisor):
             return response.replace(chat_response=_done(_usage_of(response)))
         if not calls or not self.grounded_arguments:
             return response
+        term = _defined_term(request.prompt.messages)
+        if term is not None:
+            # Asked what a term is or means, the 1.5B fetched that term's current value
+            # ("什么是 UTC 时间？" -> get_current_time(timezone="UTC"), the argument in the
+            # question, so grounded): a call resting only on the term asked about is not run,
+            # and with none left the router ends, as a knowledge question needs no tool.
+            calls = [call for call in calls if not _about(call, term)]
+            if not calls:
+                return response.replace(chat_response=_done(_usage_of(response)))
         conversation = _Conversation(_texts(request.prompt.messages))
         schemas = {
             callback.definition.name: callback.definition.input_schema
@@ -185,6 +200,7 @@ class RouterGuardAdvisor(BaseAdvisor):
             for call in _calls(again)
             if call.name not in made_up
             and _signature(call) not in made
+            and not (term is not None and _about(call, term))
             and _rests_on_the_user(call, schemas.get(call.name), conversation)
         ]
         spent = _usage_of(response, again)  # one round of the loop, two model requests
@@ -394,6 +410,65 @@ def _unsaid(
     if not isinstance(arguments, dict) or schema is None:
         return []
     return conversation.unsaid(arguments, schema)
+
+
+# The forms of a question asking what a term is or means, on the question as _normalised.
+# Not with a determiner ("What is the weather in Paris?"), a "like" ("What is it like
+# there?"), a word for now ("What is UTC now?", "现在 UTC 时间是什么？") or for where ("What
+# is a good locker near the Bund?"): those ask for a value.
+_DEFINITIONS = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"^(?:what is|what's|what are) (?:meant by )?(?:an? )?(?P<term>.+?)\??$",
+        r"^what does (?P<term>.+?) (?:mean|stand for)\??$",
+        r"^(?:define|what is the meaning of|the meaning of) (?P<term>.+?)[.?]?$",
+        r"^(?:请问)?什么(?:是|叫)(?P<term>.+?)[?。]?$",
+        r"^(?P<term>.+?)(?:是什么意思|是啥意思|指的是什么|指什么|的意思是什么|的含义是什么)[?。]?$",
+    )
+)
+_NOT_A_TERM = re.compile(
+    r"^(?:the|my|your|our|his|her|its|their|this|that|these|those) |'s\b| like$"
+    r"|\b(?:now|today|currently|current|right now|at the moment|tonight|tomorrow)\b"
+    r"|\b(?:near|nearest|around|close to|in|at)\b"
+    r"|现在|目前|当前|今天|此刻|最新|附近|哪"
+)
+
+
+def _defined_term(messages: Sequence[Message]) -> str | None:
+    """The term the question (the last user message) asks the meaning of, _normalised
+    ("什么是 UTC 时间？" -> ``"utc 时间"``, "What does METAR stand for?" -> ``"metar"``), or
+    ``None`` when it asks something else."""
+    last = _last_user(messages)
+    question = messages[last] if last is not None else None
+    if not isinstance(question, UserMessage):
+        return None
+    text = _normalised(question.text or "")
+    for pattern in _DEFINITIONS:
+        match = pattern.match(text)
+        if match and not _NOT_A_TERM.search(match["term"]):
+            return match["term"].strip()
+    return None
+
+
+def _about(call: ToolCall, term: str) -> bool:
+    """Whether ``call``'s arguments, each text and number, are all in ``term`` (none
+    counts): the call fetches the current value of the very thing asked about."""
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return False
+    return isinstance(arguments, dict) and all(
+        _normalised(str(value)) in term for value in _leaves(arguments)
+    )
+
+
+def _leaves(value: object) -> list[object]:
+    """The texts and numbers in a JSON value (choices such as booleans and nulls aside)."""
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [] if value is None or isinstance(value, bool) else [value]
 
 
 def _keeping(

@@ -163,7 +163,8 @@ class ServiceConfig:
     - ``router_grounded_arguments``: the router drops a call whose required arguments
       (texts, numbers, the items of lists and objects) appear nowhere in the conversation,
       as made up (small models call a tool with its
-      description's example values when asked a knowledge question; ``tooluse serve``
+      description's example values when asked a knowledge question), and, asked what a
+      term is or means, a call whose arguments are all in that term; ``tooluse serve``
       turns it on; a model that translates arguments, 东京 -> "Tokyo", would lose such
       calls); never with the offline ``TestModel``, whose arguments are all made up
       (:func:`grounded_arguments`);
