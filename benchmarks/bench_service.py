@@ -8,6 +8,7 @@
     .venv/bin/python benchmarks/bench_service.py --compare /work/main/src --rounds 5  # side by side
     .venv/bin/python benchmarks/bench_service.py --workers 1 2 4 --clients 16 64  # scale-out
     .venv/bin/python benchmarks/bench_service.py --workers 1 2 --durable-runs     # DBOS runs
+    .venv/bin/python benchmarks/bench_service.py --workers 1 --durable-runs --idle 20  # at rest
 
 ``--compare SRC`` starts a second server on another source tree (``SRC`` first on its
 ``PYTHONPATH``) and drives both in one run, alternately (the order turns each round), and
@@ -479,6 +480,18 @@ Cell = tuple[str, int, str, int]  # tree, workers, endpoint, clients
 Cells = dict[Cell, list[dict[str, float]]]  # the runs of each cell
 
 
+def _report_idle(
+    servers: dict[str, tuple[subprocess.Popen[bytes], str]], workers: int, seconds: float
+) -> None:
+    """Each server's CPU at rest (its background threads: DBOS's pollers with durable runs),
+    the servers measured at once over the same ``seconds``."""
+    before = {label: _cpu_seconds(process.pid) for label, (process, _) in servers.items()}
+    time.sleep(seconds)
+    for label, (process, _) in servers.items():
+        rate = (_cpu_seconds(process.pid) - before[label]) / seconds * 1000
+        print(f"at rest, {label}, {workers} worker(s): {rate:.1f} ms of CPU per second")
+
+
 def _measure(
     args: argparse.Namespace,
     workers: int,
@@ -617,6 +630,13 @@ def main() -> None:
     parser.add_argument(
         "--durable-runs", action="store_true", help="with --workers: DBOS durable runs"
     )
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="first measure each server's CPU at rest over this long (ms of CPU per second)",
+    )
     args = parser.parse_args()
     if args.durable_runs and not args.workers:
         parser.error("--durable-runs needs --workers (it runs on PostgreSQL)")
@@ -665,6 +685,8 @@ def main() -> None:
                     _settle(process.pid)  # every worker started, not only the one that answered
                 pids = ", ".join(f"{label} {p.pid}" for label, (p, _) in servers.items())
                 print(f"{workers} worker(s), server pids: {pids}")  # for py-spy -p
+                if args.idle:
+                    _report_idle(servers, workers, args.idle)
                 _measure(args, workers, servers, cells)
             finally:
                 for process, _ in servers.values():

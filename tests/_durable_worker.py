@@ -7,7 +7,8 @@ that step, after the tool call completed (and the round recorded): it appends a 
 ``TOOL_LOG`` with the suffix ``.answering`` when it begins the answer. The tool appends a
 line to ``TOOL_LOG`` each time it runs, which the test counts. With ``--users`` the keys
 ``ann-key`` and ``bob-key`` name the users ann and bob (no other caller is let in); with
-``--redis`` the turns of a conversation hold a lock in that Redis."""
+``--redis`` the turns of a conversation hold a lock in that Redis; with ``--not-durable`` the
+worker runs its turns as a worker without ``--durable-runs`` does."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def main() -> None:
         db=str(tool_log.with_suffix(f".{port}.db")),
         database_url=database_url,
         redis_url=redis_url,
-        durable_runs=True,
+        durable_runs="--not-durable" not in options,
         model=FunctionModel(respond),
         tools=[look_up_order],
         sample_knowledge=False,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
@@ -14,6 +14,7 @@ import pytest
 from tooluse.embedding import (
     CachedEmbeddingModel,
     E5EmbeddingModel,
+    EmbeddingCache,
     EmbeddingModel,
     InMemoryEmbeddingCache,
     OpenAIEmbeddingModel,
@@ -157,8 +158,22 @@ def test_a_database_cache_survives_a_restart(store_location: str) -> None:
     reopened.close()
 
 
-def test_a_database_cache_reads_more_keys_than_one_statement_binds(store_location: str) -> None:
-    cache = open_cache(store_location)
+@pytest.fixture(params=["in-memory", "sqlite", "postgres"])
+def any_cache(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmbeddingCache]:
+    """An embedding cache of each engine, closed after the test."""
+    if request.param == "in-memory":
+        yield InMemoryEmbeddingCache()
+        return
+    location = str(tmp_path / "store.db")
+    if request.param == "postgres":
+        location = request.getfixturevalue("postgres_url")
+    cache = open_cache(location)
+    yield cache
+    cache.close()
+
+
+def test_a_cache_reads_more_keys_than_one_statement_binds(any_cache: EmbeddingCache) -> None:
+    cache = any_cache
     items = {f"k{i}": np.full(2, i, dtype=np.float32) for i in range(1200)}
     cache.put_many(items)
     cache.put_many({"k0": np.full(2, -1, dtype=np.float32)})  # a key written again
@@ -166,7 +181,6 @@ def test_a_database_cache_reads_more_keys_than_one_statement_binds(store_locatio
     assert len(found) == 1200
     assert found["k1199"].tolist() == [1199.0, 1199.0]
     assert found["k0"].tolist() == [-1.0, -1.0]
-    cache.close()
 
 
 def test_tiered_cache_copies_disk_hits_into_memory(tmp_path: Path) -> None:

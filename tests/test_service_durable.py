@@ -79,9 +79,9 @@ def wait_for_outcome(client: httpx.Client, run_id: str) -> dict[str, Any]:
         time.sleep(0.2)
 
 
-def ask_and_kill_slow_worker(slow: Any, slow_url: str, tool_log: Path) -> str:
-    """Ask worker A, kill it with SIGKILL once the tool ran and the answer is being
-    written; the run's id."""
+def ask_and_kill_slow_worker(slow: Any, slow_url: str, tool_log: Path) -> str | None:
+    """Ask worker A in conversation c1, kill it with SIGKILL once the tool ran and the
+    answer is being written; the run's id (``None`` without durable runs)."""
     seen: list[str] = []
     with (
         httpx.Client(base_url=slow_url, timeout=60) as client,
@@ -90,7 +90,7 @@ def ask_and_kill_slow_worker(slow: Any, slow_url: str, tool_log: Path) -> str:
         ) as response,
     ):
         assert response.status_code == 200
-        run_id = response.headers["x-run-id"]
+        run_id = response.headers.get("x-run-id")
         for line in response.iter_lines():
             if line.startswith("event:"):
                 seen.append(line[6:].strip())
@@ -108,6 +108,7 @@ def test_a_run_whose_worker_is_killed_is_finished_by_the_other_without_running_i
 ) -> None:
     slow, slow_url, _, fast_url = workers
     run_id = ask_and_kill_slow_worker(slow, slow_url, tool_log)
+    assert run_id is not None
     with httpx.Client(base_url=fast_url, timeout=60) as client:
         run = wait_for_outcome(client, run_id)
         assert run["status"] == "done", run
@@ -131,6 +132,7 @@ def test_a_run_taken_over_does_not_wait_out_the_redis_lease_of_its_dead_worker(
     # its runs over frees its locks, so the run goes on at once.
     with two_workers(postgres_url, tool_log, "--redis", redis_url) as (slow, slow_url, _, fast):
         run_id = ask_and_kill_slow_worker(slow, slow_url, tool_log)
+        assert run_id is not None
         killed = time.monotonic()
         with httpx.Client(base_url=fast, timeout=60) as client:
             run = wait_for_outcome(client, run_id)
@@ -259,3 +261,28 @@ def test_a_durable_chat_completion_is_read_by_its_caller_only(
         worker.send_signal(signal.SIGTERM)
         log = worker.communicate(timeout=60)[1]
     assert "Traceback" not in log, log
+
+
+def test_without_durable_runs_a_worker_killed_mid_run_leaves_its_conversation_whole(
+    postgres_url: str, tool_log: Path
+) -> None:
+    # The run dies with its worker; the turns committed before it stay as they were, and
+    # the conversation goes on on the other worker.
+    with two_workers(postgres_url, tool_log, "--not-durable") as (slow, slow_url, _, fast_url):
+        with httpx.Client(base_url=fast_url, timeout=60) as client:
+            asked = client.post("/api/chat", json={"message": "First?", "conversation_id": "c1"})
+            assert parse_sse(asked.text)[-1][0] == "done", asked.text
+            before = client.get("/api/conversations/c1").json()["messages"]
+        tool_log.unlink()  # the first turn's tool call: the helper counts the killed turn's
+        ask_and_kill_slow_worker(slow, slow_url, tool_log)
+        with httpx.Client(base_url=fast_url, timeout=60) as client:
+            after_kill = client.get("/api/conversations/c1").json()["messages"]
+            again = client.post("/api/chat", json={"message": "Again?", "conversation_id": "c1"})
+            assert parse_sse(again.text)[-1][0] == "done", again.text
+            after = client.get("/api/conversations/c1").json()["messages"]
+    assert after_kill == before  # nothing of the killed turn, the first turn whole
+    assert after[: len(before)] == before
+    assert [(m["role"], m["text"]) for m in after[len(before) :]] == [
+        ("user", "Again?"),
+        ("assistant", "Order A1001 has shipped."),
+    ]

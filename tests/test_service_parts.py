@@ -31,7 +31,7 @@ from _service_helpers import default_sigint, read_until, serve_without_listening
 from provider_payloads import openai_call, openai_chunk, openai_completion
 from provider_server import Reply, openai_sse, shared_server
 from tooluse import tool_callbacks
-from tooluse.calling import PendingToolCall
+from tooluse.calling import Caller, PendingToolCall
 from tooluse.cli import chat as chat_command
 from tooluse.cli._options import OptionError, add_service_arguments, config_from_arguments
 from tooluse.client import RunState
@@ -50,6 +50,7 @@ from tooluse.service import (
     mentioned_tools,
     sync_sample_documents,
 )
+from tooluse.service._owners import ConversationOwners
 from tooluse.service._service import local_tools, router_reminder
 from tooluse.service._sse import qa_events, sse_response
 from tooluse.testing import FunctionModel
@@ -220,6 +221,38 @@ def test_approvals_are_claimed_once_even_when_decisions_race(store_location: str
         store.claim("nope")
     store.close()
     other.close()
+
+
+def test_a_conversation_has_one_owner_when_users_claim_it_on_two_workers_at_once(
+    store_location: str,
+) -> None:
+    workers = [ConversationOwners(store_location), ConversationOwners(store_location)]
+    try:
+        assert workers[1].owner("c1") == (None, None)  # nobody's yet: anonymous
+        seen: list[tuple[str | None, str | None]] = []
+        barrier = threading.Barrier(8)
+
+        def claim(owners: ConversationOwners, user: str) -> None:
+            barrier.wait()
+            seen.append(owners.claim("c1", Caller(user, "t1")))
+
+        threads = [
+            threading.Thread(target=claim, args=(workers[n % 2], f"user-{n}")) for n in range(8)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        (winner,) = set(seen)  # every claim was told the one owner
+        assert winner[0] in {f"user-{n}" for n in range(8)} and winner[1] == "t1"
+        assert workers[0].owner("c1") == workers[1].owner("c1") == winner
+        assert workers[1].claim("c1", Caller("late")) == winner  # taken: stays the first's
+        with pytest.raises(ValueError, match="anonymous caller owns no conversation"):
+            workers[0].claim("c2", Caller(None))
+        assert workers[1].owner("c2") == (None, None)
+    finally:
+        for owners in workers:
+            owners.close()
 
 
 # -- options and commands --------------------------------------------------------------------

@@ -127,23 +127,16 @@ class RecordedChatModel:
             return aggregator.response()
 
         # The step runs in a task of its own, so that the chunks reach the caller as they
-        # come while the step still records the whole response at its end.
+        # come while the step still records the whole response at its end. The task's end
+        # also ends the queue: a replayed step streams nothing, and one that failed before
+        # its first chunk ends it too; the reader waits on the queue alone, one get a chunk.
         task = asyncio.ensure_future(self._runs.step("model.stream", compute))
+        task.add_done_callback(lambda _: chunks.put_nowait(None))
         try:
-            while streamed or not task.done():
-                waiting = asyncio.ensure_future(chunks.get())
-                await asyncio.wait([waiting, task], return_when=asyncio.FIRST_COMPLETED)
-                if not waiting.done():
-                    waiting.cancel()
-                    if not streamed:  # replayed: the recorded response, whole
-                        break
-                    continue
-                chunk = waiting.result()
-                if chunk is None:
-                    break
+            while (chunk := await chunks.get()) is not None:
                 yield chunk
             response = await task
-            if not streamed:
+            if not streamed:  # replayed: the recorded response, whole
                 yield response
         finally:
             if not task.done():
@@ -373,6 +366,10 @@ class DbosRunEngine:
                     # DBOS makes its pool the loop's default executor (asyncio.to_thread),
                     # unbounded unless told: as many threads as asyncio's own default.
                     "max_executor_threads": _EXECUTOR_THREADS,
+                    # Its notifier thread wakes this often to send what workflows' events
+                    # and streams wrote (DBOS's default, 10 ms: 100 wake-ups a second at
+                    # rest); the runs here write neither, so once a second.
+                    "notification_coalesce_sec": 1.0,
                 }
             )
             # On this thread, with its loop running: DBOS then runs the workflows it resumes
@@ -447,33 +444,31 @@ class DbosRunEngine:
         return await asyncio.to_thread(self._recover_dead_workers)
 
     def _recover_dead_workers(self) -> list[str]:
-        from dbos import DBOS
-
-        pending = DBOS.list_workflows(
-            status="PENDING",
-            name=_WORKFLOW_NAME,
-            app_version=VERSION,
-            load_input=False,
-            load_output=False,
-        )
-        others = sorted(
-            {w.executor_id for w in pending if w.executor_id and w.executor_id != self.executor_id}
-        )
-        dead = [other for other in others if self._take_over(other)]
-        return dead
+        assert self._liveness is not None  # held from start() on
+        # One statement on the connection this worker holds anyway, over DBOS's table of
+        # workflows (its system table dbos.workflow_status): the other executors with runs
+        # of this version pending, instead of every pending run through DBOS.list_workflows.
+        rows = self._liveness.execute(
+            "SELECT DISTINCT executor_id FROM dbos.workflow_status WHERE status = 'PENDING' "
+            "AND name = %s AND application_version = %s AND executor_id <> %s "
+            "ORDER BY executor_id",
+            (_WORKFLOW_NAME, VERSION, self.executor_id),
+        ).fetchall()
+        return [other for (other,) in rows if self._take_over(other)]
 
     def _take_over(self, other: str) -> bool:
         """Resume ``other``'s runs if it is dead (its liveness lock is free); the lock is held
         meanwhile, so the live workers hand its runs to DBOS once, not each."""
-        import psycopg
         from dbos import DBOS
 
-        with psycopg.connect(self._url, autocommit=True) as connection:
-            free = connection.execute(
-                "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (_LIVENESS_LOCKS, other)
-            ).fetchone()
-            if not (free and free[0]):
-                return False
+        assert self._liveness is not None
+        key = (_LIVENESS_LOCKS, other)
+        free = self._liveness.execute(
+            "SELECT pg_try_advisory_lock(%s, hashtext(%s))", key
+        ).fetchone()
+        if not (free and free[0]):
+            return False
+        try:
             if self._on_takeover is not None:
                 assert self._loop is not None  # set by start(), which starts the watch
                 freeing: concurrent.futures.Future[object] = asyncio.run_coroutine_threadsafe(
@@ -486,12 +481,15 @@ class DbosRunEngine:
             # Its runs are queued again, each for one live worker: DBOS's dequeue admits one
             # runner, and a run another worker took meanwhile is not its any more.
             handles = DBOS._recover_pending_workflows([other])
-            logger.warning(
-                "worker %s died: its %d run(s) go on from their last completed step",
-                other,
-                len(handles),
-            )
-            return True
+        finally:
+            # This session holds this worker's own lock too: only the dead one's is let go.
+            self._liveness.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
+        logger.warning(
+            "worker %s died: its %d run(s) go on from their last completed step",
+            other,
+            len(handles),
+        )
+        return True
 
     async def _watch(self) -> None:
         while True:
