@@ -145,3 +145,42 @@ def test_the_classes_and_constants_named_exist(page: Path) -> None:
         )
     }
     assert sorted(ours - defined - set(dir(builtins))) == []
+
+
+def _prose_lines(page: Path) -> list[str]:
+    """The page's lines outside its fenced blocks (a fence line holds no other backtick:
+    ```` ```json ```` in a sentence is a code span, not a fence)."""
+    lines, fenced = [], False
+    for line in page.read_text(encoding="utf-8").splitlines():
+        if re.match(r" {0,3}`{3,}[^`]*$", line):
+            fenced = not fenced
+        elif not fenced:
+            lines.append(line)
+    return lines
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives the page's headings: lower case, punctuation dropped, spaces
+    as hyphens, a repeated one numbered."""
+    found: set[str] = set()
+    seen: dict[str, int] = {}
+    for line in _prose_lines(page):
+        if heading := re.match(r"#{1,6} (.+)$", line):
+            anchor = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-")
+            found.add(anchor if anchor not in seen else f"{anchor}-{seen[anchor]}")
+            seen[anchor] = seen.get(anchor, 0) + 1
+    return found
+
+
+def test_the_links_to_a_section_reach_a_heading() -> None:
+    anchors = {page.resolve(): _anchors(page) for page in PAGES}
+    broken = [
+        (page.name, link.group(0))
+        for page in PAGES
+        for line in _prose_lines(page)
+        for link in re.finditer(r"\]\(([^)\s#]*)#([^)\s]+)\)", line)
+        if link.group(2)
+        not in anchors.get(((page.parent / link.group(1)) if link.group(1) else page).resolve(), ())
+    ]
+    assert broken == []
+    assert sum(len(found) for found in anchors.values()) > 100  # the headings are read
