@@ -172,13 +172,7 @@ async def test_the_router_can_read_earlier_turns_as_a_note() -> None:
     memory = MessageWindowChatMemory()
     await memory.aadd("c", [UserMessage(text="Weather in Paris?"), AssistantMessage(text="21 C.")])
     model = ScriptedModel(["", "answer"])
-    qa = QaPipeline(
-        model,
-        retriever=CountingRetriever(KNOWLEDGE),
-        tools=[weather],
-        memory=memory,
-        router_history_as_text=True,
-    )
+    qa = pipeline(model, [weather], memory=memory, router_history_as_text=True)
     await qa.acall("And in London?", conversation_id="c")
     router = model.requests[0]
     assert not any(isinstance(m, AssistantMessage) for m in router.messages)
@@ -298,13 +292,8 @@ async def test_a_definition_question_still_fetches_what_is_not_its_term() -> Non
     memory = MessageWindowChatMemory()
     await memory.aadd("c", [UserMessage(text="Where is order A1?"), AssistantMessage(text="Held.")])
     model = ScriptedModel([tool_call("order_status", {"order_id": "A1"}), "answer"])
-    qa = QaPipeline(
-        model,
-        retriever=CountingRetriever(KNOWLEDGE),
-        tools=[order_status],
-        memory=memory,
-        router_grounded_arguments=True,
-        router_fetch_rounds=1,
+    qa = pipeline(
+        model, [order_status], memory=memory, router_grounded_arguments=True, router_fetch_rounds=1
     )
     result = await qa.acall("What does held mean?", conversation_id="c")
     assert [c.name for c in result.tool_calls] == ["order_status"]
