@@ -16,7 +16,7 @@ from _service_helpers import names, parse_sse, service
 from tooluse import tool
 from tooluse.cli._options import add_service_arguments, config_from_arguments
 from tooluse.memory import MessageWindowChatMemory
-from tooluse.messages import AssistantMessage, Prompt, SystemMessage, UserMessage
+from tooluse.messages import AssistantMessage, Prompt, SystemMessage, Usage, UserMessage
 from tooluse.qa import ANSWER_SYSTEM, ROUTER_SYSTEM, FetchGateQueryTransformer, QaPipeline
 from tooluse.rag import (
     CompressionQueryTransformer,
@@ -28,7 +28,14 @@ from tooluse.rag import (
 )
 from tooluse.service import ServiceConfig
 from tooluse.service._service import query_transformers
-from tooluse.testing import FunctionModel, ResponseLike, ScriptedModel, TestModel, tool_call
+from tooluse.testing import (
+    FunctionModel,
+    ResponseLike,
+    ScriptedModel,
+    TestModel,
+    chat_response,
+    tool_call,
+)
 
 SAMPLE_KNOWLEDGE = Path(tooluse.service.__file__).parent / "sample_knowledge"
 POINTS_SECTION = "会员积分（示例） > 积分规则"
@@ -147,6 +154,24 @@ async def test_no_rewriting_when_the_tools_fetched_the_data() -> None:
     [query] = transformer.queries
     assert (query.text, list(query.history[1:])) == ("And returns?", history)
     assert [q.text for q in retriever.queries] == ["standalone"]
+
+
+async def test_a_turns_usage_counts_the_rewriting_of_its_question() -> None:
+    history = [UserMessage(text="积分多久过期？"), AssistantMessage(text="12 个月。")]
+    routing, answering, rewriting = (Usage(n, 1, n + 1) for n in (100, 200, 40))
+    model = ScriptedModel(
+        [chat_response("", usage=routing), chat_response("可以。", usage=answering)]
+    )
+    compression = ScriptedModel([chat_response("积分能延期吗？", usage=rewriting)])
+    retriever = CountingRetriever([Document(text="积分可延期一次。")])
+    pipeline = QaPipeline(
+        model, retriever=retriever, query_transformers=[CompressionQueryTransformer(compression)]
+    )
+
+    result = await pipeline.acall("那能延期吗？", history=history)
+
+    assert [q.text for q in retriever.queries] == ["积分能延期吗？"]
+    assert result.usage == routing + answering + rewriting
 
 
 def test_the_gate_needs_a_transformer() -> None:

@@ -19,6 +19,7 @@ from tooluse.messages import (
     ToolCall,
     ToolResponse,
     ToolResponseMessage,
+    Usage,
     UserMessage,
 )
 from tooluse.rag import (
@@ -33,7 +34,7 @@ from tooluse.rag import (
     RewriteQueryTransformer,
     format_history,
 )
-from tooluse.testing import FunctionModel, ScriptedModel
+from tooluse.testing import FunctionModel, ScriptedModel, chat_response
 
 POINTS = Document(id="points", text="积分自获得之日起 12 个月后过期。")
 
@@ -132,6 +133,25 @@ async def test_a_blank_reply_keeps_the_query(caplog: pytest.LogCaptureFixture) -
         assert await CompressionQueryTransformer(model).atransform(query) is query
     assert len(model.requests) == 1
     assert "reply was blank" in caplog.text and "那能延期吗？" in caplog.text
+
+
+REWRITING = Usage(prompt_tokens=40, completion_tokens=8, total_tokens=48)
+ANSWERING = Usage(prompt_tokens=300, completion_tokens=20, total_tokens=320)
+
+
+async def test_a_rewritten_query_carries_the_tokens_of_its_rewriting() -> None:
+    model = ScriptedModel(
+        [chat_response("会员积分能延期吗？", usage=REWRITING), chat_response(" ", usage=REWRITING)]
+    )
+    transformer = CompressionQueryTransformer(model)
+    earlier = Usage(prompt_tokens=1, completion_tokens=1, total_tokens=2)
+
+    rewritten = await transformer.atransform(Query("那能延期吗？", HISTORY, usage=earlier))
+    kept = await transformer.atransform(Query("那能延期吗？", HISTORY))
+
+    assert rewritten.text == "会员积分能延期吗？" and rewritten.usage == earlier + REWRITING
+    assert kept.text == "那能延期吗？" and kept.usage == REWRITING  # a blank reply cost too
+    assert Query("q").usage is None and Query("q").replace(text="r").usage is None
 
 
 async def test_a_failed_model_call_is_a_query_transform_error() -> None:
@@ -247,6 +267,46 @@ async def test_the_advisor_streams_the_same_way() -> None:
     assert [q.text for q in retriever.queries] == ["会员积分能延期吗？"]
     assert "Query: 那能延期吗？" in model.requests[0].messages[-1].text
     assert items[-1].context[RETRIEVAL_QUERY] == "会员积分能延期吗？"
+
+
+def _rewriting_advisor() -> RetrievalAugmentationAdvisor:
+    compression = ScriptedModel([chat_response("会员积分能延期吗？", usage=REWRITING)])
+    return RetrievalAugmentationAdvisor(
+        FixedRetriever([POINTS]), query_transformers=[CompressionQueryTransformer(compression)]
+    )
+
+
+FOLLOW_UP = ChatClientRequest(Prompt([*HISTORY, UserMessage(text="那能延期吗？")]))
+
+
+async def test_the_response_counts_the_tokens_of_the_query_rewriting() -> None:
+    answered = ScriptedModel([chat_response("可以申请延期。", usage=ANSWERING)])
+    unreported = ScriptedModel(["可以申请延期。"])
+
+    response = await AdvisorChain([_rewriting_advisor()], answered).next_call(FOLLOW_UP)
+    alone = await AdvisorChain([_rewriting_advisor()], unreported).next_call(FOLLOW_UP)
+
+    assert response.chat_response is not None and alone.chat_response is not None
+    assert response.chat_response.usage == ANSWERING + REWRITING
+    assert alone.chat_response.usage == REWRITING
+    assert response.chat_response.generations[0].message.text == "可以申请延期。"
+
+
+@pytest.mark.parametrize("answer_usage", [ANSWERING, None], ids=["reported", "not reported"])
+async def test_a_stream_counts_the_tokens_of_the_query_rewriting(
+    answer_usage: Usage | None,
+) -> None:
+    model = ScriptedModel([chat_response("可以申请延期。", usage=answer_usage)], chunk_size=2)
+
+    chain = AdvisorChain([_rewriting_advisor()], model)
+    items = [item async for item in chain.next_stream(FOLLOW_UP)]
+
+    chunks = [item.chat_response for item in items if item.chat_response is not None]
+    reported = [chunk.usage for chunk in chunks if chunk.usage and not chunk.usage.is_empty()]
+    # The last usage reported is the total, as a provider's stream reports it.
+    assert reported[-1] == (REWRITING if answer_usage is None else answer_usage + REWRITING)
+    text = "".join(c.generations[0].message.text or "" for c in chunks if c.generations)
+    assert text == "可以申请延期。"
 
 
 async def test_transformers_apply_in_order_and_without_any_the_question_is_searched() -> None:

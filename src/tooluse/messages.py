@@ -41,6 +41,7 @@ __all__ = [
     "message_to_json",
     "messages_from_json",
     "messages_to_json",
+    "sum_usage",
 ]
 
 
@@ -447,6 +448,15 @@ class Usage(_Value):
             cache_read_tokens=_add_optional(self.cache_read_tokens, other.cache_read_tokens),
             cache_write_tokens=_add_optional(self.cache_write_tokens, other.cache_write_tokens),
         )
+
+
+def sum_usage(*usages: Usage | None) -> Usage | None:
+    """The sum of the ``usages`` reported (``None`` when none is)."""
+    total: Usage | None = None
+    for usage in usages:
+        if usage is not None and not usage.is_empty():
+            total = usage if total is None else total + usage
+    return total
 
 
 def _add_optional(a: int | None, b: int | None) -> int | None:

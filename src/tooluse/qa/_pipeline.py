@@ -50,6 +50,7 @@ from tooluse.messages import (
     ToolCall,
     Usage,
     UserMessage,
+    sum_usage,
 )
 from tooluse.models import ChatModel
 from tooluse.qa._augmenter import TwoSourceAugmenter
@@ -73,7 +74,7 @@ from tooluse.qa._paused_turn import (
     STOPPED_TURN_NOTE,
     turn_record,
 )
-from tooluse.qa._router_guard import RouterGuardAdvisor, sum_usage
+from tooluse.qa._router_guard import RouterGuardAdvisor
 from tooluse.qa._text_history import TextOnlyHistoryAdvisor
 from tooluse.qa._trace import CURRENT_TRACE, ToolTrace, ToolTraceAdvisor
 from tooluse.rag import (

@@ -60,10 +60,11 @@ from tooluse.messages import (
     ToolResponseMessage,
     Usage,
     UserMessage,
+    sum_usage,
 )
 from tooluse.qa._callbacks import LedgerToolCallback
 
-__all__ = ["ROUTER_GUARD_ORDER", "RouterGuardAdvisor", "sum_usage"]
+__all__ = ["ROUTER_GUARD_ORDER", "RouterGuardAdvisor"]
 
 ROUTER_GUARD_ORDER = HIGHEST_PRECEDENCE + 375
 """Inside the tool trace (+350): the calls it drops are never reported as made."""
@@ -85,15 +86,6 @@ def _done(usage: Usage | None) -> ChatResponse:
 
 def _usage_of(*responses: ChatClientResponse) -> Usage | None:
     return sum_usage(*(r.chat_response.usage for r in responses if r.chat_response is not None))
-
-
-def sum_usage(*usages: Usage | None) -> Usage | None:
-    """The sum of the ``usages`` reported (``None`` when none is)."""
-    total: Usage | None = None
-    for usage in usages:
-        if usage is not None and not usage.is_empty():
-            total = usage if total is None else total + usage
-    return total
 
 
 class RouterGuardAdvisor(BaseAdvisor):

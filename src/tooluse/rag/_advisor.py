@@ -11,7 +11,7 @@ from tooluse.advisors import (
     ChatClientRequest,
     ChatClientResponse,
 )
-from tooluse.messages import UserMessage
+from tooluse.messages import ChatResponse, Usage, UserMessage, sum_usage
 from tooluse.rag._augmenter import ContextualQueryAugmenter, QueryAugmenter
 from tooluse.rag._document import Query
 from tooluse.rag._retrieval import DocumentRetriever
@@ -45,7 +45,8 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
     uses their result, the augmenter gets the question as asked. The documents are put in the
     context under :data:`DOCUMENT_CONTEXT`, the text retrieval searched with under
     :data:`RETRIEVAL_QUERY`; the augmented message keeps the user's own text as its
-    ``original_text``.
+    ``original_text``. The tokens the transformers' model calls used (``Query.usage``) are
+    added to the response's usage, so a request's usage counts every call made for it.
     """
 
     def __init__(
@@ -71,16 +72,37 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
     async def advise_call(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> ChatClientResponse:
-        return await chain.next_call(await self._augment(request))
+        augmented, used = await self._augment(request)
+        response = await chain.next_call(augmented)
+        if used is None or response.chat_response is None:
+            return response
+        return response.replace(chat_response=_plus_usage(response.chat_response, used))
 
     async def advise_stream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
-        augmented = await self._augment(request)
+        augmented, used = await self._augment(request)
+        if used is None:
+            async for item in chain.next_stream(augmented):
+                yield item
+            return
+        # A stream's usage is the total so far (the last one reported wins): each reported
+        # usage gets the rewriting's added, and a stream that reports none gets it at its end.
+        reported = False
+        context = augmented.context
         async for item in chain.next_stream(augmented):
+            context = item.context
+            chunk = item.chat_response
+            if chunk is not None and chunk.usage is not None and not chunk.usage.is_empty():
+                reported = True
+                item = item.replace(chat_response=_plus_usage(chunk, used))
             yield item
+        if not reported:
+            yield ChatClientResponse(ChatResponse(usage=used), context)
 
-    async def _augment(self, request: ChatClientRequest) -> ChatClientRequest:
+    async def _augment(self, request: ChatClientRequest) -> tuple[ChatClientRequest, Usage | None]:
+        """The request with its user message augmented, and the tokens the query
+        transformers used."""
         messages = list(request.prompt.messages)
         position = next(
             (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserMessage)),
@@ -101,7 +123,10 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
             update={"text": augmented.text, "original_text": asked}
         )
         context = {**request.context, DOCUMENT_CONTEXT: documents, RETRIEVAL_QUERY: search.text}
-        return request.replace(prompt=request.prompt.replace(messages=messages), context=context)
+        augmented_request = request.replace(
+            prompt=request.prompt.replace(messages=messages), context=context
+        )
+        return augmented_request, search.usage
 
     async def _transformed(self, query: Query) -> Query:
         for transformer in self._transformers:
@@ -113,3 +138,7 @@ class RetrievalAugmentationAdvisor(BaseAdvisor):
                 )
             query = result
         return query
+
+
+def _plus_usage(response: ChatResponse, usage: Usage) -> ChatResponse:
+    return response.model_copy(update={"usage": sum_usage(response.usage, usage)})

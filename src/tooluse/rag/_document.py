@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tooluse.messages import Message
+from tooluse.messages import Message, Usage, sum_usage
 
 __all__ = ["Document", "Query"]
 
@@ -44,23 +44,31 @@ class Document:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Query:
     """What to retrieve for: the ``text``, the conversation ``history`` before it, and the
-    request ``context`` (retrievers read per-request settings such as a filter from it)."""
+    request ``context`` (retrievers read per-request settings such as a filter from it).
+
+    ``usage`` is the tokens of the model calls that made the text (a query transformer's
+    rewriting), so that the request's usage counts them.
+    """
 
     text: str
     history: tuple[Message, ...] = ()
     context: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    usage: Usage | None = None
 
     def __init__(
         self,
         text: str,
         history: Sequence[Message] = (),
         context: Mapping[str, Any] | None = None,
+        usage: Usage | None = None,
     ) -> None:
         if not isinstance(text, str):
             raise TypeError(f"Query text must be a str, got {type(text).__name__}")
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "history", tuple(history))
         object.__setattr__(self, "context", {} if context is None else context)
+        object.__setattr__(self, "usage", usage)
 
-    def replace(self, *, text: str) -> Query:
-        return Query(text, self.history, self.context)
+    def replace(self, *, text: str, usage: Usage | None = None) -> Query:
+        """This query with ``text``, and ``usage`` added to what it has used."""
+        return Query(text, self.history, self.context, sum_usage(self.usage, usage))

@@ -16,7 +16,7 @@ from typing import Final, Protocol, runtime_checkable
 from tooluse._sync import run_sync
 from tooluse.client import ChatClient
 from tooluse.history import as_asked
-from tooluse.messages import AssistantMessage, ChatOptions, Message, UserMessage
+from tooluse.messages import AssistantMessage, ChatOptions, Message, Usage, UserMessage
 from tooluse.models import ChatModel
 from tooluse.rag._document import Query
 from tooluse.rag._retrieval import as_query
@@ -160,7 +160,7 @@ class _ModelQueryTransformer(abc.ABC):
             reply = response.content()
         except Exception as exc:
             raise self._failure(query, exc) from exc
-        return self._result(query, reply)
+        return self._result(query, reply, response.chat_response().usage)
 
     def _failure(self, query: Query, exc: Exception) -> QueryTransformError:
         return QueryTransformError(
@@ -168,7 +168,9 @@ class _ModelQueryTransformer(abc.ABC):
             f"retrieval: {type(exc).__name__}: {exc}"
         )
 
-    def _result(self, query: Query, reply: str) -> Query:
+    def _result(self, query: Query, reply: str, usage: Usage | None) -> Query:
+        """The query with the model's ``reply`` as its text; the call's ``usage`` is counted
+        even when the reply is blank and the text stays as it was."""
         text = reply.strip()
         if not text:
             logger.warning(
@@ -176,9 +178,9 @@ class _ModelQueryTransformer(abc.ABC):
                 type(self).__name__,
                 query.text,
             )
-            return query
+            return query if usage is None else query.replace(text=query.text, usage=usage)
         logger.debug("%s: %r -> %r", type(self).__name__, query.text, text)
-        return query.replace(text=text)
+        return query.replace(text=text, usage=usage)
 
 
 class CompressionQueryTransformer(_ModelQueryTransformer):
