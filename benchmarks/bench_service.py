@@ -9,11 +9,14 @@
     .venv/bin/python benchmarks/bench_service.py --workers 1 2 4 --clients 16 64  # scale-out
     .venv/bin/python benchmarks/bench_service.py --workers 1 2 --durable-runs     # DBOS runs
     .venv/bin/python benchmarks/bench_service.py --workers 1 --durable-runs --idle 20  # at rest
+    .venv/bin/python benchmarks/bench_service.py --server granian uvicorn --loop asyncio  # HTTP
 
 ``--compare SRC`` starts a second server on another source tree (``SRC`` first on its
 ``PYTHONPATH``) and drives both in one run, alternately (the order turns each round), and
 prints each cell's median over ``--rounds`` with the ratio of this tree to the other: on a
-machine whose load changes, only figures taken side by side compare.
+machine whose load changes, only figures taken side by side compare. ``--server granian
+uvicorn`` does the same for two HTTP servers under the same app (granian: ``pip install
+granian``), each on ``--loop`` (default: uvloop when it is installed, as both pick).
 
 ``--workers 1 2 4`` runs the same clients against ``tooluse serve --workers N`` for each N
 (uvicorn's processes sharing the port, the same fake model in each), their state in
@@ -21,8 +24,8 @@ PostgreSQL and Redis, as several workers need (``--database-url`` and ``--redis-
 without them, throwaway servers: the tests' embedded PostgreSQL with pgvector and Debian's
 ``redis-server``, a database and a Redis database per tree with ``--compare``), and ends
 with each N's throughput as a ratio to the first. ``--durable-runs`` runs every turn as a
-DBOS workflow. The server's CPU and RSS are those of all its processes; a run in which
-uvicorn restarted a worker says so.
+DBOS workflow. The server's CPU and RSS are those of all its processes (and all their
+threads: granian's Rust ones too); a run in which the server restarted a worker says so.
 
 Both endpoints stream: ``/api/chat`` (the page's SSE, read to its ``done`` event) and ``/v1``
 (``/v1/chat/completions`` with ``stream: true``, read to ``[DONE]``). Per run it reports the
@@ -49,6 +52,7 @@ import argparse
 import asyncio
 import cProfile
 import dataclasses
+import importlib.util
 import itertools
 import json
 import os
@@ -171,9 +175,16 @@ def worker_app() -> FastAPI:
 def _serve() -> None:
     """The server (in its own process: ``bench_service.py --serve``, the settings in the
     environment)."""
+    settings = json.loads(os.environ[_SERVER_SETTINGS])
+    if settings["server"] == "granian":
+        _serve_granian(settings)
+    else:
+        _serve_uvicorn(settings)
+
+
+def _serve_uvicorn(settings: dict[str, Any]) -> None:
     import uvicorn
 
-    settings = json.loads(os.environ[_SERVER_SETTINGS])
     host, port, profile = "127.0.0.1", settings["port"], settings["profile"]
     if settings["workers"] > 1:  # uvicorn's processes, each building its app from the settings
         uvicorn.run(
@@ -182,6 +193,7 @@ def _serve() -> None:
             host=host,
             port=port,
             workers=settings["workers"],
+            loop=settings["loop"],
             log_level="warning",
             # A worker that answers no health check for this long is killed and started
             # again: on a loaded machine, starting (the embedding model) takes longer than 5 s.
@@ -190,12 +202,12 @@ def _serve() -> None:
         return
     app = worker_app()
     if profile is None:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.run(app, host=host, port=port, loop=settings["loop"], log_level="warning")
         return
     profiler = cProfile.Profile()
     profiler.enable()
     try:  # until SIGINT, which uvicorn raises again as KeyboardInterrupt once it has stopped
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        uvicorn.run(app, host=host, port=port, loop=settings["loop"], log_level="warning")
     except KeyboardInterrupt:
         pass
     finally:
@@ -203,11 +215,31 @@ def _serve() -> None:
         profiler.dump_stats(profile)
 
 
+def _serve_granian(settings: dict[str, Any]) -> None:
+    """granian's supervisor and its worker processes (even for one: the supervisor forks
+    them), each building its app from the settings."""
+    from granian.constants import Interfaces, Loops
+    from granian.log import LogLevels
+    from granian.server import Server
+
+    Server(
+        "bench_service:worker_app",
+        address="127.0.0.1",
+        port=settings["port"],
+        interface=Interfaces.ASGI,
+        workers=settings["workers"],
+        loop=Loops(settings["loop"]),
+        factory=True,
+        log_level=LogLevels.warning,
+    ).serve()
+
+
 def _processes(pid: int) -> list[int]:
     """``pid`` and its descendants (a supervisor's workers), from ``/proc``."""
     found = [pid]
-    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
-        found += _processes(int(child))
+    for thread in Path(f"/proc/{pid}/task").iterdir():  # a child is its forking thread's
+        for child in (thread / "children").read_text().split():
+            found += _processes(int(child))
     return found
 
 
@@ -374,7 +406,7 @@ async def _run(
     wall = time.perf_counter() - started
     cpu = _cpu_seconds(server) - cpu_before
     client_cpu = time.process_time() - client_cpu_before
-    if _processes(server) != processes:  # uvicorn restarted a worker that did not answer
+    if _processes(server) != processes:  # the server restarted a worker that did not answer
         print(f"(workers restarted during the run: CPU not comparable; were {processes})")
     total = clients * requests
     for failure, count in errors.most_common():  # what the errors column counts
@@ -543,17 +575,18 @@ def _report(args: argparse.Namespace, cells: Cells) -> None:
             f"{_median(runs, 'cpu ms/req'):.2f} | {_median(runs, 'rss MiB'):.0f} | "
             f"{_median(runs, 'client cpu %'):.0f} |"
         )
-    if args.compare:
-        _report_comparison(args, cells)
+    labels = list(dict.fromkeys(label for label, *_ in cells))
+    if len(labels) == 2:
+        _report_comparison(args, cells, *labels)
     if len(args.workers) > 1:
-        _report_scaling(args, cells)
+        _report_scaling(args, cells, labels)
 
 
-def _report_comparison(args: argparse.Namespace, cells: Cells) -> None:
-    """This tree's CPU and throughput as ratios to the other's, round by round."""
+def _report_comparison(args: argparse.Namespace, cells: Cells, first: str, second: str) -> None:
+    """The first server's CPU and throughput as ratios to the second's, round by round."""
     print(
-        "\n| workers | endpoint | clients | CPU ms/req, this / other | req/s, this / other "
-        "| per round |"
+        f"\n| workers | endpoint | clients | CPU ms/req, {first} / {second} "
+        f"| req/s, {first} / {second} | per round |"
     )
     print("|---:|---|---:|---:|---:|---|")
     for workers in args.workers:
@@ -561,8 +594,8 @@ def _report_comparison(args: argparse.Namespace, cells: Cells) -> None:
             for clients in args.clients:
                 pairs = list(
                     zip(
-                        cells[("this", workers, endpoint, clients)],
-                        cells[(args.compare, workers, endpoint, clients)],
+                        cells[(first, workers, endpoint, clients)],
+                        cells[(second, workers, endpoint, clients)],
                         strict=True,
                     )
                 )
@@ -574,14 +607,13 @@ def _report_comparison(args: argparse.Namespace, cells: Cells) -> None:
                 )
 
 
-def _report_scaling(args: argparse.Namespace, cells: Cells) -> None:
+def _report_scaling(args: argparse.Namespace, cells: Cells, labels: list[str]) -> None:
     """Each number of workers' throughput (median req/s) and its ratio to the first's."""
     first = args.workers[0]
     columns = " | ".join(f"{n} workers req/s (x{first})" for n in args.workers)
     print(f"\n| tree | endpoint | clients | {columns} |")
     print("|---|---|---:|" + "---:|" * len(args.workers))
-    trees = ["this", args.compare] if args.compare else ["this"]
-    for label in trees:
+    for label in labels:
         for endpoint in args.endpoint:
             for clients in args.clients:
                 rates = {
@@ -617,6 +649,20 @@ def main() -> None:
         help="none; the one shared API key; a key per client with a tool-access rule",
     )
     parser.add_argument("--compare", metavar="SRC", help="a source tree to run side by side")
+    parser.add_argument(
+        "--server",
+        nargs="+",
+        choices=["uvicorn", "granian"],
+        default=["uvicorn"],
+        help="the HTTP server the app runs on; two: both side by side, the first's CPU and "
+        "throughput as ratios to the second's (default: uvicorn)",
+    )
+    parser.add_argument(
+        "--loop",
+        choices=["auto", "asyncio", "uvloop"],
+        default="auto",
+        help="the servers' event loop (default: auto, uvloop when it is installed)",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="runs of every cell; medians")
     parser.add_argument(
         "--workers",
@@ -642,13 +688,22 @@ def main() -> None:
         parser.error("--durable-runs needs --workers (it runs on PostgreSQL)")
     if args.profile and args.workers and args.workers != [1]:
         parser.error("--profile profiles one process: --workers 1 at most")
-    if args.compare and (args.database_url or args.redis_url):
-        parser.error("--compare gives each tree its own state: no --database-url, --redis-url")
+    if (args.compare or len(args.server) > 1) and (args.database_url or args.redis_url):
+        parser.error("side by side, each server has its own state: no --database-url, --redis-url")
+    if args.compare and len(args.server) > 1:
+        parser.error("one comparison at a time: --compare or two --server")
+    if args.profile and args.server != ["uvicorn"]:
+        parser.error("--profile profiles uvicorn's one process (granian's are its workers)")
+    if "granian" in args.server and importlib.util.find_spec("granian") is None:
+        parser.error("--server granian needs granian: pip install granian")
     on_postgres = args.workers is not None
     args.workers = args.workers or [1]
-    trees: list[tuple[str, str | None]] = [("this", None)]
+    # (label, source tree, server) of each server run side by side
+    trees: list[tuple[str, str | None, str]] = [("this", None, args.server[0])]
     if args.compare:
-        trees.append((args.compare, args.compare))
+        trees.append((args.compare, args.compare, args.server[0]))
+    elif len(args.server) > 1:
+        trees = [(server, None, server) for server in args.server]
     print(
         f"model latency {args.latency * 1000:.0f} ms per call; {os.cpu_count()} CPUs; "
         f"auth: {args.auth}; durable runs: {'on' if args.durable_runs else 'off'}; "
@@ -664,7 +719,7 @@ def main() -> None:
         for workers in args.workers:
             servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
             try:
-                for number, (label, source) in enumerate(trees):
+                for number, (label, source, server) in enumerate(trees):
                     port = _free_port()
                     settings = {
                         "db": str(Path(directory) / f"bench{number}.db"),
@@ -673,6 +728,8 @@ def main() -> None:
                         "auth": args.auth,
                         "users": max(args.clients),  # a key per client up to the most clients
                         "workers": workers,
+                        "server": server,
+                        "loop": args.loop,
                         "shared": shared[number],
                         "profile": (
                             f"{args.profile}.{number}" if args.profile and number else args.profile
