@@ -20,7 +20,6 @@ from typing import Any, Literal, TypeVar
 import pydantic
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
-from fastapi.sse import format_sse_event
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tooluse.messages import AssistantMessage, Message, UserMessage
@@ -28,7 +27,13 @@ from tooluse.service._auth import RequestCaller, request_caller
 from tooluse.service._openapi import V1_COMPLETION, V1_ERRORS, with_statuses
 from tooluse.service._runs import complete_request, live_events
 from tooluse.service._service import QaService, run_context
-from tooluse.service._sse import JsonTextResponse, completion_events, sse, sse_response
+from tooluse.service._sse import (
+    JsonTextResponse,
+    completion_events,
+    json_text,
+    sse,
+    sse_response,
+)
 
 __all__ = [
     "OPENAI_MODEL_ID",
@@ -433,6 +438,12 @@ async def _chunks(
             data["usage"] = None
         return sse(None, data)
 
+    # A text chunk is the same bytes but for its text: the JSON around it is written once
+    # per completion, and each delta encodes its text alone (json.dumps writes a string
+    # nested or not alike).
+    before, _, after = chunk({"content": ""}).partition(b'"content": ""')
+    before += b'"content": '
+
     yield chunk({"role": "assistant", "content": ""})
     usage: dict[str, Any] | None = None
     # Closed here when the client goes away, not whenever the garbage collector finds it:
@@ -441,7 +452,7 @@ async def _chunks(
     async with contextlib.aclosing(named):
         async for kind, data in named:
             if kind == "delta":
-                yield chunk({"content": data["text"]})
+                yield before + json_text(data["text"]).encode() + after
             elif kind == "approval_required":
                 yield chunk({"content": _approval_text(data)})
             elif kind == "done":
@@ -464,4 +475,7 @@ async def _chunks(
                 "usage": _usage(usage),
             },
         )
-    yield format_sse_event(data_str="[DONE]")
+    yield _DONE
+
+
+_DONE = b"data: [DONE]\n\n"  # OpenAI's end of a stream, not JSON
