@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from _service_helpers import config, fake_llm, parse_sse, respond, running
 from tooluse import tool
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
 from tooluse.service import create_app
+from tooluse.service._auth import request_caller
 from tooluse.testing import FunctionModel, ResponseLike, tool_call
 
 
@@ -469,3 +471,44 @@ async def test_a_client_leaving_a_completion_before_its_answer_cancels_the_run(
         gone.set()
         await asyncio.wait_for(call, 5)
     assert cancelled.is_set()
+
+
+async def test_a_completion_answered_without_fastapis_routing_is_the_one_it_would_give(
+    tmp_path: Path,
+) -> None:
+    # The request guard answers a chat completion FastAPI would accept itself: the same
+    # answers as by the route (forced by a dependency override), for streams, completions,
+    # refusals, wrong keys and bodies the route reports on.
+    messages: Any = [{"role": "user", "content": "weather in Paris?"}]
+    bodies: list[tuple[dict[str, Any] | str, str]] = [
+        ({"model": "m", "messages": messages, "stream": True}, "s3cret"),
+        ({"model": "m", "messages": messages, "stream_options": {"include_usage": True}}, "s3cret"),
+        ({"model": "m", "messages": messages}, "s3cret"),
+        ({"model": "m", "messages": messages, "n": 2}, "s3cret"),
+        ({"model": "m", "messages": [{"role": "assistant", "content": "hi"}]}, "s3cret"),
+        ({"model": "m", "messages": messages}, "guess"),
+        ({"model": "m", "messages": []}, "s3cret"),
+        ("{not json", "s3cret"),
+    ]
+
+    async def answers(app: Any) -> list[tuple[int, str, str]]:
+        seen = []
+        async with running(app) as http:
+            for body, key in bodies:
+                response = await http.post(
+                    "/v1/chat/completions",
+                    content=body if isinstance(body, str) else json.dumps(body),
+                    headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+                )
+                text = re.sub(r"chatcmpl-[0-9a-f]{32}", "ID", response.text)
+                text = re.sub(r'"created": ?\d+', '"created": T', text)
+                seen.append((response.status_code, response.headers["content-type"], text))
+        return seen
+
+    direct = create_app(config(tmp_path / "a.db", model=fake_llm(), api_key="s3cret"))
+    routed = create_app(config(tmp_path / "b.db", model=fake_llm(), api_key="s3cret"))
+    routed.dependency_overrides[request_caller] = request_caller
+    by_guard, by_route = await answers(direct), await answers(routed)
+    assert by_guard == by_route
+    assert [status for status, _, _ in by_guard] == [200, 200, 200, 400, 400, 401, 400, 400]
+    assert "data: [DONE]" in by_guard[0][2] and '"content":"From live data."' in by_guard[2][2]

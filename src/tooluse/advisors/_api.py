@@ -10,7 +10,6 @@ semantic conventions, with token usage) when OpenTelemetry is installed.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
@@ -268,13 +267,16 @@ class AdvisorChain:
             _record_usage(span, chat_response.usage)
         return ChatClientResponse(chat_response, request.context)
 
-    async def next_stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
+    def next_stream(self, request: ChatClientRequest) -> AsyncIterator[ChatClientResponse]:
+        # The next advisor's stream itself, or the model's: no generator of the chain's own
+        # around it, which every chunk would pass through once per advisor.
         position = self._stream_positions[self._position]
         if position < len(self._advisors):
             advisor: Any = self._advisors[position]
-            async for item in advisor.advise_stream(request, self._after(position + 1)):
-                yield item
-            return
+            stream: AsyncIterator[ChatClientResponse] = advisor.advise_stream(
+                request, self._after(position + 1)
+            )
+            return stream
         prompt = _model_prompt(request.prompt, self._model)
         name = prompt.options.model or self._model_name
 
@@ -288,10 +290,7 @@ class AdvisorChain:
                 yield ChatClientResponse(chunk, request.context)
             _record_usage(span, usage)
 
-        traced = _tracing.traced_stream(f"chat {name}", _span_attributes(name), model_stream)
-        async with contextlib.aclosing(traced) as items:  # closed here, when the caller stops
-            async for item in items:
-                yield item
+        return _tracing.traced_stream(f"chat {name}", _span_attributes(name), model_stream)
 
 
 def _next_positions(advisors: tuple[Advisor, ...], kind: type) -> tuple[int, ...]:

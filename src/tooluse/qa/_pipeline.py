@@ -467,18 +467,26 @@ class QaPipeline:
         record = turn_record(turn.question, turn.id, note, ledger.records, held, approved)
         await self._memory.aadd(turn.conversation_id, record)
 
-    async def _run(
+    def _run(
         self,
         turn: _Turn,
         ledger: FetchLedger,
         route: _Router,
         make_trace: Callable[[Callable[[QaEvent], None]], ToolTrace],
     ) -> AsyncGenerator[QaEvent, None]:
+        stages = self._stages(turn, ledger, route, make_trace)
+        # A new turn has nothing to record when it stops early: its stages as they are, not
+        # behind one more generator that every event would pass through.
+        return self._resumed_run(turn, ledger, stages) if turn.resumed else stages
+
+    async def _resumed_run(
+        self, turn: _Turn, ledger: FetchLedger, stages: AsyncGenerator[QaEvent, None]
+    ) -> AsyncGenerator[QaEvent, None]:
         answered = False
         try:
             # Closed here, so that a consumer leaving early stops the router before the
             # turn is recorded.
-            async with contextlib.aclosing(self._stages(turn, ledger, route, make_trace)) as stages:
+            async with contextlib.aclosing(stages):
                 async for event in stages:
                     answered = isinstance(event, ApprovalRequiredEvent | DoneEvent)
                     yield event
@@ -488,7 +496,7 @@ class QaPipeline:
             # A resumed turn that stops before its answer was stored (a failure, the consumer
             # leaving) may have run approved calls: the record must no longer say they
             # wait. Its data goes in too.
-            if turn.resumed and not answered:
+            if not answered:
                 try:
                     await self._remember(turn, STOPPED_TURN_NOTE, ledger, (), turn.approved)
                 except Exception:

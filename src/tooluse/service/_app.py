@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import hashlib
 import html
 import importlib.resources
@@ -42,6 +43,7 @@ from tooluse.service._conversations import message_views
 from tooluse.service._guards import RequestGuard
 from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._openai_api import (
+    answer_completion_directly,
     is_openai_path,
     openai_http_error,
     openai_router,
@@ -318,6 +320,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         RequestGuard,
         allowed_hosts=service.config.allowed_hosts,
         max_body_bytes=service.config.max_request_bytes,
+        answer_directly=functools.partial(answer_completion_directly, service),
     )
 
     @app.exception_handler(RequestValidationError)

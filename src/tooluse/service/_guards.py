@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,9 +30,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tooluse.service._openai_api import is_openai_path, openai_error
 from tooluse.service._sse import JsonTextResponse
 
-__all__ = ["MAX_JSON_DEPTH", "RequestGuard"]
+__all__ = ["MAX_JSON_DEPTH", "DirectAnswer", "RequestGuard"]
 
 MAX_JSON_DEPTH = 64  # arrays and objects inside each other; tool arguments need a few
+
+DirectAnswer = Callable[[Scope, bytes, Receive, Send], Awaitable[bool]]
+"""Answers a request from its scope and whole body (``receive`` past the body, ``send``),
+and says whether it did; ``False``: the app answers it."""
 
 _FRAMING_HEADERS = (
     (b"x-content-type-options", b"nosniff"),
@@ -52,10 +56,18 @@ class RequestGuard:
     """The checks of the module docstring, around ``app``. ``allowed_hosts``: host names
     taken besides IP addresses and ``localhost`` (``"*"``: any)."""
 
-    def __init__(self, app: ASGIApp, *, allowed_hosts: Iterable[str], max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        allowed_hosts: Iterable[str],
+        max_body_bytes: int,
+        answer_directly: DirectAnswer | None = None,
+    ) -> None:
         self.app = app
         self._hosts = frozenset(host.lower().rstrip(".") for host in allowed_hosts)
         self._max_body_bytes = max_body_bytes
+        self._answer_directly = answer_directly
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -63,11 +75,20 @@ class RequestGuard:
             return
         try:
             self._check_host(scope)
-            receive = await self._checked_body(scope, receive)
+            body, replay = await self._checked_body(scope, receive)
         except _Refused as refused:
             await _refusal(scope, refused)(scope, receive, _with_headers(send))
             return
-        await self.app(scope, receive, _with_headers(send))
+        send = _with_headers(send)
+        # The body is read whole here: a route that can be answered from it (and ``receive``,
+        # past the body now) is answered without the app's routing and parsing.
+        if (
+            body is not None
+            and self._answer_directly is not None
+            and await self._answer_directly(scope, body, receive, send)
+        ):
+            return
+        await self.app(scope, replay, send)
 
     def _check_host(self, scope: Scope) -> None:
         if "*" in self._hosts:
@@ -83,8 +104,9 @@ class RequestGuard:
                 "(tooluse serve --allowed-host NAME, ServiceConfig.allowed_hosts)",
             )
 
-    async def _checked_body(self, scope: Scope, receive: Receive) -> Receive:
-        """``receive`` replaying the body once it passed; refusals as :class:`_Refused`."""
+    async def _checked_body(self, scope: Scope, receive: Receive) -> tuple[bytes | None, Receive]:
+        """The body (``None``: the client left before it was whole) and ``receive``
+        replaying it, once it passed; refusals as :class:`_Refused`."""
         limit = self._max_body_bytes
         declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -94,7 +116,7 @@ class RequestGuard:
         while True:
             message = await receive()
             if message["type"] != "http.request":  # the client left: let the route see it
-                return _replaying([], message, receive)
+                return None, _replaying([], message, receive)
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
@@ -105,7 +127,7 @@ class RequestGuard:
         body = b"".join(chunks)
         if body and _is_json(_header(scope, b"content-type")):
             _check_json(body)
-        return _replaying(chunks, None, receive)
+        return body, _replaying([body], None, receive)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

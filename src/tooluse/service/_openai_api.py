@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import json
 import logging
 import time
 import uuid
@@ -20,20 +21,29 @@ from typing import Any, Literal, TypeVar
 import pydantic
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
-from fastapi.sse import format_sse_event
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Receive, Scope, Send
 
+from tooluse.calling import Caller
 from tooluse.messages import AssistantMessage, Message, UserMessage
 from tooluse.service._auth import RequestCaller, request_caller
 from tooluse.service._openapi import V1_COMPLETION, V1_ERRORS, with_statuses
 from tooluse.service._runs import complete_request, live_events
 from tooluse.service._service import QaService, run_context
-from tooluse.service._sse import JsonTextResponse, completion_events, sse, sse_response
+from tooluse.service._sse import (
+    JsonTextResponse,
+    completion_events,
+    json_text,
+    sse,
+    sse_response,
+)
 
 __all__ = [
     "OPENAI_MODEL_ID",
     "BadRequest",
     "OpenAIChatRequest",
+    "answer_completion_directly",
+    "chat_completion",
     "check_supported",
     "conversation",
     "is_openai_path",
@@ -46,6 +56,8 @@ __all__ = [
 logger = logging.getLogger("tooluse.service")
 
 _T = TypeVar("_T")
+
+COMPLETIONS_PATH = "/v1/chat/completions"
 
 OPENAI_MODEL_ID = "tooluse-qa"
 """The one model ``GET /v1/models`` lists, and the ``model`` every completion and chunk
@@ -178,11 +190,16 @@ def openai_error(
 
 def is_openai_path(request: Request) -> bool:
     """Whether ``request`` is for the OpenAI-compatible routes (``/v1/...``)."""
-    path: str = request.scope["path"]
-    root: str = request.scope.get("root_path", "")
+    path = _route_path(request.scope)
+    return path == "/v1" or path.startswith("/v1/")
+
+
+def _route_path(scope: Scope) -> str:
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
     if root and path.startswith(root):
         path = path[len(root) :]
-    return path == "/v1" or path.startswith("/v1/")
+    return path
 
 
 _JSON_VALUES = {
@@ -295,74 +312,120 @@ def openai_router(service: QaService) -> APIRouter:
             )
         return JsonTextResponse(listed)
 
-    @router.post("/v1/chat/completions", response_model=None, responses=V1_COMPLETION | V1_ERRORS)
+    @router.post(COMPLETIONS_PATH, response_model=None, responses=V1_COMPLETION | V1_ERRORS)
     async def completions(
         request: OpenAIChatRequest,
         http: Request,
         caller: RequestCaller,
     ) -> Response:
-        try:
-            check_supported(request)
-            question, history = conversation(request.messages)
-        except BadRequest as exc:
-            return openai_error(str(exc), param=exc.param)
-        completion_id = f"chatcmpl-{uuid.uuid4().hex}"
-        created = int(time.time())
-        headers: dict[str, str] = {}
-        if service.runs is not None:  # a durable run: the run asks the pipeline itself
-            run = complete_request(question, history, tool_context=run_context(caller))
-            named = await live_events(service, run)
-            headers["X-Run-Id"] = run["run_id"]
-        else:
-            events = service.pipeline.stream(
-                question, history=history, tool_context=run_context(caller)
-            )
-            named = completion_events(service, events, f"chat completion {completion_id}")
-        if request.stream:
-            include_usage = bool((request.stream_options or {}).get("include_usage"))
-            chunks = _chunks(named, completion_id, created, include_usage)
-            return sse_response(chunks, service.config.keepalive_seconds, headers=headers)
-        ran: list[str] = []  # the tools that ran before a failure
-        try:
-            answer, usage = await _unless_gone(http, _answer(named, ran))
-        except ClientGone:
-            what = "is cancelled" if service.runs is None else "goes on (a durable run)"
-            logger.info("chat completion %s: the client went away, the run %s", completion_id, what)
-            return openai_error("the client went away before the answer", 499, headers=headers)
-        except RunFailed as exc:
-            failure = exc.failure
-            if not ran:
-                return openai_error(
-                    failure["message"], failure["status"], type=failure["type"], headers=headers
-                )
-            # The SDKs retry a 500, and a retry is a new run that calls the tools again (an
-            # order placed twice): they obey x-should-retry.
-            return openai_error(
-                f"{failure['message']} (after the tools {', '.join(sorted(set(ran)))} ran; "
-                "not to be retried as is)",
-                failure["status"],
-                type=failure["type"],
-                headers={**headers, "x-should-retry": "false"},
-            )
-        return JsonTextResponse(
-            {
-                "id": completion_id,
-                "object": "chat.completion",
-                "created": created,
-                "model": OPENAI_MODEL_ID,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": answer},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": _usage(usage),
-            },
-            headers=headers,
-        )
+        return await chat_completion(service, request, http, caller)
 
     return router
+
+
+async def chat_completion(
+    service: QaService, request: OpenAIChatRequest, http: Request, caller: Caller
+) -> Response:
+    """The answer to ``POST /v1/chat/completions`` of ``caller``: a stream, a completion, or
+    an error in OpenAI's format."""
+    try:
+        check_supported(request)
+        question, history = conversation(request.messages)
+    except BadRequest as exc:
+        return openai_error(str(exc), param=exc.param)
+    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+    created = int(time.time())
+    headers: dict[str, str] = {}
+    if service.runs is not None:  # a durable run: the run asks the pipeline itself
+        run = complete_request(question, history, tool_context=run_context(caller))
+        named = await live_events(service, run)
+        headers["X-Run-Id"] = run["run_id"]
+    else:
+        events = service.pipeline.stream(
+            question, history=history, tool_context=run_context(caller)
+        )
+        named = completion_events(service, events, f"chat completion {completion_id}")
+    if request.stream:
+        include_usage = bool((request.stream_options or {}).get("include_usage"))
+        chunks = _chunks(named, completion_id, created, include_usage)
+        return sse_response(chunks, service.config.keepalive_seconds, headers=headers)
+    ran: list[str] = []  # the tools that ran before a failure
+    try:
+        answer, usage = await _unless_gone(http, _answer(named, ran))
+    except ClientGone:
+        what = "is cancelled" if service.runs is None else "goes on (a durable run)"
+        logger.info("chat completion %s: the client went away, the run %s", completion_id, what)
+        return openai_error("the client went away before the answer", 499, headers=headers)
+    except RunFailed as exc:
+        failure = exc.failure
+        if not ran:
+            return openai_error(
+                failure["message"], failure["status"], type=failure["type"], headers=headers
+            )
+        # The SDKs retry a 500, and a retry is a new run that calls the tools again (an
+        # order placed twice): they obey x-should-retry.
+        return openai_error(
+            f"{failure['message']} (after the tools {', '.join(sorted(set(ran)))} ran; "
+            "not to be retried as is)",
+            failure["status"],
+            type=failure["type"],
+            headers={**headers, "x-should-retry": "false"},
+        )
+    return JsonTextResponse(
+        {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": created,
+            "model": OPENAI_MODEL_ID,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": answer},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": _usage(usage),
+        },
+        headers=headers,
+    )
+
+
+async def answer_completion_directly(
+    service: QaService, scope: Scope, body: bytes, receive: Receive, send: Send
+) -> bool:
+    """Answer ``POST /v1/chat/completions`` without FastAPI's request handling (its route
+    matching, dependency solving and body parsing cost more per request than anything else
+    of the endpoint's own) when the request is one that handling would accept: a JSON body
+    that :class:`OpenAIChatRequest` takes. ``False`` for any other (and with dependency
+    overrides or FastAPI's telemetry on): it then goes FastAPI's way, which says what is
+    wrong with it exactly as before. ``body``: the request's whole body, already received."""
+    if (
+        scope["method"] != "POST"
+        or _route_path(scope) != COMPLETIONS_PATH
+        or scope.get("fastapi.telemetry") is not None
+        or scope["app"].dependency_overrides
+        or _media_type(scope) != "application/json"
+    ):
+        return False
+    try:
+        request = OpenAIChatRequest.model_validate(json.loads(body))
+    except ValueError:  # not JSON, or not a request (pydantic's ValidationError is one)
+        return False
+    http = Request(scope, receive)
+    try:
+        response = await chat_completion(service, request, http, await request_caller(http))
+    except StarletteHTTPException as exc:  # a wrong key: as the app's handler answers it
+        response = openai_http_error(http, exc)
+    await response(scope, receive, send)
+    return True
+
+
+def _media_type(scope: Scope) -> str | None:
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            media: str = value.decode("latin-1").partition(";")[0].strip().lower()
+            return media
+    return None
 
 
 class ClientGone(Exception):
@@ -433,6 +496,12 @@ async def _chunks(
             data["usage"] = None
         return sse(None, data)
 
+    # A text chunk is the same bytes but for its text: the JSON around it is written once
+    # per completion, and each delta encodes its text alone (json.dumps writes a string
+    # nested or not alike).
+    before, _, after = chunk({"content": ""}).partition(b'"content": ""')
+    before += b'"content": '
+
     yield chunk({"role": "assistant", "content": ""})
     usage: dict[str, Any] | None = None
     # Closed here when the client goes away, not whenever the garbage collector finds it:
@@ -441,7 +510,7 @@ async def _chunks(
     async with contextlib.aclosing(named):
         async for kind, data in named:
             if kind == "delta":
-                yield chunk({"content": data["text"]})
+                yield before + json_text(data["text"]).encode() + after
             elif kind == "approval_required":
                 yield chunk({"content": _approval_text(data)})
             elif kind == "done":
@@ -464,4 +533,7 @@ async def _chunks(
                 "usage": _usage(usage),
             },
         )
-    yield format_sse_event(data_str="[DONE]")
+    yield _DONE
+
+
+_DONE = b"data: [DONE]\n\n"  # OpenAI's end of a stream, not JSON

@@ -8,6 +8,7 @@ import functools
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
 from starlette.responses import JSONResponse, StreamingResponse
@@ -209,7 +210,8 @@ def json_text(data: Any) -> str:
     """``data`` as JSON text that encodes to UTF-8: non-ASCII characters as they are, unless
     the data holds a lone surrogate (a model's broken ``"\\ud83d"`` escape, decoded; a tool
     reading undecodable bytes), which only a ``\\u`` escape can carry."""
-    text = json.dumps(data, ensure_ascii=False)
+    # A string (a delta's text) as json.dumps writes one, without its encoder's set-up.
+    text = encode_basestring(data) if type(data) is str else json.dumps(data, ensure_ascii=False)
     if not text.isascii() and _has_surrogate(text):
         return json.dumps(data)
     return text
