@@ -107,6 +107,15 @@ def test_save_all_replaces_and_find_returns_a_copy(repository: ChatMemoryReposit
     assert repository.find_by_conversation_id("c") == RICH_CONVERSATION[:2]
 
 
+def test_a_conversation_of_more_rows_than_one_statement_takes_round_trips(
+    repository: ChatMemoryRepository,
+) -> None:
+    # PostgreSQL inserts at most 1,000 rows per statement.
+    messages = [UserMessage(text=f"q{n}") for n in range(2500)]
+    repository.save_all("c1", messages)
+    assert repository.find_by_conversation_id("c1") == messages
+
+
 def test_tool_calls_and_results_round_trip_intact(repository: ChatMemoryRepository) -> None:
     repository.save_all("c", RICH_CONVERSATION)
     assert repository.find_by_conversation_id("c") == RICH_CONVERSATION
