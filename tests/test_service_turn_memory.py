@@ -131,14 +131,18 @@ async def test_a_turn_that_holds_its_writes_stores_them_with_its_records_in_one_
     assert store.write_threads[0] != threading.get_ident()
 
 
-async def test_a_held_write_is_stored_before_a_read_and_when_the_turn_ends() -> None:
+async def test_a_held_write_is_stored_by_its_turn_only_when_the_turn_ends() -> None:
     store = ThreadRecordingMemory()
     memory = TurnMemory(store)
     async with memory.turn("c1", holds_writes=True):
         await memory.aadd("c1", UserMessage(text="q1"))
-        assert texts(await memory.aget("c1")) == ["q1"]  # stored first, then read
+        # A read meanwhile (the page's) reads the store as it is: the turn is not answered.
+        assert await memory.aget("c1") == []
         await memory.aadd("c1", AssistantMessage(text="a1"))
+        assert store.write_threads == []
     assert texts(store.get("c1")) == ["q1", "a1"]
+    # Both writes, in their order, in one hop to a thread.
+    assert len(store.write_threads) == 2 and len(set(store.write_threads)) == 1
     with pytest.raises(RuntimeError, match="the run failed"):
         async with memory.turn("c1", holds_writes=True):
             await memory.aadd("c1", [UserMessage(text="q2"), AssistantMessage(text="a2")])

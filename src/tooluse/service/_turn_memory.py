@@ -41,8 +41,10 @@ class TurnMemory:
     A turn that holds its writes (``turn(..., holds_writes=True)``) keeps them until
     :meth:`store_held`, which stores them and the turn's other records in one hop (the
     service calls it before it tells the client that the turn is answered), or until the
-    turn ends, whichever comes first; a read or a clear of the conversation meanwhile
-    stores them first. A held write that fails raises from there."""
+    turn ends, whichever comes first; a held write that fails raises from there, to the
+    turn. Only the turn stores them: a read or a clear meanwhile (the page's, or the
+    turn's own) reads or clears the store as it is, without them (the turn's stages read
+    the conversation before they write it)."""
 
     __slots__ = ("_held", "_memory")
 
@@ -115,10 +117,6 @@ class TurnMemory:
         unstored, held.unstored = held.unstored, []
         return unstored
 
-    def _store_unstored(self, conversation_id: str) -> None:
-        for messages in self._take_unstored(self._held.get(conversation_id)):
-            self._memory.add(conversation_id, messages)
-
     def _written(self, conversation_id: str) -> None:
         held = self._held.get(conversation_id)
         if held is not None:
@@ -127,16 +125,13 @@ class TurnMemory:
 
     def add(self, conversation_id: str, messages: Message | Sequence[Message]) -> None:
         self._written(conversation_id)
-        self._store_unstored(conversation_id)
         self._memory.add(conversation_id, messages)
 
     def get(self, conversation_id: str) -> list[Message]:
-        self._store_unstored(conversation_id)
         return self._memory.get(conversation_id)
 
     def clear(self, conversation_id: str) -> None:
         self._written(conversation_id)
-        self._store_unstored(conversation_id)
         self._memory.clear(conversation_id)
 
     async def aadd(self, conversation_id: str, messages: Message | Sequence[Message]) -> None:
@@ -153,8 +148,6 @@ class TurnMemory:
 
     async def aget(self, conversation_id: str) -> list[Message]:
         held = self._held.get(conversation_id)
-        if held is not None and held.unstored:
-            await self.store_held(conversation_id)
         if held is not None and held.messages is not None:
             return list(held.messages)
         writes = None if held is None else held.writes
@@ -164,9 +157,6 @@ class TurnMemory:
         return messages
 
     async def aclear(self, conversation_id: str) -> None:
-        held = self._held.get(conversation_id)
-        if held is not None and held.unstored:
-            await self.store_held(conversation_id)
         self._written(conversation_id)
         try:
             await self._memory.aclear(conversation_id)
