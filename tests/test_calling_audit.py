@@ -132,6 +132,24 @@ async def test_the_log_is_bounded(open_log: OpenLog, tmp_path: Path) -> None:
         SqliteAuditLog(tmp_path / "b.db", max_records=0)
 
 
+async def test_a_round_of_more_records_than_one_statement_takes_is_recorded_whole(
+    open_log: OpenLog,
+) -> None:
+    # 120 records: three statements of at most 50 (SQLite before 3.32 takes 999 values).
+    now = time.time()
+    records = [
+        AuditRecord(
+            at=now + n, tool=f"t{n}", call_id=f"c{n}", arguments="{}", outcome="ran",
+            result=str(n), is_error=n % 2 == 1, latency_ms=float(n), approval="not needed",
+            approved_by=None, user="ann", tenant=None, conversation="c1", roles=("support",),
+        )
+        for n in range(120)
+    ]  # fmt: skip
+    log = open_log()
+    await log.record(records)
+    assert log.query() == records
+
+
 async def test_text_neither_engine_stores_is_kept_as_escapes(open_log: OpenLog) -> None:
     """A model's arguments may hold a NUL (PostgreSQL's text has none) or a lone surrogate
     (not UTF-8): recorded as escapes, the call is still audited."""

@@ -23,6 +23,7 @@ from _memory_helpers import (
     user,
     write_messages,
 )
+from _servers import run_sql
 from tooluse.memory import (
     ChatMemoryRepository,
     InMemoryChatMemoryRepository,
@@ -105,6 +106,15 @@ def test_save_all_replaces_and_find_returns_a_copy(repository: ChatMemoryReposit
     assert found == RICH_CONVERSATION[:2]
     found.append(user("not stored"))
     assert repository.find_by_conversation_id("c") == RICH_CONVERSATION[:2]
+
+
+def test_a_conversation_of_more_rows_than_one_statement_takes_round_trips(
+    repository: ChatMemoryRepository,
+) -> None:
+    # PostgreSQL inserts at most 1,000 rows per statement.
+    messages = [UserMessage(text=f"q{n}") for n in range(2500)]
+    repository.save_all("c1", messages)
+    assert repository.find_by_conversation_id("c1") == messages
 
 
 def test_tool_calls_and_results_round_trip_intact(repository: ChatMemoryRepository) -> None:
@@ -217,17 +227,21 @@ def test_a_window_memory_over_sqlite_keeps_the_same_turns_as_in_memory(tmp_path:
             assert _positions(path)[-1][0] == added - 1
 
 
-def _positions(path: Path) -> list[tuple[int, str]]:
-    with sqlite3.connect(path) as connection:
-        rows = connection.execute(
-            "SELECT position, message FROM chat_memory_message ORDER BY position"
-        ).fetchall()
-    return [(position, message) for position, message in rows]
+def _positions(location: str | Path) -> list[tuple[int, Any]]:
+    """The rows of a SQLite file or a PostgreSQL database: position, message."""
+    statement = "SELECT position, message FROM chat_memory_message ORDER BY position"
+    return [(position, message) for position, message in run_sql(str(location), statement)]
 
 
-def test_sqlite_writes_an_appending_update_as_the_new_rows_only(tmp_path: Path) -> None:
-    path = tmp_path / "memory.db"
-    with SqliteChatMemoryRepository(path) as repository:
+def _opened(location: str) -> SqliteChatMemoryRepository | PostgresChatMemoryRepository:
+    if location.startswith("postgresql://"):
+        return PostgresChatMemoryRepository(location)
+    return SqliteChatMemoryRepository(location)
+
+
+def test_an_appending_update_writes_the_new_rows_only(store_location: str) -> None:
+    path = store_location
+    with _opened(store_location) as repository:
         repository.save_all("c", [user("one"), answer("two"), user("three")])
         before = _positions(path)
         repository.update("c", lambda stored: [*stored[1:], answer("four")])
@@ -245,12 +259,12 @@ def test_sqlite_writes_an_appending_update_as_the_new_rows_only(tmp_path: Path) 
         ]
 
 
-def test_sqlite_numbers_the_rows_again_before_the_largest_position(tmp_path: Path) -> None:
-    path = tmp_path / "memory.db"
-    with SqliteChatMemoryRepository(path) as repository:
+def test_the_rows_are_numbered_again_before_the_largest_position(store_location: str) -> None:
+    path = store_location
+    with _opened(store_location) as repository:
         repository.save_all("c", [user("one")])
-        with sqlite3.connect(path) as connection:  # as if 2**31 - 1 messages came before
-            connection.execute("UPDATE chat_memory_message SET position = ?", (2**31 - 1,))
+        # as if 2**31 - 1 messages came before
+        run_sql(path, "UPDATE chat_memory_message SET position = ?", (2**31 - 1,))
         repository.update("c", lambda stored: [*stored, answer("two")])
         assert [position for position, _ in _positions(path)] == [0, 1]
         assert repository.find_by_conversation_id("c") == [user("one"), answer("two")]

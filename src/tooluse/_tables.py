@@ -99,6 +99,11 @@ class Tables(abc.ABC):
     def read(self) -> contextlib.AbstractContextManager[Runner]:
         """Statements that only read."""
 
+    def write_one(self) -> contextlib.AbstractContextManager[Runner]:
+        """One statement that writes, committed on its own: a transaction of one statement
+        without its ``BEGIN`` and ``COMMIT`` (on PostgreSQL a round trip each)."""
+        return self.read()  # both engines' read() runs each statement on its own
+
     @abc.abstractmethod
     def close(self) -> None: ...
 

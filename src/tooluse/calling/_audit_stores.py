@@ -69,6 +69,9 @@ _SCHEMA = Schema(
         (_ADD_ROLES,),
     ),
 )
+_ROW_VALUES: Final = f"({', '.join('?' for _ in _FIELDS)})"
+# Records per INSERT: 14 values each, below the 999 parameters of SQLite before 3.32.
+_INSERTED_AT_ONCE: Final = 50
 # Deleting past the bounds is a scan: done at most this often as records are added.
 _TIDY_EVERY: Final = 60.0
 
@@ -140,12 +143,20 @@ class _TableAuditLog:
             for record in records
         ]
         now = self._clock()
-        with self._tables.write() as connection:
-            connection.executemany(
-                f"INSERT INTO tool_audit ({_COLUMNS}) VALUES ({', '.join('?' for _ in _FIELDS)})",
-                rows,
-            )
-            if now - self._tidied_at >= _TIDY_EVERY:
+        tidy = now - self._tidied_at >= _TIDY_EVERY
+        # A round's records in one statement (on PostgreSQL executemany is a pipeline, which
+        # costs more than the statement for a few rows), which commits on its own unless
+        # there is more to do.
+        alone = not tidy and len(rows) <= _INSERTED_AT_ONCE
+        with self._tables.write_one() if alone else self._tables.write() as connection:
+            for first in range(0, len(rows), _INSERTED_AT_ONCE):
+                chunk = rows[first : first + _INSERTED_AT_ONCE]
+                connection.execute(
+                    f"INSERT INTO tool_audit ({_COLUMNS}) VALUES "
+                    + ", ".join([_ROW_VALUES] * len(chunk)),
+                    [value for row in chunk for value in row],
+                )
+            if tidy:
                 self._tidied_at = now
                 connection.execute("DELETE FROM tool_audit WHERE at < ?", (now - self.retention,))
                 connection.execute(

@@ -224,19 +224,24 @@ def merge_history(remembered: Sequence[Message], prompt: Sequence[Message]) -> l
     """
     prompt_system: list[Message] = [m for m in prompt if isinstance(m, SystemMessage)]
     prompt_rest: list[Message] = [m for m in prompt if not isinstance(m, SystemMessage)]
-    memory_system: list[Message] = [m for m in remembered if isinstance(m, SystemMessage)]
     resumed_turns = {paused_turn_of(m) for m in prompt_rest} - {None}
-    memory_rest: list[Message] = [
-        m
-        for m in remembered
-        if not isinstance(m, SystemMessage) and paused_turn_of(m) not in resumed_turns
-    ]
+    # One pass over the memory (a window of 20 or more, read by every stage of every turn).
+    memory_system: list[Message] = []
+    memory_rest: list[Message] = []
+    for message in remembered:
+        if isinstance(message, SystemMessage):
+            memory_system.append(message)
+        elif not resumed_turns or paused_turn_of(message) not in resumed_turns:
+            memory_rest.append(message)
     if memory_rest and any(completes_held_round(memory_rest[-1], m) for m in prompt_rest):
         memory_rest.pop()  # a resumed run: the prompt holds the paused round completed
     # Questions compare as asked: memory stores them so, the prompt may hold them rewritten.
+    # Of the memory, only what the prompt could hold is compared: all of it when the prompt
+    # is as long (it may contain the memory), else its tail as long as the prompt.
     prompt_asked = [as_asked(m) for m in prompt_rest]
-    memory_asked = [as_asked(m) for m in memory_rest]
-    if _contains_run(prompt_asked, memory_asked):
+    compared = memory_rest[max(0, len(memory_rest) - len(prompt_asked)) :]
+    memory_asked = [as_asked(m) for m in compared]
+    if len(compared) == len(memory_rest) and _contains_run(prompt_asked, memory_asked):
         history: list[Message] = []
     else:
         history = memory_rest[: len(memory_rest) - _overlap(memory_asked, prompt_asked)]

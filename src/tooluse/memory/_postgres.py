@@ -82,7 +82,9 @@ class PostgresChatMemoryRepository:
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         validate_conversation_id(conversation_id)
-        with self._database.transaction() as connection:
+        # One statement reads one snapshot: no transaction needed (BEGIN and COMMIT are a
+        # round trip each).
+        with self._database.connection() as connection:
             return _load(connection, conversation_id)[1]
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
@@ -109,7 +111,12 @@ class PostgresChatMemoryRepository:
             positions, stored = _load(connection, conversation_id)
             updated = change(stored)
             below, rows = changed_rows(conversation_id, positions, stored, updated)
-            if below is not None:
+            if below is not None and rows and rows[0][1] >= below:
+                # The window moved on: the rows below go in the statement that adds the new
+                # ones after them (a round trip fewer).
+                _insert(connection, rows, dropping=(conversation_id, below))
+                return updated
+            if below is not None:  # the rows numbered again from 0 go first
                 connection.execute(
                     "DELETE FROM chat_memory_message WHERE conversation_id = %s AND position < %s",
                     (conversation_id, below),
@@ -142,13 +149,34 @@ def _replace(
     _insert(connection, rows)
 
 
-def _insert(connection: psycopg.Connection[Any], rows: list[MessageRow]) -> None:
-    with connection.cursor() as cursor:
-        cursor.executemany(
-            "INSERT INTO chat_memory_message (conversation_id, position, role, message) "
-            "VALUES (%s, %s, %s, %s::jsonb)",
-            [(*row[:3], _jsonb(row[3])) for row in rows],
+def _insert(
+    connection: psycopg.Connection[Any],
+    rows: list[MessageRow],
+    dropping: tuple[str, int] | None = None,
+) -> None:
+    """Insert ``rows``; with ``dropping`` (a conversation and a position below the rows'),
+    delete that conversation's rows below it in the same statement."""
+    # One statement per _INSERTED_AT_ONCE rows: psycopg's executemany runs a pipeline, which
+    # costs more than the statement for the turn's few rows.
+    for first in range(0, len(rows), _INSERTED_AT_ONCE):
+        chunk = rows[first : first + _INSERTED_AT_ONCE]
+        head, parameters = "", []
+        if dropping is not None and first == 0:
+            head = (
+                "WITH dropped AS (DELETE FROM chat_memory_message "
+                "WHERE conversation_id = %s AND position < %s) "
+            )
+            parameters = list(dropping)
+        connection.execute(
+            head
+            + "INSERT INTO chat_memory_message (conversation_id, position, role, message) VALUES "
+            + ", ".join(["(%s, %s, %s, %s::jsonb)"] * len(chunk)),
+            parameters + [value for row in chunk for value in (*row[:3], _jsonb(row[3]))],
         )
+
+
+# Rows per INSERT: 4 parameters each, well below PostgreSQL's 65,535 per statement.
+_INSERTED_AT_ONCE = 1000
 
 
 def _message(stored: object) -> Message:

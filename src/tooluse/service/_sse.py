@@ -270,49 +270,72 @@ async def qa_events(
     A turn that memory keeps (it reached ``done``, or it paused: ``paused_turn``, the id of
     the paused turn a resumed run continues, or its pause's) leaves its display events in
     ``service.turn_displays`` for a reloaded page (:class:`TurnDisplay`). In a durable run,
-    each of these writes is a step of the run (:meth:`QaService.recorded`). The events of a
-    run in a conversation, but the deltas, go to its watchers on every worker too
+    each of these writes is a step of the run (:meth:`QaService.recorded`). Otherwise a new
+    question's turn holds its memory write (:class:`~tooluse.service._turn_memory.TurnMemory`)
+    until its ``done``, and stores it with its display record in one hop to a thread before
+    it sends ``done``: a write that fails ends the turn with an ``error`` event instead, as
+    when it was made, and no display record is stored. The events of a run in a
+    conversation, but the deltas, go to its watchers on every worker too
     (:class:`~tooluse.service._conversation_events.ConversationEvents`)."""
     error: str | None = "interrupted: the client went away before the run ended"
     display = TurnDisplay()
+    # The conversation of a new question's turn, which holds its memory write for its done
+    # (a resumed run writes as it goes: a stopped one records what ran; a durable run's
+    # writes are its steps).
+    holding = conversation_id if paused_turn is None and service.runs is None else None
+    display_stored = False  # with the turn's memory write, at its done
     try:
-        async with service.turns.turn(conversation_id):
-            with service.turn_memory.turn(conversation_id):
-                async with contextlib.aclosing(events):
-                    if on_start is not None:
-                        await service.recorded("turn.start", on_start)
-                    try:
-                        async for event in events:
-                            display.add(event)
-                            data = event.to_dict()
-                            if isinstance(event, ApprovalRequiredEvent):
-                                paused_turn = event.pause.turn_id
-                                approval_id, expires_at = await service.recorded(
-                                    "approval.save", functools.partial(_save_pause, service, event)
-                                )
-                                data["approval_id"] = approval_id
-                                data["expires_at"] = expires_at
-                                data["conversation_id"] = conversation_id
-                            elif isinstance(event, DoneEvent):
-                                data["conversation_id"] = conversation_id
-                            if conversation_id is not None and not isinstance(event, DeltaEvent):
-                                await service.events.publish(conversation_id, event.kind, data)
-                            yield event.kind, data
-                    finally:  # within the turn: the records keep the order of the turns
-                        if conversation_id is not None and (
-                            paused_turn is not None or display.answered
-                        ):
-                            await service.recorded(
-                                "display.save",
-                                functools.partial(
-                                    _save_display,
-                                    service,
-                                    conversation_id,
-                                    question,
-                                    paused_turn,
-                                    display,
+        async with (
+            service.turns.turn(conversation_id),
+            service.turn_memory.turn(conversation_id, holds_writes=holding is not None),
+            contextlib.aclosing(events),
+        ):
+            if on_start is not None:
+                await service.recorded("turn.start", on_start)
+            try:
+                async for event in events:
+                    display.add(event)
+                    data = event.to_dict()
+                    if isinstance(event, ApprovalRequiredEvent):
+                        if holding is not None:  # the pause's record, then the pause
+                            await service.turn_memory.store_held(holding)
+                        paused_turn = event.pause.turn_id
+                        approval_id, expires_at = await service.recorded(
+                            "approval.save", functools.partial(_save_pause, service, event)
+                        )
+                        data["approval_id"] = approval_id
+                        data["expires_at"] = expires_at
+                        data["conversation_id"] = conversation_id
+                    elif isinstance(event, DoneEvent):
+                        data["conversation_id"] = conversation_id
+                        if holding is not None:
+                            display_stored = True  # also if the memory write fails
+                            await service.turn_memory.store_held(
+                                holding,
+                                then=functools.partial(
+                                    _store_display, service, holding, question, None, display
                                 ),
                             )
+                    if conversation_id is not None and not isinstance(event, DeltaEvent):
+                        await service.events.publish(conversation_id, event.kind, data)
+                    yield event.kind, data
+            finally:  # within the turn: the records keep the order of the turns
+                if (
+                    conversation_id is not None
+                    and not display_stored
+                    and (paused_turn is not None or display.answered)
+                ):
+                    await service.recorded(
+                        "display.save",
+                        functools.partial(
+                            _save_display,
+                            service,
+                            conversation_id,
+                            question,
+                            paused_turn,
+                            display,
+                        ),
+                    )
         error = None
     except Exception as exc:
         log_failure(f"chat {conversation_id}", exc)
@@ -361,11 +384,23 @@ async def _save_display(
     paused_turn: str | None,
     display: TurnDisplay,
 ) -> None:
-    if not display.events and not display.omitted:
+    if not display.empty:
+        await asyncio.to_thread(
+            _store_display, service, conversation_id, question, paused_turn, display
+        )
+
+
+def _store_display(
+    service: QaService,
+    conversation_id: str,
+    question: str,
+    paused_turn: str | None,
+    display: TurnDisplay,
+) -> None:
+    """Store the turn's display record (in a thread); a failure is logged."""
+    if display.empty:
         return
     try:
-        await asyncio.to_thread(
-            service.turn_displays.save, conversation_id, question, paused_turn, display
-        )
+        service.turn_displays.save(conversation_id, question, paused_turn, display)
     except Exception:  # the turn ran and its answer is in memory: only its trace is lost
         logger.exception("Could not store the tool trace of a turn of chat %s", conversation_id)

@@ -71,6 +71,11 @@ MAX_SHOWN_RESULT_CHARS: Final = 4000
 reloaded page shows). Its images are kept whole: the executor's ``max_image_bytes`` bounds
 them."""
 
+_INSERT = (
+    "INSERT INTO qa_turn_display (conversation_id, turn_id, question, updated_at, events) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+
 # A store that stays open deletes the records past their retention at most this often (as
 # records are saved, the only thing that adds rows): a scan of the table, not one per turn.
 _TIDY_EVERY = 3600.0
@@ -89,6 +94,11 @@ class TurnDisplay:
         self.tool_events = 0
         self.omitted = 0
         self.answered = False  # the stream reached done: memory holds the turn
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to store."""
+        return not self.events and not self.omitted
 
     def add(self, event: QaEvent) -> None:
         if isinstance(event, ToolCallEvent | ToolResultEvent):
@@ -168,22 +178,32 @@ class TurnDisplayStore:
             # Shown as a tool result of its own, so that the page says what is missing.
             events = [*events, _omitted_note(display.omitted)]
         now = time.time()
+        if turn_id is None:  # a turn that never paused: its one record, in one statement
+            with self._tables.write_one() as connection:
+                connection.execute(
+                    _INSERT, (conversation_id, None, question, now, json.dumps(events))
+                )
+        else:
+            self._save_paused(conversation_id, question, turn_id, events, now)
+        if time.monotonic() >= self._next_tidy:
+            self._tidy()
+
+    def _save_paused(
+        self,
+        conversation_id: str,
+        question: str,
+        turn_id: str,
+        events: list[dict[str, Any]],
+        now: float,
+    ) -> None:
         with self._tables.write() as connection:
-            row = (
-                None
-                if turn_id is None
-                else connection.execute(
-                    "SELECT seq, events FROM qa_turn_display WHERE turn_id = ?"
-                    + self._tables.row_lock,
-                    (turn_id,),
-                ).fetchone()
-            )
+            row = connection.execute(
+                "SELECT seq, events FROM qa_turn_display WHERE turn_id = ?" + self._tables.row_lock,
+                (turn_id,),
+            ).fetchone()
             if row is None:
                 connection.execute(
-                    "INSERT INTO qa_turn_display "
-                    "(conversation_id, turn_id, question, updated_at, events) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (conversation_id, turn_id, question, now, json.dumps(events)),
+                    _INSERT, (conversation_id, turn_id, question, now, json.dumps(events))
                 )
             else:
                 seq, stored = row
@@ -191,8 +211,6 @@ class TurnDisplayStore:
                     "UPDATE qa_turn_display SET events = ?, updated_at = ? WHERE seq = ?",
                     (json.dumps([*json.loads(stored), *events]), now, seq),
                 )
-        if time.monotonic() >= self._next_tidy:
-            self._tidy()
 
     def recent(self, conversation_id: str, limit: int) -> list[StoredTurnDisplay]:
         """The conversation's last ``limit`` records, oldest first."""

@@ -1,10 +1,11 @@
 """``TurnMemory``: a conversation's memory read once per turn of the service, not once per
-stage."""
+stage, and its writes stored with the turn's other records in one hop to a thread."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from tooluse.memory import ChatMemory
 from tooluse.messages import Message
@@ -14,13 +15,16 @@ __all__ = ["TurnMemory"]
 
 class _Held:
     """A running turn's view of its conversation: the messages last read (``None``: read
-    them), and a count of the writes, so that a read that a write overtook is not kept."""
+    them), a count of the writes, so that a read that a write overtook is not kept, and,
+    for a turn that holds its writes, those not stored yet."""
 
-    __slots__ = ("messages", "writes")
+    __slots__ = ("holds_writes", "messages", "unstored", "writes")
 
-    def __init__(self) -> None:
+    def __init__(self, holds_writes: bool) -> None:
         self.messages: tuple[Message, ...] | None = None
         self.writes = 0
+        self.holds_writes = holds_writes
+        self.unstored: list[Message | Sequence[Message]] = []
 
 
 class TurnMemory:
@@ -32,7 +36,15 @@ class TurnMemory:
     :class:`~tooluse.service._turns.ConversationTurns`, so no other turn of it writes
     meanwhile) the messages read are kept and given to later reads; every write goes to the
     store and drops them (the next read reads again). Outside a turn every call goes to the
-    store. Callers get a list of their own."""
+    store. Callers get a list of their own.
+
+    A turn that holds its writes (``turn(..., holds_writes=True)``) keeps them until
+    :meth:`store_held`, which stores them and the turn's other records in one hop (the
+    service calls it before it tells the client that the turn is answered), or until the
+    turn ends, whichever comes first; a held write that fails raises from there, to the
+    turn. Only the turn stores them: a read or a clear meanwhile (the page's, or the
+    turn's own) reads or clears the store as it is, without them (the turn's stages read
+    the conversation before they write it)."""
 
     __slots__ = ("_held", "_memory")
 
@@ -45,18 +57,51 @@ class TurnMemory:
         """The memory read and written."""
         return self._memory
 
-    @contextlib.contextmanager
-    def turn(self, conversation_id: str | None) -> Iterator[None]:
-        """Reads of ``conversation_id`` in this block (one turn of it) read the store once.
+    @contextlib.asynccontextmanager
+    async def turn(
+        self, conversation_id: str | None, *, holds_writes: bool = False
+    ) -> AsyncIterator[None]:
+        """Reads of ``conversation_id`` in this block (one turn of it) read the store once;
+        with ``holds_writes``, its writes wait for :meth:`store_held` or the block's end.
         ``None`` (a run given its history) holds nothing."""
         if conversation_id is None:
             yield
             return
-        self._held[conversation_id] = _Held()
+        held = _Held(holds_writes)
+        self._held[conversation_id] = held
         try:
             yield
         finally:
-            del self._held[conversation_id]
+            try:
+                if held.unstored:  # e.g. the client left between the write and the answer
+                    await self.store_held(conversation_id)
+            finally:
+                del self._held[conversation_id]
+
+    async def store_held(
+        self, conversation_id: str, then: Callable[[], None] | None = None
+    ) -> None:
+        """Store the writes the turn of ``conversation_id`` holds, in the order they were
+        made, then call ``then()`` (the turn's other records), in one hop to a thread.
+        ``then`` is not called when a write fails."""
+        held = self._held.get(conversation_id)
+        unstored = self._take_unstored(held)
+
+        def store() -> None:
+            for messages in unstored:
+                self._memory.add(conversation_id, messages)
+            if then is not None:
+                then()
+
+        if not unstored:
+            if then is not None:
+                await asyncio.to_thread(then)
+            return
+        self._written(conversation_id)
+        try:
+            await asyncio.to_thread(store)
+        finally:  # a read that started while it wrote may hold the messages before it
+            self._written(conversation_id)
 
     def remember_read(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """``messages``, read from ``memory`` in this turn (on the loop, once the read
@@ -64,6 +109,13 @@ class TurnMemory:
         held = self._held.get(conversation_id)
         if held is not None:
             held.messages = tuple(messages)
+
+    @staticmethod
+    def _take_unstored(held: _Held | None) -> list[Message | Sequence[Message]]:
+        if held is None or not held.unstored:
+            return []
+        unstored, held.unstored = held.unstored, []
+        return unstored
 
     def _written(self, conversation_id: str) -> None:
         held = self._held.get(conversation_id)
@@ -83,6 +135,11 @@ class TurnMemory:
         self._memory.clear(conversation_id)
 
     async def aadd(self, conversation_id: str, messages: Message | Sequence[Message]) -> None:
+        held = self._held.get(conversation_id)
+        if held is not None and held.holds_writes:
+            held.messages = None
+            held.unstored.append(messages)
+            return
         self._written(conversation_id)
         try:
             await self._memory.aadd(conversation_id, messages)
