@@ -10,13 +10,15 @@
     .venv/bin/python benchmarks/bench_service.py --workers 1 2 --durable-runs     # DBOS runs
     .venv/bin/python benchmarks/bench_service.py --workers 1 --durable-runs --idle 20  # at rest
     .venv/bin/python benchmarks/bench_service.py --server granian uvicorn --loop asyncio  # HTTP
+    .venv/bin/python benchmarks/bench_service.py --loop uvloop asyncio  # the event loops
 
 ``--compare SRC`` starts a second server on another source tree (``SRC`` first on its
 ``PYTHONPATH``) and drives both in one run, alternately (the order turns each round), and
 prints each cell's median over ``--rounds`` with the ratio of this tree to the other: on a
 machine whose load changes, only figures taken side by side compare. ``--server granian
 uvicorn`` does the same for two HTTP servers under the same app (granian: ``pip install
-granian``), each on ``--loop`` (default: uvloop when it is installed, as both pick).
+granian``), each on ``--loop`` (default: uvloop when it is installed, as both pick), and
+``--loop uvloop asyncio`` for two event loops under one server.
 
 ``--workers 1 2 4`` runs the same clients against ``tooluse serve --workers N`` for each N
 (uvicorn's processes sharing the port, the same fake model in each), their state in
@@ -659,9 +661,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--loop",
+        nargs="+",
         choices=["auto", "asyncio", "uvloop"],
-        default="auto",
-        help="the servers' event loop (default: auto, uvloop when it is installed)",
+        default=["auto"],
+        help="the servers' event loop; two: both side by side, the first's CPU and throughput "
+        "as ratios to the second's (default: auto, uvloop when it is installed)",
     )
     parser.add_argument("--rounds", type=int, default=1, help="runs of every cell; medians")
     parser.add_argument(
@@ -688,22 +692,27 @@ def main() -> None:
         parser.error("--durable-runs needs --workers (it runs on PostgreSQL)")
     if args.profile and args.workers and args.workers != [1]:
         parser.error("--profile profiles one process: --workers 1 at most")
-    if (args.compare or len(args.server) > 1) and (args.database_url or args.redis_url):
+    comparisons = [bool(args.compare), len(args.server) > 1, len(args.loop) > 1]
+    if any(comparisons) and (args.database_url or args.redis_url):
         parser.error("side by side, each server has its own state: no --database-url, --redis-url")
-    if args.compare and len(args.server) > 1:
-        parser.error("one comparison at a time: --compare or two --server")
+    if sum(comparisons) > 1:
+        parser.error("one comparison at a time: --compare, two --server or two --loop")
     if args.profile and args.server != ["uvicorn"]:
         parser.error("--profile profiles uvicorn's one process (granian's are its workers)")
     if "granian" in args.server and importlib.util.find_spec("granian") is None:
         parser.error("--server granian needs granian: pip install granian")
+    if "uvloop" in args.loop and importlib.util.find_spec("uvloop") is None:
+        parser.error("--loop uvloop needs uvloop: pip install uvloop")
     on_postgres = args.workers is not None
     args.workers = args.workers or [1]
-    # (label, source tree, server) of each server run side by side
-    trees: list[tuple[str, str | None, str]] = [("this", None, args.server[0])]
+    # (label, source tree, server, event loop) of each server run side by side
+    trees: list[tuple[str, str | None, str, str]] = [("this", None, args.server[0], args.loop[0])]
     if args.compare:
-        trees.append((args.compare, args.compare, args.server[0]))
+        trees.append((args.compare, args.compare, args.server[0], args.loop[0]))
     elif len(args.server) > 1:
-        trees = [(server, None, server) for server in args.server]
+        trees = [(server, None, server, args.loop[0]) for server in args.server]
+    elif len(args.loop) > 1:
+        trees = [(loop, None, args.server[0], loop) for loop in args.loop]
     print(
         f"model latency {args.latency * 1000:.0f} ms per call; {os.cpu_count()} CPUs; "
         f"auth: {args.auth}; durable runs: {'on' if args.durable_runs else 'off'}; "
@@ -719,7 +728,7 @@ def main() -> None:
         for workers in args.workers:
             servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
             try:
-                for number, (label, source, server) in enumerate(trees):
+                for number, (label, source, server, loop) in enumerate(trees):
                     port = _free_port()
                     settings = {
                         "db": str(Path(directory) / f"bench{number}.db"),
@@ -729,7 +738,7 @@ def main() -> None:
                         "users": max(args.clients),  # a key per client up to the most clients
                         "workers": workers,
                         "server": server,
-                        "loop": args.loop,
+                        "loop": loop,
                         "shared": shared[number],
                         "profile": (
                             f"{args.profile}.{number}" if args.profile and number else args.profile

@@ -4,10 +4,10 @@ skip is treated under ``CI=true``.
 Skips under CI. ``.ci/run`` installs everything the suite needs (Redis,
 Chromium, the Python packages), so under ``CI=true`` a test that skips, for a missing browser,
 server or package, FAILS: a green CI then says every test ran. A skip that is fine on any
-machine (an optional extra such as uvloop, a test for another operating system) is declared
-on the test, its class or its module's ``pytestmark``, with why it may skip::
+machine (a test for another operating system: POSIX signals, ``/proc``) is declared on the
+test, its class or its module's ``pytestmark``, with why it may skip::
 
-    @pytest.mark.optional_skip("uvloop is an optional speed-up of uvicorn, not a dependency")
+    @pytest.mark.optional_skip("Windows has no POSIX signals")
 
 Declared skips stay skips; the run's closing output lists them ("declared optional skips")
 before the closing line, whose "N skipped" counts them. Without ``CI=true`` an undeclared skip
