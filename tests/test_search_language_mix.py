@@ -320,6 +320,28 @@ def test_a_split_tasks_requests_are_embedded_in_one_call() -> None:
     )
 
 
+class FailingBatchModel(BatchingModel):
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        raise RuntimeError("rate limited")
+
+
+def test_a_split_task_whose_texts_fail_to_embed_ranks_with_bm25(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The Chinese tool shares words with the task: BM25 finds it, the English ones not.
+    query = "帮我查一下天气预报，然后发送邮件给老板"
+    tools = [*TASK_TOOLS, ToolReference("query_weather", None, "查询天气预报")]
+    model = FailingBatchModel(ALIASES)
+    index = HybridToolIndex(model, background_embedding=False)
+    index.index_tools("s", tools)
+    found = index.search(ToolSearchRequest("s", query, max_results=3)).tool_names
+    assert found == ["query_weather"]
+    assert model.alone == []  # not embedded one by one either
+    failures = [r for r in caplog.records if "requests failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None
+    assert "rate limited" in str(failures[0].exc_info[1])
+
+
 class RecordingModel(BagOfWordsModel):
     def __init__(self, aliases: dict[str, str] | None = None) -> None:
         super().__init__(aliases)
