@@ -42,7 +42,7 @@ _REQUEST_MIN_WORDS = 3
 # The share of a query that the catalogue's tools must be able to match lexically on average
 # (the rest being in other scripts) for BM25 to say much: below, see _alone.
 _LEXICAL_REACH = 0.5
-# A task's last requests searched on their own at most (each embeds its own query).
+# A task's last requests searched on their own at most (each embeds its own text).
 _MAX_REQUESTS = 4
 # A task's last requests whose coverage the merge weighs, in the catalogue's script (BM25 only).
 _MAX_COVERED = 8
@@ -180,7 +180,9 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     complete@5 0.267 -> 0.560 (0.467) and 0.175 -> 0.300 (0.300). A query in the
     catalogue's own scripts ranks as before (same-language dev sets unchanged); splitting it
     too did not help there (bfcl-v4 recall@5 0.851 -> 0.837 in turns, +-0.001 by scores: its
-    sentences are already scored lexically, above). Each request embeds its own query.
+    sentences are already scored lexically, above). Each request embeds its own text; the
+    task and its requests are embedded in one call and scored in one pass (one BM25 call, one
+    pass over the vector matrix), ranked exactly as one search each would rank them.
 
     Toolsets: the tools of a category of ``toolset_min_size`` to ``toolset_size`` tools (an
     MCP server, an API class; ``ToolReference.category``) are used together (``cd`` before
