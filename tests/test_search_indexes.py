@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 import sys
@@ -407,6 +408,60 @@ def test_vector_nearest_is_the_top_of_every_cosine_ties_in_catalogue_order() -> 
         assert np.allclose(found.scores, cosines[expected])
     blank = index.nearest(snapshot[0], "  ", 3, {9, 4, 6, 1})
     assert blank.ranked() == [(1, 0.0), (4, 0.0), (6, 0.0)]
+
+
+_VECTOR_WORDS = ["weather", "city", "forecast", "send", "email", "order", "status", "map"]
+
+
+class DenseModel:
+    """A text's vector: 384 Gaussian numbers seeded by the text, normalised. Dense, as real
+    embeddings are: a dot product then rounds differently when summed in another order (a
+    matrix product), which sparse bag-of-words vectors rarely show."""
+
+    model_id = "test/dense"
+    dimensions = 384
+
+    def _vector(self, text: str) -> Vectors:
+        seed = int(hashlib.md5(text.encode()).hexdigest(), 16) % 2**32
+        vector = np.random.default_rng(seed).standard_normal(self.dimensions)
+        return (vector / np.linalg.norm(vector)).astype(np.float32)
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return np.stack([self._vector(text) for text in texts]).reshape(-1, self.dimensions)
+
+    def embed_query(self, text: str) -> Vectors:
+        return self._vector(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    descriptions=phrases(_VECTOR_WORDS, max_words=4, max_count=12),
+    queries=st.lists(
+        st.sampled_from(["", "  "])
+        | phrases(_VECTOR_WORDS, max_words=3, max_count=1).map(" ".join),
+        min_size=1,
+        max_size=5,
+    ),
+    count=st.integers(1, 14),
+    allowed=st.none() | st.sets(st.integers(0, 11), min_size=1),
+)
+def test_vector_nearest_each_is_nearest_of_each_query_bit_for_bit(
+    descriptions: list[str], queries: list[str], count: int, allowed: set[int] | None
+) -> None:
+    # One pass over the matrix for all the queries, blank ones among them, gives each query's
+    # positions and cosines exactly as one query at a time does.
+    tools = [ToolReference(f"tool{i}", None, text) for i, text in enumerate(descriptions)]
+    index = VectorToolIndex(DenseModel(), document_text=lambda reference: reference.summary)
+    index.index_tools("s", tools)
+    index.build("s")
+    snapshot = index._snapshot("s")
+    assert snapshot is not None
+    if allowed is not None:
+        allowed = {position for position in allowed if position < len(tools)} or {0}
+    together = index.nearest_each(snapshot[0], queries, count, allowed)
+    alone = [index.nearest(snapshot[0], query, count, allowed) for query in queries]
+    assert [n.positions.tolist() for n in together] == [n.positions.tolist() for n in alone]
+    assert [n.scores.tobytes() for n in together] == [n.scores.tobytes() for n in alone]
 
 
 def test_hybrid_finds_what_either_side_finds() -> None:
@@ -1228,10 +1283,11 @@ def test_only_a_long_querys_last_32_sentences_are_scored_on_their_own() -> None:
         return scores(snapshot, *queries)
 
     index._bm25.scores = counting  # type: ignore[method-assign]
-    filler = "The sky over the old harbour was grey that morning. " * 200
+    # Each sentence its own (the same sentence twice is scored once).
+    filler = "".join(f"The sky over the old harbour was grey on day {day}. " for day in range(200))
     query = filler + "Convert a unit: 50 meters to kilometers, please."
     assert search(index, query, max_results=1) == ["converter"]
-    assert scored == [1 + 32]  # the whole query and its last 32 sentences
+    assert scored == [1 + 32]  # the whole query and its last 32 sentences, in one call
 
 
 @settings(max_examples=100, deadline=None)

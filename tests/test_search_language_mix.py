@@ -234,6 +234,62 @@ def test_a_task_in_another_script_gets_each_requests_best_tool() -> None:
     assert not {"get_weather", "send_email"} <= set(found[False])
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    texts=english_texts(2),
+    task=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(_HAN), min_size=2, max_size=4).map("".join),
+            st.sampled_from(["", " weather", " email"]),
+        ).map("".join),
+        min_size=2,
+        max_size=6,
+    ),
+    chinese=st.lists(st.sampled_from(_HAN), min_size=1, max_size=3).map("".join),
+    digits=st.sampled_from(["", " 12345"]),
+    fusion=st.sampled_from(["scores", "ranks"]),
+    limit=st.integers(1, 6),
+    category=st.sampled_from([None, "suite"]),
+)
+def test_a_split_tasks_one_pass_ranking_merges_each_requests_own_ranking(
+    texts: list[str],
+    task: list[str],
+    chinese: str,
+    digits: str,
+    fusion: str,
+    limit: int,
+    category: str | None,
+) -> None:
+    # The task and each of its requests (its last 4) ranked alone, one search each, merged as
+    # documented: the task's best, then each request's best, then the task's others. The one
+    # pass over all of them gives the same tools with the same scores, bit for bit. A request
+    # may have an English word (its own share of the query the tools can match), one tool
+    # of three or more is described in Chinese (BM25 counts for it), half of them form a
+    # toolset (lifted together), which a category filter can also keep.
+    descriptions = [f"{texts[0]}{digits}", *texts[1:], chinese]
+    tools = [
+        ToolReference(f"tool{i}", summary=text, category="suite" if i % 2 else None)
+        for i, text in enumerate(descriptions)
+    ]
+    query = "，然后".join(task) + digits
+    settings_ = {"fusion": fusion, "toolset_min_size": 2}
+    split = hybrid(tools, **settings_)
+    alone = hybrid(tools, split_requests=False, request_share=0.0, **settings_)
+
+    def ranking(index: HybridToolIndex, text: str, count: int) -> list[tuple[str, float | None]]:
+        request = ToolSearchRequest("s", text, max_results=count, category_filter=category)
+        return [(r.tool_name, r.relevance_score) for r in index.search(request).tool_references]
+
+    whole = ranking(alone, query, limit)
+    merged = dict(whole[:1])
+    for part in requests(query, 3)[-4:]:
+        merged.update(
+            (name, score) for name, score in ranking(alone, part, 1) if name not in merged
+        )
+    merged.update((name, score) for name, score in whole[1:] if name not in merged)
+    assert ranking(split, query, limit) == list(merged.items())[:limit]
+
+
 class BatchingModel(BagOfWordsModel):
     """Embeds queries in batches too; records each batch and each query embedded alone."""
 
@@ -262,6 +318,28 @@ def test_a_split_tasks_requests_are_embedded_in_one_call() -> None:
     assert (
         found == hybrid(TASK_TOOLS).search(ToolSearchRequest("s", query, max_results=3)).tool_names
     )
+
+
+class FailingBatchModel(BatchingModel):
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        raise RuntimeError("rate limited")
+
+
+def test_a_split_task_whose_texts_fail_to_embed_ranks_with_bm25(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The Chinese tool shares words with the task: BM25 finds it, the English ones not.
+    query = "帮我查一下天气预报，然后发送邮件给老板"
+    tools = [*TASK_TOOLS, ToolReference("query_weather", None, "查询天气预报")]
+    model = FailingBatchModel(ALIASES)
+    index = HybridToolIndex(model, background_embedding=False)
+    index.index_tools("s", tools)
+    found = index.search(ToolSearchRequest("s", query, max_results=3)).tool_names
+    assert found == ["query_weather"]
+    assert model.alone == []  # not embedded one by one either
+    failures = [r for r in caplog.records if "requests failed" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None
+    assert "rate limited" in str(failures[0].exc_info[1])
 
 
 class RecordingModel(BagOfWordsModel):

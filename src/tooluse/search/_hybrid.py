@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -41,7 +42,7 @@ _REQUEST_MIN_WORDS = 3
 # The share of a query that the catalogue's tools must be able to match lexically on average
 # (the rest being in other scripts) for BM25 to say much: below, see _alone.
 _LEXICAL_REACH = 0.5
-# A task's last requests searched on their own at most (each embeds its own query).
+# A task's last requests searched on their own at most (each embeds its own text).
 _MAX_REQUESTS = 4
 # A task's last requests whose coverage the merge weighs, in the catalogue's script (BM25 only).
 _MAX_COVERED = 8
@@ -179,7 +180,9 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     complete@5 0.267 -> 0.560 (0.467) and 0.175 -> 0.300 (0.300). A query in the
     catalogue's own scripts ranks as before (same-language dev sets unchanged); splitting it
     too did not help there (bfcl-v4 recall@5 0.851 -> 0.837 in turns, +-0.001 by scores: its
-    sentences are already scored lexically, above). Each request embeds its own query.
+    sentences are already scored lexically, above). Each request embeds its own text; the
+    task and its requests are embedded in one call and scored in one pass (one BM25 call, one
+    pass over the vector matrix), ranked exactly as one search each would rank them.
 
     Toolsets: the tools of a category of ``toolset_min_size`` to ``toolset_size`` tools (an
     MCP server, an API class; ``ToolReference.category``) are used together (``cd`` before
@@ -291,22 +294,62 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     def _rank(
         self, snapshot: _HybridSnapshot, query: str, limit: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
-        if self._split_requests and self._embeddings_alone(snapshot, query):
-            parts = requests(query, _REQUEST_MIN_WORDS)[-_MAX_REQUESTS:]
-            if len(parts) > 1:
-                self._embed_together(snapshot, (query, *parts))
-                rankings = [
-                    _found(self._fused(snapshot, text, limit, allowed), limit, allowed)
-                    for text in (query, *parts)
-                ]
-                return _fair_shares(rankings, limit)
-        fused = self._fused(snapshot, query, limit, allowed)
-        if self._request_share > 0:
-            parts = requests(query, _REQUEST_MIN_WORDS)[-_MAX_COVERED:]
-            if len(parts) > 1:
-                covered = self._bm25.scores(snapshot.lexical, *parts)
-                return self._covering(fused, covered, limit, allowed)
+        vectors = _vectors(snapshot)
+        # The language mix, weighed once the catalogue is embedded (BM25 alone ranks before).
+        scripts = snapshot.scripts if vectors is not None else None
+        # Each tool's share of the query BM25 can match; None: all of it.
+        matchable = scripts.matchable(query) if scripts is not None else None
+        split = self._split_requests and _alone(matchable)
+        parts = requests(query, _REQUEST_MIN_WORDS) if split or self._request_share > 0 else []
+        if split and scripts is not None and len(parts) > 1:
+            texts = (query, *parts[-_MAX_REQUESTS:])
+            return self._split_ranking(snapshot, vectors, scripts, texts, matchable, limit, allowed)
+        covering = parts[-_MAX_COVERED:] if self._request_share > 0 and len(parts) > 1 else []
+        fused, covered = self._fused(snapshot, vectors, query, matchable, covering, limit, allowed)
+        if covering:
+            return self._covering(fused, covered, limit, allowed)
         return _found(fused, limit, allowed)
+
+    def _split_ranking(
+        self,
+        snapshot: _HybridSnapshot,
+        vectors: Any,
+        scripts: ScriptMix,
+        texts: Sequence[str],
+        matchable: Scores | None,
+        limit: int,
+        allowed: set[int] | None,
+    ) -> list[tuple[int, float]]:
+        """The whole task's ranking (``texts[0]``, whose ``matchable`` share is given) with
+        each request's best tool moved up (:func:`_fair_shares`), all the texts scored in one
+        pass: one BM25 call on the lexical thread while this one embeds them in one
+        ``embed_queries`` call, one pass over the vector matrix, and of each request only its
+        best tool selected (all the merge takes from it)."""
+        depth = max(self._candidates, limit)
+        lexical_future = _LEXICAL.submit(self._lexical_scores, snapshot.lexical, texts, ())
+        matchables = [matchable, *(scripts.matchable(text) for text in texts[1:])]
+        embedded = [
+            self._semantic_query(text, whole=_alone(share))
+            for text, share in zip(texts, matchables, strict=True)
+        ]
+        semantics: Sequence[Nearest | None]
+        try:
+            semantics = self._vector.nearest_each(vectors, embedded, depth, allowed)
+        except Exception:  # an embedding endpoint down or rate-limited: BM25 still answers
+            logger.exception("Embedding the task's requests failed; this search ranks with BM25")
+            semantics, matchables = [None] * len(texts), [None] * len(texts)
+        lexicals, _ = lexical_future.result()
+        rankings = [
+            _found(
+                self._fuse(snapshot, lexical, semantic, share, depth, allowed),
+                limit if number == 0 else 1,
+                allowed,
+            )
+            for number, (lexical, semantic, share) in enumerate(
+                zip(lexicals, semantics, matchables, strict=True)
+            )
+        ]
+        return _fair_shares(rankings, limit)
 
     def _covering(
         self, fused: Scores, covered: Scores, limit: int, allowed: set[int] | None
@@ -349,58 +392,50 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             uncovered *= 1.0 - relevance[:, choice]
         return taken
 
-    def _embed_together(self, snapshot: _HybridSnapshot, texts: Sequence[str]) -> None:
-        """Embed what the vector side will embed for each of ``texts`` in one call, into the
-        model's query cache, where each ranking then finds it: the bundled model embeds a
-        task's three to five requests at once in about half the time of one after another."""
-        wanted = [self._semantic_text(snapshot, text) for text in texts]
-        try:
-            self._vector.embedding_model.embed_queries([text for text in wanted if text.strip()])
-        except Exception:  # each ranking embeds its own (and falls back to BM25 if that fails)
-            logger.warning("Embedding a task's requests together failed", exc_info=True)
-
-    def _semantic_text(self, snapshot: _HybridSnapshot, query: str) -> str:
-        """What the vector side embeds for ``query``: the whole of it when it is mostly in
-        other scripts than the catalogue's."""
-        matchable = snapshot.scripts.matchable(query) if snapshot.scripts is not None else None
-        return self._semantic_query(query, whole=_alone(matchable))
-
-    @staticmethod
-    def _embeddings_alone(snapshot: _HybridSnapshot, query: str) -> bool:
-        """The query is mostly in other scripts than the catalogue's (lexical matches say
-        little), and the catalogue is embedded."""
-        if snapshot.scripts is None:
-            return False
-        future = snapshot.semantic()
-        if not future.done() or future.exception() is not None:
-            return False
-        return _alone(snapshot.scripts.matchable(query))
-
     def _fused(
-        self, snapshot: _HybridSnapshot, query: str, limit: int, allowed: set[int] | None
-    ) -> Scores:
-        """Every tool's fused score for ``query``; -inf for those neither side found."""
+        self,
+        snapshot: _HybridSnapshot,
+        vectors: Any,
+        query: str,
+        matchable: Scores | None,
+        covering: Sequence[str],
+        limit: int,
+        allowed: set[int] | None,
+    ) -> tuple[Scores, Scores]:
+        """Every tool's fused score for ``query`` (-inf for those neither side found), and the
+        BM25 of each of the ``covering`` requests (``[len(covering), tools]``), scored with the
+        query's on the lexical thread while this one embeds the query. ``vectors``: the vector
+        snapshot, None while the catalogue is being embedded."""
         semantic: Nearest | None = None  # the vector side's top ``depth``
-        matchable: Scores | None = None  # each tool's share of the query BM25 can match
         depth = max(self._candidates, limit)
-        future = snapshot.semantic()
-        if future.done() and future.exception() is None:
-            lexical_future = _LEXICAL.submit(self._lexical_scores, snapshot.lexical, query)
-            if snapshot.scripts is not None:
-                matchable = snapshot.scripts.matchable(query)
+        if vectors is not None:
+            lexical_future = _LEXICAL.submit(
+                self._lexical_scores, snapshot.lexical, (query,), covering
+            )
             try:
                 semantic = self._vector.nearest(
-                    future.result(),
-                    self._semantic_query(query, whole=_alone(matchable)),
-                    depth,
-                    allowed,
+                    vectors, self._semantic_query(query, whole=_alone(matchable)), depth, allowed
                 )
             except Exception:  # an embedding endpoint down or rate-limited: BM25 still answers
                 logger.exception("Embedding the query failed; this search ranks with BM25 only")
                 matchable = None  # nothing else to lean on
-            lexical = lexical_future.result()
+            (lexical,), covered = lexical_future.result()
         else:
-            lexical = self._lexical_scores(snapshot.lexical, query)
+            (lexical,), covered = self._lexical_scores(snapshot.lexical, (query,), covering)
+        return self._fuse(snapshot, lexical, semantic, matchable, depth, allowed), covered
+
+    def _fuse(
+        self,
+        snapshot: _HybridSnapshot,
+        lexical: Scores,
+        semantic: Nearest | None,
+        matchable: Scores | None,
+        depth: int,
+        allowed: set[int] | None,
+    ) -> Scores:
+        """Every tool's fused score from its BM25 (``lexical``, x its ``matchable`` share of
+        the query) and the vector side's top ``depth`` (``semantic``; None: BM25 alone), plus
+        its toolset's share; -inf for those neither side found."""
         size = lexical.size
         if allowed is not None:
             # Both sides ranked within the category: its tools are each side's candidates and
@@ -422,21 +457,35 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         fused[~found] = -np.inf
         return fused
 
-    def _lexical_scores(self, snapshot: Any, query: str) -> Scores:
-        """BM25 of the whole query; for a query of several sentences or lines, scaled to its
-        best and plus ``clause_weight`` x the tool's best BM25 over those clauses, each scaled
-        to its own best. A query asking for two things then finds the tool of the clause with
-        fewer or commoner words too."""
-        parts = clauses(query, _CLAUSE_MIN_WORDS)[-_MAX_CLAUSES:] if self._clause_weight > 0 else []
-        if len(parts) < 2:
-            whole: Scores = self._bm25.scores(snapshot, query)[0]
-            return whole
-        scores = self._bm25.scores(snapshot, query, *parts)
-        # Each row scaled to its best (a row matching nothing stays 0).
-        best = scores.max(axis=1, keepdims=True, initial=0.0)  # BM25 scores are >= 0
-        scores /= np.maximum(best, np.finfo(np.float32).tiny)
-        combined: Scores = scores[0] + self._clause_weight * scores[1:].max(axis=0)
-        return combined
+    def _lexical_scores(
+        self, snapshot: Any, texts: Sequence[str], covering: Sequence[str]
+    ) -> tuple[list[Scores], Scores]:
+        """Each of ``texts``' BM25 and each ``covering`` request's (``[len(covering),
+        tools]``), in one BM25 call that scores each distinct text once.
+
+        A text of several sentences or lines gets its BM25 scaled to its best plus
+        ``clause_weight`` x the tool's best BM25 over those clauses, each scaled to its own
+        best. A query asking for two things then finds the tool of the clause with fewer or
+        commoner words too."""
+        clauses_of = [
+            clauses(text, _CLAUSE_MIN_WORDS)[-_MAX_CLAUSES:] if self._clause_weight > 0 else []
+            for text in texts
+        ]
+        clauses_of = [parts if len(parts) > 1 else [] for parts in clauses_of]
+        distinct = dict.fromkeys(itertools.chain(texts, *clauses_of, covering))
+        row_of = {text: row for row, text in enumerate(distinct)}
+        scores = self._bm25.scores(snapshot, *distinct)
+        lexical: list[Scores] = []
+        for text, parts in zip(texts, clauses_of, strict=True):
+            if not parts:
+                lexical.append(scores[row_of[text]])
+                continue
+            rows = scores[[row_of[part] for part in (text, *parts)]]
+            # Each row scaled to its best (a row matching nothing stays 0).
+            best = rows.max(axis=1, keepdims=True, initial=0.0)  # BM25 scores are >= 0
+            rows /= np.maximum(best, np.finfo(np.float32).tiny)
+            lexical.append(rows[0] + self._clause_weight * rows[1:].max(axis=0))
+        return lexical, scores[[row_of[request] for request in covering]]
 
     def _semantic_query(self, query: str, *, whole: bool = False) -> str:
         """What the vector side embeds; ``whole``: the query as ``VectorToolIndex`` embeds
@@ -494,6 +543,15 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             return
         for rank, (position, _) in enumerate(ranked, 1):
             fused[position] += weight / (self._rrf_k + rank)
+
+
+def _vectors(snapshot: _HybridSnapshot) -> Any | None:
+    """The catalogue's vector snapshot; None while it is being embedded, or if that failed
+    (BM25 then ranks alone)."""
+    future = snapshot.semantic()
+    if not future.done() or future.exception() is not None:
+        return None
+    return future.result()
 
 
 def _alone(matchable: Scores | None) -> bool:

@@ -31,7 +31,7 @@ class ScriptMix:
     """Per tool and script, how fully the tool is written in it (0 to 1), computed once when a
     catalogue is built; per query, each tool's share of the query's words it can match."""
 
-    affinity: npt.NDArray[np.float32]  # [tools, scripts]
+    affinity: npt.NDArray[np.float32]  # [scripts, tools]: a script's tools in one run
     everywhere: tuple[bool, ...]  # per script: every tool fully written in it
 
     @classmethod
@@ -49,7 +49,7 @@ class ScriptMix:
         affinity[identifiers > 0] = 1.0
         affinity[(totals[:, 0] == 0) & (identifiers.sum(axis=1) == 0)] = 1.0  # nothing known
         everywhere = tuple(bool(column.all()) for column in (affinity == 1.0).T)
-        return cls(affinity, everywhere)
+        return cls(np.ascontiguousarray(affinity.T), everywhere)
 
     def matchable(self, query: str) -> npt.NDArray[np.float32] | None:
         """Each tool's share of the query's words (0 to 1) in the scripts it is written in;
@@ -60,9 +60,10 @@ class ScriptMix:
         present = [script for script, count in enumerate(counts) if count]
         if not total or all(self.everywhere[script] for script in present):
             return None
-        share = np.zeros(self.affinity.shape[0], dtype=np.float32)
-        for script in present:
-            share += (counts[script] / total) * self.affinity[:, script]
+        first, *others = present
+        share: npt.NDArray[np.float32] = (counts[first] / total) * self.affinity[first]
+        for script in others:
+            share += (counts[script] / total) * self.affinity[script]
         return share
 
 

@@ -190,7 +190,7 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
         """The ``count`` tools (among the positions ``allowed``) most similar to ``query``,
         best first (ties in catalogue order), with their cosine similarities."""
         if not query.strip():  # nothing to compare (and endpoints refuse an empty input)
-            similarities = np.zeros(len(snapshot.matrix), dtype=np.float32)
+            similarities = _nothing(snapshot)
         else:
             vector = self._model.embed_query(query)
             # Not BLAS's matrix product: OpenBLAS's threads spin for a while after each
@@ -199,12 +199,43 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
             # this thread: 0.29 ms at 4,000 tools, einsum 0.44 ms. (An int8 first pass with
             # exact rescoring was slower at 20,000 tools: docs/benchmarks.md.)
             similarities = np.vecdot(snapshot.matrix, vector)
-        best = top_positions(similarities, count, allowed)
-        positions = np.array([p for p, _ in best], dtype=np.int64)
-        return Nearest(positions, similarities[positions])
+        return _nearest(similarities, count, allowed)
+
+    def nearest_each(
+        self,
+        snapshot: _VectorSnapshot,
+        queries: Sequence[str],
+        count: int,
+        allowed: set[int] | None = None,
+    ) -> list[Nearest]:
+        """:meth:`nearest` of each of ``queries``, embedded in one ``embed_queries`` call and
+        compared in one pass over the matrix: each row is read once for all the queries, and
+        each cosine is the dot product ``nearest`` computes (the same values, bit for bit). At
+        20,000 tools five queries took 5.4 ms one after another, 3.1-3.5 ms in one pass."""
+        texts = [query for query in queries if query.strip()]
+        vectors = self._model.embed_queries(texts)
+        # [tools, 1, d] x [1, texts, d]: the loop runs over the tools, then the texts.
+        columns = iter(np.vecdot(snapshot.matrix[:, None, :], vectors[None, :, :]).T)
+        return [
+            _nearest(next(columns) if query.strip() else _nothing(snapshot), count, allowed)
+            for query in queries
+        ]
 
     def _rank(
         self, snapshot: _VectorSnapshot, query: str, limit: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
         found = self.nearest(snapshot, self.query_tail(query, self._query_tokens), limit, allowed)
         return [(p, s) for p, s in found.ranked() if s >= self._threshold]
+
+
+def _nearest(
+    similarities: npt.NDArray[np.float32], count: int, allowed: set[int] | None
+) -> Nearest:
+    best = top_positions(similarities, count, allowed)
+    positions = np.array([p for p, _ in best], dtype=np.int64)
+    return Nearest(positions, similarities[positions])
+
+
+def _nothing(snapshot: _VectorSnapshot) -> npt.NDArray[np.float32]:
+    """A blank query's similarities: 0 for every tool."""
+    return np.zeros(len(snapshot.matrix), dtype=np.float32)
