@@ -328,7 +328,8 @@ async def qa_events(
                     await service.recorded(
                         "display.save",
                         functools.partial(
-                            _save_display,
+                            asyncio.to_thread,
+                            _store_display,
                             service,
                             conversation_id,
                             question,
@@ -375,19 +376,6 @@ async def completion_events(
 async def _save_pause(service: QaService, event: ApprovalRequiredEvent) -> tuple[str, float]:
     stored = await asyncio.to_thread(service.approvals.save, event.pause)
     return stored.id, stored.expires_at
-
-
-async def _save_display(
-    service: QaService,
-    conversation_id: str,
-    question: str,
-    paused_turn: str | None,
-    display: TurnDisplay,
-) -> None:
-    if not display.empty:
-        await asyncio.to_thread(
-            _store_display, service, conversation_id, question, paused_turn, display
-        )
 
 
 def _store_display(
