@@ -10,6 +10,7 @@
     .venv/bin/python benchmarks/bench_search.py bm25s                 # bm25s vs ours
     .venv/bin/python benchmarks/bench_search.py e5 [--threads 1]      # the bundled model's speed
     .venv/bin/python benchmarks/bench_search.py floor                 # one query's embedding alone
+    .venv/bin/python benchmarks/bench_search.py split-embedding       # a split task's embedding
     .venv/bin/python benchmarks/bench_search.py latency --variant clause_weight=0 --variant ''
     .venv/bin/python benchmarks/bench_search.py heldout --dataset DIR [--variant clause_weight=0]
 
@@ -31,6 +32,12 @@ each: the machine's speed drifts more between runs than most changes move it.
 model, interleaved, many times: the time a hybrid search cannot go below when its query fills
 that many tokens, on this machine.
 
+``split-embedding`` takes the split tasks of the ``scale`` sample at 20,000 tools (queries in
+another script than most of the catalogue: the task and its requests embedded in one
+``embed_queries`` call) and times that call, the same call without the whole task, and each
+text alone on one thread: whether the call is as short as its work split over the cores
+allows, and whether the whole task's text is on its critical path.
+
 ``heldout`` scores any dataset directories (e.g. the outside sets that
 ``heldout_convert.py`` writes) with regex, BM25 and vector, the default hybrid and
 ``HybridToolIndex`` variants (``--variant 'clause_weight=0'``; by default each heuristic
@@ -46,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import itertools
 import json
 import os
@@ -382,6 +390,7 @@ class ReusingCopies:
         self.dimensions = inner.dimensions
         self.model_id = getattr(inner, "model_id", "inner")
         self.queries: list[str] = []  # the query texts the index asked for, in order
+        self.batches: list[list[str]] = []  # the texts of each embed_queries call
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         return self.inner.embed_documents([self.aliases.get(t, t) for t in texts])
@@ -393,6 +402,7 @@ class ReusingCopies:
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         """Several queries in one call, as the model inside embeds them (when it can)."""
         self.queries.extend(texts)
+        self.batches.append(list(texts))
         if isinstance(self.inner, QueryBatchEmbeddingModel):
             return self.inner.embed_queries(texts)
         return np.stack([self.inner.embed_query(text) for text in texts])
@@ -536,6 +546,68 @@ def scale(
                     f"| {alone} | {rss:.0f} |",
                     flush=True,
                 )
+
+
+def split_embedding(size: int, queries: int, repeats: int) -> None:
+    """Where a split task's embedding time goes (module docstring), in ms, medians of
+    ``repeats`` runs of each."""
+    references, aliases = catalogue(size, all_dev_tools())
+    e5 = E5EmbeddingModel()
+    one_thread = E5EmbeddingModel(threads=1)  # a text as one worker of embed_queries runs it
+    disk = SqliteEmbeddingCache(CACHE / "embeddings.sqlite3")
+    model = ReusingCopies(
+        CachedEmbeddingModel(e5, TieredEmbeddingCache(InMemoryEmbeddingCache(), disk)), aliases
+    )
+    index = make_index("hybrid", model)
+    _build_seconds(index, references)
+    model.batches.clear()
+    for query in sample_queries(queries):
+        index.search(ToolSearchRequest("bench", query.query, max_results=10))
+    e5.embed_queries(["load the weights", "on both workers"])
+    one_thread.embed_query("load the weights")
+
+    def median_ms(embed: Callable[[], object]) -> float:
+        runs = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            embed()
+            runs.append((time.perf_counter() - started) * 1000)
+        return float(np.median(runs))
+
+    rows = []
+    print("| tokens (whole task first) | each alone, one thread | call | call without the whole |")
+    print("|---|---|---:|---:|")
+    for texts in model.batches:  # the split tasks' calls (other queries embed one text)
+        alone = [median_ms(functools.partial(one_thread.embed_query, text)) for text in texts]
+        call = median_ms(functools.partial(e5.embed_queries, texts))
+        requests_only = median_ms(functools.partial(e5.embed_queries, texts[1:]))
+        rows.append((alone, call, requests_only))
+        tokens = ", ".join(str(e5.token_count(text)) for text in texts)
+        each = ", ".join(f"{ms:.1f}" for ms in alone)
+        print(f"| {tokens} | {each} | {call:.1f} | {requests_only:.1f} |")
+    cores = _available_cores()
+    work = [sum(alone) for alone, _, _ in rows]
+    # No schedule of whole texts over the cores ends before the longest text, or before the
+    # work shared out evenly.
+    bound = [max(max(alone), sum(alone) / cores) for alone, _, _ in rows]
+    critical = sum(alone[0] > sum(alone) / cores for alone, _, _ in rows)
+    print(
+        f"\n{len(rows)} split tasks, {cores} cores. p50 / p90 / max, ms: the call "
+        f"{_spread([c for _, c, _ in rows])}; without the whole task "
+        f"{_spread([r for _, _, r in rows])}; the work (each text alone, summed) "
+        f"{_spread(work)}; the schedule's bound {_spread(bound)}. The whole task is longer "
+        f"than its share of the cores in {critical} of {len(rows)}."
+    )
+
+
+def _spread(values: Sequence[float]) -> str:
+    return " / ".join(f"{_percentile(values, p):.1f}" for p in (50, 90, 100))
+
+
+def _available_cores() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _settings(text: str) -> dict[str, Any]:
@@ -867,6 +939,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     e5.add_argument("--threads", type=int)
     floor = commands.add_parser("floor")
     floor.add_argument("--runs", type=int, default=500)
+    split = commands.add_parser("split-embedding")
+    split.add_argument("--size", type=int, default=20000)
+    split.add_argument("--queries", type=int, default=200)
+    split.add_argument("--repeats", type=int, default=5)
     lat = commands.add_parser("latency")
     lat.add_argument("--variant", action="append", required=True, help="'name=value ...'")
     lat.add_argument("--rounds", type=int, default=4)
@@ -911,6 +987,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         e5_speed(args.threads)
     elif args.command == "floor":
         embedding_floor(args.runs)
+    elif args.command == "split-embedding":
+        split_embedding(args.size, args.queries, args.repeats)
     elif args.command == "latency":
         latency(args.variant, args.rounds, args.queries, args.size)
     elif args.command == "heldout":
