@@ -57,7 +57,7 @@ async def _child(settings: dict[str, Any]) -> dict[str, float]:
     from tooluse.qa import DoneEvent, RouteEvent, ToolCallEvent, ToolResultEvent
     from tooluse.service import ServiceConfig
     from tooluse.service._service import QaService
-    from tooluse.service._sse import _save_display
+    from tooluse.service._sse import _store_display
     from tooluse.service._turn_displays import TurnDisplay
 
     directory = tempfile.mkdtemp(prefix="bench-turn-")
@@ -127,7 +127,9 @@ async def _child(settings: dict[str, Any]) -> dict[str, float]:
 
         async def end() -> None:
             await memory.aadd(conversation, turn_messages())
-            await _save_display(service, conversation, QUESTION, None, display)
+            await asyncio.to_thread(
+                _store_display, service, conversation, QUESTION, None, display
+            )
 
         await in_turn(end)
 
