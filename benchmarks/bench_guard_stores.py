@@ -120,7 +120,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
-    from _servers import PostgresServer, RedisServer
+    from _servers import PostgresServer, RedisServer  # type: ignore[import-not-found]
 
     postgres, redis = PostgresServer(), RedisServer()
     try:

@@ -60,8 +60,10 @@ async def measure(name: str) -> dict[str, object]:
             "temperature": 0,
             "max_tokens": 120,
         }
+        engine = model.engine
+        assert engine is not None  # started by the first request
         request = urllib.request.Request(
-            f"{model.engine.base_url}/chat/completions",
+            f"{engine.base_url}/chat/completions",
             json.dumps(body).encode(),
             {"Content-Type": "application/json"},
         )
@@ -69,14 +71,14 @@ async def measure(name: str) -> dict[str, object]:
             timings = json.load(reply)["timings"]
         return {
             "model": name,
-            "threads": model.engine.threads,
+            "threads": engine.threads,
             "load_s": round(load, 1),
             "first_tool_request_s": round(latencies[0], 1),
             "later_tool_requests_s": [round(latency, 1) for latency in latencies[1:]],
             "tool_calls": f"{calls}/{len(QUESTIONS)}",
             "prompt_tokens_per_s": round(timings["prompt_per_second"], 1),
             "generation_tokens_per_s": round(timings["predicted_per_second"], 1),
-            "engine_rss_mb": round(_rss_mb(model.engine.pid)),
+            "engine_rss_mb": round(_rss_mb(engine.pid)),
         }
     finally:
         model.close()

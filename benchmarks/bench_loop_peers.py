@@ -161,7 +161,7 @@ def summarise(results: list[dict[str, Any]], names: list[str], tool_kind: str) -
     ran = [n for n in names if n not in skipped]
 
     def median_of(name: str, scenario: str, key: str = "per_run_ms_median") -> float:
-        return statistics.median(r[key] for r in timed[(name, scenario)])
+        return float(statistics.median(r[key] for r in timed[(name, scenario)]))
 
     lines = [
         f"Tool declared as {'a plain def' if tool_kind == 'sync' else 'async def'}"

@@ -19,8 +19,9 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
@@ -28,7 +29,7 @@ from mcp.server.mcpserver import MCPServer
 from tooluse.mcp import InProcessServer, McpToolProvider, StdioServer
 
 SDK_SERVER = Path(__file__).resolve().parents[1] / "tests" / "mcp_servers" / "sdk_server.py"
-Call = Callable[[], Awaitable[str]]
+Call = Callable[[], Coroutine[Any, Any, str]]
 
 
 def in_process_server() -> MCPServer:
@@ -73,7 +74,7 @@ async def measure(
             return str(result.content[0])
 
         async def ours() -> str:
-            return await echo.acall(encoded)
+            return str(await echo.acall(encoded))
 
         callers: dict[str, Call] = {"SDK Client": bare, "McpToolCallback": ours}
         rows: dict[str, list[tuple[float, float, float]]] = {name: [] for name in callers}

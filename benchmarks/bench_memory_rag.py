@@ -44,11 +44,12 @@ class RandomVectors:
 
     def __init__(self) -> None:
         self._rng = np.random.default_rng(7)
-        self._query = self._unit(1)[0]
+        self._query: np.ndarray = self._unit(1)[0]
 
     def _unit(self, n: int) -> np.ndarray:
         vectors = self._rng.standard_normal((n, DIMENSIONS)).astype(np.float32)
-        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        unit_vectors: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        return unit_vectors
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return self._unit(len(texts))
@@ -122,9 +123,9 @@ def bench_search(directory: Path, sizes: Sequence[int], queries: int) -> None:
         )
     size = sizes[-1]
     path = directory / "vectors.db"
-    with SqliteVectorStore(path, RandomVectors()) as store:
+    with SqliteVectorStore(path, RandomVectors()) as on_disk:
         start = time.perf_counter()
-        store.add(documents(size))
+        on_disk.add(documents(size))
         print(f"sqlite vector store add {size} docs: {time.perf_counter() - start:.2f} s")
     start = time.perf_counter()
     with SqliteVectorStore(path, RandomVectors()) as reopened:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import platform
 import statistics
 import sys
@@ -49,7 +50,7 @@ from tooluse.models import AnthropicChatModel, OpenAIChatModel
 from tooluse.models._openai import _StreamState
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from provider_payloads import (
+from provider_payloads import (  # type: ignore[import-not-found]
     StubTool,
     openai_call,
     openai_call_delta,
@@ -57,7 +58,7 @@ from provider_payloads import (
     openai_completion,
     openai_usage,
 )
-from provider_server import Reply, shared_server
+from provider_server import Reply, shared_server  # type: ignore[import-not-found]
 
 
 def tools(count: int) -> tuple[StubTool, ...]:
@@ -154,15 +155,13 @@ def main() -> None:
     for count in (1, 20, 100):
         prompt = Prompt(messages, ChatOptions(tool_callbacks=tools(count)))
         strict._request(prompt)  # warm the shaping cache
-        scenarios[f"openai request, {count} tools, plain"] = lambda p=prompt: cpu_us(
-            lambda: plain._request(p), args.iterations
-        )
-        scenarios[f"openai request, {count} tools, strict (cached)"] = lambda p=prompt: cpu_us(
-            lambda: strict._request(p), args.iterations
-        )
-        scenarios[f"anthropic request, {count} tools"] = lambda p=prompt: cpu_us(
-            lambda: claude._request(p), args.iterations
-        )
+        for label, model in (
+            (f"openai request, {count} tools, plain", plain),
+            (f"openai request, {count} tools, strict (cached)", strict),
+            (f"anthropic request, {count} tools", claude),
+        ):
+            build = functools.partial(model._request, prompt)
+            scenarios[label] = functools.partial(cpu_us, build, args.iterations)
 
     def first_strict_request() -> float:
         fresh = Prompt(messages, ChatOptions(tool_callbacks=tools(100)))  # new schema objects
@@ -208,7 +207,7 @@ def main() -> None:
 
     async def client_lookup() -> float:
         plain._client  # noqa: B018 - made for this loop, as by its first request
-        lookups = args.iterations * 100
+        lookups: int = args.iterations * 100
         start = time.process_time()
         for _ in range(lookups):
             plain._client  # noqa: B018

@@ -49,7 +49,8 @@ class LookedUpVectors:
 
 
 def unit(vectors: np.ndarray) -> np.ndarray:
-    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    unit_vectors: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return unit_vectors.astype(np.float32)
 
 
 def clustered(count: int, centres: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -103,7 +104,7 @@ def main() -> None:
     server = None
     url = args.database_url
     if url is None:
-        from _servers import PostgresServer
+        from _servers import PostgresServer  # type: ignore[import-not-found]
 
         server = PostgresServer()
         url = server.new_database()

@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ def _measure(tools: int, turns: int) -> dict[str, float]:
     from tooluse.testing import FunctionModel, chat_response, tool_call
     from tooluse.tools import FunctionToolCallback, ToolCallback
 
-    def callback(name: str, description: str, schema: dict[str, Any] | None) -> ToolCallback:
+    def callback(name: str, description: str, schema: Mapping[str, Any] | None) -> ToolCallback:
         return FunctionToolCallback(
             lambda arguments: "ok",
             name=name,

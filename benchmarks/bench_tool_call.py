@@ -103,7 +103,7 @@ def first_build_us() -> Timing:
 
 
 def corpus_rows() -> list[Any]:
-    rows = []
+    rows: list[Any] = []
     for name in ("bfcl-v4", "acebench"):
         with (CORPORA / name / "tools.jsonl").open(encoding="utf-8") as lines:
             rows.extend(json.loads(line).get("parameters") or {} for line in lines)

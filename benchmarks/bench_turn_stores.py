@@ -127,9 +127,7 @@ async def _child(settings: dict[str, Any]) -> dict[str, float]:
 
         async def end() -> None:
             await memory.aadd(conversation, turn_messages())
-            await asyncio.to_thread(
-                _store_display, service, conversation, QUESTION, None, display
-            )
+            await asyncio.to_thread(_store_display, service, conversation, QUESTION, None, display)
 
         await in_turn(end)
 

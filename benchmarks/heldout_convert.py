@@ -42,7 +42,6 @@ import io
 import json
 import re
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -166,9 +165,9 @@ def write(
         if unknown or not query["gold"]:
             raise SystemExit(f"{query['id']}: gold {query['gold']} not in the catalogue")
     try:  # the format promises valid schemas; jsonschema is optional here
-        from jsonschema import Draft202012Validator
+        from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
     except ImportError:  # pragma: no cover
-        Draft202012Validator = None  # type: ignore[assignment,misc]
+        Draft202012Validator = None
     if Draft202012Validator is not None:
         for tool in tools:
             if tool["parameters"] is not None:
@@ -452,10 +451,10 @@ def restbench(source: Snapshot) -> tuple[list[dict[str, Any]], list[dict[str, An
             for endpoint in item["solution"]:
                 endpoint = TYPOS.get(" ".join(endpoint.split()), " ".join(endpoint.split()))
                 # one TMDB solution says /person/{movie_id}/...: match with placeholders blanked
-                name = names.get((api, endpoint)) or shapes.get((api, _shape(endpoint)))
-                if name is None:
+                solution = names.get((api, endpoint)) or shapes.get((api, _shape(endpoint)))
+                if solution is None:
                     raise SystemExit(f"{api} query {number}: unknown endpoint {endpoint!r}")
-                gold.append(name)
+                gold.append(solution)
             queries.append(
                 {
                     "id": f"{api}_{number}",
@@ -507,4 +506,4 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

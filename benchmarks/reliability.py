@@ -217,8 +217,8 @@ def _resume_killed(directory: Path) -> dict[str, Any]:
     """One round of ``resume-kill``: what was seen."""
     runs = directory / "runs.txt"
     (directory / "write_tools.py").write_text(_WRITE_TOOL.format(runs=str(runs)))
-    options = ("--model", "test", "--tools", f"{directory / 'write_tools.py'}:tools")
-    options += ("--no-sample-knowledge",)
+    tools = f"{directory / 'write_tools.py'}:tools"
+    options = ("--model", "test", "--tools", tools, "--no-sample-knowledge")
     question = {"message": "Please cancel order A1001", "conversation_id": "kill-9"}
     with _serving(directory, *options, log_name="serve-1.log") as (url, serve):
         asked = httpx.post(f"{url}/api/chat", json=question, timeout=120)
@@ -289,7 +289,7 @@ def resume_kill(directory: Path) -> bool:
         f"not run again in {not_again}/{ROUNDS} (the tool's result: "
         f"{rounds[0]['asked_again']!r})"
     )
-    return once == kept == unknown == not_again == ROUNDS and slowest_kill < 0.5
+    return bool(once == kept == unknown == not_again == ROUNDS and slowest_kill < 0.5)
 
 
 def schemathesis(directory: Path) -> bool:
