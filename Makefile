@@ -20,6 +20,7 @@ test: $(STAMP)
 	$(WEIGHTS) qwen2.5-coder-0.5b
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/mypy benchmarks/*.py
 	$(BIN)/pytest
 
 serve: $(STAMP)
@@ -42,6 +43,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+	$(BIN)/mypy benchmarks/*.py
 
 # The lower bounds in pyproject.toml hold: uv installs the oldest release of every dependency
 # that they allow (--resolution lowest-direct) into a fresh venv, and the whole suite runs there.

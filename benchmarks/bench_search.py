@@ -80,7 +80,7 @@ from tooluse.embedding import (
     Vectors,
 )
 from tooluse.memory import CONVERSATION_ID
-from tooluse.messages import Prompt, ToolResponseMessage
+from tooluse.messages import Prompt, ToolCall, ToolResponseMessage
 from tooluse.search import (
     BM25ToolIndex,
     Fusion,
@@ -98,6 +98,8 @@ from tooluse.testing import ScriptedModel, tool_call
 from tooluse.tools import FunctionToolCallback, ToolCallback
 
 ROOT = Path(__file__).resolve().parent.parent
+# what a ScriptedModel turn may be: a call, a round of calls, or the answer
+Turn = ToolCall | Sequence[ToolCall] | str
 DATA = Path(os.environ.get("TOOL_SEARCH_DATA", ROOT / "benchmarks/data/tool-search"))
 CACHE = ROOT / ".cache"
 SAME_LANGUAGE = ("bfcl-v4", "acebench/en", "acebench/zh")
@@ -250,7 +252,7 @@ class _Bm25s:
     label = "bm25s"
 
     def __init__(self, rows: Sequence[tuple[str, str, str]]) -> None:
-        import bm25s
+        import bm25s  # type: ignore[import-not-found]
 
         corpus = [
             (name + " ") * 6 + (description + " ") * 2 + parameters
@@ -278,7 +280,7 @@ def library_bm25(datasets: Sequence[str], engine: str) -> None:
     def tokens(text: str) -> str:
         return " ".join(words(text, stemmed=True))
 
-    library = {"fts5": _Fts5, "bm25s": _Bm25s}[engine]
+    library: type[_Fts5 | _Bm25s] = _Fts5 if engine == "fts5" else _Bm25s
     print("| dataset | engine | R@5 | NDCG@10 | build s | p50 ms | p99 ms |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for name in datasets:
@@ -776,7 +778,11 @@ def tokens(sizes: Sequence[int]) -> None:
             ("tool search", ScriptedModel, False),
             ("deferred loading", _DeferringScriptedModel, True),
         ):
-            script = [tool_call("toolSearchTool", {"query": question.query}, id="s"), calls, "ok"]
+            script: list[Turn] = [
+                tool_call("toolSearchTool", {"query": question.query}, id="s"),
+                calls,
+                "ok",
+            ]
             searching[mode] = scripted = model_class(script)
             advisor = ToolSearchToolCallingAdvisor(tool_index=index, defer_loading=defer)
             client = ChatClient(scripted, tools=callbacks, tool_calling_advisor=advisor)
@@ -823,7 +829,7 @@ def sessions(size: int, count: int, kind: str) -> None:
     index = make_index(kind, disk_cached_model())
     advisor = ToolSearchToolCallingAdvisor(tool_index=index)
     advisor.warm_up(callbacks)
-    turn = [tool_call("toolSearchTool", {"query": "weather forecast"}, id="s"), "ok"]
+    turn: list[Turn] = [tool_call("toolSearchTool", {"query": "weather forecast"}, id="s"), "ok"]
     model = ScriptedModel(turn * (3 * count + 1))  # one client, as a service has
     client = ChatClient(model, tools=callbacks, tool_calling_advisor=advisor)
 

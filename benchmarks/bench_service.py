@@ -220,9 +220,9 @@ def _serve_uvicorn(settings: dict[str, Any]) -> None:
 def _serve_granian(settings: dict[str, Any]) -> None:
     """granian's supervisor and its worker processes (even for one: the supervisor forks
     them), each building its app from the settings."""
-    from granian.constants import Interfaces, Loops
-    from granian.log import LogLevels
-    from granian.server import Server
+    from granian.constants import Interfaces, Loops  # type: ignore[import-not-found]
+    from granian.log import LogLevels  # type: ignore[import-not-found]
+    from granian.server import Server  # type: ignore[import-not-found]
 
     Server(
         "bench_service:worker_app",
