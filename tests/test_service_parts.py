@@ -688,6 +688,44 @@ async def test_a_client_leaving_an_event_stream_cancels_its_run_and_ends_the_res
     assert finished.is_set() and bodies == [b"first"]
 
 
+async def test_an_event_streams_last_chunk_ends_the_body_in_the_same_message() -> None:
+    # Over ASGI: a chunk sent after the run ended carries more_body False itself (no empty
+    # message after it); a chunk sent while the run still goes on does not, and a run that
+    # ends after its last chunk went out ends the body with an empty message, as before.
+    release = asyncio.Event()
+
+    async def events() -> AsyncIterator[bytes]:
+        yield b"first"
+        await release.wait()
+        yield b"second"
+        yield b"third"
+
+    async def receive() -> dict[str, object]:
+        await asyncio.sleep(3600)  # the client stays
+        return {"type": "http.disconnect"}
+
+    sent: list[tuple[bytes, bool]] = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            sent.append((message["body"], message["more_body"]))
+            release.set()
+
+    response = sse_response(events(), keepalive_seconds=10)
+    scope = {"type": "http", "asgi": {"spec_version": "2.3"}}
+    await asyncio.wait_for(response(scope, receive, send), 1)
+    assert sent == [(b"first", True), (b"secondthird", False)]
+
+    async def ends_later() -> AsyncIterator[bytes]:
+        yield b"only"
+        await asyncio.sleep(0.01)  # the chunk went out before the run ended
+
+    sent.clear()
+    response = sse_response(ends_later(), keepalive_seconds=10)
+    await asyncio.wait_for(response(scope, receive, send), 1)
+    assert sent == [(b"only", True), (b"", False)]
+
+
 async def test_leaving_a_kept_alive_stream_closes_a_run_waiting_to_hand_over_an_event() -> None:
     # The run is held at a yield (the stream's bounded queue is full), not at an await that
     # a cancellation reaches: it is closed at once all the same, so that what it holds (its
