@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -619,6 +620,37 @@ def test_a_paused_call_with_a_lone_surrogate_is_stored_and_read_back(tmp_path: P
         assert store.get(store.save(pause).id).pause == pause
     finally:
         store.close()
+
+
+def test_serve_freezes_its_start_up_objects_and_building_an_app_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tooluse serve (one process, and each worker of --workers N) moves what it built out
+    # of the collector's generations before it serves; a library caller's app freezes
+    # nothing of the caller's.
+    from tooluse.cli import main
+    from tooluse.cli import serve as serve_command
+    from tooluse.service import create_app
+
+    assert gc.get_freeze_count() == 0
+    create_app(service_config(tmp_path / "library.db")).state.service.close()
+    assert gc.get_freeze_count() == 0
+    frozen_when_serving: list[int] = []
+    serve_without_listening(
+        monkeypatch, lambda config: frozen_when_serving.append(gc.get_freeze_count())
+    )
+    try:
+        argv = ["serve", "--model", "test", "--db", str(tmp_path / "s.db")]
+        assert main([*argv, "--no-sample-knowledge"]) == 0
+        assert len(frozen_when_serving) == 1 and frozen_when_serving[0] > 0
+        gc.unfreeze()
+        app = object()
+        monkeypatch.setattr(serve_command, "_service_app", lambda args: app)
+        monkeypatch.setenv("TOOLUSE_SERVE_OPTIONS", json.dumps({"log_level": "info"}))
+        assert serve_command.worker_app() is app
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
 
 
 async def test_leaving_a_kept_alive_stream_early_cancels_the_run() -> None:

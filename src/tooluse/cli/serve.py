@@ -27,7 +27,7 @@ from tooluse.cli._options import (
 )
 from tooluse.service._approvals import DEFAULT_APPROVAL_EXPIRY
 from tooluse.service._service import DEFAULT_MAX_REQUEST_BYTES
-from tooluse.service._startup import startup_lines
+from tooluse.service._startup import freeze_startup_objects, startup_lines
 
 if TYPE_CHECKING:
     import uvicorn
@@ -269,7 +269,9 @@ def worker_app() -> FastAPI:
     options = json.loads(os.environ[_WORKER_OPTIONS])
     args = argparse.Namespace(**options)
     configure_logging(args.log_level)
-    return _service_app(args)
+    app = _service_app(args)
+    freeze_startup_objects()
+    return app
 
 
 def worker_options(args: argparse.Namespace, model: object) -> dict[str, object]:
@@ -414,6 +416,7 @@ async def _serve(
     except OptionError as exc:
         print(f"tooluse serve: {exc}", file=sys.stderr)
         return 2
+    freeze_startup_objects()
     announce = asyncio.ensure_future(_announce(server, service, args.host))
     try:
         await server.serve(sockets=[listener])

@@ -1,8 +1,10 @@
-"""What ``tooluse serve`` prints once it listens: the model and where it runs, the URLs, the
-tools, the knowledge base and the files it writes (absolute paths)."""
+"""``tooluse serve``'s start-up: what it prints once it listens (the model and where it runs,
+the URLs, the tools, the knowledge base and the files it writes, absolute paths), and the
+start-up's objects taken out of the garbage collector's way."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 from tooluse._tables import location_label
@@ -13,7 +15,7 @@ from tooluse.service._openai_api import OPENAI_MODEL_ID
 from tooluse.service._service import QaService
 from tooluse.tools import tool_callbacks
 
-__all__ = ["model_location", "startup_lines"]
+__all__ = ["freeze_startup_objects", "model_location", "startup_lines"]
 
 
 def model_location(model: ChatModel | None) -> str:
@@ -61,3 +63,13 @@ def startup_lines(service: QaService, url: str) -> list[str]:
         f"  data        {database} (memory, knowledge base, approvals, audit log); "
         f"embedding cache {cache}",
     ]
+
+
+def freeze_startup_objects() -> None:
+    """Move every object alive now (the app, its service, the tools, the imported modules)
+    to the collector's permanent generation, after collecting the garbage so that none is
+    kept: a server's requests allocate fast enough to trigger full collections, and each
+    full collection would walk these too (``gc.freeze``). For a server process once its app
+    is built, not for a library caller, whose objects are its own."""
+    gc.collect()
+    gc.freeze()
