@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import dataclasses
 import errno
+import gc
 import ipaddress
 import json
 import logging
@@ -421,6 +422,7 @@ async def _serve(
     try:
         await server.serve(sockets=[listener])
     finally:
+        gc.unfreeze()  # collected again: whoever called run() in this process goes on
         announce.cancel()
         if not server.started:  # else its lifespan closed the service
             await service.aclose()
