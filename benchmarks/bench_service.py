@@ -172,12 +172,12 @@ def worker_app() -> FastAPI:
     from tooluse.service import create_app
 
     app = create_app(_config(json.loads(os.environ[_SERVER_SETTINGS])))
-    # As `tooluse serve` does once its app is built; a tree from before it did serves as its
-    # own `tooluse serve` did.
+    # The collector set as `tooluse serve` sets it once its app is built; a tree from before
+    # it did serves as its own `tooluse serve` did.
     startup = importlib.import_module("tooluse.service._startup")
-    freeze = getattr(startup, "freeze_startup_objects", None)
-    if freeze is not None:
-        freeze()
+    tune = getattr(startup, "tune_garbage_collector", None)
+    if tune is not None:
+        tune()
     return app
 
 

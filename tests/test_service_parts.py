@@ -643,35 +643,39 @@ def test_a_paused_call_with_a_lone_surrogate_is_stored_and_read_back(tmp_path: P
         store.close()
 
 
-def test_serve_freezes_its_start_up_objects_and_building_an_app_does_not(
+def test_serve_sets_the_collector_for_serving_and_building_an_app_does_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # tooluse serve (one process, and each worker of --workers N) moves what it built out
-    # of the collector's generations before it serves (one process: until it stops); a
-    # library caller's app freezes nothing of the caller's.
+    # of the collector's generations and raises its thresholds before it serves (one
+    # process: until it stops); a library caller's app leaves the caller's collector alone.
     from tooluse.cli import main
     from tooluse.cli import serve as serve_command
     from tooluse.service import create_app
+    from tooluse.service._startup import SERVING_GC_THRESHOLDS
 
-    assert gc.get_freeze_count() == 0
+    thresholds = gc.get_threshold()
+    assert gc.get_freeze_count() == 0 and thresholds != SERVING_GC_THRESHOLDS
     create_app(service_config(tmp_path / "library.db")).state.service.close()
-    assert gc.get_freeze_count() == 0
-    frozen_when_serving: list[int] = []
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds
+    when_serving: list[tuple[int, tuple[int, int, int]]] = []
     serve_without_listening(
-        monkeypatch, lambda config: frozen_when_serving.append(gc.get_freeze_count())
+        monkeypatch, lambda config: when_serving.append((gc.get_freeze_count(), gc.get_threshold()))
     )
     try:
         argv = ["serve", "--model", "test", "--db", str(tmp_path / "s.db")]
         assert main([*argv, "--no-sample-knowledge"]) == 0
-        assert len(frozen_when_serving) == 1 and frozen_when_serving[0] > 0
-        assert gc.get_freeze_count() == 0  # once it stopped serving
+        ((frozen, serving),) = when_serving
+        assert frozen > 0 and serving == SERVING_GC_THRESHOLDS
+        assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds  # it stopped
         app = object()
         monkeypatch.setattr(serve_command, "_service_app", lambda args: app)
         monkeypatch.setenv("TOOLUSE_SERVE_OPTIONS", json.dumps({"log_level": "info"}))
         assert serve_command.worker_app() is app
-        assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() > 0 and gc.get_threshold() == SERVING_GC_THRESHOLDS
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
 
 
 async def test_leaving_a_kept_alive_stream_early_cancels_the_run() -> None:

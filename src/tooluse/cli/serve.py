@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import dataclasses
 import errno
-import gc
 import ipaddress
 import json
 import logging
@@ -28,7 +27,7 @@ from tooluse.cli._options import (
 )
 from tooluse.service._approvals import DEFAULT_APPROVAL_EXPIRY
 from tooluse.service._service import DEFAULT_MAX_REQUEST_BYTES
-from tooluse.service._startup import freeze_startup_objects, startup_lines
+from tooluse.service._startup import startup_lines, tune_garbage_collector
 
 if TYPE_CHECKING:
     import uvicorn
@@ -271,7 +270,7 @@ def worker_app() -> FastAPI:
     args = argparse.Namespace(**options)
     configure_logging(args.log_level)
     app = _service_app(args)
-    freeze_startup_objects()
+    tune_garbage_collector()  # for the process's life
     return app
 
 
@@ -417,12 +416,12 @@ async def _serve(
     except OptionError as exc:
         print(f"tooluse serve: {exc}", file=sys.stderr)
         return 2
-    freeze_startup_objects()
+    restore_collector = tune_garbage_collector()
     announce = asyncio.ensure_future(_announce(server, service, args.host))
     try:
         await server.serve(sockets=[listener])
     finally:
-        gc.unfreeze()  # collected again: whoever called run() in this process goes on
+        restore_collector()  # whoever called run() in this process goes on
         announce.cancel()
         if not server.started:  # else its lifespan closed the service
             await service.aclose()
