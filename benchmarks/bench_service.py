@@ -171,7 +171,14 @@ def worker_app() -> FastAPI:
     """The app of one worker process (uvicorn's factory, ``bench_service:worker_app``)."""
     from tooluse.service import create_app
 
-    return create_app(_config(json.loads(os.environ[_SERVER_SETTINGS])))
+    app = create_app(_config(json.loads(os.environ[_SERVER_SETTINGS])))
+    # The collector set as `tooluse serve` sets it once its app is built; a tree from before
+    # it did serves as its own `tooluse serve` did.
+    startup = importlib.import_module("tooluse.service._startup")
+    tune = getattr(startup, "tune_garbage_collector", None)
+    if tune is not None:
+        tune()
+    return app
 
 
 def _serve() -> None:

@@ -3,10 +3,12 @@ the model's arguments), what became of it, its approval and who gave it."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,17 @@ def open_log(open_store: Callable[..., Any]) -> OpenLog:
 
 def failing(**_: object) -> str:
     raise RuntimeError("the mail server is down")
+
+
+def a_record(tool: str, result: str = "ok", at: float | None = None, **changes: Any) -> AuditRecord:
+    """A call of ``tool`` that ran (now, unless ``at``), for nobody in particular."""
+    fields: dict[str, Any] = {
+        "at": time.time() if at is None else at, "tool": tool, "call_id": "c",
+        "arguments": "{}", "outcome": "ran", "result": result, "is_error": False,
+        "latency_ms": 1.0, "approval": "not needed",
+        "approved_by": None, "user": None, "tenant": None, "conversation": None,
+    }  # fmt: skip
+    return AuditRecord(**(fields | changes))
 
 
 async def test_every_call_of_a_round_and_its_resume_is_recorded(open_log: OpenLog) -> None:
@@ -117,11 +130,7 @@ async def test_the_log_is_bounded(open_log: OpenLog, tmp_path: Path) -> None:
     log = open_log(retention=100, max_records=3, max_text=10, clock=lambda: now[0])
 
     def record(tool: str, result: str = "ok") -> AuditRecord:
-        return AuditRecord(
-            at=now[0], tool=tool, call_id="c", arguments="{}", outcome="ran", result=result,
-            is_error=False, latency_ms=1.0, approval="not needed", approved_by=None,
-            user=None, tenant=None, conversation=None,
-        )  # fmt: skip
+        return a_record(tool, result, at=now[0])
 
     await log.record([record("old", "x" * 25)])
     assert log.query()[0].result == "xxxxxxxxxx... [25 characters in all]"
@@ -148,6 +157,70 @@ async def test_a_round_of_more_records_than_one_statement_takes_is_recorded_whol
     log = open_log()
     await log.record(records)
     assert log.query() == records
+
+
+def counting_writes(
+    log: SqliteAuditLog | PostgresAuditLog, monkeypatch: pytest.MonkeyPatch
+) -> list[int]:
+    """The number of records of each write the log makes from now on."""
+    writes: list[int] = []
+    insert = log._insert
+
+    def counted(records: Sequence[AuditRecord]) -> None:
+        writes.append(len(records))
+        insert(records)
+
+    monkeypatch.setattr(log, "_insert", counted)
+    return writes
+
+
+async def test_rounds_from_concurrent_calls_are_written_together_and_all_stored(
+    open_log: OpenLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first round's write runs while the nine others come: they go in one write when it
+    # ends, and each call returns once its own records are stored.
+    log = open_log()
+    writes = counting_writes(log, monkeypatch)
+    rounds = [[a_record(f"t{n}.{k}") for k in range(n % 3 + 1)] for n in range(10)]
+
+    async def record(records: list[AuditRecord]) -> set[str]:
+        await log.record(records)
+        return {record.tool for record in log.query()}
+
+    stored = await asyncio.gather(*(record(records) for records in rounds))
+    for records, after in zip(rounds, stored, strict=True):
+        assert {record.tool for record in records} <= after
+    assert sorted(log.query(), key=lambda r: r.tool) == sorted(
+        (record for records in rounds for record in records), key=lambda r: r.tool
+    )
+    assert writes == [1, sum(len(records) for records in rounds[1:])]
+    await log.record([a_record("alone")])  # nothing running: written at once, alone
+    assert writes[-1] == 1 and log.query()[-1].tool == "alone"
+
+
+async def test_a_round_that_cannot_be_stored_costs_the_others_nothing_and_gets_its_error(
+    open_log: OpenLog, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    log = open_log()
+    writes = counting_writes(log, monkeypatch)
+    bad = a_record("bad", outcome=None)  # NOT NULL: neither engine stores it
+    rounds = [
+        [a_record("first")],
+        [a_record("second")],
+        [a_record("third"), bad],
+        [a_record("fourth")],
+    ]
+    with caplog.at_level(logging.WARNING, logger="tooluse.calling"):
+        outcomes = await asyncio.gather(
+            *(log.record(records) for records in rounds), return_exceptions=True
+        )
+    assert outcomes[:2] == [None, None] and outcomes[3] is None
+    assert isinstance(outcomes[2], Exception) and "null" in str(outcomes[2]).lower()
+    assert [record.tool for record in log.query()] == ["first", "second", "fourth"]
+    assert writes == [1, 4, 1, 2, 1]  # the group of three, then each of its rounds alone
+    assert "A grouped write of 3 rounds of audit records failed" in caplog.text
+    with pytest.raises(Exception, match=r"(?i)null"):  # alone, its error is raised as it is
+        await log.record([bad])
 
 
 async def test_text_neither_engine_stores_is_kept_as_escapes(open_log: OpenLog) -> None:

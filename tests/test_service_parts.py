@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -466,6 +467,27 @@ def test_serve_runs_on_asyncios_loop_without_uvloop(
     assert type(serving_loop(monkeypatch, tmp_path)) is asyncio.SelectorEventLoop
 
 
+def test_serve_parses_http_with_httptools_which_the_service_extra_installs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # uvicorn's "auto" takes httptools when it can import it: less CPU per request than h11.
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    from tooluse.cli import main
+
+    monkeypatch.setattr("tooluse.embedding.default_embedding_model", HashingEmbeddingModel)
+    protocols: list[type[asyncio.Protocol]] = []
+
+    def serving(config: Any) -> None:
+        config.load()
+        protocols.append(config.http_protocol_class)
+
+    serve_without_listening(monkeypatch, serving)
+    argv = ["serve", "--model", "test", "--db", str(tmp_path / "s.db"), "--no-sample-knowledge"]
+    assert main(argv) == 0
+    assert protocols == [HttpToolsProtocol]
+
+
 def test_serve_takes_how_long_approvals_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -621,6 +643,41 @@ def test_a_paused_call_with_a_lone_surrogate_is_stored_and_read_back(tmp_path: P
         store.close()
 
 
+def test_serve_sets_the_collector_for_serving_and_building_an_app_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # tooluse serve (one process, and each worker of --workers N) moves what it built out
+    # of the collector's generations and raises its thresholds before it serves (one
+    # process: until it stops); a library caller's app leaves the caller's collector alone.
+    from tooluse.cli import main
+    from tooluse.cli import serve as serve_command
+    from tooluse.service import create_app
+    from tooluse.service._startup import SERVING_GC_THRESHOLDS
+
+    thresholds = gc.get_threshold()
+    assert gc.get_freeze_count() == 0 and thresholds != SERVING_GC_THRESHOLDS
+    create_app(service_config(tmp_path / "library.db")).state.service.close()
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds
+    when_serving: list[tuple[int, tuple[int, int, int]]] = []
+    serve_without_listening(
+        monkeypatch, lambda config: when_serving.append((gc.get_freeze_count(), gc.get_threshold()))
+    )
+    try:
+        argv = ["serve", "--model", "test", "--db", str(tmp_path / "s.db")]
+        assert main([*argv, "--no-sample-knowledge"]) == 0
+        ((frozen, serving),) = when_serving
+        assert frozen > 0 and serving == SERVING_GC_THRESHOLDS
+        assert gc.get_freeze_count() == 0 and gc.get_threshold() == thresholds  # it stopped
+        app = object()
+        monkeypatch.setattr(serve_command, "_service_app", lambda args: app)
+        monkeypatch.setenv("TOOLUSE_SERVE_OPTIONS", json.dumps({"log_level": "info"}))
+        assert serve_command.worker_app() is app
+        assert gc.get_freeze_count() > 0 and gc.get_threshold() == SERVING_GC_THRESHOLDS
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)
+
+
 async def test_leaving_a_kept_alive_stream_early_cancels_the_run() -> None:
     finished = asyncio.Event()
 
@@ -686,6 +743,44 @@ async def test_a_client_leaving_an_event_stream_cancels_its_run_and_ends_the_res
 
     assert await asyncio.wait_for(serve(), 1) == 0
     assert finished.is_set() and bodies == [b"first"]
+
+
+async def test_an_event_streams_last_chunk_ends_the_body_in_the_same_message() -> None:
+    # Over ASGI: a chunk sent after the run ended carries more_body False itself (no empty
+    # message after it); a chunk sent while the run still goes on does not, and a run that
+    # ends after its last chunk went out ends the body with an empty message, as before.
+    release = asyncio.Event()
+
+    async def events() -> AsyncIterator[bytes]:
+        yield b"first"
+        await release.wait()
+        yield b"second"
+        yield b"third"
+
+    async def receive() -> dict[str, object]:
+        await asyncio.sleep(3600)  # the client stays
+        return {"type": "http.disconnect"}
+
+    sent: list[tuple[bytes, bool]] = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            sent.append((message["body"], message["more_body"]))
+            release.set()
+
+    response = sse_response(events(), keepalive_seconds=10)
+    scope = {"type": "http", "asgi": {"spec_version": "2.3"}}
+    await asyncio.wait_for(response(scope, receive, send), 1)
+    assert sent == [(b"first", True), (b"secondthird", False)]
+
+    async def ends_later() -> AsyncIterator[bytes]:
+        yield b"only"
+        await asyncio.sleep(0.01)  # the chunk went out before the run ended
+
+    sent.clear()
+    response = sse_response(ends_later(), keepalive_seconds=10)
+    await asyncio.wait_for(response(scope, receive, send), 1)
+    assert sent == [(b"only", True), (b"", False)]
 
 
 async def test_leaving_a_kept_alive_stream_closes_a_run_waiting_to_hand_over_an_event() -> None:

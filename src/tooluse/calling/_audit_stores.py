@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -23,6 +25,7 @@ from tooluse.calling._audit import (
 
 __all__ = ["PostgresAuditLog", "SqliteAuditLog"]
 
+logger = logging.getLogger("tooluse.calling")
 
 _FIELDS: Final = tuple(field.name for field in dataclasses.fields(AuditRecord))
 _COLUMNS: Final = ", ".join(f'"{name}"' for name in _FIELDS)  # "user" is a word of SQL
@@ -76,6 +79,77 @@ _INSERTED_AT_ONCE: Final = 50
 _TIDY_EVERY: Final = 60.0
 
 
+_Rounds = list[Sequence[AuditRecord]]
+_Waiting = list[tuple[Sequence[AuditRecord], asyncio.Future[None]]]
+
+
+class _GroupedWrites:
+    """Rounds of audit records from concurrent calls written together (group commit): a
+    round that comes while a write of its event loop runs waits, with every other round
+    that comes meanwhile, and they go in one write (one hop to a thread, one transaction)
+    once it ends. ``write`` (run in a thread) gets the rounds and returns, for each, ``None``
+    or the exception its write raised, which reaches that round's caller."""
+
+    def __init__(self, write: Callable[[_Rounds], list[Exception | None]]) -> None:
+        self._write = write
+        self._lock = threading.Lock()  # callers on event loops of other threads
+        # A loop's write running: the rounds waiting for the next one, with their callers.
+        self._writing: dict[asyncio.AbstractEventLoop, _Waiting] = {}
+        self._groups: set[asyncio.Task[None]] = set()  # the loop holds tasks weakly
+
+    async def write(self, records: Sequence[AuditRecord]) -> None:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            waiting = self._writing.get(loop)
+            if waiting is None:
+                self._writing[loop] = []
+            else:
+                written = loop.create_future()
+                waiting.append((records, written))
+        if waiting is not None:
+            await written
+            return
+        try:
+            (failure,) = await asyncio.to_thread(self._write, [records])
+        finally:
+            self._next(loop)
+        if failure is not None:
+            raise failure
+
+    def _next(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            group = self._writing.pop(loop)
+            if group:
+                self._writing[loop] = []
+        if group:
+            task = loop.create_task(self._write_group(loop, group))
+            self._groups.add(task)
+            task.add_done_callback(self._groups.discard)
+
+    async def _write_group(self, loop: asyncio.AbstractEventLoop, group: _Waiting) -> None:
+        try:
+            failures = await asyncio.to_thread(self._write, [records for records, _ in group])
+        except BaseException as exc:  # the hop itself (the loop closing): no round written
+            for _, written in group:
+                if written.done():
+                    continue
+                if isinstance(exc, asyncio.CancelledError):
+                    written.cancel()
+                else:
+                    written.set_exception(exc)
+            raise
+        finally:
+            self._next(loop)
+        for (_, written), failure in zip(group, failures, strict=True):
+            if not written.done():
+                if failure is None:
+                    written.set_result(None)
+                else:
+                    written.set_exception(failure)
+            elif failure is not None:  # its caller was cancelled: nobody else to tell
+                logger.error("Audit records of a cancelled call were not stored", exc_info=failure)
+
+
 class _TableAuditLog:
     """An :class:`AuditSink` in a table of ``_tables`` (a SQLite file or a PostgreSQL
     database), bounded: records older than ``retention`` seconds go, and the oldest beyond
@@ -102,10 +176,11 @@ class _TableAuditLog:
         self.max_text = max_text
         self._clock = clock
         self._tidied_at = float("-inf")
+        self._grouped = _GroupedWrites(self._insert_rounds)
 
     async def record(self, records: Sequence[AuditRecord]) -> None:
         if records:
-            await asyncio.to_thread(self._insert, records)
+            await self._grouped.write(records)
 
     def query(
         self,
@@ -134,6 +209,31 @@ class _TableAuditLog:
         with self._tables.read() as connection:
             rows = connection.execute(sql, values).fetchall()
         return [_record(row) for row in reversed(rows)]
+
+    def _insert_rounds(self, rounds: _Rounds) -> list[Exception | None]:
+        """Each round's failure or ``None``: the rounds in one write, or, when it fails,
+        each in its own, so that a round that cannot be stored costs no other its records
+        and its caller gets its own error."""
+        if len(rounds) > 1:
+            try:
+                self._insert([record for records in rounds for record in records])
+            except Exception:
+                logger.warning(
+                    "A grouped write of %d rounds of audit records failed; writing each alone",
+                    len(rounds),
+                    exc_info=True,
+                )
+            else:
+                return [None] * len(rounds)
+        failures: list[Exception | None] = []
+        for records in rounds:
+            try:
+                self._insert(records)
+            except Exception as exc:  # raised to the round's caller
+                failures.append(exc)
+            else:
+                failures.append(None)
+        return failures
 
     def _insert(self, records: Sequence[AuditRecord]) -> None:
         # The fields read one by one: dataclasses.astuple deep-copies each value, a cost the

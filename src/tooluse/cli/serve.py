@@ -27,7 +27,7 @@ from tooluse.cli._options import (
 )
 from tooluse.service._approvals import DEFAULT_APPROVAL_EXPIRY
 from tooluse.service._service import DEFAULT_MAX_REQUEST_BYTES
-from tooluse.service._startup import startup_lines
+from tooluse.service._startup import startup_lines, tune_garbage_collector
 
 if TYPE_CHECKING:
     import uvicorn
@@ -269,7 +269,9 @@ def worker_app() -> FastAPI:
     options = json.loads(os.environ[_WORKER_OPTIONS])
     args = argparse.Namespace(**options)
     configure_logging(args.log_level)
-    return _service_app(args)
+    app = _service_app(args)
+    tune_garbage_collector()  # for the process's life
+    return app
 
 
 def worker_options(args: argparse.Namespace, model: object) -> dict[str, object]:
@@ -414,10 +416,12 @@ async def _serve(
     except OptionError as exc:
         print(f"tooluse serve: {exc}", file=sys.stderr)
         return 2
+    restore_collector = tune_garbage_collector()
     announce = asyncio.ensure_future(_announce(server, service, args.host))
     try:
         await server.serve(sockets=[listener])
     finally:
+        restore_collector()  # whoever called run() in this process goes on
         announce.cancel()
         if not server.started:  # else its lifespan closed the service
             await service.aclose()

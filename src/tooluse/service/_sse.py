@@ -91,10 +91,30 @@ class _EventStreamResponse(StreamingResponse):
         if self.background is not None and not gone:
             await self.background()
 
+    async def stream_response(self, send: Send) -> None:
+        # As Starlette's, but the stream's last chunk (one that went out after its run had
+        # ended) ends the body in the same message: one send less per response, and with
+        # httptools one socket write less (the chunk and the body's end are written at once).
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        async for chunk in self.body_iterator:
+            last = type(chunk) is _LastChunk
+            await send({"type": "http.response.body", "body": chunk, "more_body": not last})
+            if last:
+                return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
 
 async def _until_disconnect(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+class _LastChunk(bytes):
+    """A stream's last chunk: its run had ended when it was sent (nothing more will come)."""
+
+    __slots__ = ()
 
 
 class _Outbox:
@@ -176,6 +196,9 @@ async def _with_keepalive(
                 if outbox.room is not None and not outbox.room.done():
                     outbox.room.set_result(None)
                 sent_at, keepalive = loop.time(), False
+                if outbox.end is _END:
+                    yield _LastChunk(chunk)
+                    return
                 yield chunk  # what came before the end or the failure goes out first
                 continue
             if isinstance(outbox.end, BaseException):

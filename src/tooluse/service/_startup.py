@@ -1,9 +1,13 @@
-"""What ``tooluse serve`` prints once it listens: the model and where it runs, the URLs, the
-tools, the knowledge base and the files it writes (absolute paths)."""
+"""``tooluse serve``'s start-up: what it prints once it listens (the model and where it runs,
+the URLs, the tools, the knowledge base and the files it writes, absolute paths), and the
+garbage collector set for serving."""
 
 from __future__ import annotations
 
+import gc
 import os
+from collections.abc import Callable
+from typing import Final
 
 from tooluse._tables import location_label
 from tooluse.embedding._cache import default_cache_path
@@ -13,7 +17,7 @@ from tooluse.service._openai_api import OPENAI_MODEL_ID
 from tooluse.service._service import QaService
 from tooluse.tools import tool_callbacks
 
-__all__ = ["model_location", "startup_lines"]
+__all__ = ["SERVING_GC_THRESHOLDS", "model_location", "startup_lines", "tune_garbage_collector"]
 
 
 def model_location(model: ChatModel | None) -> str:
@@ -61,3 +65,28 @@ def startup_lines(service: QaService, url: str) -> list[str]:
         f"  data        {database} (memory, knowledge base, approvals, audit log); "
         f"embedding cache {cache}",
     ]
+
+
+SERVING_GC_THRESHOLDS: Final = (20_000, 20, 20)
+"""The collector's thresholds while serving (Python's: 700, 10, 10): a request's objects
+live as long as its model calls, so at 700 allocations the youngest generation is mostly
+requests in flight, walked and promoted over and over (docs/benchmarks.md, #26)."""
+
+
+def tune_garbage_collector() -> Callable[[], None]:
+    """Set the collector for serving, once the app is built: every object alive now (the
+    app, its service, the tools, the modules) moves to the permanent generation, after the
+    garbage is collected so that none is kept (``gc.freeze``), and the thresholds become
+    :data:`SERVING_GC_THRESHOLDS`. Returns what sets both back (a server that stops
+    in a process that goes on). For a server process, not a library caller, whose objects
+    and collector are its own."""
+    gc.collect()
+    gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(*SERVING_GC_THRESHOLDS)
+
+    def restore() -> None:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+    return restore
