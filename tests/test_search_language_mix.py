@@ -130,7 +130,8 @@ def test_a_query_without_a_word_of_the_catalogues_script_ranks_by_the_embeddings
     ]
     query = "".join(han) + digits  # the digits match tool0 lexically: they must not count
     model = BagOfWordsModel(ALIASES)
-    index = HybridToolIndex(model, background_embedding=False, query_tokens=None)
+    # Without the glossary, whose English words for the query would match (test_search_glossary).
+    index = HybridToolIndex(model, background_embedding=False, query_tokens=None, gloss_weight=0)
     index.index_tools("s", tools)
     found = index.search(ToolSearchRequest("s", query, max_results=len(tools))).tool_references
     cosines = model.embed_documents([embedding_text(t) for t in tools]) @ model.embed_query(query)
@@ -332,7 +333,7 @@ def test_a_split_task_whose_texts_fail_to_embed_ranks_with_bm25(
     query = "帮我查一下天气预报，然后发送邮件给老板"
     tools = [*TASK_TOOLS, ToolReference("query_weather", None, "查询天气预报")]
     model = FailingBatchModel(ALIASES)
-    index = HybridToolIndex(model, background_embedding=False)
+    index = HybridToolIndex(model, background_embedding=False, gloss_weight=0)  # the query's words
     index.index_tools("s", tools)
     found = index.search(ToolSearchRequest("s", query, max_results=3)).tool_names
     assert found == ["query_weather"]

