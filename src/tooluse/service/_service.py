@@ -452,7 +452,7 @@ class QaService:
         # a dead one's runs frees the conversations it held, so they need not wait the lease.
         worker = executor_id()
         self.events = ConversationEvents(config.redis_url)
-        # A turn's lock is taken and released through the events' pipelines (round trips).
+        # A turn's lock is released through the events' sender: with its done, one round trip.
         turn_locks = (
             None
             if config.redis_url is None
