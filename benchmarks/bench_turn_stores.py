@@ -12,7 +12,8 @@ and the release script), its start (the approvals a new question withdraws, the 
 read: one hop to a thread), its end (the memory write of the question and the answer and
 the turn's display record: one hop, or two where the tree makes two), the audit record of
 the tool call (``/v1`` makes it too), the 4 events published to the conversation's
-watchers (Redis only), and a bare hop to a thread for scale. ``--compare SRC`` runs the
+watchers (Redis only), the lock and the 4 events together (Redis: the release may go with
+the last event), and a bare hop to a thread for scale. ``--compare SRC`` runs the
 same in a process on another source tree, alternately, and prints this tree's ratio.
 """
 
@@ -141,16 +142,25 @@ async def _child(settings: dict[str, Any]) -> dict[str, float]:
         if sender is not None:
             await sender
 
+    async def lock_and_events() -> None:
+        async with service.turns.turn(conversation):
+            for kind in ("tool_call", "tool_result", "route", "done"):
+                await service.events.publish(conversation, kind, {"id": "call_1"})
+        sender = service.events._sender
+        if sender is not None:
+            await sender
+
     calls = {
         "turn lock": turn_lock,
         "turn start (approvals, memory read)": turn_start,
         "turn end (memory write, display record)": turn_end,
         "audit record": audit,
         "4 events published": publish,
+        "turn lock with its 4 events": lock_and_events,
         "bare hop to a thread": bare_hop,
     }
-    if "redis_url" not in settings["shared"]:
-        del calls["4 events published"]  # delivered on the loop, to no watcher
+    if "redis_url" not in settings["shared"]:  # delivered on the loop, to no watcher
+        del calls["4 events published"], calls["turn lock with its 4 events"]
     figures = {name: await _measure(settings["turns"], call) for name, call in calls.items()}
     await service.aclose()
     return figures

@@ -40,6 +40,7 @@ from tooluse.messages import (
     ToolResponse,
     ToolResponseMessage,
     UserMessage,
+    message_from_json,
 )
 
 
@@ -530,6 +531,44 @@ def test_sqlite_parses_and_serialises_a_remembered_message_once(
     assert counts == {"parsed": 0, "serialised": 8}  # each message once, when first stored
     with SqliteChatMemoryRepository(tmp_path / "memory.db") as repository:
         assert len(repository.find_by_conversation_id("c1")) == 8
+
+
+def test_postgres_parses_a_remembered_message_once_and_reads_a_changed_row_again(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A service turn reads the window twice (its start, its write): each message's row was
+    # parsed on every read. jsonb gives back its own text, not the one written: a message
+    # is parsed once, when first read.
+    from tooluse.memory import _rows
+
+    parsed: list[str] = []
+
+    def counted(text: str) -> Message:
+        parsed.append(text)
+        return message_from_json(text)
+
+    monkeypatch.setattr(_rows, "message_from_json", counted)
+    with PostgresChatMemoryRepository(postgres_url) as repository:
+        memory = MessageWindowChatMemory(10, repository)
+        first = [UserMessage(text="Weather in Paris?"), AssistantMessage(text="Sunny.")]
+        memory.add("c1", first)
+        for turn in range(3):
+            assert memory.get("c1")[:2] == first
+            memory.add("c1", [UserMessage(text=f"And {turn}?"), AssistantMessage(text=f"{turn}.")])
+        assert len(parsed) == 6  # all but the last turn's two, never read
+        again = repository.find_by_conversation_id("c1")
+        assert len(parsed) == 8
+        read_again = repository.find_by_conversation_id("c1")
+        assert len(parsed) == 8
+        assert all(a is b for a, b in zip(again, read_again, strict=True))
+        run_sql(  # another writer changes a row: read as it is now, not as remembered
+            postgres_url,
+            "UPDATE chat_memory_message SET message = jsonb_set(message, '{text}', "
+            "'\"Rainy.\"') WHERE position = 1",
+        )
+        changed = repository.find_by_conversation_id("c1")
+    assert changed[1] == AssistantMessage(text="Rainy.")
+    assert changed[0] is again[0] and changed[2:] == again[2:]
 
 
 def test_the_remembered_message_texts_are_bounded() -> None:

@@ -4,8 +4,11 @@ publishes them without Redis, and on every worker of one Redis with it."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+from unittest.mock import patch
 
 import pytest
+import redis.exceptions
 
 from tooluse.service._conversation_events import ConversationEvents
 
@@ -70,3 +73,50 @@ async def test_a_redis_that_cannot_be_reached_loses_the_events_not_the_run(
     await bus.publish("c1", "done", {"answer": "42"})  # does not raise
     await bus.aclose()
     assert "Could not publish 1 event(s) of chat c1 to Redis" in caplog.text
+
+
+async def test_a_command_after_the_events_goes_in_their_pipeline_after_them(
+    redis_url: str,
+) -> None:
+    publisher, watcher_bus = ConversationEvents(redis_url), ConversationEvents(redis_url)
+    pipelines = []
+    client = publisher._client
+    assert client is not None
+    opened = client.pipeline
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        pipelines.append(opened(*args, **kwargs))
+        return pipelines[-1]
+
+    try:
+        async with watcher_bus.watch("c1") as events:
+            with patch.object(client, "pipeline", counted):
+                await publisher.publish("c1", "done", {"answer": "42"})
+                # The watcher is subscribed: the PUBLISH before it reached one client.
+                assert await publisher.after_published("PUBSUB", "NUMSUB", "tooluse:events:c1") == [
+                    b"tooluse:events:c1",
+                    1,
+                ]
+            assert len(pipelines) == 1  # one round trip for the event and the command
+            assert await asyncio.wait_for(anext(events), 10) == ("done", {"answer": "42"})
+        with pytest.raises(redis.exceptions.ResponseError, match="unknown command"):
+            await publisher.after_published("NO-SUCH-COMMAND")
+    finally:
+        await publisher.aclose()
+        await watcher_bus.aclose()
+
+
+async def test_a_command_after_the_events_raises_when_redis_cannot_be_reached(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bus = ConversationEvents("redis://127.0.0.1:9/0")
+    await bus.publish("c1", "done", {"answer": "42"})
+    with pytest.raises(redis.exceptions.ConnectionError):
+        await bus.after_published("PING")
+    await bus.aclose()
+    assert "Could not publish 1 event(s) of chat c1 to Redis" in caplog.text
+
+
+async def test_a_bus_without_redis_sends_no_redis_command() -> None:
+    with pytest.raises(RuntimeError, match="without Redis sends no Redis command"):
+        await ConversationEvents().after_published("PING")

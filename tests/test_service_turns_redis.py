@@ -8,12 +8,16 @@ import contextlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
 import pytest
 import redis.asyncio
+import redis.exceptions
 
+from _service_helpers import config, fake_llm, names, parse_sse, running
 from tooluse.calling import RedisRateLimitStore
-from tooluse.service import ServiceConfig
+from tooluse.service import ServiceConfig, create_app
 from tooluse.service._conversation_events import ConversationEvents
 from tooluse.service._turns import ConversationTurns, RedisTurnLocks
 
@@ -167,3 +171,53 @@ def test_an_unreachable_redis_is_reported_when_the_service_starts(
     err = capsys.readouterr().err
     assert err.startswith("tooluse serve: --redis-url redis://:***@127.0.0.1:1/0: "), err
     assert "secret" not in err and "Traceback" not in err
+
+
+async def test_a_turns_done_and_its_release_go_to_redis_in_one_round_trip(
+    redis_url: str, tmp_path: Path
+) -> None:
+    app = create_app(config(tmp_path / "s.db", redis_url=redis_url, model=fake_llm()))
+    sent: list[list[tuple[Any, ...]]] = []  # the commands of each pipeline the events sent
+    async with running(app) as client:
+        events_client = app.state.service.events._client
+        opened = events_client.pipeline
+
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            pipeline = opened(*args, **kwargs)
+            execute = pipeline.execute
+
+            async def executed(**options: Any) -> Any:
+                sent.append([command for command, _ in pipeline.command_stack])
+                return await execute(**options)
+
+            pipeline.execute = executed
+            return pipeline
+
+        with patch.object(events_client, "pipeline", recorded):
+            response = await client.post(
+                "/api/chat", json={"message": "Weather in Paris?", "conversation_id": "c1"}
+            )
+        assert names(parse_sse(response.text))[-1] == "done"
+        done, release = sent[-1][-2:]  # the model answers at once: one burst of events
+        assert (done[0], release[0]) == ("PUBLISH", "EVAL")
+        assert '"event": "done"' in done[2] and release[3] == "tooluse:turn:c1"
+        assert await redis.asyncio.Redis.from_url(redis_url).keys("tooluse:turn:*") == []
+
+
+async def test_a_release_that_fails_ends_the_turn_with_an_error_after_done(
+    redis_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(config(tmp_path / "s.db", redis_url=redis_url, model=fake_llm()))
+
+    async def unreachable(*command: Any) -> Any:
+        raise redis.exceptions.ConnectionError("Redis went away")
+
+    async with running(app) as client:
+        with patch.object(app.state.service.turns._shared, "_sends", unreachable):
+            response = await client.post(
+                "/api/chat", json={"message": "Weather in Paris?", "conversation_id": "c1"}
+            )
+    events = parse_sse(response.text)
+    assert names(events)[-2:] == ["done", "error"]
+    assert events[-1][1] == {"message": "Redis went away", "type": "ConnectionError"}
+    assert "Redis went away" in caplog.text

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from tooluse._postgres import PostgresDatabase, database_of
 from tooluse.memory._api import validate_conversation_id
-from tooluse.memory._rows import MESSAGE, MessageRow, changed_rows, message_rows
-from tooluse.messages import Message, message_from_json
+from tooluse.memory._rows import MessageRow, changed_rows, message_rows, messages_from_rows
+from tooluse.messages import Message
 
 if TYPE_CHECKING:
     import psycopg
@@ -132,12 +132,15 @@ def _lock_conversation(connection: psycopg.Connection[Any], conversation_id: str
 def _load(
     connection: psycopg.Connection[Any], conversation_id: str
 ) -> tuple[list[int], list[Message]]:
+    # `#>> '{}'`: the jsonb as text (a message's object), or the text a string holds (what
+    # _jsonb wrapped), so the messages come from the texts this process parsed already: a
+    # window is read twice a turn, and parsing its rows was most of a read's CPU.
     rows = connection.execute(
-        "SELECT position, message FROM chat_memory_message WHERE conversation_id = %s "
-        "ORDER BY position",
+        "SELECT position, message #>> '{}' FROM chat_memory_message "
+        "WHERE conversation_id = %s ORDER BY position",
         (conversation_id,),
     ).fetchall()
-    return [row[0] for row in rows], [_message(row[1]) for row in rows]
+    return [row[0] for row in rows], messages_from_rows([row[1] for row in rows])
 
 
 def _replace(
@@ -179,14 +182,9 @@ def _insert(
 _INSERTED_AT_ONCE = 1000
 
 
-def _message(stored: object) -> Message:
-    """The message a row's jsonb holds: an object, or the JSON text :func:`_jsonb` wrapped."""
-    return message_from_json(stored) if isinstance(stored, str) else MESSAGE.validate_python(stored)
-
-
 def _jsonb(message_json: str) -> str:
     """``message_json`` as jsonb takes it. jsonb cannot hold a NUL or a lone surrogate (a
     tool result read from a binary file, a model's ``"\\ud800"``), so such a message is
-    stored as a JSON string holding its JSON text, read back by :func:`message_from_json`
-    (a message itself is always an object)."""
+    stored as a JSON string holding its JSON text, which :func:`_load` reads back as that
+    text (a message itself is always an object)."""
     return json.dumps(message_json) if _JSONB_UNSAFE.search(message_json) else message_json

@@ -7,14 +7,10 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Final
 
-from pydantic import TypeAdapter
-
 from tooluse._fork import ProcessLock
-from tooluse.messages import Message, StoredMessage, message_from_json, message_to_json
+from tooluse.messages import Message, message_from_json, message_to_json
 
-__all__ = ["MESSAGE", "MessageRow", "changed_rows", "message_rows", "messages_from_rows"]
-
-MESSAGE: TypeAdapter[Message] = TypeAdapter(StoredMessage)
+__all__ = ["MessageRow", "changed_rows", "message_rows", "messages_from_rows"]
 
 MessageRow = tuple[str, int, str, str]
 

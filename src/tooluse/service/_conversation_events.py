@@ -44,7 +44,8 @@ class ConversationEvents:
         self._client: redis.asyncio.Redis | None = None
         if redis_url is not None:
             self._client = async_redis_client(redis_url, "A service on Redis")
-        self._outgoing: list[tuple[str, str]] = []  # (channel, message) not sent yet
+        # The commands not sent yet (a PUBLISH, or a command whose reply someone awaits).
+        self._outgoing: list[tuple[tuple[Any, ...], asyncio.Future[Any] | None]] = []
         self._sender: asyncio.Task[None] | None = None
 
     async def publish(self, conversation_id: str, kind: str, data: dict[str, Any]) -> None:
@@ -58,30 +59,48 @@ class ConversationEvents:
         # longer waits for a round trip to Redis per event, and the events of a burst (a
         # tool's call and result, the route) go in one.
         message = json.dumps({"event": kind, "data": data})
-        self._outgoing.append((_CHANNEL + conversation_id, message))
+        self._queue(self._client, ("PUBLISH", _CHANNEL + conversation_id, message), None)
+
+    async def after_published(self, *command: Any) -> Any:
+        """Run the Redis ``command`` once the events published so far are sent, in their
+        pipeline when they wait to be sent (a turn's ``done`` and the release of its lock:
+        one round trip, not two); its reply, or its error raised."""
+        if self._client is None:
+            raise RuntimeError("ConversationEvents without Redis sends no Redis command")
+        reply = asyncio.get_running_loop().create_future()
+        self._queue(self._client, command, reply)
+        return await reply
+
+    def _queue(
+        self,
+        client: redis.asyncio.Redis,
+        command: tuple[Any, ...],
+        reply: asyncio.Future[Any] | None,
+    ) -> None:
+        self._outgoing.append((command, reply))
         if self._sender is None:
-            self._sender = asyncio.get_running_loop().create_task(self._send(self._client))
+            self._sender = asyncio.get_running_loop().create_task(self._send(client))
 
     async def _send(self, client: redis.asyncio.Redis) -> None:
+        batch: list[tuple[tuple[Any, ...], asyncio.Future[Any] | None]] = []
         try:
             while self._outgoing:
                 batch, self._outgoing = self._outgoing, []
+                replies: list[Any]
                 try:
                     async with client.pipeline(transaction=False) as pipeline:
-                        for channel, message in batch:
-                            pipeline.publish(channel, message)
-                        await pipeline.execute()
-                except Exception:
-                    chats = sorted({channel.removeprefix(_CHANNEL) for channel, _ in batch})
-                    logger.warning(
-                        "Could not publish %d event(s) of chat %s to Redis: their watchers "
-                        "miss them",
-                        len(batch),
-                        ", ".join(chats),
-                        exc_info=True,
-                    )
+                        for command, _ in batch:
+                            pipeline.execute_command(*command)
+                        replies = await pipeline.execute(raise_on_error=False)
+                except Exception as exc:
+                    replies = [exc] * len(batch)
+                _settle(batch, replies)
+                batch = []
         finally:
             self._sender = None
+            for _, reply in batch + self._outgoing:  # cancelled (the loop closing)
+                if reply is not None and not reply.done():
+                    reply.set_exception(RuntimeError("the Redis command was not sent"))
 
     @contextlib.asynccontextmanager
     async def watch(
@@ -124,6 +143,30 @@ class ConversationEvents:
             if self._sender is not None:  # what was published goes out first
                 await self._sender
             await self._client.aclose()
+
+
+def _settle(
+    batch: list[tuple[tuple[Any, ...], asyncio.Future[Any] | None]], replies: list[Any]
+) -> None:
+    """Hand each awaited command its reply (or error); log the events that failed."""
+    lost: list[tuple[str, Exception]] = []
+    for (command, reply), answer in zip(batch, replies, strict=True):
+        if reply is None:
+            if isinstance(answer, Exception):
+                lost.append((command[1], answer))
+        elif not reply.done():  # not given up on (its awaiting task cancelled)
+            if isinstance(answer, Exception):
+                reply.set_exception(answer)
+            else:
+                reply.set_result(answer)
+    if lost:
+        chats = sorted({channel.removeprefix(_CHANNEL) for channel, _ in lost})
+        logger.warning(
+            "Could not publish %d event(s) of chat %s to Redis: their watchers miss them",
+            len(lost),
+            ", ".join(chats),
+            exc_info=lost[0][1],
+        )
 
 
 async def _drained(

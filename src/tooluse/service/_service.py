@@ -451,8 +451,12 @@ class QaService:
         # The worker's name in its Redis locks is its executor id: a worker that takes over
         # a dead one's runs frees the conversations it held, so they need not wait the lease.
         worker = executor_id()
+        self.events = ConversationEvents(config.redis_url)
+        # A turn's lock is released through the events' sender: with its done, one round trip.
         turn_locks = (
-            None if config.redis_url is None else RedisTurnLocks(config.redis_url, owner=worker)
+            None
+            if config.redis_url is None
+            else RedisTurnLocks(config.redis_url, owner=worker, sends=self.events.after_published)
         )
         if config.durable_runs:
             assert config.database_url is not None  # checked by ServiceConfig
@@ -494,7 +498,6 @@ class QaService:
         if self.runs is not None:
             self.memory = RecordedChatMemory(self.memory, self.runs)
         self.turns = ConversationTurns(turn_locks)
-        self.events = ConversationEvents(config.redis_url)
         self.knowledge = KnowledgeBase(
             location,
             embedding_model=self.embedding_model,

@@ -8,7 +8,7 @@ import contextlib
 import logging
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from tooluse._redis import async_redis_client
@@ -26,12 +26,17 @@ _CONNECTIONS = 64  # to Redis per worker, for its turns' locks
 
 
 class RedisTurnLocks:
-    """One lock per conversation in Redis (redis-py's ``Lock``: a key set with ``NX`` and an
-    expiry, released only by its holder), shared by every worker on ``url``. A held lock is
-    renewed every third of ``lease`` seconds; when a worker dies, its lock expires after
-    ``lease`` seconds and the others go on, unless a worker that knows it dead frees its
-    locks first (:meth:`release_held_by`: the value of each lock starts with its holder's
-    ``owner``, default a random name). Needs ``pip install 'tooluse[redis]'``."""
+    """One lock per conversation in Redis (a key set with ``NX`` and an expiry, as
+    redis-py's ``Lock`` does, released only by its holder), shared by every worker on
+    ``url``. A held lock is renewed every third of ``lease`` seconds; when a worker dies, its
+    lock expires after ``lease`` seconds and the others go on, unless a worker that knows it
+    dead frees its locks first (:meth:`release_held_by`: the value of each lock starts with
+    its holder's ``owner``, default a random name). ``sends`` runs a release (a Redis
+    command): by default on a connection of the locks; the service gives
+    :meth:`ConversationEvents.after_published
+    <tooluse.service._conversation_events.ConversationEvents.after_published>`, so that a
+    turn's last events and its release go to Redis in one round trip. Needs ``pip install
+    'tooluse[redis]'``."""
 
     def __init__(
         self,
@@ -40,6 +45,7 @@ class RedisTurnLocks:
         lease: float = DEFAULT_TURN_LEASE,
         prefix: str = "tooluse:turn:",
         owner: str | None = None,
+        sends: Callable[..., Awaitable[Any]] | None = None,
     ) -> None:
         if not lease > 0:
             raise ValueError(f"lease must be > 0 seconds, got {lease}")
@@ -53,7 +59,10 @@ class RedisTurnLocks:
             url, "A service on Redis", max_connections=_CONNECTIONS, timeout=lease
         )
         self._release_of = self._client.register_script(_RELEASE_OF_OWNER)
+        self._command: Callable[..., Awaitable[Any]] = self._client.execute_command
+        self._sends = self._command if sends is None else sends
         self._lease = lease
+        self._lease_ms = max(1, round(lease * 1000))
         self._prefix = prefix
         self._owner = owner
 
@@ -61,25 +70,33 @@ class RedisTurnLocks:
     async def hold(self, conversation_id: str) -> AsyncIterator[None]:
         """Held while this worker runs a turn of ``conversation_id``; waits for another
         worker's turn of it to end."""
-        lock = self._client.lock(
-            self._prefix + conversation_id, timeout=self._lease, sleep=0.05, blocking=True
-        )
+        key = self._prefix + conversation_id
         # The token (the key's value) names this worker, so that one that knows it dead can
         # free its locks; the random part tells this turn's hold from its others'.
-        await lock.acquire(token=f"{self._owner}{_OWNER_END}{uuid.uuid4().hex}")
-        renewing = asyncio.create_task(self._renew(lock, conversation_id))
+        token = f"{self._owner}{_OWNER_END}{uuid.uuid4().hex}"
+        while not await self._client.set(key, token, nx=True, px=self._lease_ms):
+            await asyncio.sleep(_RETRY_SECONDS)
+        renewing = asyncio.create_task(self._renew(key, token, conversation_id))
         try:
             yield
         finally:
             renewing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewing
-            await _release(lock, conversation_id)
+            try:  # sent before anything here waits: with the events just published (done)
+                released = await self._sends("EVAL", _RELEASE, 1, key, token)
+            finally:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewing
+            if not released:  # it expired while held (logged by the renewal) and was taken
+                logger.warning(
+                    "the Redis lock of conversation %r was no longer this worker's at the "
+                    "turn's end",
+                    conversation_id,
+                )
 
-    async def _renew(self, lock: Any, conversation_id: str) -> None:
+    async def _renew(self, key: str, token: str, conversation_id: str) -> None:
         while True:
             await asyncio.sleep(self._lease / 3)
-            if not await lock.reacquire():
+            if not await self._command("EVAL", _RENEW, 1, key, token, self._lease_ms):
                 logger.warning(
                     "the Redis lock of conversation %r expired while its turn ran: another "
                     "worker may run a turn of it at the same time",
@@ -113,6 +130,29 @@ class RedisTurnLocks:
 # Between a lock's owner and the rest of its token: a character no executor id holds.
 _OWNER_END = "/"
 
+# Seconds between two tries to take a lock another turn holds.
+_RETRY_SECONDS = 0.05
+
+# Delete the lock KEYS[1] if it holds the token ARGV[1]: 1, else 0 (redis-py's Lock's).
+_RELEASE = """
+local token = redis.call('get', KEYS[1])
+if not token or token ~= ARGV[1] then
+    return 0
+end
+redis.call('del', KEYS[1])
+return 1
+"""
+
+# Give the lock KEYS[1] ARGV[2] ms more if it holds the token ARGV[1]: 1, else 0.
+_RENEW = """
+local token = redis.call('get', KEYS[1])
+if not token or token ~= ARGV[1] then
+    return 0
+end
+redis.call('pexpire', KEYS[1], ARGV[2])
+return 1
+"""
+
 # Delete the lock KEYS[1] if its token starts with ARGV[1] (its owner and _OWNER_END).
 _RELEASE_OF_OWNER = """
 local token = redis.call('get', KEYS[1])
@@ -121,18 +161,6 @@ if token and string.sub(token, 1, string.len(ARGV[1])) == ARGV[1] then
 end
 return 0
 """
-
-
-async def _release(lock: Any, conversation_id: str) -> None:
-    from redis.exceptions import LockNotOwnedError
-
-    try:
-        await lock.release()
-    except LockNotOwnedError:  # it expired while held (logged by the renewal) and was taken
-        logger.warning(
-            "the Redis lock of conversation %r was no longer this worker's at the turn's end",
-            conversation_id,
-        )
 
 
 class ConversationTurns:
