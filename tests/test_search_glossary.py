@@ -117,6 +117,26 @@ def test_a_query_in_the_catalogues_script_reads_no_dictionary(
     assert _glossary._loaded == []  # not even read
 
 
+def test_building_a_catalogue_with_english_tools_reads_the_dictionary_before_any_question(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_glossary, "_loaded", [])
+    hybrid(gloss_weight=0).build("s")
+    assert _glossary._loaded == []  # no glosses: nothing to read
+    hybrid().build("s")  # e.g. tooluse serve's warm-up: the first Chinese question waits not
+    assert _glossary._loaded == [glossary()] and _glossary._loaded[0] is not None
+
+
+def test_building_a_catalogue_without_latin_script_reads_no_dictionary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_glossary, "_loaded", [])
+    index = HybridToolIndex(BagOfWordsModel(), background_embedding=False)  # type: ignore[arg-type]
+    index.index_tools("s", [ToolReference("天气", None, "查询城市的天气")])
+    index.build("s")
+    assert _glossary._loaded == []
+
+
 def test_gloss_weight_is_checked() -> None:
     with pytest.raises(ValueError, match=r"gloss_weight must be >= 0, got -0\.5"):
         HybridToolIndex(BagOfWordsModel(), gloss_weight=-0.5)

@@ -194,7 +194,8 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     BM25 is (each request's glosses too, when the task is split). Chinese questions over the
     English dev catalogues, recall@5 0.651 -> 0.920 and 0.422 -> 0.603, complete@5 0.560 ->
     0.867 and 0.300 -> 0.450; same-language dev sets unchanged. The dictionary is read once
-    per process, at the first such query (0.2-1 s, 7 MB held).
+    per process (0.2-1 s, 7 MB held): by :meth:`build` of a catalogue with tools in Latin
+    letters (``tooluse serve``'s warm-up), else at the first such query.
 
     Toolsets: the tools of a category of ``toolset_min_size`` to ``toolset_size`` tools (an
     MCP server, an API class; ``ToolReference.category``) are used together (``cd`` before
@@ -306,6 +307,10 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
 
     def _complete(self, snapshot: _HybridSnapshot) -> None:
         snapshot.semantic().result()  # raises the embedding error, if any
+        if self._gloss_weight > 0 and snapshot.scripts is not None and snapshot.scripts.has_latin:
+            # Read now (0.2-1 s), e.g. at a service's start-up, not in the first Chinese
+            # question over these tools.
+            glossary()
 
     def _rank(
         self, snapshot: _HybridSnapshot, query: str, limit: int, allowed: set[int] | None

@@ -39,6 +39,11 @@ class ScriptMix:
         """How fully each tool is written in Latin letters; None: every tool fully is."""
         return None if self.everywhere[0] else self.affinity[0]
 
+    @property
+    def has_latin(self) -> bool:
+        """Whether any tool is written in Latin letters, even in part (its names count)."""
+        return self.everywhere[0] or bool(self.affinity[0].any())
+
     @classmethod
     def of(cls, references: Sequence[ToolReference]) -> ScriptMix:
         """A tool's prose (its description, its parameters' descriptions and choices) says
