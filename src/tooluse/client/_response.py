@@ -208,7 +208,15 @@ class StreamResponse:
     raises :class:`ApprovalRequired` at the end, after the text that came before.
     """
 
-    __slots__ = ("_aggregator", "_context", "_done", "_prepared", "_started", "_state")
+    __slots__ = (
+        "_aggregator",
+        "_context",
+        "_done",
+        "_prepared",
+        "_response",
+        "_started",
+        "_state",
+    )
 
     def __init__(self, prepared: PreparedRequest) -> None:
         self._prepared = prepared
@@ -217,6 +225,7 @@ class StreamResponse:
         self._done = False
         self._context: dict[str, Any] = prepared.request.context
         self._state: RunState | None = None
+        self._response: ChatResponse | None = None
 
     def __aiter__(self) -> AsyncIterator[ChatResponse]:
         if self._started:
@@ -249,7 +258,11 @@ class StreamResponse:
 
     def chat_response(self) -> ChatResponse:
         self._check_done()
-        return self._aggregator.response()
+        # Merged once: the stream has ended, so every caller gets the same response, as
+        # CallResponse's callers do (content() and the caller both ask for it).
+        if self._response is None:
+            self._response = self._aggregator.response()
+        return self._response
 
     @property
     def context(self) -> dict[str, Any]:
