@@ -248,6 +248,17 @@ async def test_a_tool_advisor_that_does_not_stream_leaves_stream_tool_calls_unex
         _ = [text async for text in stream.content()]
 
 
+async def test_a_streams_merged_response_is_one_response_once_it_ended() -> None:
+    # As a call's: content() and its caller ask for it, and get the same merged chunks.
+    model = ScriptedModel([tool_call("add", {"a": 1, "b": 1}, id="c1"), "2"])
+    stream = ChatClient(model, tools=[add]).prompt("1+1?").stream()
+    with pytest.raises(RuntimeError, match="has not been consumed to its end"):
+        stream.chat_response()
+    assert [text async for text in stream.content()] == ["2"]
+    merged = stream.chat_response()
+    assert merged.text == "2" and merged is stream.chat_response()
+
+
 def test_a_self_managed_loop_with_the_manager_keeps_ids_aligned() -> None:
     """The documented pattern for auto-registration off: run each round with
     ToolCallingManager and send its conversation_history back."""

@@ -171,11 +171,9 @@ def test_a_chat_completion_whose_worker_is_killed_is_finished_by_the_other_and_k
     ):
         assert response.status_code == 200
         run_id = response.headers["x-run-id"]
+        # No chunk before the run's first text (the role chunk comes with it), so none is
+        # read here: the headers are what the client has when its worker dies.
         lines = response.iter_lines()
-        first = next(lines)
-        assert json.loads(first.removeprefix("data: "))["choices"][0]["delta"]["role"] == (
-            "assistant"
-        )
         wait_for_file(tool_log.with_suffix(".answering"))  # the tool round is recorded
         assert tool_log.read_text().splitlines() == ["A1001"]
         slow.send_signal(signal.SIGKILL)

@@ -899,12 +899,74 @@ async def test_an_openai_stream_left_by_its_client_closes_its_run(tmp_path: Path
     try:
         named = completion_events(service, run(), "chat completion chatcmpl-1")
         chunks = _chunks(named, "chatcmpl-1", 0, include_usage=False)
-        assert b'"role": "assistant"' in await anext(chunks)
-        assert b'"content": "0"' in await anext(chunks)
+        # The role chunk goes out with the first delta's (one write for both).
+        first = await anext(chunks)
+        assert first.count(b"data: ") == 2 and first.index(b'"role": "assistant"') < first.index(
+            b'"content": "0"'
+        )
+        assert b'"content": "1"' in await anext(chunks)
         await chunks.aclose()
         assert closed == ["run"]
     finally:
         service.close()
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [DeltaEvent("Sun"), DeltaEvent("ny.")],
+        [],
+        [DeltaEvent("Sun"), "error"],
+        ["error"],
+    ],
+)
+async def test_an_openai_streams_role_chunk_comes_first_with_the_chunk_after_it(
+    tmp_path: Path, events: list[QaEvent | str]
+) -> None:
+    # The bytes are those of the role chunk sent alone ahead of the others, whatever
+    # follows it: a delta, the stop chunk at once, or a failure.
+    from tooluse.service._openai_api import _chunks
+    from tooluse.service._sse import completion_events
+
+    async def run() -> AsyncGenerator[QaEvent, None]:
+        for event in events:
+            if event == "error":
+                raise ConnectionError("provider unreachable")
+            assert not isinstance(event, str)
+            yield event
+
+    def data(delta: dict[str, object], finish_reason: str | None = None) -> bytes:
+        chunk = {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 7,
+            "model": "tooluse-qa",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+        }
+        return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
+
+    service = QaService(service_config(tmp_path / "s.db"))
+    try:
+        named = completion_events(service, run(), "chat completion chatcmpl-1")
+        chunks = [c async for c in _chunks(named, "chatcmpl-1", 7, include_usage=False)]
+    finally:
+        service.close()
+    role = data({"role": "assistant", "content": ""})
+    if events[:1] == ["error"]:
+        assert len(chunks) == 1 and chunks[0].startswith(role)
+        assert b'"error": {"message": "ConnectionError: provider unreachable"' in chunks[0]
+    elif events == []:
+        assert chunks == [role + data({}, "stop"), b"data: [DONE]\n\n"]
+    elif events[-1] == "error":
+        assert chunks[0] == role + data({"content": "Sun"})
+        assert b'"error": {"message": "ConnectionError: provider unreachable"' in chunks[1]
+    else:
+        assert chunks == [
+            role + data({"content": "Sun"}),
+            data({"content": "ny."}),
+            data({}, "stop"),
+            b"data: [DONE]\n\n",
+        ]
 
 
 async def test_a_failing_run_raises_through_the_kept_alive_stream() -> None:

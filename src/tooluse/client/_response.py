@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from tooluse._sync import run_sync
@@ -56,14 +56,20 @@ class ToolCallsNotExecuted(Exception):
         self.tool_calls = tool_calls
 
 
-def _answer_text(response: ChatResponse, state: RunState | None, runs_tools: bool) -> str:
+def _check_answered(
+    response: Callable[[], ChatResponse], state: RunState | None, runs_tools: bool
+) -> None:
+    """Raise for a run that gave no answer: paused, or its calls left unexecuted.
+    ``response()`` is only asked for when calls may be left (a stream's merged response is
+    then built; a stream whose loop ran its calls does without it)."""
     if state is not None:
         raise ApprovalRequired(state)
-    if not runs_tools and response.has_tool_calls():
-        raise ToolCallsNotExecuted(
-            tuple(call for g in response.generations for call in g.message.tool_calls)
-        )
-    return response.text
+    if not runs_tools:
+        merged = response()
+        if merged.has_tool_calls():
+            raise ToolCallsNotExecuted(
+                tuple(call for g in merged.generations for call in g.message.tool_calls)
+            )
 
 
 def _history(
@@ -136,7 +142,8 @@ class CallResponse:
     def content(self) -> str:
         """The text of the answer ('' when it has none). Raises :class:`ApprovalRequired` for
         a paused run and :class:`ToolCallsNotExecuted` when the answer is unexecuted calls."""
-        return _answer_text(self.chat_response(), self._state, self._prepared.runs_tools_on_call)
+        _check_answered(self.chat_response, self._state, self._prepared.runs_tools_on_call)
+        return self.chat_response().text
 
     def entity(self, target: Any = None) -> Any:
         """The answer validated as ``target`` (default: the request's ``response_format``).
@@ -201,7 +208,15 @@ class StreamResponse:
     raises :class:`ApprovalRequired` at the end, after the text that came before.
     """
 
-    __slots__ = ("_aggregator", "_context", "_done", "_prepared", "_started", "_state")
+    __slots__ = (
+        "_aggregator",
+        "_context",
+        "_done",
+        "_prepared",
+        "_response",
+        "_started",
+        "_state",
+    )
 
     def __init__(self, prepared: PreparedRequest) -> None:
         self._prepared = prepared
@@ -210,6 +225,7 @@ class StreamResponse:
         self._done = False
         self._context: dict[str, Any] = prepared.request.context
         self._state: RunState | None = None
+        self._response: ChatResponse | None = None
 
     def __aiter__(self) -> AsyncIterator[ChatResponse]:
         if self._started:
@@ -234,7 +250,7 @@ class StreamResponse:
             text = chunk.text
             if text:
                 yield text
-        _answer_text(self.chat_response(), self._state, self._prepared.runs_tools_on_stream)
+        _check_answered(self.chat_response, self._state, self._prepared.runs_tools_on_stream)
 
     def _check_done(self) -> None:
         if not self._done:
@@ -242,7 +258,11 @@ class StreamResponse:
 
     def chat_response(self) -> ChatResponse:
         self._check_done()
-        return self._aggregator.response()
+        # Merged once: the stream has ended, so every caller gets the same response, as
+        # CallResponse's callers do (content() and the caller both ask for it).
+        if self._response is None:
+            self._response = self._aggregator.response()
+        return self._response
 
     @property
     def context(self) -> dict[str, Any]:

@@ -138,10 +138,13 @@ class RouterGuardAdvisor(BaseAdvisor):
         sent = request.replace(prompt=dataclasses.replace(request.prompt, messages=messages))
         response = await chain.next_call(sent)
         calls = _calls(response)
+        if not calls:
+            return response
+        # Only asked for when there are calls: a round that ends the router skips the turn's.
         made = {_signature(call) for call in _calls_made(turn)}
-        if calls and all(_signature(call) in made for call in calls):
+        if made and all(_signature(call) in made for call in calls):
             return response.replace(chat_response=_done(_usage_of(response)))
-        if not calls or not self.grounded_arguments:
+        if not self.grounded_arguments:
             return response
         term = _defined_term(request.prompt.messages)
         if term is not None:

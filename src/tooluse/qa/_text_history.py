@@ -49,11 +49,11 @@ class TextOnlyHistoryAdvisor(BaseAdvisor):
     ) -> ChatClientResponse:
         return await chain.next_call(_text_only_request(request))
 
-    async def advise_stream(
+    def advise_stream(
         self, request: ChatClientRequest, chain: AdvisorChain
     ) -> AsyncIterator[ChatClientResponse]:
-        async for item in chain.next_stream(_text_only_request(request)):
-            yield item
+        # The next stream itself: no generator of this advisor's that each chunk passes.
+        return chain.next_stream(_text_only_request(request))
 
 
 def _text_only_request(request: ChatClientRequest) -> ChatClientRequest:

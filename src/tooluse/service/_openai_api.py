@@ -502,7 +502,10 @@ async def _chunks(
     before, _, after = chunk({"content": ""}).partition(b'"content": ""')
     before += b'"content": '
 
-    yield chunk({"role": "assistant", "content": ""})
+    # The role chunk goes out with the first chunk after it, as OpenAI sends it with the
+    # first token: one socket write per stream fewer (the headers, then the answer) than
+    # when it went alone ahead of the run.
+    role = chunk({"role": "assistant", "content": ""})
     usage: dict[str, Any] | None = None
     # Closed here when the client goes away, not whenever the garbage collector finds it:
     # a client that leaves cancels its run (its router task and tool calls), unless the run
@@ -510,17 +513,21 @@ async def _chunks(
     async with contextlib.aclosing(named):
         async for kind, data in named:
             if kind == "delta":
-                yield before + json_text(data["text"]).encode() + after
+                text = before + json_text(data["text"]).encode() + after
             elif kind == "approval_required":
-                yield chunk({"content": _approval_text(data)})
-            elif kind == "done":
-                usage = data["usage"]
+                text = chunk({"content": _approval_text(data)})
             elif kind == "error":
                 # OpenAI's SDKs raise an APIError for a chunk that carries "error".
                 error = {"message": data["message"], "type": data["type"]}
-                yield sse(None, {"error": {**error, "param": None, "code": None}})
+                yield role + sse(None, {"error": {**error, "param": None, "code": None}})
                 return
-    yield chunk({}, "stop")
+            else:
+                if kind == "done":
+                    usage = data["usage"]
+                continue
+            yield role + text
+            role = b""
+    yield role + chunk({}, "stop")
     if include_usage:
         yield sse(
             None,
