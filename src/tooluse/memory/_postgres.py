@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +38,20 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 # written as one; a pair of an emoji only by the standard library's writer, and wrapping it
 # too is harmless).
 _JSONB_UNSAFE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+# Conversations whose last read this process remembers, for their next update.
+_SEEN_CONVERSATIONS = 1024
+
+
+class _Seen:
+    """A conversation's rows as a read found them: their positions, a digest of their
+    texts (as :data:`_CHECKED_UPDATE` computes it) and their messages."""
+
+    __slots__ = ("digest", "messages", "positions")
+
+    def __init__(self, positions: list[int], texts: list[str], messages: list[Message]) -> None:
+        self.positions = positions
+        self.digest = _digest(texts) if texts else None
+        self.messages = tuple(messages)
 
 
 class PostgresChatMemoryRepository:
@@ -56,6 +73,11 @@ class PostgresChatMemoryRepository:
 
     def __init__(self, database: str | PostgresDatabase) -> None:
         self._database, self._owned = database_of(database)
+        # Each conversation's last read, until its next update takes it (bounded: the
+        # oldest go first): the service reads a window when a turn starts and updates it
+        # when the turn ends.
+        self._seen: OrderedDict[str, _Seen] = OrderedDict()
+        self._seen_lock = threading.Lock()
         try:
             self._database.migrate("chat_memory", _MIGRATIONS)
         except BaseException:
@@ -85,7 +107,14 @@ class PostgresChatMemoryRepository:
         # One statement reads one snapshot: no transaction needed (BEGIN and COMMIT are a
         # round trip each).
         with self._database.connection() as connection:
-            return _load(connection, conversation_id)[1]
+            positions, texts, messages = _load(connection, conversation_id)
+        seen = _Seen(positions, texts, messages)
+        with self._seen_lock:
+            self._seen[conversation_id] = seen
+            self._seen.move_to_end(conversation_id)
+            if len(self._seen) > _SEEN_CONVERSATIONS:
+                self._seen.popitem(last=False)
+        return messages
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         validate_conversation_id(conversation_id)
@@ -106,9 +135,15 @@ class PostgresChatMemoryRepository:
         self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
     ) -> list[Message]:
         validate_conversation_id(conversation_id)
+        with self._seen_lock:
+            seen = self._seen.pop(conversation_id, None)
+        if seen is not None:
+            updated = self._update_seen(conversation_id, seen, change)
+            if updated is not None:
+                return updated
         with self._database.transaction() as connection:
             _lock_conversation(connection, conversation_id)
-            positions, stored = _load(connection, conversation_id)
+            positions, _, stored = _load(connection, conversation_id)
             updated = change(stored)
             below, rows = changed_rows(conversation_id, positions, stored, updated)
             if below is not None and rows and rows[0][1] >= below:
@@ -124,6 +159,71 @@ class PostgresChatMemoryRepository:
             _insert(connection, rows)
         return updated
 
+    def _update_seen(
+        self,
+        conversation_id: str,
+        seen: _Seen,
+        change: Callable[[list[Message]], list[Message]],
+    ) -> list[Message] | None:
+        """The update made from the rows last read, in one round trip, if they are still
+        as read and the update moves the window on; else ``None`` (nothing written): the
+        caller reads them under the lock and changes them then (``change`` is called
+        again, on the rows as they are)."""
+        stored = list(seen.messages)
+        updated = change(stored)
+        below, rows = changed_rows(conversation_id, seen.positions, stored, updated)
+        if not rows or len(rows) > _INSERTED_AT_ONCE or (below is not None and rows[0][1] < below):
+            return None  # nothing added, or the rows numbered again: the general path
+        import psycopg
+
+        parameters: list[Any] = [
+            conversation_id,
+            conversation_id,
+            seen.positions or None,
+            seen.digest,
+            conversation_id,
+            below,
+            *(value for row in rows for value in (*row[:3], _jsonb(row[3]))),
+        ]
+        statement = _CHECKED_UPDATE.replace("{rows}", ", ".join([_ROW] * len(rows)))
+        with self._database.connection() as connection:
+            # Client-side binding: the two statements go in one message, which PostgreSQL
+            # runs as one transaction (the lock held until it ends; a failure rolls it back).
+            cursor = psycopg.ClientCursor(connection)
+            cursor.execute(statement, parameters)
+            cursor.nextset()
+            row = cursor.fetchone()
+        return updated if row is not None and row[0] else None
+
+
+# The update of a window from the rows last read (a turn's start read them; the turn's
+# end writes): the conversation's lock, then, on the rows as they are once it is held
+# (each statement of a transaction in READ COMMITTED reads what committed before it), the
+# rows below ``position`` deleted and the new ones added only if the rows are those read:
+# the same positions, the same texts. Whether they were. `{rows}`: a _ROW per new row.
+_CHECKED_UPDATE = """SELECT pg_advisory_xact_lock(hashtextextended(%s, 0));
+WITH stored AS (
+    SELECT array_agg(position ORDER BY position) AS positions,
+        md5(string_agg(message #>> '{}', E'\\x1e' ORDER BY position)) AS digest
+    FROM chat_memory_message WHERE conversation_id = %s
+), unchanged AS (
+    SELECT FROM stored
+    WHERE positions IS NOT DISTINCT FROM %s::integer[] AND digest IS NOT DISTINCT FROM %s
+), dropped AS (
+    DELETE FROM chat_memory_message
+    WHERE conversation_id = %s AND position < %s AND EXISTS (SELECT FROM unchanged)
+), added AS (
+    INSERT INTO chat_memory_message (conversation_id, position, role, message)
+    SELECT * FROM (VALUES {rows}) AS new WHERE EXISTS (SELECT FROM unchanged)
+)
+SELECT EXISTS (SELECT FROM unchanged)"""
+_ROW = "(%s, %s::integer, %s, %s::jsonb)"
+
+
+def _digest(texts: Sequence[str]) -> str:
+    """The digest of rows' texts that :data:`_CHECKED_UPDATE` computes."""
+    return hashlib.md5("\x1e".join(texts).encode(), usedforsecurity=False).hexdigest()
+
 
 def _lock_conversation(connection: psycopg.Connection[Any], conversation_id: str) -> None:
     connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (conversation_id,))
@@ -131,7 +231,8 @@ def _lock_conversation(connection: psycopg.Connection[Any], conversation_id: str
 
 def _load(
     connection: psycopg.Connection[Any], conversation_id: str
-) -> tuple[list[int], list[Message]]:
+) -> tuple[list[int], list[str], list[Message]]:
+    """The conversation's rows: their positions, texts and messages."""
     # `#>> '{}'`: the jsonb as text (a message's object), or the text a string holds (what
     # _jsonb wrapped), so the messages come from the texts this process parsed already: a
     # window is read twice a turn, and parsing its rows was most of a read's CPU.
@@ -140,7 +241,8 @@ def _load(
         "WHERE conversation_id = %s ORDER BY position",
         (conversation_id,),
     ).fetchall()
-    return [row[0] for row in rows], messages_from_rows([row[1] for row in rows])
+    texts = [row[1] for row in rows]
+    return [row[0] for row in rows], texts, messages_from_rows(texts)
 
 
 def _replace(
