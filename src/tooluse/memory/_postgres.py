@@ -61,7 +61,11 @@ class PostgresChatMemoryRepository:
     Each save, and each :meth:`update` (a window memory's read-modify-write), is one
     transaction that first takes a transaction-scoped advisory lock on the conversation id,
     so concurrent writers on any number of hosts never lose a message, even for a
-    conversation that has no row yet. The tables carry a schema version
+    conversation that has no row yet. An update of a conversation this repository read
+    (a service turn reads its window when it starts and writes it when it ends) is made
+    from what it read, in one round trip that takes the lock and writes only if the rows
+    are still those read (the same positions and texts); else it reads them under the
+    lock and calls ``change`` again on them. The tables carry a schema version
     (``tooluse_schema_version``), created or migrated when the repository opens; a database
     of a later version is refused.
 
