@@ -592,9 +592,9 @@ def postgres_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     reads: list[str] = []
     load = _postgres._load
 
-    def counted(connection: Any, conversation_id: str) -> Any:
+    def counted(connection: Any, conversation_id: str, *also: Any) -> Any:
         reads.append(conversation_id)
-        return load(connection, conversation_id)
+        return load(connection, conversation_id, *also)
 
     monkeypatch.setattr(_postgres, "_load", counted)
     return reads
@@ -705,3 +705,20 @@ def test_postgres_remembers_the_reads_of_a_bounded_number_of_conversations(
         memory.add("a", user("x"))  # its read was forgotten: read under the lock
         memory.add("c", user("y"))
     assert postgres_reads == ["a", "b", "c", "a"]
+
+
+def test_postgres_reads_a_window_and_another_query_in_one_call(
+    postgres_url: str, postgres_reads: list[str]
+) -> None:
+    with PostgresChatMemoryRepository(postgres_url) as repository:
+        repository.save_all("c", [user("Q1"), answer("A1")])
+        messages, rows = repository.find_by_conversation_id_with(
+            "c", "SELECT count(*), %s FROM chat_memory_message", ("it's",)
+        )
+        assert (messages, rows) == ([user("Q1"), answer("A1")], [(2, "it's")])
+        assert repository.find_by_conversation_id_with("none", "SELECT 1 WHERE false") == (
+            [],
+            [],
+        )
+        MessageWindowChatMemory(4, repository).add("c", user("Q2"))  # from the read above
+    assert postgres_reads == ["c", "none"]

@@ -107,18 +107,29 @@ class PostgresChatMemoryRepository:
         return [row[0] for row in rows]
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        return self.find_by_conversation_id_with(conversation_id)[0]
+
+    def find_by_conversation_id_with(
+        self, conversation_id: str, query: str | None = None, parameters: Sequence[Any] = ()
+    ) -> tuple[list[Message], list[Any]]:
+        """The conversation's messages, as :meth:`find_by_conversation_id` reads them, and
+        the rows of ``query`` (``%s`` placeholders for ``parameters``), another read of this
+        database, in the same round trip (the service reads a conversation's approvals
+        waiting with its window)."""
         validate_conversation_id(conversation_id)
         # One statement reads one snapshot: no transaction needed (BEGIN and COMMIT are a
         # round trip each).
         with self._database.connection() as connection:
-            positions, texts, messages = _load(connection, conversation_id)
+            positions, texts, messages, rows = _load(
+                connection, conversation_id, None if query is None else (query, parameters)
+            )
         seen = _Seen(positions, texts, messages)
         with self._seen_lock:
             self._seen[conversation_id] = seen
             self._seen.move_to_end(conversation_id)
             if len(self._seen) > _SEEN_CONVERSATIONS:
                 self._seen.popitem(last=False)
-        return messages
+        return messages, rows
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         validate_conversation_id(conversation_id)
@@ -147,7 +158,7 @@ class PostgresChatMemoryRepository:
                 return updated
         with self._database.transaction() as connection:
             _lock_conversation(connection, conversation_id)
-            positions, _, stored = _load(connection, conversation_id)
+            positions, _, stored, _ = _load(connection, conversation_id)
             updated = change(stored)
             below, rows = changed_rows(conversation_id, positions, stored, updated)
             if below is not None and rows and rows[0][1] >= below:
@@ -234,19 +245,35 @@ def _lock_conversation(connection: psycopg.Connection[Any], conversation_id: str
 
 
 def _load(
-    connection: psycopg.Connection[Any], conversation_id: str
-) -> tuple[list[int], list[str], list[Message]]:
-    """The conversation's rows: their positions, texts and messages."""
-    # `#>> '{}'`: the jsonb as text (a message's object), or the text a string holds (what
-    # _jsonb wrapped), so the messages come from the texts this process parsed already: a
-    # window is read twice a turn, and parsing its rows was most of a read's CPU.
-    rows = connection.execute(
-        "SELECT position, message #>> '{}' FROM chat_memory_message "
-        "WHERE conversation_id = %s ORDER BY position",
-        (conversation_id,),
-    ).fetchall()
+    connection: psycopg.Connection[Any],
+    conversation_id: str,
+    also: tuple[str, Sequence[Any]] | None = None,
+) -> tuple[list[int], list[str], list[Message], list[Any]]:
+    """The conversation's rows: their positions, texts and messages; and the rows of the
+    read ``also`` (a query and its parameters), sent with it."""
+    if also is None:
+        rows = connection.execute(_READ, (conversation_id,)).fetchall()
+        also_rows = []
+    else:
+        import psycopg
+
+        # Client-side binding: the two statements go in one message.
+        cursor = psycopg.ClientCursor(connection)
+        cursor.execute(f"{_READ};\n{also[0]}", [conversation_id, *also[1]])
+        rows = cursor.fetchall()
+        cursor.nextset()
+        also_rows = cursor.fetchall()
     texts = [row[1] for row in rows]
-    return [row[0] for row in rows], texts, messages_from_rows(texts)
+    return [row[0] for row in rows], texts, messages_from_rows(texts), also_rows
+
+
+# `#>> '{}'`: the jsonb as text (a message's object), or the text a string holds (what
+# _jsonb wrapped), so the messages come from the texts this process parsed already: a
+# window is read twice a turn, and parsing its rows was most of a read's CPU.
+_READ = (
+    "SELECT position, message #>> '{}' FROM chat_memory_message "
+    "WHERE conversation_id = %s ORDER BY position"
+)
 
 
 def _replace(
