@@ -119,9 +119,7 @@ async def _proxy(server: str, target: tuple[str, int], trips: _Trips) -> asyncio
                     data_left, state["startup"] = _untyped(data)
                     items = _postgres_messages(data_left, prepared)[0] if data_left else []
                 elif server == "postgres":
-                    items, state["pending"] = _postgres_messages(
-                        state["pending"] + data, prepared
-                    )
+                    items, state["pending"] = _postgres_messages(state["pending"] + data, prepared)
                 else:
                     items = _redis_commands(data)
                 if items or not state["startup"]:
@@ -158,8 +156,20 @@ def _proxies(targets: dict[str, tuple[str, int]], trips: _Trips) -> Iterator[dic
     try:
         yield {name: server.sockets[0].getsockname()[1] for name, server in servers.items()}
     finally:
+        asyncio.run_coroutine_threadsafe(_stopped(list(servers.values())), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(5)
+        loop.close()
+
+
+async def _stopped(servers: list[asyncio.Server]) -> None:
+    """The proxies closed, and the connections they still carry."""
+    for server in servers:
+        server.close()
+    carrying = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in carrying:
+        task.cancel()
+    await asyncio.gather(*carrying, return_exceptions=True)
 
 
 def _statement(text: str) -> str:
@@ -204,10 +214,10 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=5)
     args = parser.parse_args()
 
-    from _servers import PostgresServer, RedisServer  # type: ignore[import-not-found]
     from bench_service import _FixedLatencyModel
 
     from _rag_helpers import HashingEmbeddingModel  # type: ignore[import-not-found]
+    from _servers import PostgresServer, RedisServer  # type: ignore[import-not-found]
     from tooluse.service import ServiceConfig
 
     trips = _Trips()
@@ -241,7 +251,8 @@ def main() -> None:
             _report(trips.take(), args.questions)
         else:
             _report({"sqlite hops to a thread": [h for h in hops if h]}, args.questions)
-            print(f"  (hops without a statement: {sum(1 for h in hops if not h) / args.questions:g})")
+            bare = sum(1 for hop in hops if not hop) / args.questions
+            print(f"  and {bare:g} hops without a statement per question")
 
 
 def _host_port(url: str) -> tuple[str, int]:
@@ -292,13 +303,13 @@ def _sqlite_hops(hops: list[list[str]]) -> Iterator[None]:
 
         return await to_thread(run)
 
-    sqlite_module.connect = traced  # type: ignore[assignment]
-    asyncio.to_thread = counted  # type: ignore[assignment]
+    sqlite_module.connect = traced
+    asyncio.to_thread = counted
     try:
         yield
     finally:
-        sqlite_module.connect = connect  # type: ignore[assignment]
-        asyncio.to_thread = to_thread  # type: ignore[assignment]
+        sqlite_module.connect = connect
+        asyncio.to_thread = to_thread
 
 
 if __name__ == "__main__":
