@@ -195,15 +195,17 @@ async def _questions(config: Any, trips: _Trips, count: int, hops: list[list[str
         del httpx
 
 
+_LABELS = {"postgres": "PostgreSQL round trips", "redis": "Redis round trips"}
+
+
 def _report(trips: dict[str, list[list[str]]], count: int) -> None:
     for server, seen in sorted(trips.items()):
         # A statement's preparation is once per pooled connection: not a question's.
         prepares = [items for items in seen if all(i.startswith("(prepare)") for i in items)]
         seen = [items for items in seen if items not in prepares]
-        print(
-            f"\n{server}: {len(seen) / count:g} round trips per question "
-            f"(and {len(prepares)} preparing statements, once per pooled connection)"
-        )
+        preparing = f" (and {len(prepares)} preparing a statement)" if prepares else ""
+        label = _LABELS.get(server, server)
+        print(f"\n{label}: {len(seen) / count:g} per question{preparing}")
         for number, items in enumerate(seen, 1):
             print(f"  {number}. " + " | ".join(_statement(item) for item in items))
 
@@ -250,9 +252,9 @@ def main() -> None:
         if args.engine == "postgres":
             _report(trips.take(), args.questions)
         else:
-            _report({"sqlite hops to a thread": [h for h in hops if h]}, args.questions)
+            _report({"SQLite: hops to a thread": [h for h in hops if h]}, args.questions)
             bare = sum(1 for hop in hops if not hop) / args.questions
-            print(f"  and {bare:g} hops without a statement per question")
+            print(f"  and {bare:g} hops without a SQLite statement per question")
 
 
 def _host_port(url: str) -> tuple[str, int]:
