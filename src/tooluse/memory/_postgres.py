@@ -214,8 +214,9 @@ class PostgresChatMemoryRepository:
 # The update of a window from the rows last read (a turn's start read them; the turn's
 # end writes): the conversation's lock, then, on the rows as they are once it is held
 # (each statement of a transaction in READ COMMITTED reads what committed before it), the
-# rows below ``position`` deleted and the new ones added only if the rows are those read:
-# the same positions, the same texts. Whether they were. `{rows}`: a _ROW per new row.
+# rows below the position given deleted and the new ones added only if the rows are those
+# read (the same positions, the same texts); its one row says whether they were. `{rows}`:
+# a _ROW per new row.
 _CHECKED_UPDATE = """SELECT pg_advisory_xact_lock(hashtextextended(%s, 0));
 WITH stored AS (
     SELECT array_agg(position ORDER BY position) AS positions,
