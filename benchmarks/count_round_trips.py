@@ -177,8 +177,8 @@ def _statement(text: str) -> str:
 
 
 async def _questions(config: Any, trips: _Trips, count: int, hops: list[list[str]]) -> None:
-    import httpx
-
+    """``count`` tool questions in one conversation, one at a time, after a warm-up whose
+    round trips and hops are dropped."""
     from _service_helpers import running  # type: ignore[import-not-found]
     from tooluse.service import create_app
 
@@ -192,7 +192,6 @@ async def _questions(config: Any, trips: _Trips, count: int, hops: list[list[str
             )
             if response.status_code != 200 or "event: done" not in response.text:
                 raise RuntimeError(f"the question failed: {response.status_code} {response.text}")
-        del httpx
 
 
 _LABELS = {"postgres": "PostgreSQL round trips", "redis": "Redis round trips"}
