@@ -17,6 +17,7 @@ import numpy.typing as npt
 from tooluse._fork import ThreadPool, current_process, run_into
 from tooluse.embedding import EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
+from tooluse.search._cousage import ToolCoUsage
 from tooluse.search._glossary import Glossary, glossary
 from tooluse.search._scripts import ScriptMix
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
@@ -237,8 +238,9 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         gloss_weight: float = 0.5,
         background_embedding: bool = True,
         default_max_results: int = DEFAULT_MAX_RESULTS,
+        co_usage: ToolCoUsage | None = None,
     ) -> None:
-        super().__init__(default_max_results=default_max_results)
+        super().__init__(default_max_results=default_max_results, co_usage=co_usage)
         if vector is not None and embedding_model is not None:
             raise ValueError("pass either embedding_model or vector, not both")
         if fusion not in _VECTOR_WEIGHTS:
