@@ -16,6 +16,13 @@ from hypothesis import strategies as st
 
 from search_fakes import BagOfWordsModel
 from tooluse.calling import AuditRecord, SqliteAuditLog
+from tooluse.messages import (
+    AssistantMessage,
+    ToolCall,
+    ToolResponse,
+    ToolResponseMessage,
+    UserMessage,
+)
 from tooluse.search import (
     BM25ToolIndex,
     HybridToolIndex,
@@ -222,6 +229,30 @@ def test_audit_records_make_turns_by_conversation_and_gap(tmp_path: Path) -> Non
     finally:
         log.close()
     assert stored.to_dict() == usage.to_dict()
+
+
+def test_conversations_make_a_turn_per_user_message() -> None:
+    def calls(*names: str) -> AssistantMessage:
+        return AssistantMessage("", [ToolCall(id=n, name=n, arguments="{}") for n in names])
+
+    conversation = [
+        UserMessage("start the car"),
+        calls("toolSearchTool"),
+        calls("startEngine"),
+        ToolResponseMessage([ToolResponse(id="startEngine", name="startEngine", data="brake!")]),
+        calls("pressBrakePedal", "startEngine"),
+        AssistantMessage("Started."),
+        UserMessage("thanks"),
+        AssistantMessage("You're welcome."),
+        UserMessage("and the weather?"),
+        calls("get_weather"),
+    ]
+    usage = ToolCoUsage.from_conversations([conversation, conversation[:3]], min_support=1)
+    assert usage.turns == 3  # the turns that called tools
+    assert usage.companions("startEngine") == (("pressBrakePedal", 0.5),)
+    assert usage.count("toolSearchTool") == 0 and usage.count("get_weather") == 1
+    with pytest.raises(TypeError, match="iterable of message lists, got UserMessage"):
+        ToolCoUsage.from_conversations(conversation)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from tooluse.messages import AssistantMessage, Message, UserMessage
 from tooluse.search._tool import TOOL_SEARCH_TOOL_NAME
 from tooluse.search._types import ToolReference, check_count
 
@@ -193,6 +194,36 @@ class ToolCoUsage:
                 turns[-1].append(tool)
                 last = at
         return cls(turns, **settings)
+
+    @classmethod
+    def from_conversations(
+        cls,
+        conversations: Iterable[Sequence[Message]],
+        *,
+        ignore: Iterable[str] = (TOOL_SEARCH_TOOL_NAME,),
+        **settings: Any,
+    ) -> ToolCoUsage:
+        """Learned from conversations' messages (e.g. a ``ChatMemory``'s ``get(id)`` of each
+        of a tenant's conversations, when it keeps the tool loop's messages): a turn is the
+        tools the assistant messages after a user message called, up to the next user
+        message. ``ignore`` and ``settings`` as for :meth:`from_audit_records`."""
+        skipped = frozenset(ignore)
+        turns: list[list[str]] = []
+        for messages in conversations:
+            if isinstance(messages, str | bytes) or not isinstance(messages, Sequence):
+                raise TypeError(
+                    "conversations must be an iterable of message lists, got "
+                    f"{type(messages).__name__} for one"
+                )
+            turn: list[str] = []
+            for message in messages:
+                if isinstance(message, UserMessage):
+                    turns.append(turn)
+                    turn = []
+                elif isinstance(message, AssistantMessage):
+                    turn.extend(c.name for c in message.tool_calls if c.name not in skipped)
+            turns.append(turn)
+        return cls((turn for turn in turns if turn), **settings)
 
     # -- reading -----------------------------------------------------------------------------
 
