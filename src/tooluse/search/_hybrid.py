@@ -212,6 +212,10 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     background thread and searches meanwhile rank with BM25 alone; ``build(session_id)``
     waits for it. If the embedding fails, the error is logged and the catalogue is searched
     with BM25 alone; so is a search whose query fails to embed.
+
+    ``co_usage`` (a :class:`ToolCoUsage`, as for every index): the tools past turns called
+    with a top-ranked tool are lifted behind it (bfcl-v4's multi-tool complete@5 0.492 ->
+    0.653, learned by conversation from other folds; ``docs/benchmarks.md``).
     """
 
     def __init__(
