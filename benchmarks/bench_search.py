@@ -1,6 +1,7 @@
 """Tool-search benchmarks (SPEC 7 and 12, issue #4): quality, scale and tokens.
 
     .venv/bin/python benchmarks/bench_search.py quality               # dev sets x indexes
+    .venv/bin/python benchmarks/bench_search.py quality --co-usage-folds 5 # usage, k-fold
     .venv/bin/python benchmarks/bench_search.py scale                 # 1k / 4k / 20k tools
     .venv/bin/python benchmarks/bench_search.py tokens                # all tools vs search
     .venv/bin/python benchmarks/bench_search.py sessions [--index hybrid] # a new conversation
@@ -66,6 +67,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,6 +97,7 @@ from tooluse.search import (
     HybridToolIndex,
     RegexToolIndex,
     SessionToolIndex,
+    ToolCoUsage,
     ToolReference,
     ToolSearchRequest,
     ToolSearchToolCallingAdvisor,
@@ -166,6 +169,97 @@ def quality(datasets: Sequence[str], indexes: Sequence[str]) -> None:
                 m = score(multi, result.rankings)
                 values = " | ".join(f"{m[key]:.3f}" for _, key in COLUMNS)
                 print(f"| {name} (multi-tool, n={len(multi)}) | {kind} | {values} |", flush=True)
+
+
+# The dev set whose turns stand in for a cross-lingual set's audit log: its queries are
+# translations of that set's, searched over its catalogue.
+LOG_OF = {"crosslingual/zh-acebench-en": "acebench/en", "crosslingual/zh-bfcl-v4": "bfcl-v4"}
+CO_USAGE_COLUMNS = (
+    ("R@1", "recall@1"),
+    ("R@5", "recall@5"),
+    ("All@5", "complete@5"),
+    ("All@10", "complete@10"),
+    ("MRR", "mrr"),
+)
+
+
+def conversation_of(query_id: str) -> str:
+    """The conversation a dev-set query is a turn of: bfcl-v4's ``multi_turn_base_51-turn1``
+    is ``multi_turn_base_51``'s, ACEBench's ``en-normal_multi_turn_user_adjust_0_1`` is
+    ``en-normal_multi_turn_user_adjust_0``'s; any other query is a conversation of its own."""
+    if "-turn" in query_id:
+        return query_id.rsplit("-turn", 1)[0]
+    if "multi_turn" in query_id:
+        return query_id.rsplit("_", 1)[0]
+    return query_id
+
+
+def co_usage_quality(
+    datasets: Sequence[str], folds: int, shares: Sequence[float], variants: Sequence[str]
+) -> None:
+    """The hybrid without and with a :class:`ToolCoUsage` learned, for each query, from the
+    gold tool sets of the other ``folds`` - 1 folds' conversations (the stand-in for the audit
+    log's turns; a conversation's turns are all in one fold, so none is learned from while it
+    is scored), a ``shares`` part of them (the learning curve), with each of ``variants``'
+    settings (``''``: the defaults). A cross-lingual set learns from the dev set it was
+    translated from (``LOG_OF``), its queries scored in their source conversation's fold."""
+    model = disk_cached_model()
+    print(
+        "| dataset | co-usage | turns learned | "
+        + " | ".join(label for label, _ in CO_USAGE_COLUMNS)
+        + " | multi All@5 | multi All@10 | single R@1 | single R@5 |"
+    )
+    print("|---|---|---:|" + "---:|" * (len(CO_USAGE_COLUMNS) + 4))
+    for name in datasets:
+        dataset = load_dataset(DATA / name)
+        log = load_dataset(DATA / LOG_OF[name]) if name in LOG_OF else dataset
+        conversations = sorted({conversation_of(q.id) for q in log.queries})
+        random.Random(0).shuffle(conversations)
+        fold_of = {c: number % folds for number, c in enumerate(conversations)}
+        turns_by_fold: list[list[tuple[str, ...]]] = [[] for _ in range(folds)]
+        for query in log.queries:
+            turns_by_fold[fold_of[conversation_of(query.id)]].append(query.gold)
+        learned: dict[tuple[str, float], list[ToolCoUsage]] = {}
+        for variant, share in itertools.product(variants, shares):
+            usages = []
+            for fold in range(folds):
+                turns = [t for other in range(folds) if other != fold for t in turns_by_fold[other]]
+                random.Random(fold).shuffle(turns)
+                usages.append(ToolCoUsage(turns[: round(share * len(turns))], **_settings(variant)))
+            learned[variant, share] = usages
+        index = make_index("hybrid", model)
+        index.index_tools("bench", dataset.tools)
+        index.build("bench")
+        runs: dict[tuple[str, float] | None, dict[str, list[str]]] = {None: {}}
+        runs.update({key: {} for key in learned})
+        for query in dataset.queries:
+            source = str(query.fields.get("source_id", query.id))
+            fold = fold_of[conversation_of(source)]
+            for key, ranking in runs.items():
+                index.co_usage = None if key is None else learned[key][fold]
+                request = ToolSearchRequest("bench", query.query, max_results=20)
+                ranking[query.id] = index.search(request).tool_names
+        multi = [q for q in dataset.queries if len(q.gold) > 1]
+        single = [q for q in dataset.queries if len(q.gold) == 1]
+        for key, ranking in runs.items():
+            label = "without" if key is None else f"{key[0] or 'defaults'}, {key[1]:.0%} of the log"
+            taught = 0 if key is None else round(statistics.fmean(u.turns for u in learned[key]))
+            m, mm, ms = (score(part, ranking) for part in (dataset.queries, multi, single))
+            values = " | ".join(f"{m[k]:.3f}" for _, k in CO_USAGE_COLUMNS)
+            multis = f"{mm['complete@5']:.3f} | {mm['complete@10']:.3f}" if multi else "- | -"
+            print(
+                f"| {name} | {label} | {taught} | {values} | {multis} | "
+                f"{ms['recall@1']:.3f} | {ms['recall@5']:.3f} |",
+                flush=True,
+            )
+        categories = sorted({str(q.fields.get("category")) for q in multi})
+        for category in categories if name == "bfcl-v4" else ():
+            part = [q for q in multi if q.fields.get("category") == category]
+            cells = []
+            for ranking in runs.values():
+                c = score(part, ranking)
+                cells.append(f"{c['complete@5']:.3f} / {c['complete@10']:.3f}")
+            print(f"bfcl-v4 multi-tool {category} (n={len(part)}), All@5 / All@10:", *cells)
 
 
 def fusion(
@@ -1025,6 +1119,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     q = commands.add_parser("quality")
     q.add_argument("--dataset", action="append", choices=DATASETS)
     q.add_argument("--index", action="append", choices=INDEXES)
+    q.add_argument(
+        "--co-usage-folds",
+        type=int,
+        help="instead: the hybrid without and with ToolCoUsage, k-fold by conversation",
+    )
+    q.add_argument(
+        "--co-usage-share", action="append", type=float, help="of the other folds (default 1)"
+    )
+    q.add_argument(
+        "--co-usage-variant", action="append", help="ToolCoUsage settings, 'name=value ...'"
+    )
     s = commands.add_parser("scale")
     s.add_argument("--size", action="append", type=int)
     s.add_argument("--index", action="append", choices=INDEXES)
@@ -1074,7 +1179,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     ses.add_argument("--conversations", type=int, default=200)
     ses.add_argument("--index", choices=INDEXES, default="bm25")
     args = parser.parse_args(argv)
-    if args.command == "quality":
+    if args.command == "quality" and args.co_usage_folds is not None:
+        if args.co_usage_folds < 2:
+            raise SystemExit(f"--co-usage-folds must be at least 2, got {args.co_usage_folds}")
+        co_usage_quality(
+            args.dataset or DATASETS,
+            args.co_usage_folds,
+            args.co_usage_share or (1.0,),
+            args.co_usage_variant or ("",),
+        )
+    elif args.command == "quality":
         quality(args.dataset or DATASETS, args.index or INDEXES)
     elif args.command == "scale":
         scale(

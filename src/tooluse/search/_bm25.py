@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from tooluse.search._cousage import ToolCoUsage
 from tooluse.search._documents import ToolDocument, tool_document
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import CjkMode, check_cjk_mode, words
@@ -105,8 +106,9 @@ class BM25ToolIndex(SessionToolIndex[_BM25Snapshot]):
         stemmed: bool = True,
         min_score: float = 0.0,
         default_max_results: int = DEFAULT_MAX_RESULTS,
+        co_usage: ToolCoUsage | None = None,
     ) -> None:
-        super().__init__(default_max_results=default_max_results)
+        super().__init__(default_max_results=default_max_results, co_usage=co_usage)
         if k1 < 0:
             raise ValueError(f"k1 must be >= 0, got {k1}")
         if not 0.0 <= b <= 1.0:
