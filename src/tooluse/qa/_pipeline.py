@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import uuid
+import secrets
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -292,7 +292,7 @@ class QaPipeline:
                 spec.tool_context({CONVERSATION_ID_KEY: conversation_id})
             return spec.acall()
 
-        turn_id = turn_id if turn_id is not None else uuid.uuid4().hex
+        turn_id = turn_id if turn_id is not None else secrets.token_hex(16)  # as uuid4().hex
         turn = _Turn(question, conversation_id, history, turn_id, resumed=False)
         return self._run(turn, ledger, route, ToolTrace)
 
@@ -317,7 +317,7 @@ class QaPipeline:
         self._check_conversation(pause.conversation_id)
         ledger = FetchLedger(pause.fetched)
         # A pause of an older tooluse left no record in memory: nothing to replace.
-        turn_id = pause.turn_id if pause.turn_id is not None else uuid.uuid4().hex
+        turn_id = pause.turn_id if pause.turn_id is not None else secrets.token_hex(16)
         approved = tuple(
             ToolCall(
                 id=call.id,
