@@ -156,11 +156,11 @@ class ChatClient:
     def model(self) -> ChatModel:
         return self._model
 
-    def _system_first(self) -> SystemMessage:
-        # A message is frozen: one for every request that keeps the client's system text,
-        # not one validated per request.
+    def _system_first(self, system: str) -> SystemMessage:
+        # ``system``: the client's. A message is frozen: one for every request that keeps
+        # the client's system text, not one validated per request.
         if self._system_message is None:
-            self._system_message = SystemMessage(text=self._system)
+            self._system_message = SystemMessage(text=system)
         return self._system_message
 
     def prompt(self, user: str | None = None) -> ChatClientRequestSpec:
@@ -422,7 +422,7 @@ class ChatClientRequestSpec:
             instructions = format_instructions(self._response_format)
             system = instructions if system is None else f"{system}\n\n{instructions}"
         if system and system is client._system:
-            messages.append(client._system_first())
+            messages.append(client._system_first(system))
         elif system:
             messages.append(SystemMessage(text=system))
         messages += self._messages
