@@ -975,6 +975,40 @@ async def test_an_openai_streams_role_chunk_comes_first_with_the_chunk_after_it(
         ]
 
 
+@pytest.mark.parametrize("left_early", [False, True])
+async def test_a_kept_alive_stream_leaves_no_reference_cycle(left_early: bool) -> None:
+    # Read as the response reads it (to its last chunk, or left after the first one), then
+    # closed: what the stream made is freed by reference counting, not left for the
+    # collector (whose pauses, at 200 streams, held up every stream in flight).
+    async def events() -> AsyncGenerator[bytes, None]:
+        yield b"first"
+        await asyncio.sleep(0.01)  # the second chunk comes in a write of its own
+        yield b"second"
+
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        stream = sse_response(events(), keepalive_seconds=10).body_iterator
+        assert isinstance(stream, AsyncGenerator)
+        chunks = [await anext(stream)]
+        if not left_early:
+            chunks += [chunk async for chunk in stream]
+        await stream.aclose()
+        del stream
+        gc.collect()
+        left = [
+            o
+            for o in gc.garbage
+            if getattr(type(o), "__module__", None) == "tooluse.service._sse"
+            or getattr(o, "__module__", None) == "tooluse.service._sse"
+        ]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert chunks == ([b"first"] if left_early else [b"first", b"second"])
+    assert left == []
+
+
 async def test_a_failing_run_raises_through_the_kept_alive_stream() -> None:
     async def events() -> AsyncIterator[bytes]:
         yield b"first"
