@@ -315,7 +315,11 @@ async def test_router_errors_propagate() -> None:
         await pipeline.acall("Hello?")
 
 
-async def test_stopping_early_cancels_the_router() -> None:
+@pytest.mark.parametrize("live_tool_events", [True, False])
+async def test_stopping_early_cancels_the_router(live_tool_events: bool) -> None:
+    # Live, the consumer leaves at the first event (the router has a task of its own);
+    # otherwise nothing comes before the router ends, and the consumer's task, the
+    # router's too, is cancelled.
     started, cancelled = asyncio.Event(), asyncio.Event()
 
     @tool
@@ -330,11 +334,19 @@ async def test_stopping_early_cancels_the_router() -> None:
         return "never"
 
     model = ScriptedModel([tool_call("slow", {"order_id": "A1"}, id="s")])
-    stream = QaPipeline(model, retriever=CountingRetriever(), tools=[slow]).stream("A1?")
-    first = await anext(stream)  # type: ignore[call-overload]
-    assert isinstance(first, ToolCallEvent)
-    await started.wait()
-    await stream.aclose()  # type: ignore[attr-defined]
+    pipeline = QaPipeline(model, retriever=CountingRetriever(), tools=[slow])
+    stream = pipeline.stream("A1?", live_tool_events=live_tool_events)
+    if live_tool_events:
+        first = await anext(stream)  # type: ignore[call-overload]
+        assert isinstance(first, ToolCallEvent)
+        await started.wait()
+        await stream.aclose()  # type: ignore[attr-defined]
+    else:
+        consumer = asyncio.ensure_future(events_of(stream))
+        await started.wait()
+        consumer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await consumer
     assert cancelled.is_set()
 
 
@@ -375,30 +387,6 @@ async def test_tool_events_after_the_router_are_those_it_reports_live_in_its_ord
     ]
     # Live, the router has a task of its own; otherwise it runs in the consumer's.
     assert tasks[0] is not None and tasks[0] is not consumer and tasks[2:] == [consumer] * 2
-
-
-async def test_a_consumer_cancelled_while_the_router_runs_in_its_task_cancels_it() -> None:
-    started, cancelled = asyncio.Event(), asyncio.Event()
-
-    @tool
-    async def slow(order_id: str) -> str:
-        """A tool that never finishes."""
-        started.set()
-        try:
-            await asyncio.sleep(3600)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return "never"
-
-    model = ScriptedModel([tool_call("slow", {"order_id": "A1"}, id="s")])
-    pipeline = QaPipeline(model, retriever=CountingRetriever(), tools=[slow])
-    consumer = asyncio.ensure_future(events_of(pipeline.stream("A1?", live_tool_events=False)))
-    await started.wait()
-    consumer.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await consumer
-    assert cancelled.is_set()
 
 
 def test_bad_input_is_refused_before_any_model_call() -> None:
