@@ -114,7 +114,14 @@ CACHE = ROOT / ".cache"
 SAME_LANGUAGE = ("bfcl-v4", "acebench/en", "acebench/zh")
 # Chinese questions over English tools: dev-set questions translated by hand (their README).
 CROSSLINGUAL = ("crosslingual/zh-acebench-en", "crosslingual/zh-bfcl-v4")
-DATASETS = SAME_LANGUAGE + CROSSLINGUAL
+# The simplified Chinese questions of acebench/zh and of CROSSLINGUAL in Traditional Chinese
+# (Taiwan's, by OpenCC: benchmarks/traditional_convert.py), over the same catalogues.
+TRADITIONAL = (
+    "crosslingual/zh-tw-acebench-zh",
+    "crosslingual/zh-tw-acebench-en",
+    "crosslingual/zh-tw-bfcl-v4",
+)
+DATASETS = SAME_LANGUAGE + CROSSLINGUAL + TRADITIONAL
 INDEXES = ("regex", "bm25", "vector", "hybrid")
 
 
