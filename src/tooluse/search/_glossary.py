@@ -158,17 +158,22 @@ class Glossary:
         return " ".join(gloss for gloss in found if gloss)
 
     def words(self, run: str, *, traditional: bool = False) -> list[str]:
-        """``run`` (Han characters) cut into the longest known headwords (simplified ones; and
-        traditional ones, ``traditional``), left to right: every piece of up to ``_LONGEST``
-        characters looked up in one ``searchsorted`` per form."""
-        pieces = [
-            run[start : start + length]
+        """``run`` (Han characters) cut into the longest known headwords, left to right: every
+        piece of up to ``_LONGEST`` characters looked up in one ``searchsorted`` per form.
+        ``traditional``: a piece is known as a traditional headword too, or folded to
+        simplified characters as a simplified one (溼度 is no traditional headword, Taiwan's
+        form of 濕度, but folds to 湿度; 關於 folds to 关於, no headword of either form)."""
+        spans = [
+            (start, start + length)
             for start in range(len(run))
             for length in range(1, min(_LONGEST, len(run) - start) + 1)
         ]
+        pieces = [run[start:end] for start, end in spans]
         found = self._known(self._hashes, pieces)
         if traditional:
+            folded = _folded(run)
             found |= self._known(self._traditional, pieces)
+            found |= self._known(self._hashes, [folded[start:end] for start, end in spans])
         known = {piece for piece, there in zip(pieces, found, strict=True) if there}
         words: list[str] = []
         start = 0
@@ -181,14 +186,19 @@ class Glossary:
         return words
 
     def gloss(self, word: str, *, traditional: bool = False) -> str:
-        """``word``'s English words (``""``: unknown, or a particle): those of its entries as
-        a traditional headword if ``traditional`` and it is one, else as a simplified one
-        (干 is "dry; to do; to concern" as a simplified headword, "to concern" as a
-        traditional one: 乾 and 幹 are the others')."""
+        """``word``'s English words (``""``: unknown, or a particle): with ``traditional``,
+        those of its entries as a traditional headword if it is one (干 is "dry; to do; to
+        concern" as a simplified headword, "to concern" as a traditional one: 乾 and 幹 are
+        the others'), else of its folded form's as a simplified one."""
         gloss = self._memo.get((word, traditional))
         if gloss is None:
-            entries = self._traditional_senses(word) if traditional else []
-            gloss = "" if word in _PARTICLES else _gloss(entries or self._entries(word))
+            if word in _PARTICLES:
+                gloss = ""
+            elif traditional:
+                entries = self._traditional_senses(word) or self._entries(_folded(word))
+                gloss = _gloss(entries)
+            else:
+                gloss = _gloss(self._entries(word))
             if len(self._memo) >= _MEMO_LIMIT:
                 self._memo.clear()
             self._memo[(word, traditional)] = gloss
@@ -333,6 +343,11 @@ def simplified_characters() -> dict[int, int] | None:
         if not _table_loaded:
             _table_loaded.append(_load_table())
         return _table_loaded[0]
+
+
+def _folded(text: str) -> str:
+    table = simplified_characters()
+    return text.translate(table) if table else text
 
 
 def _is_traditional(text: str) -> bool:
