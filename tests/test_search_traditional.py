@@ -31,7 +31,7 @@ CEDICT = """\
 餘 余 [yu2] /remainder/
 餘下 余下 [yu2 xia4] /the rest/
 餘 馀 [yu2] /variant/
-"""
+""".encode()
 
 
 def test_the_table_folds_what_simplified_chinese_never_writes() -> None:
@@ -107,7 +107,7 @@ def test_the_language_mix_reads_traditional_over_simplified_as_one_script() -> N
 
 
 def test_a_traditional_text_is_glossed_by_its_traditional_headwords() -> None:
-    small = Glossary.parse(CEDICT.encode())
+    small = Glossary.parse(CEDICT)
     assert small.gloss("干") == "dry do concern"  # the simplified headword of three
     assert small.gloss("干", traditional=True) == "concern"  # the traditional headword of one
     assert small.gloss("乾", traditional=True) == "heaven dry"  # both, in the file's order
