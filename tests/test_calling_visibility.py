@@ -22,7 +22,12 @@ from tooluse.calling import (
 from tooluse.client import ChatClient
 from tooluse.memory import CONVERSATION_ID
 from tooluse.messages import ToolResponseMessage
-from tooluse.search import RegexToolIndex, ToolSearchRequest, ToolSearchToolCallingAdvisor
+from tooluse.search import (
+    RegexToolIndex,
+    ToolCoUsage,
+    ToolSearchRequest,
+    ToolSearchToolCallingAdvisor,
+)
 from tooluse.testing import ScriptedModel, tool_call
 from tooluse.tools import tool, tool_callbacks
 
@@ -189,3 +194,22 @@ def test_tool_search_never_indexes_or_finds_a_hidden_tool() -> None:
     # The session's index holds the tools the caller may use, nothing else.
     searched = index.search(ToolSearchRequest("c1", "order", 10))
     assert searched.tool_names == ["order_status"]
+
+
+def test_a_hidden_tool_is_never_found_as_a_companion_of_a_visible_one() -> None:
+    """Usage learned over every caller's turns links order_status to refund_order; a
+    customer's search finds order_status and never the refund it was used with."""
+    usage = ToolCoUsage([["order_status", "refund_order"]] * 3)
+    found = {}
+    for caller in (ANN, SAM):
+        index = RegexToolIndex(co_usage=usage)
+        advisor = ToolSearchToolCallingAdvisor(
+            tool_index=index, tool_calling_manager=ToolCallingManager(tool_visibility=SUPPORT_ONLY)
+        )
+        model = ScriptedModel([tool_call("toolSearchTool", {"query": "status"}, id="s1"), "ok"])
+        spec = client(model, advisor).prompt("Where is A1?").tool_context(caller.tool_context())
+        spec.context({CONVERSATION_ID: str(caller.user_id)}).call()
+        result = model.requests[1].messages[-1]
+        assert isinstance(result, ToolResponseMessage)
+        found[str(caller.user_id)] = json.loads(result.responses[0].data)
+    assert found == {"ann": ["order_status"], "sam": ["order_status", "refund_order"]}

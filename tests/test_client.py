@@ -53,11 +53,12 @@ def offered(prompt: Prompt) -> list[str]:
 
 
 def test_the_builder_orders_system_messages_and_user_text() -> None:
-    model = ScriptedModel(["ok", "ok"])
+    model = ScriptedModel(["ok", "ok", "ok"])
     client = ChatClient(model, system="Default rules.")
     earlier = [UserMessage(text="before"), AssistantMessage(text="reply")]
     client.prompt().messages(earlier).user("now").call()
     client.prompt("again").system("Other rules.").call()
+    client.prompt("and the default again").call()
     assert model.requests[0].messages == (
         SystemMessage(text="Default rules."),
         *earlier,
@@ -67,6 +68,7 @@ def test_the_builder_orders_system_messages_and_user_text() -> None:
         SystemMessage(text="Other rules."),
         UserMessage(text="again"),
     )
+    assert model.requests[2].messages[0] == SystemMessage(text="Default rules.")
 
 
 def test_a_request_needs_messages_and_takes_only_messages() -> None:

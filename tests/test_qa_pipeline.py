@@ -315,7 +315,11 @@ async def test_router_errors_propagate() -> None:
         await pipeline.acall("Hello?")
 
 
-async def test_stopping_early_cancels_the_router() -> None:
+@pytest.mark.parametrize("live_tool_events", [True, False])
+async def test_stopping_early_cancels_the_router(live_tool_events: bool) -> None:
+    # Live, the consumer leaves at the first event (the router has a task of its own);
+    # otherwise nothing comes before the router ends, and the consumer's task, the
+    # router's too, is cancelled.
     started, cancelled = asyncio.Event(), asyncio.Event()
 
     @tool
@@ -330,12 +334,59 @@ async def test_stopping_early_cancels_the_router() -> None:
         return "never"
 
     model = ScriptedModel([tool_call("slow", {"order_id": "A1"}, id="s")])
-    stream = QaPipeline(model, retriever=CountingRetriever(), tools=[slow]).stream("A1?")
-    first = await anext(stream)  # type: ignore[call-overload]
-    assert isinstance(first, ToolCallEvent)
-    await started.wait()
-    await stream.aclose()  # type: ignore[attr-defined]
+    pipeline = QaPipeline(model, retriever=CountingRetriever(), tools=[slow])
+    stream = pipeline.stream("A1?", live_tool_events=live_tool_events)
+    if live_tool_events:
+        first = await anext(stream)  # type: ignore[call-overload]
+        assert isinstance(first, ToolCallEvent)
+        await started.wait()
+        await stream.aclose()  # type: ignore[attr-defined]
+    else:
+        consumer = asyncio.ensure_future(events_of(stream))
+        await started.wait()
+        consumer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await consumer
     assert cancelled.is_set()
+
+
+async def test_tool_events_after_the_router_are_those_it_reports_live_in_its_order() -> None:
+    tasks: list[asyncio.Task[object] | None] = []
+
+    @tool
+    async def status(order_id: str) -> str:
+        """Live status of an order."""
+        tasks.append(asyncio.current_task())
+        return f"{order_id} shipped"
+
+    def script() -> list[object]:
+        return [
+            tool_call("status", {"order_id": "A1"}, id="c1"),
+            tool_call("status", {"order_id": "B2"}, id="c2"),
+            "",
+            "Both shipped.",
+        ]
+
+    live = QaPipeline(ScriptedModel(script()), retriever=CountingRetriever(), tools=[status])
+    expected = await events_of(live.stream("A1 and B2?"))
+    at_once = QaPipeline(ScriptedModel(script()), retriever=CountingRetriever(), tools=[status])
+
+    async def consume() -> list[object]:
+        return await events_of(at_once.stream("A1 and B2?", live_tool_events=False))
+
+    consumer = asyncio.ensure_future(consume())
+    assert await consumer == expected
+    assert squeeze(kinds(expected)) == [
+        "tool_call",
+        "tool_result",
+        "tool_call",
+        "tool_result",
+        "route",
+        "delta",
+        "done",
+    ]
+    # Live, the router has a task of its own; otherwise it runs in the consumer's.
+    assert tasks[0] is not None and tasks[0] is not consumer and tasks[2:] == [consumer] * 2
 
 
 def test_bad_input_is_refused_before_any_model_call() -> None:

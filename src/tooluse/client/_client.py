@@ -133,6 +133,7 @@ class ChatClient:
             raise TypeError("tool_calling_advisor must be a ToolCallingAdvisor (or a ToolAdvisor)")
         self._model = model
         self._system = system
+        self._system_message: SystemMessage | None = None  # built on the first request
         self._tools = ToolSources.of((tools,))
         self._advisors = _checked_advisors(advisors)
         self._tool_context = ToolContext(tool_context)
@@ -154,6 +155,13 @@ class ChatClient:
     @property
     def model(self) -> ChatModel:
         return self._model
+
+    def _system_first(self, system: str) -> SystemMessage:
+        # ``system``: the client's. A message is frozen: one for every request that keeps
+        # the client's system text, not one validated per request.
+        if self._system_message is None:
+            self._system_message = SystemMessage(text=system)
+        return self._system_message
 
     def prompt(self, user: str | None = None) -> ChatClientRequestSpec:
         """A new request; ``user`` is a shortcut for ``.user(text)``."""
@@ -409,10 +417,14 @@ class ChatClientRequestSpec:
     def _prepared(self) -> PreparedRequest:
         client = self._client
         system = self._system
+        messages: list[Message] = []
         if self._response_format is not None:
             instructions = format_instructions(self._response_format)
             system = instructions if system is None else f"{system}\n\n{instructions}"
-        messages: list[Message] = [SystemMessage(text=system)] if system else []
+        if system and system is client._system:
+            messages.append(client._system_first(system))
+        elif system:
+            messages.append(SystemMessage(text=system))
         messages += self._messages
         if self._user is not None:
             messages.append(UserMessage(text=self._user))

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import uuid
+import secrets
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -144,6 +144,7 @@ class _Turn:
     id: str
     resumed: bool
     approved: tuple[ToolCall, ...] = ()  # a resumed turn's approved calls, as they run
+    live_tool_events: bool = True  # reported while the router runs, or once it has ended
 
 
 class QaPipeline:
@@ -264,10 +265,14 @@ class QaPipeline:
         history: Sequence[Message] = (),
         tool_context: Mapping[str, Any] | None = None,
         turn_id: str | None = None,
+        live_tool_events: bool = True,
     ) -> AsyncGenerator[QaEvent, None]:
         """Run both stages, reporting as they go: ``ToolCallEvent`` / ``ToolResultEvent``
         while the router works, then ``RouteEvent``, ``DeltaEvent``s of the answer and
         ``DoneEvent``; or, when tool calls need approval, ``ApprovalRequiredEvent`` last.
+        ``live_tool_events=False``: the tool events come all at once when the router has
+        ended, in the same order (for a consumer that does not show them as they happen: the
+        router then runs in the consumer's task, without a task of its own).
 
         ``conversation_id`` selects the conversation in ``memory``; ``history`` gives earlier
         messages with the question instead (e.g. an OpenAI-style request). ``tool_context``:
@@ -292,8 +297,15 @@ class QaPipeline:
                 spec.tool_context({CONVERSATION_ID_KEY: conversation_id})
             return spec.acall()
 
-        turn_id = turn_id if turn_id is not None else uuid.uuid4().hex
-        turn = _Turn(question, conversation_id, history, turn_id, resumed=False)
+        turn_id = turn_id if turn_id is not None else secrets.token_hex(16)  # as uuid4().hex
+        turn = _Turn(
+            question,
+            conversation_id,
+            history,
+            turn_id,
+            resumed=False,
+            live_tool_events=live_tool_events,
+        )
         return self._run(turn, ledger, route, ToolTrace)
 
     def resume_stream(
@@ -317,7 +329,7 @@ class QaPipeline:
         self._check_conversation(pause.conversation_id)
         ledger = FetchLedger(pause.fetched)
         # A pause of an older tooluse left no record in memory: nothing to replace.
-        turn_id = pause.turn_id if pause.turn_id is not None else uuid.uuid4().hex
+        turn_id = pause.turn_id if pause.turn_id is not None else secrets.token_hex(16)
         approved = tuple(
             ToolCall(
                 id=call.id,
@@ -516,30 +528,40 @@ class QaPipeline:
             assert self._conversation_router is not None and self._conversation_answer is not None
             router, answerer = self._conversation_router, self._conversation_answer
 
-        # The router runs in a task of its own, whose context carries the run's trace, so
-        # the tool events are reported while it runs. None marks the end of the task (queued
-        # after everything it reported).
         queue: asyncio.Queue[QaEvent | None] = asyncio.Queue()
         trace = make_trace(queue.put_nowait)
+        if turn.live_tool_events:
+            # The router runs in a task of its own, whose context carries the run's trace, so
+            # the tool events are reported while it runs. None marks the end of the task
+            # (queued after everything it reported).
+            async def run_router() -> CallResponse:
+                CURRENT_TRACE.set(trace)  # in this task's copy of the context only
+                return await route(router)
 
-        async def run_router() -> CallResponse:
-            CURRENT_TRACE.set(trace)  # in this task's copy of the context only
-            return await route(router)
-
-        task = asyncio.ensure_future(run_router())
-        task.add_done_callback(lambda _: queue.put_nowait(None))
-        try:
-            while (event := await queue.get()) is not None:
-                yield event
-            response = task.result()
-        finally:
-            if not task.done():  # the consumer stopped early: stop the router too
-                task.cancel()
-                await asyncio.wait([task])
-                if not task.cancelled() and task.exception() is not None:
-                    logger.warning(
-                        "The router stage failed after its consumer stopped: %r", task.exception()
-                    )
+            task = asyncio.ensure_future(run_router())
+            task.add_done_callback(lambda _: queue.put_nowait(None))
+            try:
+                while (event := await queue.get()) is not None:
+                    yield event
+                response = task.result()
+            finally:
+                if not task.done():  # the consumer stopped early: stop the router too
+                    task.cancel()
+                    await asyncio.wait([task])
+                    if not task.cancelled() and task.exception() is not None:
+                        logger.warning(
+                            "The router stage failed after its consumer stopped: %r",
+                            task.exception(),
+                        )
+        else:
+            # In the consumer's task, its events queued until it ends: no task of its own,
+            # nor a wake-up of the consumer per event. Nothing is yielded meanwhile, so the
+            # trace is the run's only while the router runs.
+            token = CURRENT_TRACE.set(trace)
+            try:
+                response = await route(router)
+            finally:
+                CURRENT_TRACE.reset(token)
 
         state = response.state
         if state is not None:

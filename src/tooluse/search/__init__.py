@@ -13,6 +13,7 @@ from tooluse.search._advisor import (
     tool_fingerprint,
 )
 from tooluse.search._bm25 import BM25ToolIndex, FieldBoosts
+from tooluse.search._cousage import ToolCoUsage
 from tooluse.search._eviction import (
     AlwaysEvictStrategy,
     CompositeEvictionStrategy,
@@ -54,6 +55,7 @@ __all__ = [
     "ReplaceableToolIndex",
     "SessionToolIndex",
     "ToolCatalogue",
+    "ToolCoUsage",
     "ToolIndex",
     "ToolReference",
     "ToolSearchRequest",

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from tooluse.search._cousage import ToolCoUsage
 from tooluse.search._documents import ToolDocument, tool_document
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import CjkMode, check_cjk_mode, words
@@ -91,8 +92,9 @@ class BM25ToolIndex(SessionToolIndex[_BM25Snapshot]):
     Like Spring AI's Lucene index the name counts more than the description; unlike it,
     identifiers are split (``getWeather`` matches ``weather``), parameter names and
     descriptions are searched, and Chinese is segmented (``cjk="bigram"``: character unigrams
-    and bigrams, or ``cjk="jieba"``). Hits scoring below ``min_score`` are dropped (after the
-    limit), so fewer than ``max_results`` may come back.
+    and bigrams, or ``cjk="jieba"``), its Traditional characters folded to Simplified ones in
+    the query and the tools alike (``words(folded=True)``). Hits scoring below ``min_score``
+    are dropped (after the limit), so fewer than ``max_results`` may come back.
     """
 
     def __init__(
@@ -105,8 +107,9 @@ class BM25ToolIndex(SessionToolIndex[_BM25Snapshot]):
         stemmed: bool = True,
         min_score: float = 0.0,
         default_max_results: int = DEFAULT_MAX_RESULTS,
+        co_usage: ToolCoUsage | None = None,
     ) -> None:
-        super().__init__(default_max_results=default_max_results)
+        super().__init__(default_max_results=default_max_results, co_usage=co_usage)
         if k1 < 0:
             raise ValueError(f"k1 must be >= 0, got {k1}")
         if not 0.0 <= b <= 1.0:
@@ -125,11 +128,11 @@ class BM25ToolIndex(SessionToolIndex[_BM25Snapshot]):
         self._ranks_inline = cjk != "jieba"
 
     def query_terms(self, query: str) -> set[str]:
-        return set(words(query, cjk=self._cjk, stemmed=self._stemmed))
+        return set(words(query, cjk=self._cjk, stemmed=self._stemmed, folded=True))
 
     def _document_words(self, document: ToolDocument) -> list[list[str]]:
         return [
-            words(getattr(document, field), cjk=self._cjk, stemmed=self._stemmed)
+            words(getattr(document, field), cjk=self._cjk, stemmed=self._stemmed, folded=True)
             for field in _FIELDS
         ]
 

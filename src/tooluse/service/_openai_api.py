@@ -8,8 +8,8 @@ import contextlib
 import datetime
 import json
 import logging
+import secrets
 import time
-import uuid
 from collections.abc import (
     AsyncGenerator,
     Coroutine,
@@ -333,7 +333,9 @@ async def chat_completion(
         question, history = conversation(request.messages)
     except BadRequest as exc:
         return openai_error(str(exc), param=exc.param)
-    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+    # 32 random hex digits, as uuid4().hex gives them but without building a UUID (a few
+    # microseconds a request).
+    completion_id = f"chatcmpl-{secrets.token_hex(16)}"
     created = int(time.time())
     headers: dict[str, str] = {}
     if service.runs is not None:  # a durable run: the run asks the pipeline itself
@@ -341,8 +343,9 @@ async def chat_completion(
         named = await live_events(service, run)
         headers["X-Run-Id"] = run["run_id"]
     else:
+        # A completion shows no tool events: they may come once the router has ended.
         events = service.pipeline.stream(
-            question, history=history, tool_context=run_context(caller)
+            question, history=history, tool_context=run_context(caller), live_tool_events=False
         )
         named = completion_events(service, events, f"chat completion {completion_id}")
     if request.stream:
@@ -484,28 +487,24 @@ async def _answer(named: NamedEvents, ran: list[str]) -> tuple[str, dict[str, An
 async def _chunks(
     named: NamedEvents, completion_id: str, created: int, include_usage: bool
 ) -> AsyncGenerator[bytes, None]:
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-        data = {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": OPENAI_MODEL_ID,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-        }
-        if include_usage:  # null in every chunk but the last, as OpenAI sends them
-            data["usage"] = None
-        return sse(None, data)
+    # Every chunk is the same bytes but for its delta and finish reason, as json.dumps writes
+    # them (its separators, the keys in this order): written here around the delta, not
+    # encoded whole per chunk (three json.dumps a stream before).
+    before = (
+        f'data: {{"id": {json_text(completion_id)}, "object": "chat.completion.chunk", '
+        f'"created": {created}, "model": {json_text(OPENAI_MODEL_ID)}, "choices": [{{"index": 0, '
+        '"delta": '
+    ).encode()
+    end = b', "usage": null}\n\n' if include_usage else b"}\n\n"  # null in all but the last
+    after = b', "finish_reason": null}]' + end
 
-    # A text chunk is the same bytes but for its text: the JSON around it is written once
-    # per completion, and each delta encodes its text alone (json.dumps writes a string
-    # nested or not alike).
-    before, _, after = chunk({"content": ""}).partition(b'"content": ""')
-    before += b'"content": '
+    def text_chunk(text: str) -> bytes:
+        return before + b'{"content": ' + json_text(text).encode() + b"}" + after
 
     # The role chunk goes out with the first chunk after it, as OpenAI sends it with the
     # first token: one socket write per stream fewer (the headers, then the answer) than
     # when it went alone ahead of the run.
-    role = chunk({"role": "assistant", "content": ""})
+    role = before + b'{"role": "assistant", "content": ""}' + after
     usage: dict[str, Any] | None = None
     # Closed here when the client goes away, not whenever the garbage collector finds it:
     # a client that leaves cancels its run (its router task and tool calls), unless the run
@@ -513,9 +512,9 @@ async def _chunks(
     async with contextlib.aclosing(named):
         async for kind, data in named:
             if kind == "delta":
-                text = before + json_text(data["text"]).encode() + after
+                text = text_chunk(data["text"])
             elif kind == "approval_required":
-                text = chunk({"content": _approval_text(data)})
+                text = text_chunk(_approval_text(data))
             elif kind == "error":
                 # OpenAI's SDKs raise an APIError for a chunk that carries "error".
                 error = {"message": data["message"], "type": data["type"]}
@@ -527,7 +526,7 @@ async def _chunks(
                 continue
             yield role + text
             role = b""
-    yield role + chunk({}, "stop")
+    yield role + before + b'{}, "finish_reason": "stop"}]' + end
     if include_usage:
         yield sse(
             None,

@@ -138,18 +138,50 @@ class _Outbox:
             self.ready.set_result(None)
 
 
+class _KeepaliveTimer:
+    """Due ``interval`` after the last write (:meth:`sent`): it then marks a keep-alive
+    ``due`` and wakes the response side of the outbox; it moves itself on when it finds a
+    later write, so nothing is scheduled per write (a timeout per wait was a task and a
+    timer each)."""
+
+    __slots__ = ("_handle", "_interval", "_loop", "_outbox", "_sent_at", "due")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float, outbox: _Outbox) -> None:
+        self._loop = loop
+        self._interval = interval
+        self._outbox = outbox
+        self._sent_at = loop.time()
+        self.due = False
+        self._handle = loop.call_at(self._sent_at + interval, self._tick)
+
+    def sent(self) -> None:
+        self._sent_at, self.due = self._loop.time(), False
+
+    def _tick(self) -> None:
+        due = self._sent_at + self._interval
+        if self._loop.time() >= due:
+            self.due = True
+            self._outbox.wake()
+            due = self._loop.time() + self._interval
+        self._handle = self._loop.call_at(due, self._tick)
+
+    def cancel(self) -> None:
+        # A cancelled handle lets go of its callback, so nothing is left for the collector
+        # (a timer closure that named itself was a reference cycle per stream, and the
+        # collector's pauses to free them, at 200 streams, held up every stream in flight).
+        self._handle.cancel()
+
+
 async def _with_keepalive(
     events: AsyncGenerator[bytes, None], interval: float
 ) -> AsyncIterator[bytes]:
     # The events are read in one task of their own (a generator must not hop between tasks:
     # its cancel scopes would break), into an outbox of at most _QUEUED_EVENTS; this side
     # sends everything waiting there as one chunk (one socket write instead of one per
-    # delta: the writes were the service's largest cost per request). One timer, due
-    # `interval` after the last write, wakes it for a keep-alive; it moves itself on when
-    # it finds a later write, so nothing is scheduled per write (a timeout per wait was a
-    # task and a timer each). Leaving early (the client went away) cancels the reader,
-    # which closes the run, even one held while the outbox is full: it lets go of its turn
-    # now.
+    # delta: the writes were the service's largest cost per request). One timer
+    # (_KeepaliveTimer) wakes it for a keep-alive. Leaving early (the client went away)
+    # cancels the reader, which closes the run, even one held while the outbox is full: it
+    # lets go of its turn now.
     loop = asyncio.get_running_loop()
     outbox = _Outbox()
 
@@ -169,21 +201,8 @@ async def _with_keepalive(
             outbox.end = _END
         outbox.wake()
 
-    keepalive = False
-    sent_at = loop.time()
-    timer: asyncio.TimerHandle
-
-    def tick() -> None:
-        nonlocal keepalive, timer
-        due = sent_at + interval
-        if loop.time() >= due:
-            keepalive = True
-            outbox.wake()
-            due = loop.time() + interval
-        timer = loop.call_at(due, tick)
-
     reader = asyncio.create_task(read())
-    timer = loop.call_at(sent_at + interval, tick)
+    timer = _KeepaliveTimer(loop, interval, outbox)
     try:
         while True:
             if not outbox.chunks and outbox.end is None:
@@ -195,7 +214,7 @@ async def _with_keepalive(
                 outbox.chunks.clear()
                 if outbox.room is not None and not outbox.room.done():
                     outbox.room.set_result(None)
-                sent_at, keepalive = loop.time(), False
+                timer.sent()
                 if outbox.end is _END:
                     yield _LastChunk(chunk)
                     return
@@ -205,8 +224,8 @@ async def _with_keepalive(
                 raise outbox.end
             if outbox.end is _END:
                 return
-            if keepalive:
-                sent_at, keepalive = loop.time(), False
+            if timer.due:
+                timer.sent()
                 yield KEEPALIVE_COMMENT
     finally:
         timer.cancel()
