@@ -10,8 +10,9 @@ PostgreSQL and Redis, the tests' servers), in the order a turn makes them, on a
 conversation whose window is full (20 messages): the turn's lock (on Redis: a ``SET NX``
 and the release script), its start (the approvals a new question withdraws, the memory
 read: one hop to a thread), its end (the memory write of the question and the answer and
-the turn's display record: one hop, or two where the tree makes two), the audit record of
-the tool call (``/v1`` makes it too), the 4 events published to the conversation's
+the turn's display record: one hop, or two where the tree makes two), the start and the end
+in one turn (the end's write after the start's read, as a question makes them), the audit
+record of the tool call (``/v1`` makes it too), the 4 events published to the conversation's
 watchers (Redis only), the lock and the 4 events together (Redis: the release may go with
 the last event), and a bare hop to a thread for scale. ``--compare SRC`` runs the
 same in a process on another source tree, alternately, and prints this tree's ratio.
@@ -113,24 +114,27 @@ async def _child(settings: dict[str, Any]) -> dict[str, float]:
     async def turn_start() -> None:
         await in_turn(lambda: service.start_turn(conversation))
 
-    async def turn_end() -> None:
+    # A tree whose TurnMemory holds a turn's writes for its end: held, as the service does.
+    holding = {"holds_writes": True} if holds else {}
+
+    async def written() -> None:
+        await memory.aadd(conversation, turn_messages())
+        save = functools.partial(service.turn_displays.save, conversation, QUESTION, None, display)
         if holds:
-
-            async def held_end() -> None:
-                await memory.aadd(conversation, turn_messages())
-                save = functools.partial(
-                    service.turn_displays.save, conversation, QUESTION, None, display
-                )
-                await memory.store_held(conversation, then=save)
-
-            await in_turn(held_end, holds_writes=True)
-            return
-
-        async def end() -> None:
-            await memory.aadd(conversation, turn_messages())
+            await memory.store_held(conversation, then=save)
+        else:
             await asyncio.to_thread(_store_display, service, conversation, QUESTION, None, display)
 
-        await in_turn(end)
+    async def turn_end() -> None:
+        await in_turn(written, **holding)
+
+    async def whole_turn() -> None:
+        # Start, then end, in one turn: the end's write comes after the start's read.
+        async def start_and_end() -> None:
+            await service.start_turn(conversation)
+            await written()
+
+        await in_turn(start_and_end, **holding)
 
     async def audit() -> None:
         await service.audit.record([record])
@@ -154,6 +158,7 @@ async def _child(settings: dict[str, Any]) -> dict[str, float]:
         "turn lock": turn_lock,
         "turn start (approvals, memory read)": turn_start,
         "turn end (memory write, display record)": turn_end,
+        "turn start and end in one turn": whole_turn,
         "audit record": audit,
         "4 events published": publish,
         "turn lock with its 4 events": lock_and_events,

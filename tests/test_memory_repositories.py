@@ -6,7 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -452,8 +452,9 @@ def test_window_memory_over_sqlite_keeps_tool_pairs(tmp_path: Path) -> None:
         assert memory.get("c") == [user("Q2"), answer("A2")]
 
 
+@pytest.mark.parametrize("reads_first", [False, True], ids=["writes", "reads-then-writes"])
 def test_postgres_twenty_writers_with_their_own_connections_lose_no_message(
-    postgres_url: str,
+    postgres_url: str, reads_first: bool
 ) -> None:
     PostgresChatMemoryRepository(postgres_url).close()  # create the schema once
     per_writer = 5
@@ -462,6 +463,8 @@ def test_postgres_twenty_writers_with_their_own_connections_lose_no_message(
         with PostgresChatMemoryRepository(postgres_url) as own:
             memory = MessageWindowChatMemory(max_messages=10_000, repository=own)
             for n in range(per_writer):
+                if reads_first:  # as a turn's start: its update is made from the read,
+                    memory.get("shared")  # checked against the rows the others wrote since
                 memory.add("shared", user(f"writer {number} message {n}"))
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(20)]
@@ -581,3 +584,121 @@ def test_the_remembered_message_texts_are_bounded() -> None:
     assert len(texts._messages) == len(texts._texts) == 2
     reparsed = texts.messages(first[:1])[0]
     assert reparsed == messages[0] and reparsed is not messages[0]  # the oldest went
+
+
+@pytest.fixture
+def postgres_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The conversations the PostgreSQL repositories read (a read of their rows: before
+    returning them, or under the lock of an update), in order."""
+    from tooluse.memory import _postgres
+
+    reads: list[str] = []
+    load = _postgres._load
+
+    def counted(connection: Any, conversation_id: str, *also: Any) -> Any:
+        reads.append(conversation_id)
+        return load(connection, conversation_id, *also)
+
+    monkeypatch.setattr(_postgres, "_load", counted)
+    return reads
+
+
+def test_postgres_updates_a_window_it_read_without_reading_it_again(
+    postgres_url: str, postgres_reads: list[str]
+) -> None:
+    # A service turn reads its window when it starts and writes it when it ends: the write
+    # checks the rows are as read in the statement that writes them, instead of reading
+    # them again under the lock.
+    reference = MessageWindowChatMemory(4, InMemoryChatMemoryRepository())
+    with PostgresChatMemoryRepository(postgres_url) as repository:
+        memory = MessageWindowChatMemory(4, repository)
+        turns = [
+            [user("Q1"), answer("A1")],
+            [user("Q2"), answer("A2")],
+            [user("Q3"), calls("s1"), results("s1"), answer("A3")],
+            [user("Q4")],
+        ]
+        for turn in turns:
+            reference.add("c", turn)
+        memory.add("c", turns[0])  # nothing read before: read under the lock
+        assert postgres_reads == ["c"]
+        assert memory.get("c") == turns[0]
+        memory.add("c", turns[1])
+        assert memory.get("c") == turns[0] + turns[1]
+        memory.add("c", turns[2])  # the window moves on
+        assert postgres_reads == ["c", "c", "c"]  # the gets' reads only
+        memory.add("c", turns[3])  # the last get's read was taken by the update before
+        assert postgres_reads == ["c", "c", "c", "c"]
+        memory.get("e")  # a conversation without rows yet
+        memory.add("e", [user("first")])
+        assert postgres_reads[4:] == ["e"]
+    with PostgresChatMemoryRepository(postgres_url) as fresh:
+        assert fresh.find_by_conversation_id("c") == reference.get("c")
+        assert fresh.find_by_conversation_id("e") == [user("first")]
+
+
+@pytest.mark.parametrize(
+    "meanwhile",
+    [
+        pytest.param(lambda other: other.save_all("c", [user("X1"), answer("Y1")]), id="same-rows"),
+        pytest.param(lambda other: other.delete_by_conversation_id("c"), id="cleared"),
+        pytest.param(
+            lambda other: MessageWindowChatMemory(4, other).add("c", user("other's")),
+            id="added",
+        ),
+    ],
+)
+def test_postgres_updates_a_window_changed_since_it_was_read_as_it_is_now(
+    postgres_url: str, postgres_reads: list[str], meanwhile: Callable[[Any], None]
+) -> None:
+    # Another writer (a worker, `tooluse chat`) between a read and the update: the rows
+    # are not those read, even at the same positions (same-rows), so nothing is written
+    # from the read; they are read again under the lock and the update made on them.
+    with (
+        PostgresChatMemoryRepository(postgres_url) as repository,
+        PostgresChatMemoryRepository(postgres_url) as other,
+    ):
+        repository.save_all("c", [user("Q1"), answer("A1")])
+        memory = MessageWindowChatMemory(4, repository)
+        memory.get("c")
+        meanwhile(other)
+        reference = MessageWindowChatMemory(4, InMemoryChatMemoryRepository())
+        reference.repository.save_all("c", other.find_by_conversation_id("c"))
+        reference.add("c", [user("Q2"), answer("A2")])
+        reads = len(postgres_reads)
+        memory.add("c", [user("Q2"), answer("A2")])
+        assert len(postgres_reads) == reads + 1  # read again under the lock
+        assert other.find_by_conversation_id("c") == reference.get("c")
+
+
+def test_postgres_remembers_the_reads_of_a_bounded_number_of_conversations(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch, postgres_reads: list[str]
+) -> None:
+    from tooluse.memory import _postgres
+
+    monkeypatch.setattr(_postgres, "_SEEN_CONVERSATIONS", 2)
+    with PostgresChatMemoryRepository(postgres_url) as repository:
+        memory = MessageWindowChatMemory(4, repository)
+        for conversation in ("a", "b", "c"):
+            memory.get(conversation)
+        assert len(repository._seen) == 2
+        memory.add("a", user("x"))  # its read was forgotten: read under the lock
+        memory.add("c", user("y"))
+    assert postgres_reads == ["a", "b", "c", "a"]
+
+
+def test_postgres_reads_a_window_and_another_query_in_one_call(
+    postgres_url: str, postgres_reads: list[str]
+) -> None:
+    with PostgresChatMemoryRepository(postgres_url) as repository:
+        repository.save_all("c", [user("Q1"), answer("A1")])
+        messages, rows = repository.find_by_conversation_id_with(
+            "c", "SELECT count(*), %s FROM chat_memory_message", ("it's",)
+        )
+        assert (messages, rows) == ([user("Q1"), answer("A1")], [(2, "it's")])
+        assert repository.find_by_conversation_id_with("none", "SELECT 1 WHERE false") == (
+            [],
+            [],
+        )
+        MessageWindowChatMemory(4, repository).add("c", user("Q2"))  # from the read above
+    assert postgres_reads == ["c", "none"]

@@ -103,6 +103,28 @@ async def test_two_workers_share_one_conversation_and_one_approval(
     assert shown == ["route", "sources"]
 
 
+async def test_a_message_on_another_worker_withdraws_the_run_waiting_for_a_decision(
+    postgres_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    # A turn's start reads the conversation's window and its runs waiting in one round
+    # trip: a run waiting is found there and withdrawn, and the turn reads the paused turn.
+    async with (
+        worker(postgres_url, tmp_path, redis_url) as first,
+        worker(postgres_url, tmp_path, redis_url) as second,
+    ):
+        await ready(second)
+        paused = (await ask(first, "Cancel order A1001", "c1"))[-1]
+        assert paused[0] == "approval_required"
+        approval_id = paused[1]["approval_id"]
+        assert names(await ask(second, "Any refund rules?", "c1"))[-1] == "done"
+        shown = (await second.get(f"/api/approvals/{approval_id}")).json()
+        listed = (await first.get("/api/approvals", params={"conversation_id": "c1"})).json()
+        conversation = (await first.get("/api/conversations/c1")).json()
+    assert shown["status"] == "superseded" and listed == []
+    assert [role for role, _ in said(conversation)] == ["user", "assistant"] * 2
+    assert said(conversation)[0] == ("user", "Cancel order A1001")
+
+
 def tool_results(events: list[Any]) -> list[str]:
     return [data["result"] for name, data in events if name == "tool_result"]
 

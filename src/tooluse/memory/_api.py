@@ -75,7 +75,10 @@ class ChatMemoryRepository(Protocol):
 
     ``update`` is the read-modify-write of one conversation as a single atomic step (one
     transaction in a database), so concurrent writers, threads or processes, never lose a
-    message to each other.
+    message to each other. ``change`` computes the new messages from the stored ones and
+    nothing else: a repository may call it more than once (PostgreSQL's calls it on the
+    rows it last read, and again on the rows as they are when another writer changed
+    them since).
     """
 
     def find_conversation_ids(self) -> list[str]: ...

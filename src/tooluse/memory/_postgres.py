@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +38,20 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 # written as one; a pair of an emoji only by the standard library's writer, and wrapping it
 # too is harmless).
 _JSONB_UNSAFE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+# Conversations whose last read this process remembers, for their next update.
+_SEEN_CONVERSATIONS = 1024
+
+
+class _Seen:
+    """A conversation's rows as a read found them: their positions, a digest of their
+    texts (as :data:`_CHECKED_UPDATE` computes it) and their messages."""
+
+    __slots__ = ("digest", "messages", "positions")
+
+    def __init__(self, positions: list[int], texts: list[str], messages: list[Message]) -> None:
+        self.positions = positions
+        self.digest = _digest(texts) if texts else None
+        self.messages = tuple(messages)
 
 
 class PostgresChatMemoryRepository:
@@ -44,7 +61,11 @@ class PostgresChatMemoryRepository:
     Each save, and each :meth:`update` (a window memory's read-modify-write), is one
     transaction that first takes a transaction-scoped advisory lock on the conversation id,
     so concurrent writers on any number of hosts never lose a message, even for a
-    conversation that has no row yet. The tables carry a schema version
+    conversation that has no row yet. An update of a conversation this repository read
+    (a service turn reads its window when it starts and writes it when it ends) is made
+    from what it read, in one round trip that takes the lock and writes only if the rows
+    are still those read (the same positions and texts); else it reads them under the
+    lock and calls ``change`` again on them. The tables carry a schema version
     (``tooluse_schema_version``), created or migrated when the repository opens; a database
     of a later version is refused.
 
@@ -56,6 +77,11 @@ class PostgresChatMemoryRepository:
 
     def __init__(self, database: str | PostgresDatabase) -> None:
         self._database, self._owned = database_of(database)
+        # Each conversation's last read, until its next update takes it (bounded: the
+        # oldest go first): the service reads a window when a turn starts and updates it
+        # when the turn ends.
+        self._seen: OrderedDict[str, _Seen] = OrderedDict()
+        self._seen_lock = threading.Lock()
         try:
             self._database.migrate("chat_memory", _MIGRATIONS)
         except BaseException:
@@ -81,11 +107,29 @@ class PostgresChatMemoryRepository:
         return [row[0] for row in rows]
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        return self.find_by_conversation_id_with(conversation_id)[0]
+
+    def find_by_conversation_id_with(
+        self, conversation_id: str, query: str | None = None, parameters: Sequence[Any] = ()
+    ) -> tuple[list[Message], list[Any]]:
+        """The conversation's messages, as :meth:`find_by_conversation_id` reads them, and
+        the rows of ``query`` (``%s`` placeholders for ``parameters``), another read of this
+        database, in the same round trip (the service reads a conversation's approvals
+        waiting with its window)."""
         validate_conversation_id(conversation_id)
         # One statement reads one snapshot: no transaction needed (BEGIN and COMMIT are a
         # round trip each).
         with self._database.connection() as connection:
-            return _load(connection, conversation_id)[1]
+            positions, texts, messages, rows = _load(
+                connection, conversation_id, None if query is None else (query, parameters)
+            )
+        seen = _Seen(positions, texts, messages)
+        with self._seen_lock:
+            self._seen[conversation_id] = seen
+            self._seen.move_to_end(conversation_id)
+            if len(self._seen) > _SEEN_CONVERSATIONS:
+                self._seen.popitem(last=False)
+        return messages, rows
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         validate_conversation_id(conversation_id)
@@ -106,9 +150,15 @@ class PostgresChatMemoryRepository:
         self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
     ) -> list[Message]:
         validate_conversation_id(conversation_id)
+        with self._seen_lock:
+            seen = self._seen.pop(conversation_id, None)
+        if seen is not None:
+            updated = self._update_seen(conversation_id, seen, change)
+            if updated is not None:
+                return updated
         with self._database.transaction() as connection:
             _lock_conversation(connection, conversation_id)
-            positions, stored = _load(connection, conversation_id)
+            positions, _, stored, _ = _load(connection, conversation_id)
             updated = change(stored)
             below, rows = changed_rows(conversation_id, positions, stored, updated)
             if below is not None and rows and rows[0][1] >= below:
@@ -124,23 +174,107 @@ class PostgresChatMemoryRepository:
             _insert(connection, rows)
         return updated
 
+    def _update_seen(
+        self,
+        conversation_id: str,
+        seen: _Seen,
+        change: Callable[[list[Message]], list[Message]],
+    ) -> list[Message] | None:
+        """The update made from the rows last read, in one round trip, if they are still
+        as read and the update moves the window on; else ``None`` (nothing written): the
+        caller reads them under the lock and changes them then (``change`` is called
+        again, on the rows as they are)."""
+        stored = list(seen.messages)
+        updated = change(stored)
+        below, rows = changed_rows(conversation_id, seen.positions, stored, updated)
+        if not rows or len(rows) > _INSERTED_AT_ONCE or (below is not None and rows[0][1] < below):
+            return None  # nothing added, or the rows numbered again: the general path
+        import psycopg
+
+        parameters: list[Any] = [
+            conversation_id,
+            conversation_id,
+            seen.positions or None,
+            seen.digest,
+            conversation_id,
+            below,
+            *(value for row in rows for value in (*row[:3], _jsonb(row[3]))),
+        ]
+        statement = _CHECKED_UPDATE.replace("{rows}", ", ".join([_ROW] * len(rows)))
+        with self._database.connection() as connection:
+            # Client-side binding: the two statements go in one message, which PostgreSQL
+            # runs as one transaction (the lock held until it ends; a failure rolls it back).
+            cursor = psycopg.ClientCursor(connection)
+            cursor.execute(statement, parameters)
+            cursor.nextset()
+            row = cursor.fetchone()
+        return updated if row is not None and row[0] else None
+
+
+# The update of a window from the rows last read (a turn's start read them; the turn's
+# end writes): the conversation's lock, then, on the rows as they are once it is held
+# (each statement of a transaction in READ COMMITTED reads what committed before it), the
+# rows below the position given deleted and the new ones added only if the rows are those
+# read (the same positions, the same texts); its one row says whether they were. `{rows}`:
+# a _ROW per new row.
+_CHECKED_UPDATE = """SELECT pg_advisory_xact_lock(hashtextextended(%s, 0));
+WITH stored AS (
+    SELECT array_agg(position ORDER BY position) AS positions,
+        md5(string_agg(message #>> '{}', E'\\x1e' ORDER BY position)) AS digest
+    FROM chat_memory_message WHERE conversation_id = %s
+), unchanged AS (
+    SELECT FROM stored
+    WHERE positions IS NOT DISTINCT FROM %s::integer[] AND digest IS NOT DISTINCT FROM %s
+), dropped AS (
+    DELETE FROM chat_memory_message
+    WHERE conversation_id = %s AND position < %s AND EXISTS (SELECT FROM unchanged)
+), added AS (
+    INSERT INTO chat_memory_message (conversation_id, position, role, message)
+    SELECT * FROM (VALUES {rows}) AS new WHERE EXISTS (SELECT FROM unchanged)
+)
+SELECT EXISTS (SELECT FROM unchanged)"""
+_ROW = "(%s, %s::integer, %s, %s::jsonb)"
+
+
+def _digest(texts: Sequence[str]) -> str:
+    """The digest of rows' texts that :data:`_CHECKED_UPDATE` computes."""
+    return hashlib.md5("\x1e".join(texts).encode(), usedforsecurity=False).hexdigest()
+
 
 def _lock_conversation(connection: psycopg.Connection[Any], conversation_id: str) -> None:
     connection.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (conversation_id,))
 
 
 def _load(
-    connection: psycopg.Connection[Any], conversation_id: str
-) -> tuple[list[int], list[Message]]:
-    # `#>> '{}'`: the jsonb as text (a message's object), or the text a string holds (what
-    # _jsonb wrapped), so the messages come from the texts this process parsed already: a
-    # window is read twice a turn, and parsing its rows was most of a read's CPU.
-    rows = connection.execute(
-        "SELECT position, message #>> '{}' FROM chat_memory_message "
-        "WHERE conversation_id = %s ORDER BY position",
-        (conversation_id,),
-    ).fetchall()
-    return [row[0] for row in rows], messages_from_rows([row[1] for row in rows])
+    connection: psycopg.Connection[Any],
+    conversation_id: str,
+    also: tuple[str, Sequence[Any]] | None = None,
+) -> tuple[list[int], list[str], list[Message], list[Any]]:
+    """The conversation's rows: their positions, texts and messages; and the rows of the
+    read ``also`` (a query and its parameters), sent with it."""
+    if also is None:
+        rows = connection.execute(_READ, (conversation_id,)).fetchall()
+        also_rows = []
+    else:
+        import psycopg
+
+        # Client-side binding: the two statements go in one message.
+        cursor = psycopg.ClientCursor(connection)
+        cursor.execute(f"{_READ};\n{also[0]}", [conversation_id, *also[1]])
+        rows = cursor.fetchall()
+        cursor.nextset()
+        also_rows = cursor.fetchall()
+    texts = [row[1] for row in rows]
+    return [row[0] for row in rows], texts, messages_from_rows(texts), also_rows
+
+
+# `#>> '{}'`: the jsonb as text (a message's object), or the text a string holds (what
+# _jsonb wrapped), so the messages come from the texts this process parsed already: a
+# window is read twice a turn, and parsing its rows was most of a read's CPU.
+_READ = (
+    "SELECT position, message #>> '{}' FROM chat_memory_message "
+    "WHERE conversation_id = %s ORDER BY position"
+)
 
 
 def _replace(

@@ -106,6 +106,9 @@ class StoredApproval:
     error: str | None
 
 
+_WAITING = "SELECT 1 FROM qa_approval WHERE status = 'pending' AND conversation_id = ? LIMIT 1"
+
+
 class ApprovalStore:
     """Paused runs (:class:`QaPause` JSON) by id, in a SQLite file (WAL, shared with memory
     and the knowledge base) or a PostgreSQL database (``location`` a ``postgresql://`` URL
@@ -224,17 +227,20 @@ class ApprovalStore:
             )
         return QaPause.from_json(pause)
 
-    def supersede(self, conversation_id: str) -> list[str]:
+    def supersede(self, conversation_id: str, *, waiting: bool | None = None) -> list[str]:
         """End the conversation's runs still waiting for a decision (``superseded``), as a
-        later message in it does; their ids. A run claimed first is not affected."""
-        where = "WHERE status = 'pending' AND conversation_id = ?"
+        later message in it does; their ids. A run claimed first is not affected.
+        ``waiting``: whether :meth:`waiting_query`, made by the caller with another read of
+        the database, found one (``None``: read it here)."""
         # Most messages find nothing waiting: a read says so without a write transaction
         # (each request of a conversation asks). Only a turn of the conversation makes a
         # pending run, and its turns run one at a time, so none appears after the read.
-        with self._tables.read() as connection:
-            sql = f"SELECT 1 FROM qa_approval {where} LIMIT 1"
-            if connection.execute(sql, (conversation_id,)).fetchone() is None:
-                return []
+        if waiting is None:
+            with self._tables.read() as connection:
+                waiting = connection.execute(_WAITING, (conversation_id,)).fetchone() is not None
+        if not waiting:
+            return []
+        where = "WHERE status = 'pending' AND conversation_id = ?"
         # Selected, then updated, in one write transaction (no RETURNING: SQLite 3.35+).
         with self._tables.write() as connection:
             rows = connection.execute(
@@ -245,6 +251,13 @@ class ApprovalStore:
                 (_SUPERSEDED, conversation_id),
             )
         return [row[0] for row in rows]
+
+    @staticmethod
+    def waiting_query(conversation_id: str) -> tuple[str, tuple[str]]:
+        """The read :meth:`supersede` starts with (a row if the conversation has a run
+        waiting for a decision) in psycopg's placeholders, and its parameters: for a caller
+        that sends it with another read of the same PostgreSQL database."""
+        return _WAITING.replace("?", "%s"), (conversation_id,)
 
     def expire_overdue(self) -> int:
         """Mark the runs that waited longer than ``expire_after`` ``expired``; how many."""

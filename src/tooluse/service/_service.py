@@ -664,6 +664,12 @@ class QaService:
             logger.info("approval %s superseded by a new message", ", ".join(superseded))
 
     def _start_turn(self, conversation_id: str) -> tuple[list[str], list[Message]]:
+        if isinstance(self._repository, PostgresChatMemoryRepository):
+            # The approvals are in its database (_open_stores): both reads in one round trip.
+            messages, waiting = self._repository.find_by_conversation_id_with(
+                conversation_id, *ApprovalStore.waiting_query(conversation_id)
+            )
+            return self.approvals.supersede(conversation_id, waiting=bool(waiting)), messages
         superseded = self.approvals.supersede(conversation_id)
         return superseded, self.turn_memory.memory.get(conversation_id)
 
