@@ -11,14 +11,15 @@ from __future__ import annotations
 import heapq
 import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, TypeAlias
 
+from tooluse.calling import Caller
 from tooluse.messages import AssistantMessage, Message, UserMessage
 from tooluse.search._tool import TOOL_SEARCH_TOOL_NAME
 from tooluse.search._types import ToolReference, check_count
 
-__all__ = ["ToolCoUsage"]
+__all__ = ["CoUsageSetting", "ToolCoUsage", "co_usage_by_caller"]
 
 _FORMAT: Final = 1  # of to_dict()
 # What a turn counts at most: a turn that called 200 tools (a script, a runaway loop) would add
@@ -348,6 +349,41 @@ class ToolCoUsage:
 
     def __repr__(self) -> str:
         return f"ToolCoUsage({self._turns} turns, {len(self._counts)} tools)"
+
+
+CoUsageSetting: TypeAlias = "ToolCoUsage | Callable[[Caller], ToolCoUsage | None]"
+"""Which usage searches lift companions of: one for every search, or the caller's (from
+the tool context: user and tenant as the application's authentication put them there)."""
+
+
+def co_usage_by_caller(
+    setting: CoUsageSetting | None, owner: str
+) -> Callable[[Mapping[str, Any]], ToolCoUsage | None] | None:
+    """``setting`` as a function of a search's tool context (``None``: none given); a
+    ``TypeError`` naming ``owner`` for anything else, now or when the function returns
+    something that is not a ``ToolCoUsage`` or ``None``."""
+    if setting is None:
+        return None
+    if isinstance(setting, ToolCoUsage):
+        usage = setting
+        return lambda context: usage
+    if isinstance(setting, type) or not callable(setting):
+        raise TypeError(
+            f"{owner}: co_usage must be a ToolCoUsage or a function (Caller) -> ToolCoUsage | "
+            f"None, got {setting!r}"
+        )
+    choose = setting
+
+    def of_caller(context: Mapping[str, Any]) -> ToolCoUsage | None:
+        usage = choose(Caller.of(context))
+        if usage is not None and not isinstance(usage, ToolCoUsage):
+            raise TypeError(
+                f"{owner}: the co_usage function {choose!r} returned "
+                f"{type(usage).__name__}, not a ToolCoUsage or None"
+            )
+        return usage
+
+    return of_caller
 
 
 def _most(counts: dict[str, int], keep: int) -> dict[str, int]:
