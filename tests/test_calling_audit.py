@@ -148,14 +148,17 @@ async def test_recent_calls_are_a_tenant_s_calls_that_gave_a_result(open_log: Op
         calls = log.recent_calls(
             tenant=tenant, since=now + 15, limit=limit, ignore={"toolSearchTool"}
         )
-        return [r.tool for r in calls]
+        return [tool for _, tool, _ in calls]
 
     assert tools("acme") == ["look", "again", "mail"]  # oldest first
     assert tools("acme", limit=2) == ["again", "mail"]  # the newest
     assert tools(None) == ["nobody"]  # of no tenant, not of any
     assert tools("globex") == ["theirs"]
-    look = log.recent_calls(tenant="acme", since=now + 15, limit=1)[0]
-    assert (look.tool, look.user, look.result) == ("mail", "ann", "")  # the texts not read
+    assert log.recent_calls(tenant="acme", since=now + 20, limit=2) == [
+        (now + 25, "again", None),
+        (now + 30, "mail", None),
+    ]
+    assert log.recent_calls(tenant="acme", since=now + 20, limit=9)[0] == (now + 20, "look", "c1")
     with pytest.raises(ValueError, match="limit must be a positive integer"):
         log.recent_calls(tenant=None, since=0.0, limit=0)
 

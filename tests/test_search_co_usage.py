@@ -434,3 +434,12 @@ def test_an_index_that_ignores_co_usage_still_works() -> None:
 def test_bad_co_usage_settings_are_refused_by_name(call: Any, message: str) -> None:
     with pytest.raises(TypeError, match=message):
         call()
+
+
+def test_calls_make_turns_by_conversation_and_gap() -> None:
+    calls = [(0.0, "a", "c1"), (400.0, "a", "c1"), (10.0, "b", "c1"), (5.0, "b", None)]
+    usage = ToolCoUsage.from_calls(calls, min_support=1)  # in any order
+    assert usage.turns == 3  # c1: a, b (10 s apart), then a (390 s later); b alone
+    assert usage.companions("a") == (("b", 0.5),)
+    with pytest.raises(ValueError, match="gap must be > 0"):
+        ToolCoUsage.from_calls(calls, gap=-1)

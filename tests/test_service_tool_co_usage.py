@@ -172,18 +172,8 @@ class _Log:
         self.turns = turns
 
     def recent_calls(self, *, tenant: str | None, **_: Any) -> list[Any]:
-        from tooluse.calling import AuditRecord
-
         self.reads.append(tenant)
-        return [
-            AuditRecord(
-                at=float(number), tool=name, call_id="c", arguments="", outcome="ran",
-                result="", is_error=False, latency_ms=None, approval="not needed",
-                approved_by=None, user=None, tenant=tenant, conversation=None,
-            )
-            for number, turn in enumerate(self.turns)
-            for name in turn
-        ]  # fmt: skip
+        return [(float(n), name, None) for n, turn in enumerate(self.turns) for name in turn]
 
 
 async def test_tenants_are_learned_once_refreshed_and_bounded() -> None:

@@ -76,9 +76,6 @@ _SCHEMA = Schema(
         (_ADD_TENANT_INDEX,),
     ),
 )
-# What recent_calls reads of a record: not its texts (kilobytes each).
-_TEXTS: Final = ("arguments", "result", "roles")
-_CALL_FIELDS: Final = tuple(name for name in _FIELDS if name not in _TEXTS)
 _ROW_VALUES: Final = f"({', '.join('?' for _ in _FIELDS)})"
 # Records per INSERT: 14 values each, below the 999 parameters of SQLite before 3.32.
 _INSERTED_AT_ONCE: Final = 50
@@ -224,13 +221,12 @@ class _TableAuditLog:
         since: float,
         limit: int,
         ignore: Collection[str] = (),
-    ) -> list[AuditRecord]:
-        """The calls made for ``tenant`` (``None``: for no tenant, not for any) at ``since``
-        or later that gave a result (outcome ``ran`` or ``repeat``, not an error), but those
-        of the ``ignore`` tools: the newest ``limit``, oldest first, read without their
-        arguments, result and roles (empty in the records returned). What
-        :meth:`~tooluse.search.ToolCoUsage.from_audit_records` learns a tenant's usage
-        from."""
+    ) -> list[tuple[float, str, str | None]]:
+        """``(at, tool, conversation)`` of the calls made for ``tenant`` (``None``: for no
+        tenant, not for any) at ``since`` or later that gave a result (outcome ``ran`` or
+        ``repeat``, not an error), but those of the ``ignore`` tools: the newest ``limit``,
+        oldest first. What :meth:`~tooluse.search.ToolCoUsage.from_calls` learns a tenant's
+        usage from (three columns: none of the records' texts is read)."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive integer, got {limit!r}")
         skipped = sorted(ignore)
@@ -240,18 +236,14 @@ class _TableAuditLog:
         if skipped:
             where.append(f"tool NOT IN ({', '.join('?' for _ in skipped)})")
             values += skipped
-        columns = ", ".join(f'"{name}"' for name in _CALL_FIELDS)
         sql = (
-            f"SELECT {columns} FROM tool_audit WHERE {' AND '.join(where)} ORDER BY at DESC LIMIT ?"
+            f"SELECT at, tool, conversation FROM tool_audit WHERE {' AND '.join(where)} "
+            "ORDER BY at DESC LIMIT ?"
         )
         with self._tables.read() as connection:
             rows = connection.execute(sql, [*values, limit]).fetchall()
-        records = []
-        for row in reversed(rows):
-            fields = dict(zip(_CALL_FIELDS, row, strict=True))
-            fields["is_error"] = bool(fields["is_error"])
-            records.append(AuditRecord(**fields, arguments="", result=""))
-        return records
+        rows.reverse()  # tuples on both engines (no row factory)
+        return rows
 
     def _insert_rounds(self, rounds: _Rounds) -> list[Exception | None]:
         """Each round's failure or ``None``: the rounds in one write, or, when it fails,

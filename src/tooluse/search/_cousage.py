@@ -166,10 +166,8 @@ class ToolCoUsage:
         another's to learn from); calls refused or held are not counted, nor the ``ignore``
         tools (the search tool is called in every turn). ``settings``: those of the
         constructor."""
-        if not gap > 0:
-            raise ValueError(f"gap must be > 0 seconds, got {gap!r}")
         skipped = frozenset(ignore)
-        by_conversation: dict[str | None, list[tuple[float, str]]] = {}
+        calls: list[tuple[float, str, str | None]] = []
         for record in records:
             for field in ("at", "tool", "outcome", "tenant", "conversation"):
                 if not hasattr(record, field):
@@ -181,15 +179,33 @@ class ToolCoUsage:
                 continue
             if record.outcome in _NOT_CALLED or record.tool in skipped:
                 continue
-            by_conversation.setdefault(record.conversation, []).append((record.at, record.tool))
+            calls.append((record.at, record.tool, record.conversation))
+        return cls.from_calls(calls, gap=gap, **settings)
+
+    @classmethod
+    def from_calls(
+        cls,
+        calls: Iterable[tuple[float, str, str | None]],
+        *,
+        gap: float = 300.0,
+        **settings: Any,
+    ) -> ToolCoUsage:
+        """Learned from calls made, each ``(at, tool, conversation)`` (e.g. an audit log's
+        ``recent_calls``, in any order), made into turns as :meth:`from_audit_records`
+        makes them. ``settings``: those of the constructor."""
+        if not gap > 0:
+            raise ValueError(f"gap must be > 0 seconds, got {gap!r}")
+        by_conversation: dict[str | None, list[tuple[float, str]]] = {}
+        for at, tool, conversation in calls:
+            by_conversation.setdefault(conversation, []).append((at, tool))
         turns: list[list[str]] = []
-        for conversation, calls in by_conversation.items():
-            calls.sort()
+        for conversation, made in by_conversation.items():
+            made.sort()
             if conversation is None:
-                turns.extend([tool] for _, tool in calls)
+                turns.extend([tool] for _, tool in made)
                 continue
             last = -math.inf
-            for at, tool in calls:
+            for at, tool in made:
                 if at - last > gap:
                     turns.append([])
                 turns[-1].append(tool)

@@ -19,7 +19,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Collection, Iterable, Mapping
 from typing import Any, Final, Protocol
 
-from tooluse.calling import AuditRecord, Caller
+from tooluse.calling import Caller
 from tooluse.qa import QaEvent, ToolResultEvent
 from tooluse.search import TOOL_SEARCH_TOOL_NAME, ToolCoUsage
 from tooluse.search._types import check_count
@@ -48,12 +48,12 @@ workers' turns: one read of its window per tenant per quarter of an hour."""
 
 
 class RecentCalls(Protocol):
-    """An audit log that gives a tenant's recent calls (:class:`~tooluse.calling.SqliteAuditLog`,
-    :class:`~tooluse.calling.PostgresAuditLog`)."""
+    """An audit log that gives a tenant's recent calls, ``(at, tool, conversation)``
+    (:class:`~tooluse.calling.SqliteAuditLog`, :class:`~tooluse.calling.PostgresAuditLog`)."""
 
     def recent_calls(
         self, *, tenant: str | None, since: float, limit: int, ignore: Collection[str] = ()
-    ) -> list[AuditRecord]: ...
+    ) -> list[tuple[float, str, str | None]]: ...
 
 
 class _Learned:
@@ -146,13 +146,13 @@ class TenantCoUsage:
                 if not self._due(tenant):
                     return
             now = self._clock()
-            records = self._log.recent_calls(
+            calls = self._log.recent_calls(
                 tenant=tenant,
                 since=now - self.window_seconds,
                 limit=self.max_records,
                 ignore=(TOOL_SEARCH_TOOL_NAME,),
             )
-            usage = ToolCoUsage.from_audit_records(records, **self._settings)
+            usage = ToolCoUsage.from_calls(calls, **self._settings)
             with self._lock:
                 self._learned[tenant] = _Learned(usage, now)
                 self._learned.move_to_end(tenant)
