@@ -5,6 +5,7 @@
     .venv/bin/python benchmarks/bench_service.py --clients 1 200 --endpoint api v1 --question tools
     .venv/bin/python benchmarks/bench_service.py --clients 8 --profile /tmp/serve.prof  # cProfile
     .venv/bin/python benchmarks/bench_service.py --auth users   # per-user keys, tool rules
+    .venv/bin/python benchmarks/bench_service.py --tool-search --question tools  # search first
     .venv/bin/python benchmarks/bench_service.py --compare /work/main/src --rounds 5  # side by side
     .venv/bin/python benchmarks/bench_service.py --workers 1 2 4 --clients 16 64  # scale-out
     .venv/bin/python benchmarks/bench_service.py --workers 1 2 --durable-runs     # DBOS runs
@@ -46,6 +47,8 @@ retrieval); the overhead of a request is its latency minus the model's waits. ``
 key`` sends the one shared API key; ``--auth users`` gives each client a key of its own (a
 user of a tenant, who owns the client's conversation) and the service a tool-access rule,
 so that a request pays for its authentication, the owner check and the tool cut.
+``--tool-search``: the service's router sees only the search tool, and the model searches
+for the weather first, then calls what it found (3 model calls a tool question).
 """
 
 from __future__ import annotations
@@ -120,11 +123,18 @@ class _FixedLatencyModel(BaseChatModel):
         await asyncio.sleep(self._latency)
         if not prompt.options.tool_callbacks:
             return self._answer
-        if isinstance(prompt.messages[-1], ToolResponseMessage):
-            return self._empty
-        question = next(m.text for m in reversed(prompt.messages) if isinstance(m, UserMessage))
-        if "weather" not in question:
-            return self._empty
+        last = prompt.messages[-1]
+        searching = prompt.options.tool_callbacks[0].definition.name == SEARCH
+        if isinstance(last, ToolResponseMessage):
+            if not searching or last.responses[0].name != SEARCH:
+                return self._empty
+        else:
+            question = next(m.text for m in reversed(prompt.messages) if isinstance(m, UserMessage))
+            if "weather" not in question:
+                return self._empty
+            if searching:  # with --tool-search: find the tool first
+                call = ToolCall(id=f"call_{next(self._calls)}", name=SEARCH, arguments=QUERY)
+                return chat_response(tool_calls=[call])
         call = ToolCall(id=f"call_{next(self._calls)}", name="get_weather", arguments=CITY)
         return chat_response(tool_calls=[call])
 
@@ -143,6 +153,8 @@ def _text_chunk(text: str) -> ChatResponse:
 
 ANSWER = "An answer of about a hundred characters, streamed in small pieces to the client."
 CITY = '{"city": "Paris"}'
+SEARCH = "toolSearchTool"
+QUERY = '{"query": "current weather of a city", "max_results": 3}'
 
 
 def _key(client: int) -> str:
@@ -650,6 +662,11 @@ def main() -> None:
         default=["tools", "knowledge"],
         help="the kinds each client asks in turn (CPU per request is over the mix)",
     )
+    parser.add_argument(
+        "--tool-search",
+        action="store_true",
+        help="the service's router searches for its tools (the model searches, then calls)",
+    )
     parser.add_argument("--profile", help="run the server under cProfile, stats to this file")
     parser.add_argument(
         "--auth",
@@ -695,6 +712,8 @@ def main() -> None:
         help="first measure each server's CPU at rest over this long (ms of CPU per second)",
     )
     args = parser.parse_args()
+    if args.tool_search:  # a tool question's calls: the search, the tool, the answer
+        QUESTIONS["tools"] = (QUESTIONS["tools"][0], 3)
     if args.durable_runs and not args.workers:
         parser.error("--durable-runs needs --workers (it runs on PostgreSQL)")
     if args.profile and args.workers and args.workers != [1]:
@@ -732,6 +751,8 @@ def main() -> None:
             if on_postgres
             else [{} for _ in trees]
         )
+        if args.tool_search:
+            shared = [{**state, "tool_search": True} for state in shared]
         for workers in args.workers:
             servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
             try:

@@ -113,6 +113,7 @@ async def test_a_log_from_before_the_roles_opens_with_its_records_and_keeps_role
     )
     with log._tables.write() as connection:  # the table as version 1 made it
         connection.execute("ALTER TABLE tool_audit DROP COLUMN roles")
+        connection.execute("DROP INDEX tool_audit_tenant")
         connection.execute(
             "UPDATE tooluse_schema_version SET version = 1 WHERE component = 'tool_audit'"
         )
@@ -123,6 +124,43 @@ async def test_a_log_from_before_the_roles_opens_with_its_records_and_keeps_role
         prompt_with([look], context=CALLER), tool_calls_response(("look", "{}"))
     )
     assert [r.roles for r in reopened.query()] == [(), ("admin", "support")]
+
+
+async def test_recent_calls_are_a_tenant_s_calls_that_gave_a_result(open_log: OpenLog) -> None:
+    log = open_log()
+    now = time.time() - 100  # the records within the retention
+    await log.record(
+        [
+            a_record("old", at=now + 10, tenant="acme"),
+            a_record("look", at=now + 20, tenant="acme", conversation="c1", result="x" * 50),
+            a_record("toolSearchTool", at=now + 21, tenant="acme"),
+            a_record("broke", at=now + 22, tenant="acme", outcome="failed", is_error=True),
+            a_record("denied", at=now + 23, tenant="acme", outcome="refused", is_error=True),
+            a_record("held", at=now + 24, tenant="acme", outcome="held"),
+            a_record("again", at=now + 25, tenant="acme", outcome="repeat"),
+            a_record("theirs", at=now + 26, tenant="globex"),
+            a_record("nobody", at=now + 27),
+            a_record("mail", at=now + 30, tenant="acme", user="ann"),
+        ]
+    )
+
+    def tools(tenant: str | None, limit: int = 10) -> list[str]:
+        calls = log.recent_calls(
+            tenant=tenant, since=now + 15, limit=limit, ignore={"toolSearchTool"}
+        )
+        return [tool for _, tool, _ in calls]
+
+    assert tools("acme") == ["look", "again", "mail"]  # oldest first
+    assert tools("acme", limit=2) == ["again", "mail"]  # the newest
+    assert tools(None) == ["nobody"]  # of no tenant, not of any
+    assert tools("globex") == ["theirs"]
+    assert log.recent_calls(tenant="acme", since=now + 20, limit=2) == [
+        (now + 25, "again", None),
+        (now + 30, "mail", None),
+    ]
+    assert log.recent_calls(tenant="acme", since=now + 20, limit=9)[0] == (now + 20, "look", "c1")
+    with pytest.raises(ValueError, match="limit must be a positive integer"):
+        log.recent_calls(tenant=None, since=0.0, limit=0)
 
 
 async def test_the_log_is_bounded(open_log: OpenLog, tmp_path: Path) -> None:

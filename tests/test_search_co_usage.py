@@ -7,6 +7,7 @@ import asyncio
 import json
 import pickle
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from search_fakes import BagOfWordsModel
-from tooluse.calling import AuditRecord, SqliteAuditLog
+from tooluse.calling import AuditRecord, Caller, SqliteAuditLog
 from tooluse.messages import (
     AssistantMessage,
     ToolCall,
@@ -31,7 +32,11 @@ from tooluse.search import (
     ToolCoUsage,
     ToolReference,
     ToolSearchRequest,
+    ToolSearchResponse,
+    ToolSearchToolCallingAdvisor,
 )
+from tooluse.search._tool import SESSION_ID_CONTEXT_KEY
+from tooluse.tools import ToolContext
 
 CAR = [
     ToolReference("startEngine", summary="Start the car's engine", category="vehicle"),
@@ -335,3 +340,106 @@ def test_lift_keeps_the_first_and_returns_each_allowed_tool_once(
     assert found[:1] == ranked[:1]
     assert allowed is None or set(found) <= allowed
     assert set(ranked[:limit]) - set(found) == set() or len(found) == limit
+
+
+TENANTS = {
+    "acme": ToolCoUsage([["startEngine", "pressBrakePedal"]] * 3),
+    "globex": ToolCoUsage([["startEngine", "get_weather"]] * 3),
+}
+
+
+def _by_tenant(caller: Caller) -> ToolCoUsage | None:
+    return None if caller.tenant_id is None else TENANTS.get(caller.tenant_id)
+
+
+def test_a_request_s_co_usage_replaces_the_index_s_own() -> None:
+    index = BM25ToolIndex(co_usage=TENANTS["globex"])
+    index.index_tools("s", CAR)
+    assert names(index, "start engine", max_results=2) == ["startEngine", "get_weather"]
+    found = names(index, "start engine", max_results=2, co_usage=TENANTS["acme"])
+    assert found == ["startEngine", "pressBrakePedal"]
+    # An empty one lifts nothing; None leaves the index's own.
+    assert "get_weather" not in names(index, "start engine", max_results=2, co_usage=ToolCoUsage())
+    assert names(index, "start engine", max_results=2, co_usage=None)[1] == "get_weather"
+
+
+def _advisor_search(advisor: ToolSearchToolCallingAdvisor, **caller: str) -> list[str]:
+    context = ToolContext({SESSION_ID_CONTEXT_KEY: "s", **caller})
+    return advisor.search_tool.search("start engine", context, max_results=2)
+
+
+def test_the_advisor_lifts_the_caller_s_companions_only() -> None:
+    advisor = ToolSearchToolCallingAdvisor(tool_index=BM25ToolIndex(), co_usage=_by_tenant)
+    advisor.tool_index.index_tools("s", CAR)
+    assert _advisor_search(advisor, tenant_id="acme") == ["startEngine", "pressBrakePedal"]
+    assert _advisor_search(advisor, tenant_id="globex") == ["startEngine", "get_weather"]
+    # No tenant, or one without usage: the index's own (none).
+    assert _advisor_search(advisor) == ["startEngine"]
+    assert _advisor_search(advisor, tenant_id="initech") == ["startEngine"]
+    fixed = ToolSearchToolCallingAdvisor(tool_index=BM25ToolIndex(), co_usage=TENANTS["acme"])
+    fixed.tool_index.index_tools("s", CAR)
+    assert _advisor_search(fixed, tenant_id="globex") == ["startEngine", "pressBrakePedal"]
+
+
+class _PlainIndex:
+    """A ToolIndex of another implementation: it knows nothing of co-usage."""
+
+    def __init__(self) -> None:
+        self.requests: list[ToolSearchRequest] = []
+
+    def index_tool(self, session_id: str, reference: ToolReference) -> None: ...
+
+    def index_tools(self, session_id: str, references: Sequence[ToolReference]) -> None: ...
+
+    def search(self, request: ToolSearchRequest) -> ToolSearchResponse:
+        self.requests.append(request)
+        return ToolSearchResponse((ToolReference("startEngine"),))
+
+    def clear_index(self, session_id: str) -> None: ...
+
+
+def test_an_index_that_ignores_co_usage_still_works() -> None:
+    index = _PlainIndex()
+    advisor = ToolSearchToolCallingAdvisor(tool_index=index, co_usage=_by_tenant)
+    assert _advisor_search(advisor, tenant_id="acme") == ["startEngine"]
+    assert index.requests[0].co_usage is TENANTS["acme"]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: ToolSearchRequest("s", "q", co_usage={}),  # type: ignore[arg-type]
+            "co_usage must be a ToolCoUsage or None",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(co_usage="acme"),  # type: ignore[arg-type]
+            "ToolSearchToolCallingAdvisor: co_usage must be a ToolCoUsage or a function",
+        ),
+        (
+            lambda: ToolSearchToolCallingAdvisor(co_usage=ToolCoUsage),  # type: ignore[arg-type]
+            "co_usage must be a ToolCoUsage or a function",
+        ),
+        (
+            lambda: _advisor_search(
+                ToolSearchToolCallingAdvisor(
+                    tool_index=BM25ToolIndex(),
+                    co_usage=lambda caller: {"a": 1},  # type: ignore[arg-type]
+                )
+            ),
+            "returned dict, not a ToolCoUsage or None",
+        ),
+    ],
+)
+def test_bad_co_usage_settings_are_refused_by_name(call: Any, message: str) -> None:
+    with pytest.raises(TypeError, match=message):
+        call()
+
+
+def test_calls_make_turns_by_conversation_and_gap() -> None:
+    calls = [(0.0, "a", "c1"), (400.0, "a", "c1"), (10.0, "b", "c1"), (5.0, "b", None)]
+    usage = ToolCoUsage.from_calls(calls, min_support=1)  # in any order
+    assert usage.turns == 3  # c1: a, b (10 s apart), then a (390 s later); b alone
+    assert usage.companions("a") == (("b", 0.5),)
+    with pytest.raises(ValueError, match="gap must be > 0"):
+        ToolCoUsage.from_calls(calls, gap=-1)

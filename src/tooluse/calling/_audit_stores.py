@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, Final
 
 from tooluse._postgres import PostgresDatabase
@@ -51,15 +51,18 @@ _INDEXES = (
     "CREATE INDEX tool_audit_conversation ON tool_audit (conversation, at)",
 )
 _ADD_ROLES = "ALTER TABLE tool_audit ADD COLUMN roles TEXT"  # version 2: a JSON array
+# Version 3: a tenant's recent calls (recent_calls) without a scan of the other tenants'.
+_ADD_TENANT_INDEX = "CREATE INDEX tool_audit_tenant ON tool_audit (tenant, at)"
 _SCHEMA = Schema(
     component="tool_audit",
     sqlite=(
         _TABLE.format(serial="INTEGER PRIMARY KEY AUTOINCREMENT", real="REAL", boolean="INTEGER"),
         *_INDEXES,
         _ADD_ROLES,
+        _ADD_TENANT_INDEX,
     ),
-    sqlite_version=2,
-    sqlite_upgrades={1: (_ADD_ROLES,)},
+    sqlite_version=3,
+    sqlite_upgrades={1: (_ADD_ROLES,), 2: (_ADD_TENANT_INDEX,)},
     postgres=(
         (
             _TABLE.format(
@@ -70,6 +73,7 @@ _SCHEMA = Schema(
             *_INDEXES,
         ),
         (_ADD_ROLES,),
+        (_ADD_TENANT_INDEX,),
     ),
 )
 _ROW_VALUES: Final = f"({', '.join('?' for _ in _FIELDS)})"
@@ -209,6 +213,37 @@ class _TableAuditLog:
         with self._tables.read() as connection:
             rows = connection.execute(sql, values).fetchall()
         return [_record(row) for row in reversed(rows)]
+
+    def recent_calls(
+        self,
+        *,
+        tenant: str | None,
+        since: float,
+        limit: int,
+        ignore: Collection[str] = (),
+    ) -> list[tuple[float, str, str | None]]:
+        """``(at, tool, conversation)`` of the calls made for ``tenant`` (``None``: for no
+        tenant, not for any) at ``since`` or later that gave a result (outcome ``ran`` or
+        ``repeat``, not an error), but those of the ``ignore`` tools: the newest ``limit``,
+        oldest first. What :meth:`~tooluse.search.ToolCoUsage.from_calls` learns a tenant's
+        usage from (three columns: none of the records' texts is read)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        skipped = sorted(ignore)
+        where = ["tenant IS NULL" if tenant is None else "tenant = ?", "at >= ?"]
+        values: list[Any] = ([] if tenant is None else [tenant]) + [since]
+        where.append("outcome IN ('ran', 'repeat') AND NOT is_error")
+        if skipped:
+            where.append(f"tool NOT IN ({', '.join('?' for _ in skipped)})")
+            values += skipped
+        sql = (
+            f"SELECT at, tool, conversation FROM tool_audit WHERE {' AND '.join(where)} "
+            "ORDER BY at DESC LIMIT ?"
+        )
+        with self._tables.read() as connection:
+            rows = connection.execute(sql, [*values, limit]).fetchall()
+        rows.reverse()  # tuples on both engines (no row factory)
+        return rows
 
     def _insert_rounds(self, rounds: _Rounds) -> list[Exception | None]:
         """Each round's failure or ``None``: the rounds in one write, or, when it fails,

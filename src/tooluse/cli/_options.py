@@ -101,6 +101,14 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         f"(auto: with more than {TOOL_SEARCH_ABOVE} tools)",
     )
     parser.add_argument(
+        "--tool-co-usage",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with tool search, a search that finds a tool also offers the tools the "
+        "caller's tenant's turns called with it, learned from the audit log and from each "
+        "turn, never from another tenant's (default: on)",
+    )
+    parser.add_argument(
         "--no-sample-knowledge",
         dest="sample_knowledge",
         action="store_false",
@@ -281,6 +289,7 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
             spec.startswith("local:") if args.router_reminder is None else args.router_reminder
         ),
         tool_search=_TOOL_SEARCH[args.tool_search],
+        tool_co_usage=args.tool_co_usage,
         tools=tools,
         mcp_servers=mcp_servers,
     )

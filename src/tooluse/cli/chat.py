@@ -118,10 +118,10 @@ async def _show(
 async def _answer(
     service: QaService, question: str, conversation_id: str, ask: Callable[[str], str]
 ) -> None:
-    events = service.pipeline.stream(question, conversation_id=conversation_id)
+    events = service.stream(question, conversation_id=conversation_id)
     while (paused := await _show(events, ask)) is not None:
         event, decisions = paused
-        events = service.pipeline.resume_stream(event.pause, decisions)
+        events = service.resume_stream(event.pause, decisions)
 
 
 async def _chat(service: QaService, args: argparse.Namespace, ask: Callable[[str], str]) -> int:

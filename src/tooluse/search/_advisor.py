@@ -35,6 +35,7 @@ from tooluse.messages import (
     ToolResponseMessage,
     UserMessage,
 )
+from tooluse.search._cousage import CoUsageSetting, co_usage_by_caller
 from tooluse.search._eviction import EvictionStrategy, LruEvictionStrategy
 from tooluse.search._sessions import SessionToolIndex, ToolCatalogue
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
@@ -149,6 +150,14 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
 
     ``tool_category(callback)`` gives each tool the category that ``toolSearchTool``'s
     ``category_filter`` selects (default: an MCP tool's server name, none for other tools).
+
+    ``co_usage``: the tools used together whose companions each search lifts, instead of
+    the index's own: a :class:`ToolCoUsage` for every search, or a function of the
+    request's caller (:class:`~tooluse.calling.Caller`, read from the tool context, where
+    the application's authentication put the user and tenant: never the model) to a
+    ``ToolCoUsage`` or ``None`` (the index's own), e.g. a tenant's. Asked for every
+    search: keep it cheap (no I/O). Companions are only ever tools of the session, which
+    holds the tools the caller may see.
     """
 
     def __init__(
@@ -164,6 +173,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         preselect: int = 0,
         defer_loading: bool = False,
         tool_category: Callable[[ToolCallback], str | None] = mcp_server_category,
+        co_usage: CoUsageSetting | None = None,
         name: str = "ToolSearchToolCallingAdvisor",
         **tool_calling_options: Any,
     ) -> None:
@@ -205,8 +215,12 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
                 "the model could not call the tools beyond it"
             )
         self.tool_index = tool_index
+        self.co_usage = co_usage
         self.search_tool = ToolSearchTool(
-            tool_index, max_results=max_results, max_results_limit=limit
+            tool_index,
+            max_results=max_results,
+            max_results_limit=limit,
+            co_usage=co_usage_by_caller(co_usage, name),
         )
         self.system_message_suffix = system_message_suffix
         self.session_id_key = session_id_key
@@ -477,7 +491,8 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
         preselected: list[str] = []
         question = _last_user_text(request.prompt.messages)
         if self.preselect and question:
-            search = ToolSearchRequest(session_id, question, self.preselect)
+            co_usage = self.search_tool.co_usage_for(request.prompt.options.tool_context)
+            search = ToolSearchRequest(session_id, question, self.preselect, None, co_usage)
             response = await asyncio.to_thread(self.tool_index.search, search)
             preselected = response.tool_names
         # Earlier turns that a memory advisor inside the loop adds to each model call, after

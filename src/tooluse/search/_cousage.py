@@ -11,14 +11,15 @@ from __future__ import annotations
 import heapq
 import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, TypeAlias
 
+from tooluse.calling import Caller
 from tooluse.messages import AssistantMessage, Message, UserMessage
 from tooluse.search._tool import TOOL_SEARCH_TOOL_NAME
 from tooluse.search._types import ToolReference, check_count
 
-__all__ = ["ToolCoUsage"]
+__all__ = ["CoUsageSetting", "ToolCoUsage", "co_usage_by_caller"]
 
 _FORMAT: Final = 1  # of to_dict()
 # What a turn counts at most: a turn that called 200 tools (a script, a runaway loop) would add
@@ -165,10 +166,8 @@ class ToolCoUsage:
         another's to learn from); calls refused or held are not counted, nor the ``ignore``
         tools (the search tool is called in every turn). ``settings``: those of the
         constructor."""
-        if not gap > 0:
-            raise ValueError(f"gap must be > 0 seconds, got {gap!r}")
         skipped = frozenset(ignore)
-        by_conversation: dict[str | None, list[tuple[float, str]]] = {}
+        calls: list[tuple[float, str, str | None]] = []
         for record in records:
             for field in ("at", "tool", "outcome", "tenant", "conversation"):
                 if not hasattr(record, field):
@@ -180,15 +179,33 @@ class ToolCoUsage:
                 continue
             if record.outcome in _NOT_CALLED or record.tool in skipped:
                 continue
-            by_conversation.setdefault(record.conversation, []).append((record.at, record.tool))
+            calls.append((record.at, record.tool, record.conversation))
+        return cls.from_calls(calls, gap=gap, **settings)
+
+    @classmethod
+    def from_calls(
+        cls,
+        calls: Iterable[tuple[float, str, str | None]],
+        *,
+        gap: float = 300.0,
+        **settings: Any,
+    ) -> ToolCoUsage:
+        """Learned from calls made, each ``(at, tool, conversation)`` (e.g. an audit log's
+        ``recent_calls``, in any order), made into turns as :meth:`from_audit_records`
+        makes them. ``settings``: those of the constructor."""
+        if not gap > 0:
+            raise ValueError(f"gap must be > 0 seconds, got {gap!r}")
+        by_conversation: dict[str | None, list[tuple[float, str]]] = {}
+        for at, tool, conversation in calls:
+            by_conversation.setdefault(conversation, []).append((at, tool))
         turns: list[list[str]] = []
-        for conversation, calls in by_conversation.items():
-            calls.sort()
+        for conversation, made in by_conversation.items():
+            made.sort()
             if conversation is None:
-                turns.extend([tool] for _, tool in calls)
+                turns.extend([tool] for _, tool in made)
                 continue
             last = -math.inf
-            for at, tool in calls:
+            for at, tool in made:
                 if at - last > gap:
                     turns.append([])
                 turns[-1].append(tool)
@@ -348,6 +365,41 @@ class ToolCoUsage:
 
     def __repr__(self) -> str:
         return f"ToolCoUsage({self._turns} turns, {len(self._counts)} tools)"
+
+
+CoUsageSetting: TypeAlias = "ToolCoUsage | Callable[[Caller], ToolCoUsage | None]"
+"""Which usage searches lift companions of: one for every search, or the caller's (from
+the tool context: user and tenant as the application's authentication put them there)."""
+
+
+def co_usage_by_caller(
+    setting: CoUsageSetting | None, owner: str
+) -> Callable[[Mapping[str, Any]], ToolCoUsage | None] | None:
+    """``setting`` as a function of a search's tool context (``None``: none given); a
+    ``TypeError`` naming ``owner`` for anything else, now or when the function returns
+    something that is not a ``ToolCoUsage`` or ``None``."""
+    if setting is None:
+        return None
+    if isinstance(setting, ToolCoUsage):
+        usage = setting
+        return lambda context: usage
+    if isinstance(setting, type) or not callable(setting):
+        raise TypeError(
+            f"{owner}: co_usage must be a ToolCoUsage or a function (Caller) -> ToolCoUsage | "
+            f"None, got {setting!r}"
+        )
+    choose = setting
+
+    def of_caller(context: Mapping[str, Any]) -> ToolCoUsage | None:
+        usage = choose(Caller.of(context))
+        if usage is not None and not isinstance(usage, ToolCoUsage):
+            raise TypeError(
+                f"{owner}: the co_usage function {choose!r} returned "
+                f"{type(usage).__name__}, not a ToolCoUsage or None"
+            )
+        return usage
+
+    return of_caller
 
 
 def _most(counts: dict[str, int], keep: int) -> dict[str, int]:

@@ -139,9 +139,9 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
 
     Subclasses implement ``_build`` (references -> snapshot) and ``_rank`` (snapshot, query,
     limit, allowed positions -> ``(position, score)`` best first). With ``co_usage`` (a
-    :class:`ToolCoUsage`, replaceable at any time through the property), the tools past turns
-    called with a top-ranked tool are lifted behind it (:meth:`ToolCoUsage.lift`), among the
-    session's own tools only.
+    :class:`ToolCoUsage`, replaceable at any time through the property; a request's
+    ``co_usage`` replaces it for that search), the tools past turns called with a top-ranked
+    tool are lifted behind it (:meth:`ToolCoUsage.lift`), among the session's own tools only.
     """
 
     # True in a subclass whose search of built structures is CPU work of a fraction of a
@@ -225,7 +225,8 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
             limit = request.max_results or self._default_max_results
             allowed = _category_positions(references, request.category_filter)
             ranked = self._rank(snapshot, request.query, limit, allowed)
-            co_usage = self._co_usage  # read once: it may be replaced meanwhile
+            # The request's, else the index's (read once: it may be replaced meanwhile).
+            co_usage = self._co_usage if request.co_usage is None else request.co_usage
             if co_usage is not None:
                 ranked = co_usage.lift(ranked, references, catalogue.positions, allowed, limit)
             found = tuple(references[position].scored(score) for position, score in ranked)

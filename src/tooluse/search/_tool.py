@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable
-from typing import Annotated, Final
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from tooluse.search._types import (
     InlineSearchToolIndex,
@@ -23,6 +23,9 @@ from tooluse.tools import (
     ToolParam,
     ToolResult,
 )
+
+if TYPE_CHECKING:
+    from tooluse.search._cousage import ToolCoUsage
 
 __all__ = ["SESSION_ID_CONTEXT_KEY", "TOOL_SEARCH_TOOL_NAME", "ToolSearchTool"]
 
@@ -50,6 +53,10 @@ class ToolSearchTool:
     The search runs in the tool thread pool (a vector index embeds the query), or on the event
     loop's thread when the index says the session's search has nothing to wait for
     (:class:`InlineSearchToolIndex`, e.g. :class:`BM25ToolIndex` once built).
+
+    ``co_usage(context)`` (from the tool context) gives each search its request's
+    ``co_usage`` (``ToolSearchToolCallingAdvisor`` makes it from its own ``co_usage``);
+    ``None``: the index's own.
     """
 
     def __init__(
@@ -59,8 +66,14 @@ class ToolSearchTool:
         max_results: int | None = None,
         max_results_limit: int | None = None,
         description: str = DEFAULT_DESCRIPTION,
+        co_usage: Callable[[Mapping[str, Any]], ToolCoUsage | None] | None = None,
     ) -> None:
         check_count("max_results", max_results, optional=True)
+        if co_usage is not None and not callable(co_usage):
+            raise TypeError(
+                "co_usage must be a function (tool context) -> ToolCoUsage | None, "
+                f"got {type(co_usage).__name__}"
+            )
         check_count("max_results_limit", max_results_limit, optional=True)
         if max_results and max_results_limit and max_results > max_results_limit:
             raise ValueError(
@@ -72,6 +85,7 @@ class ToolSearchTool:
         self.tool_index = tool_index
         self.max_results = max_results
         self.max_results_limit = max_results_limit
+        self.co_usage = co_usage
         searching, inline = (
             FunctionToolCallback(
                 self.search,
@@ -125,9 +139,15 @@ class ToolSearchTool:
         limit = self.max_results_limit
         if count is not None and limit is not None:
             count = min(count, limit)
-        request = ToolSearchRequest(str(session_id), query, count, category_filter)
+        request = ToolSearchRequest(
+            str(session_id), query, count, category_filter, self.co_usage_for(context)
+        )
         # Sliced too: with no count given, the index's own default may exceed the limit.
         return self.tool_index.search(request).tool_names[:limit]
+
+    def co_usage_for(self, context: Mapping[str, Any]) -> ToolCoUsage | None:
+        """The usage a search made with the tool context ``context`` lifts companions of."""
+        return None if self.co_usage is None else self.co_usage(context)
 
 
 def _max_results_text(default: int | None, limit: int | None) -> str:

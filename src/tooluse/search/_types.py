@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from tooluse.search._cousage import ToolCoUsage
     from tooluse.tools import ToolCallback
 
 __all__ = [
@@ -95,12 +96,16 @@ class ToolReference:
 @dataclasses.dataclass(frozen=True, slots=True)
 class ToolSearchRequest:
     """One search in one session's index. ``max_results=None`` lets the index decide (10);
-    ``category_filter`` keeps only tools whose ``category`` equals it (case-insensitive)."""
+    ``category_filter`` keeps only tools whose ``category`` equals it (case-insensitive);
+    ``co_usage``: the usage whose companions this search lifts instead of the index's own
+    (:class:`~tooluse.search.ToolCoUsage`, e.g. the caller's tenant's; ``None``: the
+    index's own, if any). An index that does not lift companions ignores it."""
 
     session_id: str
     query: str
     max_results: int | None = None
     category_filter: str | None = None
+    co_usage: ToolCoUsage | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.session_id, str) or not self.session_id.strip():
@@ -118,6 +123,13 @@ class ToolSearchRequest:
                 "category_filter must be a string or None, "
                 f"got {type(self.category_filter).__name__}"
             )
+        if self.co_usage is not None:
+            from tooluse.search._cousage import ToolCoUsage  # it imports this module
+
+            if not isinstance(self.co_usage, ToolCoUsage):
+                raise TypeError(
+                    f"co_usage must be a ToolCoUsage or None, got {type(self.co_usage).__name__}"
+                )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

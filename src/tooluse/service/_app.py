@@ -409,7 +409,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         if not request.message.strip():
             raise HTTPException(422, "The message is blank")
         try:  # the pipeline checks its arguments here, before the stream starts
-            events = service.pipeline.stream(
+            events = service.stream(
                 request.message,
                 conversation_id=conversation_id,
                 tool_context=run_context(caller),
@@ -542,7 +542,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             call_id: d.decision(by=caller.user_id) for call_id, d in request.decisions.items()
         }
         try:  # checks the decisions before the run is claimed
-            events = service.pipeline.resume_stream(
+            events = service.resume_stream(
                 stored.pause, decisions, tool_context=run_context(caller)
             )
         except (ValueError, TypeError) as exc:

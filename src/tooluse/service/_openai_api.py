@@ -344,7 +344,7 @@ async def chat_completion(
         headers["X-Run-Id"] = run["run_id"]
     else:
         # A completion shows no tool events: they may come once the router has ended.
-        events = service.pipeline.stream(
+        events = service.stream(
             question, history=history, tool_context=run_context(caller), live_tool_events=False
         )
         named = completion_events(service, events, f"chat completion {completion_id}")

@@ -117,7 +117,7 @@ async def run_turn(service: QaService, request: dict[str, Any]) -> list[dict[str
     run_id: str = request["run_id"]
     named: AsyncGenerator[tuple[str, dict[str, Any]], None]
     if request["kind"] == "complete":
-        events = service.pipeline.stream(
+        events = service.stream(
             request["question"],
             history=messages_from_json(request["history"]),
             tool_context=request["tool_context"],
@@ -127,7 +127,7 @@ async def run_turn(service: QaService, request: dict[str, Any]) -> list[dict[str
     elif request["kind"] == "ask":
         conversation_id: str = request["conversation_id"]
         question: str = request["question"]
-        events = service.pipeline.stream(
+        events = service.stream(
             question,
             conversation_id=conversation_id,
             tool_context=request["tool_context"],
@@ -154,9 +154,7 @@ async def run_turn(service: QaService, request: dict[str, Any]) -> list[dict[str
 
         named = qa_events(
             service,
-            service.pipeline.resume_stream(
-                stored.pause, decisions, tool_context=request["tool_context"]
-            ),
+            service.resume_stream(stored.pause, decisions, tool_context=request["tool_context"]),
             stored.pause.conversation_id,
             stored.pause.question,
             paused_turn=stored.pause.turn_id,

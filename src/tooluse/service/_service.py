@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tooluse._tables import Location, is_postgres_url
@@ -22,6 +22,7 @@ from tooluse.calling import (
     DEFAULT_JOURNAL_RETENTION,
     AuditSink,
     Caller,
+    Decision,
     PostgresAuditLog,
     PostgresRateLimitStore,
     PostgresToolCallJournal,
@@ -55,10 +56,15 @@ from tooluse.memory import (
 )
 from tooluse.messages import Message, ToolCall
 from tooluse.models import ChatModel
-from tooluse.qa import ROUTER_REMINDER, QaPipeline
+from tooluse.qa import ROUTER_REMINDER, QaEvent, QaPause, QaPipeline
 from tooluse.rag import CompressionQueryTransformer, QueryTransformer
 from tooluse.rag._sqlite_store import SCHEMA_VERSION as VECTOR_STORE_SCHEMA_VERSION
-from tooluse.search import HybridToolIndex, ToolSearchToolCallingAdvisor, mcp_server_category
+from tooluse.search import (
+    HybridToolIndex,
+    ToolCoUsage,
+    ToolSearchToolCallingAdvisor,
+    mcp_server_category,
+)
 from tooluse.service._access import service_tool_visibility
 from tooluse.service._approvals import (
     DEFAULT_APPROVAL_EXPIRY,
@@ -66,6 +72,7 @@ from tooluse.service._approvals import (
     ApprovalStore,
 )
 from tooluse.service._auth import ANONYMOUS, ApiKeys, Authenticator
+from tooluse.service._co_usage import TenantCoUsage
 from tooluse.service._conversation_events import ConversationEvents
 from tooluse.service._durable import (
     DbosRunEngine,
@@ -184,6 +191,11 @@ class ServiceConfig:
       found (:class:`~tooluse.search.ToolSearchToolCallingAdvisor` over the default hybrid
       index, with ``embedding_model``); ``None``: when there are more than
       :data:`TOOL_SEARCH_ABOVE` tools (counted when the service starts, MCP tools included);
+    - ``tool_co_usage``: with tool search, a search that finds a tool also offers the tools
+      the caller's tenant's turns called with it (:class:`~tooluse.search.ToolCoUsage`, one
+      per tenant, learned from the audit log at a tenant's first turn on a worker and from
+      each of its turns then: :class:`~tooluse.service._co_usage.TenantCoUsage`); never
+      another tenant's usage, never a tool the caller may not see;
     - ``approval_expiry_seconds``: how long a run paused for approval waits for a decision
       before it expires;
     - ``approval_retention_seconds``: how long a run paused for approval is kept after it
@@ -243,6 +255,7 @@ class ServiceConfig:
     keepalive_seconds: float = 15.0
     api_key: str | None = None
     tool_search: bool | None = None
+    tool_co_usage: bool = True
     approval_expiry_seconds: float = DEFAULT_APPROVAL_EXPIRY
     approval_retention_seconds: float = DEFAULT_APPROVAL_RETENTION
     turn_display_retention_seconds: float = DEFAULT_TURN_DISPLAY_RETENTION
@@ -410,14 +423,16 @@ def router_advisor(
     runs: RunEngine | None = None,
     *,
     embedding_model: EmbeddingModel | None = None,
+    co_usage: Callable[[Caller], ToolCoUsage | None] | None = None,
 ) -> ToolCallingAdvisor:
     """The router's tool loop for ``config`` and its tools ``callbacks`` (MCP tools
     included), running them with :func:`tool_calling_manager`: tool search when
     ``config.tool_search`` asks for it (``None``: when there are more than
     :data:`TOOL_SEARCH_ABOVE` tools), else a plain loop. Tool search files an MCP tool under
     its server's name (its category); its index embeds with ``embedding_model`` (default
-    ``config.embedding_model``). With ``runs``, each tool round is a step of the durable
-    run it is made in."""
+    ``config.embedding_model``) and lifts the companions ``co_usage`` gives for each
+    search's caller. With ``runs``, each tool round is a step of the durable run it is made
+    in."""
     manager = tool_calling_manager(config, journal, audit, rate_buckets, runs)
     enabled = config.tool_search
     if enabled is None:
@@ -427,6 +442,7 @@ def router_advisor(
     return ToolSearchToolCallingAdvisor(
         tool_index=HybridToolIndex(embedding_model or config.embedding_model),
         tool_calling_manager=manager,
+        co_usage=co_usage,
     )
 
 
@@ -505,6 +521,8 @@ class QaService:
             top_k=config.top_k,
         )
         self.tool_search: ToolSearchToolCallingAdvisor | None = None
+        # With tool search and config.tool_co_usage: the tools each tenant uses together.
+        self.co_usage: TenantCoUsage | None = None
         self._pipeline: QaPipeline | None = None
         self._starting = False  # astart() is connecting the MCP servers
         self._closed = False
@@ -570,6 +588,7 @@ class QaService:
 
     def _start(self) -> None:
         callbacks = tool_callbacks(*self.tools)
+        co_usage = TenantCoUsage(self.audit) if self.config.tool_co_usage else None
         router = router_advisor(
             self.config,
             callbacks,
@@ -578,8 +597,10 @@ class QaService:
             self.rate_buckets,
             self.runs,
             embedding_model=self.embedding_model,
+            co_usage=None if co_usage is None else co_usage.usage_of,
         )
         self.tool_search = router if isinstance(router, ToolSearchToolCallingAdvisor) else None
+        self.co_usage = co_usage if self.tool_search is not None else None
         self._pipeline = QaPipeline(
             self._model,
             retriever=self.knowledge,
@@ -672,6 +693,40 @@ class QaService:
             return self.approvals.supersede(conversation_id, waiting=bool(waiting)), messages
         superseded = self.approvals.supersede(conversation_id)
         return superseded, self.turn_memory.memory.get(conversation_id)
+
+    def stream(
+        self,
+        question: str,
+        *,
+        conversation_id: str | None = None,
+        history: Sequence[Message] = (),
+        tool_context: Mapping[str, Any] | None = None,
+        turn_id: str | None = None,
+        live_tool_events: bool = True,
+    ) -> AsyncGenerator[QaEvent, None]:
+        """The pipeline's :meth:`~tooluse.qa.QaPipeline.stream`, its calls learned as the
+        caller's tenant's usage (:attr:`co_usage`)."""
+        events = self.pipeline.stream(
+            question,
+            conversation_id=conversation_id,
+            history=history,
+            tool_context=tool_context,
+            turn_id=turn_id,
+            live_tool_events=live_tool_events,
+        )
+        return events if self.co_usage is None else self.co_usage.learning(events, tool_context)
+
+    def resume_stream(
+        self,
+        pause: QaPause,
+        decisions: Mapping[str, Decision],
+        *,
+        tool_context: Mapping[str, Any] | None = None,
+    ) -> AsyncGenerator[QaEvent, None]:
+        """The pipeline's :meth:`~tooluse.qa.QaPipeline.resume_stream`, its calls learned
+        as :meth:`stream`'s are."""
+        events = self.pipeline.resume_stream(pause, decisions, tool_context=tool_context)
+        return events if self.co_usage is None else self.co_usage.learning(events, tool_context)
 
     async def recorded(self, name: str, compute: Callable[[], Awaitable[T]]) -> T:
         """``compute()``; in a durable run, as its step ``name`` (recorded, never done again
@@ -775,12 +830,12 @@ def shared_embedding_model(cache: PostgresEmbeddingCache) -> CachedEmbeddingMode
 
 def _open_guard_stores(
     config: ServiceConfig, location: Location, opened: contextlib.ExitStack
-) -> tuple[ToolCallJournal, AuditSink, RateLimitStore]:
+) -> tuple[ToolCallJournal, SqliteAuditLog | PostgresAuditLog, RateLimitStore]:
     """The tool-calling guards' stores: the idempotency journal and the audit log at
     ``location`` (``config.database_url``'s database, shared by the workers, or the SQLite
     file), the rate-limit buckets there too or, with ``config.redis_url``, in Redis."""
     journal: ToolCallJournal
-    audit: AuditSink
+    audit: SqliteAuditLog | PostgresAuditLog
     journal_retention = config.idempotency_retention_seconds
     audit_retention = config.audit_retention_seconds
     if isinstance(location, PostgresDatabase):
