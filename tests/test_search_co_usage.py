@@ -216,6 +216,7 @@ def test_audit_records_make_turns_by_conversation_and_gap(tmp_path: Path) -> Non
         record("pressBrakePedal", 2.0),
         record("startEngine", 3.0),
         record("lockDoors", 4.0, outcome="refused"),  # never called
+        record("get_fuel", 4.5, is_error=True),  # its result an error: no use found
         record("get_weather", 1000.0),  # a later turn
         record("send_message", 1001.0, conversation="c2", tenant="other"),
         record("startEngine", 5.0, conversation=None),  # alone
@@ -224,6 +225,7 @@ def test_audit_records_make_turns_by_conversation_and_gap(tmp_path: Path) -> Non
     assert usage.turns == 3
     assert usage.companions("startEngine") == (("pressBrakePedal", 0.5),)
     assert usage.count("toolSearchTool") == usage.count("lockDoors") == 0
+    assert usage.count("get_fuel") == 0
     assert usage.count("send_message") == 0  # another tenant's
     everyone = ToolCoUsage.from_audit_records(records, gap=10_000.0, min_support=1)
     assert ("get_weather", 0.5) in everyone.companions("startEngine")

@@ -25,9 +25,10 @@ _FORMAT: Final = 1  # of to_dict()
 # What a turn counts at most: a turn that called 200 tools (a script, a runaway loop) would add
 # 20,000 pairs, and tells little about which two belong together.
 _MAX_TURN_TOOLS: Final = 32
-# Audit-record outcomes of calls that were not made: a refused or held call says nothing
-# about what the turn went on to use.
-_NOT_CALLED: Final = frozenset({"refused", "held"})
+# Audit-record outcomes of calls that gave a result (as the audit logs' ``recent_calls``
+# reads them): a refused or held call was not made, and a failed one (or one whose result is
+# an error) may be the model's wrong guess, not what the turn went on to use.
+_GAVE_RESULT: Final = frozenset({"ran", "repeat"})
 _SETTINGS: Final = (
     "min_support",
     "min_confidence",
@@ -163,13 +164,14 @@ class ToolCoUsage:
         ``SqliteAuditLog.query(tenant=...)``, in any order): a turn is a conversation's calls
         each at most ``gap`` seconds after the one before; a record without a conversation is
         a turn of its own. Only ``tenant``'s records when given (one tenant's usage is not
-        another's to learn from); calls refused or held are not counted, nor the ``ignore``
-        tools (the search tool is called in every turn). ``settings``: those of the
+        another's to learn from); only calls that gave a result count (not those refused,
+        held or failed, nor a result that is an error), and not the ``ignore`` tools (the
+        search tool is called in every turn). ``settings``: those of the
         constructor."""
         skipped = frozenset(ignore)
         calls: list[tuple[float, str, str | None]] = []
         for record in records:
-            for field in ("at", "tool", "outcome", "tenant", "conversation"):
+            for field in ("at", "tool", "outcome", "is_error", "tenant", "conversation"):
                 if not hasattr(record, field):
                     raise TypeError(
                         f"expected audit records (AuditRecord), got {type(record).__name__} "
@@ -177,7 +179,7 @@ class ToolCoUsage:
                     )
             if tenant is not None and record.tenant != tenant:
                 continue
-            if record.outcome in _NOT_CALLED or record.tool in skipped:
+            if record.outcome not in _GAVE_RESULT or record.is_error or record.tool in skipped:
                 continue
             calls.append((record.at, record.tool, record.conversation))
         return cls.from_calls(calls, gap=gap, **settings)
