@@ -285,24 +285,26 @@ def _rss_mib(pid: int) -> float:
 
 
 def _connections_per_worker(server: int, port: int) -> list[int]:
-    """The established connections to ``port`` each worker process of ``server`` (its
-    descendants) holds, from ``/proc``: the sockets' inodes in ``/proc/net/tcp``, the
-    processes' descriptors naming them."""
-    established = set()
+    """The established connections to ``port`` each worker of ``server`` holds (its
+    descendants listening on ``port``; not the supervisor, nor multiprocessing's resource
+    tracker), from ``/proc``: the sockets' inodes in ``/proc/net/tcp``, the processes'
+    descriptors naming them."""
+    states: dict[str, str] = {}  # a socket's descriptor link: its state
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()  # local address, remote, state (01: established), ..., inode
-            if int(fields[1].rpartition(":")[2], 16) == port and fields[3] == "01":
-                established.add(f"socket:[{fields[9]}]")
+            fields = line.split()  # local address, remote, state, ..., inode
+            if int(fields[1].rpartition(":")[2], 16) == port:
+                states[f"socket:[{fields[9]}]"] = fields[3]
     counts = []
-    for worker in _processes(server)[1:]:
-        held = 0
-        for descriptor in Path(f"/proc/{worker}/fd").iterdir():
+    for process in _processes(server)[1:]:
+        held = []
+        for descriptor in Path(f"/proc/{process}/fd").iterdir():
             try:
-                held += os.readlink(descriptor) in established
+                held.append(states.get(os.readlink(descriptor)))
             except FileNotFoundError:  # closed since it was listed: not held
                 continue
-        counts.append(held)
+        if "0A" in held:  # listening: a worker
+            counts.append(held.count("01"))  # established
     return counts
 
 
@@ -640,9 +642,9 @@ def _report_comparison(args: argparse.Namespace, cells: Cells, first: str, secon
     print(
         f"\n| workers | endpoint | clients | CPU ms/req, {first} / {second} "
         f"| req/s, {first} / {second} | per round | busiest worker's connections %, per "
-        f"round, {first} / {second} |"
+        f"round, {first} / {second} | {args.question[0]} p99 ms, per round |"
     )
-    print("|---:|---|---:|---:|---:|---|---|")
+    print("|---:|---|---:|---:|---:|---|---|---|")
     for workers in args.workers:
         for endpoint in args.endpoint:
             for clients in args.clients:
@@ -659,10 +661,12 @@ def _report_comparison(args: argparse.Namespace, cells: Cells, first: str, secon
                     f"{ours['busiest worker %']:.0f}/{theirs['busiest worker %']:.0f}"
                     for ours, theirs in pairs
                 )
+                p99 = f"{args.question[0]} p99"
+                tails = ", ".join(f"{ours[p99]:.0f}/{theirs[p99]:.0f}" for ours, theirs in pairs)
                 print(
                     f"| {workers} | {endpoint} | {clients} | {statistics.median(cpu):.2f} | "
                     f"{statistics.median(rate):.2f} | {', '.join(f'{r:.2f}' for r in cpu)} | "
-                    f"{busiest} |"
+                    f"{busiest} | {tails} |"
                 )
 
 
