@@ -208,7 +208,9 @@ def _serve_uvicorn(settings: dict[str, Any]) -> None:
 
     host, port, profile = "127.0.0.1", settings["port"], settings["profile"]
     if settings["workers"] > 1:  # uvicorn's processes, each building its app from the settings
-        uvicorn.run(
+        from uvicorn.supervisors import Multiprocess
+
+        config = uvicorn.Config(
             "bench_service:worker_app",
             factory=True,
             host=host,
@@ -220,6 +222,15 @@ def _serve_uvicorn(settings: dict[str, Any]) -> None:
             # again: on a loaded machine, starting (the embedding model) takes longer than 5 s.
             timeout_worker_healthcheck=120,
         )
+        # The port as `tooluse serve --workers N` binds it (on Linux a socket per worker);
+        # a tree from before it did serves on uvicorn's one shared socket, as it did.
+        serve = importlib.import_module("tooluse.cli.serve")
+        bind = getattr(serve, "bind_port", None)
+        if bind is None:
+            listener = config.bind_socket()
+        else:
+            listener = bind(host, port, socket_per_worker=serve.SPREADS_CONNECTIONS)
+        Multiprocess(config, sockets=[listener]).run()
         return
     app = worker_app()
     if profile is None:
@@ -283,6 +294,30 @@ def _rss_mib(pid: int) -> float:
             raise RuntimeError(f"no VmRSS for process {process}")
         total += int(rss.split()[1])
     return total / 1024
+
+
+def _connections_per_worker(server: int, port: int) -> list[int]:
+    """The established connections to ``port`` each worker of ``server`` holds (its
+    descendants listening on ``port``; not the supervisor, nor multiprocessing's resource
+    tracker), from ``/proc``: the sockets' inodes in ``/proc/net/tcp``, the processes'
+    descriptors naming them."""
+    states: dict[str, str] = {}  # a socket's descriptor link: its state
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()  # local address, remote, state, ..., inode
+            if int(fields[1].rpartition(":")[2], 16) == port:
+                states[f"socket:[{fields[9]}]"] = fields[3]
+    counts = []
+    for process in _processes(server)[1:]:
+        held = []
+        for descriptor in Path(f"/proc/{process}/fd").iterdir():
+            try:
+                held.append(states.get(os.readlink(descriptor)))
+            except FileNotFoundError:  # closed since it was listed: not held
+                continue
+        if "0A" in held:  # listening: a worker
+            counts.append(held.count("01"))  # established
+    return counts
 
 
 def _free_port() -> int:
@@ -404,8 +439,11 @@ async def _run(
     (of all the server's processes) and RSS."""
     samples: dict[str, list[float]] = {kind: [] for kind in kinds}
     errors: Counter[str] = Counter()
+    answered_first = 0
+    split: list[int] = []  # connections per worker, once every client had its first answer
 
     async def one_client(number: int) -> None:
+        nonlocal answered_first
         connection = _Connection(base)
         for index in range(requests):
             kind = kinds[index % len(kinds)]
@@ -417,6 +455,10 @@ async def _run(
                 samples[kind].append((elapsed - calls * latency) * 1000)
             else:
                 errors[failure] += 1
+            if index == 0:
+                answered_first += 1
+                if answered_first == clients:  # each holds its connection for the run
+                    split.extend(_connections_per_worker(server, int(base.rpartition(":")[2])))
         connection.close()
 
     processes = _processes(server)
@@ -438,7 +480,11 @@ async def _run(
         "cpu ms/req": cpu / total * 1000,
         "client cpu %": client_cpu / wall * 100,
         "rss MiB": _rss_mib(server),
+        # of the connections the workers held, the share of the busiest (50%: even on two)
+        "busiest worker %": max(split) / sum(split) * 100 if sum(split) else float("nan"),
     }
+    if len(split) > 1:
+        print(f"(connections per worker: {'/'.join(map(str, split))})")
     for kind, values in samples.items():
         values.sort()
         figures[f"{kind} p50"] = statistics.median(values) if values else float("nan")
@@ -583,9 +629,9 @@ def _report(args: argparse.Namespace, cells: Cells) -> None:
     added = " | ".join(f"{kind} added p50 ms | p99 ms" for kind in kinds)
     print(
         f"| tree | workers | endpoint | clients | {added} | errors | req/s "
-        "| server CPU ms/req | server RSS MiB | client CPU % |"
+        "| server CPU ms/req | server RSS MiB | client CPU % | busiest worker's connections % |"
     )
-    print("|---|---:|---|---:|" + "---:|" * (2 * len(kinds) + 5))
+    print("|---|---:|---|---:|" + "---:|" * (2 * len(kinds) + 6))
     for (label, workers, endpoint, clients), runs in cells.items():
         latency = " | ".join(
             f"{_median(runs, f'{k} p50'):.1f} | {_median(runs, f'{k} p99'):.1f}" for k in kinds
@@ -594,7 +640,7 @@ def _report(args: argparse.Namespace, cells: Cells) -> None:
             f"| {label} | {workers} | {endpoint} | {clients} | {latency} | "
             f"{sum(run['errors'] for run in runs):.0f} | {_median(runs, 'req/s'):.1f} | "
             f"{_median(runs, 'cpu ms/req'):.2f} | {_median(runs, 'rss MiB'):.0f} | "
-            f"{_median(runs, 'client cpu %'):.0f} |"
+            f"{_median(runs, 'client cpu %'):.0f} | {_median(runs, 'busiest worker %'):.0f} |"
         )
     labels = list(dict.fromkeys(label for label, *_ in cells))
     if len(labels) == 2:
@@ -607,9 +653,10 @@ def _report_comparison(args: argparse.Namespace, cells: Cells, first: str, secon
     """The first server's CPU and throughput as ratios to the second's, round by round."""
     print(
         f"\n| workers | endpoint | clients | CPU ms/req, {first} / {second} "
-        f"| req/s, {first} / {second} | per round |"
+        f"| req/s, {first} / {second} | per round | busiest worker's connections %, per "
+        f"round, {first} / {second} | {args.question[0]} p99 ms, per round |"
     )
-    print("|---:|---|---:|---:|---:|---|")
+    print("|---:|---|---:|---:|---:|---|---|---|")
     for workers in args.workers:
         for endpoint in args.endpoint:
             for clients in args.clients:
@@ -622,9 +669,16 @@ def _report_comparison(args: argparse.Namespace, cells: Cells, first: str, secon
                 )
                 cpu = [ours["cpu ms/req"] / theirs["cpu ms/req"] for ours, theirs in pairs]
                 rate = [ours["req/s"] / theirs["req/s"] for ours, theirs in pairs]
+                busiest = ", ".join(
+                    f"{ours['busiest worker %']:.0f}/{theirs['busiest worker %']:.0f}"
+                    for ours, theirs in pairs
+                )
+                p99 = f"{args.question[0]} p99"
+                tails = ", ".join(f"{ours[p99]:.0f}/{theirs[p99]:.0f}" for ours, theirs in pairs)
                 print(
                     f"| {workers} | {endpoint} | {clients} | {statistics.median(cpu):.2f} | "
-                    f"{statistics.median(rate):.2f} | {', '.join(f'{r:.2f}' for r in cpu)} |"
+                    f"{statistics.median(rate):.2f} | {', '.join(f'{r:.2f}' for r in cpu)} | "
+                    f"{busiest} | {tails} |"
                 )
 
 

@@ -77,7 +77,7 @@ def serve_without_listening(
         await server.config.app.state.service.aclose()
 
     monkeypatch.setattr(uvicorn.Server, "serve", serve)
-    monkeypatch.setattr("tooluse.cli.serve._listening_socket", lambda host, port: socket.socket())
+    monkeypatch.setattr("tooluse.cli.serve.bind_port", lambda host, port, **_: socket.socket())
 
 
 def parse_sse(text: str) -> list[tuple[str, Any]]:

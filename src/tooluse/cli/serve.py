@@ -36,7 +36,14 @@ if TYPE_CHECKING:
     from tooluse.service import Authenticator
     from tooluse.service._service import QaService
 
-__all__ = ["add_arguments", "run", "worker_app", "worker_options"]
+__all__ = [
+    "SPREADS_CONNECTIONS",
+    "add_arguments",
+    "bind_port",
+    "run",
+    "worker_app",
+    "worker_options",
+]
 
 logger = logging.getLogger("tooluse.service")
 
@@ -90,6 +97,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         help="worker processes serving the port (default: 1); with more than one, put the "
         "state in shared engines: --database-url and --redis-url",
+    )
+    parser.add_argument(
+        "--worker-sockets",
+        choices=["own", "shared"],
+        default=None,
+        help="with --workers: 'own', each worker listens on a socket of its own (SO_REUSEPORT) "
+        "and the kernel spreads the connections among them (the default on Linux; Linux only); "
+        "'shared', they accept on one socket, where one worker can take most of a burst of "
+        "connections (the default elsewhere)",
     )
     parser.add_argument(
         "--redis-url",
@@ -291,11 +307,15 @@ def worker_options(args: argparse.Namespace, model: object) -> dict[str, object]
     return options
 
 
-def _run_workers(args: argparse.Namespace, options: dict[str, object]) -> int:
-    """``--workers N``: uvicorn's supervisor starts N processes that share the port and
-    restarts one that dies; each builds its app from ``options`` (:func:`worker_options`)
-    and starts its service in its app's lifespan."""
+def _run_workers(
+    args: argparse.Namespace, options: dict[str, object], listener: socket.socket
+) -> int:
+    """``--workers N``: uvicorn's supervisor starts N processes on ``listener``
+    (:func:`bind_port`), restarts one that dies and stops them all on SIGINT or SIGTERM;
+    each builds its app from ``options`` (:func:`worker_options`) and starts its service in
+    its app's lifespan."""
     import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
     if args.database_url is None or args.redis_url is None:
         logger.warning(
@@ -304,7 +324,7 @@ def _run_workers(args: argparse.Namespace, options: dict[str, object]) -> int:
             args.workers,
         )
     os.environ[_WORKER_OPTIONS] = json.dumps(options)
-    uvicorn.run(
+    config = uvicorn.Config(
         "tooluse.cli.serve:worker_app",
         factory=True,
         host=args.host,
@@ -313,6 +333,17 @@ def _run_workers(args: argparse.Namespace, options: dict[str, object]) -> int:
         log_level=args.log_level,
         proxy_headers=not args.trusted_proxy,
     )
+    host, port = listener.getsockname()[:2]
+    logger.info(
+        "%d workers on %s port %d, %s",
+        args.workers,
+        host,
+        port,
+        "each listening on a socket of its own"
+        if isinstance(listener, _PortOfTheWorkers)
+        else "sharing one listening socket",
+    )
+    Multiprocess(config, sockets=[listener]).run()
     return 0
 
 
@@ -325,12 +356,67 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _listening_socket(host: str, port: int) -> socket.socket:
+# Whether SO_REUSEPORT spreads a port's new connections among its listening sockets: on
+# Linux (on macOS and the BSDs, plain SO_REUSEPORT does not balance).
+SPREADS_CONNECTIONS = sys.platform == "linux" and hasattr(socket, "SO_REUSEPORT")
+
+
+def _socket_per_worker(args: argparse.Namespace) -> bool:
+    """Whether each worker of ``--workers N`` listens on a socket of its own."""
+    if args.workers == 1 or args.worker_sockets == "shared":
+        return False
+    if not SPREADS_CONNECTIONS and args.worker_sockets == "own":
+        raise OptionError(
+            f"--worker-sockets own needs Linux (SO_REUSEPORT spreading the connections among "
+            f"the workers' sockets), not {sys.platform}: leave it out to share one socket"
+        )
+    return SPREADS_CONNECTIONS
+
+
+class _PortOfTheWorkers(socket.socket):
+    """The supervisor's hold on ``host:port`` when each worker listens on a socket of its
+    own: bound and never listening (the kernel hands connections only to listening
+    sockets), so the port stays this service's and ``--port 0``'s choice is the workers'.
+    uvicorn's supervisor hands every worker it starts or restarts its sockets by pickling
+    them: this one is unpickled as the worker's own socket on the same address, with
+    SO_REUSEPORT, on which the worker listens. The kernel then spreads new connections
+    among the workers' sockets; on one shared socket the worker that wakes first accepts
+    every connection pending (uvloop accepts until none is left), up to 185 of a burst of
+    200 on two (docs/benchmarks.md)."""
+
+    def __reduce__(self) -> tuple[object, tuple[int, tuple[object, ...]]]:
+        return _worker_socket, (self.family, self.getsockname())
+
+
+def _worker_socket(family: int, address: tuple[object, ...]) -> socket.socket:
+    """A worker's own socket on ``address`` (run in the worker, as it unpickles
+    :class:`_PortOfTheWorkers`)."""
+    own = socket.socket(family, socket.SOCK_STREAM)
+    own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    own.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        own.bind(address)
+    except OSError as exc:
+        own.close()
+        print(f"tooluse serve: a worker cannot bind {address}: {exc}", file=sys.stderr)
+        # uvicorn's supervisor stops on this status, where it would restart a worker that
+        # failed otherwise, again and again
+        sys.exit(_STARTUP_FAILURE)
+    return own
+
+
+def bind_port(host: str, port: int, *, socket_per_worker: bool = False) -> socket.socket:
     """``host:port`` bound before anything else starts: a port in use is one line and
     status 2 at once, not an error after "Application startup complete" (uvicorn binds only
-    once the service has started) or after a local model has loaded."""
+    once the service has started) or after a local model has loaded. With
+    ``socket_per_worker`` (:data:`SPREADS_CONNECTIONS`), a socket that uvicorn's supervisor
+    hands each worker as a socket of its own (:class:`_PortOfTheWorkers`)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
+    # Not SO_REUSEPORT itself: another service's supervisor binding the port while the
+    # workers listen is refused, as is anything else not setting it.
+    listener = (_PortOfTheWorkers if socket_per_worker else socket.socket)(
+        family, socket.SOCK_STREAM
+    )
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
     try:
         listener.bind((host.strip("[]"), port))
@@ -350,7 +436,7 @@ def _listening_socket(host: str, port: int) -> socket.socket:
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     try:
-        listener = _listening_socket(args.host, args.port)
+        listener = bind_port(args.host, args.port, socket_per_worker=_socket_per_worker(args))
     except OptionError as exc:
         print(f"tooluse serve: {exc}", file=sys.stderr)
         return 2
@@ -377,9 +463,8 @@ def _run_on(listener: socket.socket, args: argparse.Namespace) -> int:
     if args.workers > 1:
         app.state.service.close()  # the options are good; each worker opens its own
         config = app.state.service.config
-        listener.close()  # the port was free: uvicorn's supervisor binds it for its workers
         try:  # a local model's engine serves every worker from here
-            return _run_workers(args, worker_options(args, config.model))
+            return _run_workers(args, worker_options(args, config.model), listener)
         finally:
             close_model(config)
     import uvicorn
