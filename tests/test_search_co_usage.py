@@ -336,7 +336,7 @@ def test_lift_keeps_the_first_and_returns_each_allowed_tool_once(
         ranked = [p for p in ranked if p in allowed] or ranked[:0]
     usage = ToolCoUsage(turns, min_support=1, min_confidence=0.01)
     positions = {t.tool_name: p for p, t in enumerate(CAR)}
-    lifted = usage.lift([(p, 1.0) for p in ranked], CAR, positions, allowed, limit)
+    lifted = usage.lift([(p, 1.0) for p in ranked], CAR, lambda: positions, allowed, limit)
     found = [p for p, _ in lifted]
     assert len(found) == len(set(found)) <= limit
     assert found[:1] == ranked[:1]
@@ -445,3 +445,24 @@ def test_calls_make_turns_by_conversation_and_gap() -> None:
     assert usage.companions("a") == (("b", 0.5),)
     with pytest.raises(ValueError, match="gap must be > 0"):
         ToolCoUsage.from_calls(calls, gap=-1)
+
+
+def test_the_catalogues_map_is_made_only_once_a_companion_is_found() -> None:
+    # A new session's search over a big catalogue must not map every tool by name when no
+    # tool it ranks has a companion (the service keeps a usage per tenant, often empty).
+    usage = ToolCoUsage([["startEngine", "pressBrakePedal"]] * 3)
+    asked: list[int] = []
+
+    def positions() -> dict[str, int]:
+        asked.append(1)
+        return {t.tool_name: p for p, t in enumerate(CAR)}
+
+    by_name = {t.tool_name: p for p, t in enumerate(CAR)}
+    paired = {"startEngine", "pressBrakePedal"}
+    alone = [(by_name[t.tool_name], 1.0) for t in CAR if t.tool_name not in paired]
+    assert usage.lift(alone, CAR, positions, None, 5) == alone[:5]
+    assert asked == []
+    engine = [(by_name["startEngine"], 1.0)]
+    lifted = usage.lift(engine, CAR, positions, None, 5)
+    assert [CAR[p].tool_name for p, _ in lifted] == ["startEngine", "pressBrakePedal"]
+    assert asked == [1]

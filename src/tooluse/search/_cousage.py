@@ -283,16 +283,19 @@ class ToolCoUsage:
         self,
         ranked: Sequence[tuple[int, float]],
         references: Sequence[ToolReference],
-        positions: Mapping[str, int],
+        positions: Callable[[], Mapping[str, int]],
         allowed: set[int] | None,
         limit: int,
     ) -> list[tuple[int, float]]:
         """``ranked`` (``(position, score)`` best first, positions into ``references``) with the
         companions of its first ``anchors`` tools moved up behind them: only tools of
-        ``positions`` (the session's catalogue, name -> position) and ``allowed`` (the
-        request's category; None: any), each once, at most ``limit``."""
+        ``positions()`` (the session's catalogue, name -> position) and ``allowed`` (the
+        request's category; None: any), each once, at most ``limit``. ``positions`` is
+        called only once a companion is found: a new session's search whose tools have none
+        makes no map of its catalogue."""
         if not self._turns or not ranked:
             return list(ranked[:limit])
+        by_name: Mapping[str, int] | None = None
         placed: dict[int, float] = {}
         for number, (position, score) in enumerate(ranked):
             if len(placed) >= limit:
@@ -301,7 +304,9 @@ class ToolCoUsage:
             if number >= self._anchors:
                 continue
             for name, frequency in self.companions(references[position].tool_name):
-                companion = positions.get(name)
+                if by_name is None:
+                    by_name = positions()
+                companion = by_name.get(name)
                 if companion is None or (allowed is not None and companion not in allowed):
                     continue  # not in this session's tools: never shown
                 placed.setdefault(companion, score * frequency)

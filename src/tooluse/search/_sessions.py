@@ -228,7 +228,9 @@ class SessionToolIndex(ABC, Generic[SnapshotT]):
             # The request's, else the index's (read once: it may be replaced meanwhile).
             co_usage = self._co_usage if request.co_usage is None else request.co_usage
             if co_usage is not None:
-                ranked = co_usage.lift(ranked, references, catalogue.positions, allowed, limit)
+                ranked = co_usage.lift(
+                    ranked, references, lambda: catalogue.positions, allowed, limit
+                )
             found = tuple(references[position].scored(score) for position, score in ranked)
         return ToolSearchResponse(
             found, type(self).__name__, (time.perf_counter() - started) * 1000.0
