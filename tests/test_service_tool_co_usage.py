@@ -4,8 +4,10 @@ see; learned from the audit log at start, then from each turn (``tool_co_usage``
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from tooluse.calling import Caller, ToolAccess, ToolAccessPolicy
 from tooluse.cli import build_parser
 from tooluse.cli._options import config_from_arguments
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
+from tooluse.search import ToolCoUsage
 from tooluse.service import create_app
 from tooluse.service._co_usage import TenantCoUsage
 from tooluse.service._service import TOOL_SEARCH_ABOVE
@@ -193,12 +196,75 @@ async def test_tenants_are_learned_once_refreshed_and_bounded() -> None:
     assert usages.usage_of(globex) is None
     now[0] += 61
     await usages.prepare("acme")  # learned again, with the other workers' turns
-    assert log.reads == ["acme", "acme"] and usages.usage_of(acme) is not first
+    await _refreshed(usages, acme, first)
+    assert log.reads == ["acme", "acme"]
     await usages.prepare("globex")
     usages.usage_of(acme)  # used: globex is the least recently used now
     await usages.prepare("initech")
     assert usages.usage_of(globex) is None and usages.usage_of(initech) is not None
     assert usages.usage_of(acme) is not None
+
+
+async def _refreshed(usages: TenantCoUsage, caller: Caller, before: ToolCoUsage) -> ToolCoUsage:
+    for _ in range(500):
+        usage = usages.usage_of(caller)
+        if usage is not before and usage is not None:
+            return usage
+        await asyncio.sleep(0.01)
+    raise AssertionError("the usage was not learned again within 5 s")
+
+
+async def test_a_refresh_runs_beside_the_turns_that_go_on_with_the_old_usage() -> None:
+    now = [1000.0]
+    release = threading.Event()
+
+    class Slow(_Log):
+        def recent_calls(self, *, tenant: str | None, **options: Any) -> list[Any]:
+            if len(self.reads) > 0:  # the refresh waits until the turns have run
+                release.wait(5)
+            return super().recent_calls(tenant=tenant, **options)
+
+    log = Slow(("a", "b"), ("a", "b"), ("a", "b"))
+    usages = TenantCoUsage(log, refresh_seconds=60, clock=lambda: now[0])
+    acme = Caller("u", "acme")
+    await usages.prepare("acme")
+    first = usages.usage_of(acme)
+    assert first is not None and first.turns == 6  # no conversation: a call is a turn
+    now[0] += 61
+    for _ in range(3):  # none waits for the log; one refresh at a time
+        await asyncio.wait_for(usages.prepare("acme"), 1)
+        assert usages.usage_of(acme) is first
+    log.turns += (("c",),)  # another worker's turn, in the log the refresh reads
+    release.set()
+    assert (await _refreshed(usages, acme, first)).turns == 7
+    assert log.reads == ["acme", "acme"]
+
+
+async def test_a_refresh_that_fails_keeps_what_was_learned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [1000.0]
+
+    class FailsLater(_Log):
+        def recent_calls(self, *, tenant: str | None, **options: Any) -> list[Any]:
+            if self.reads:
+                self.reads.append(tenant)
+                raise OSError("disk I/O error")
+            return super().recent_calls(tenant=tenant, **options)
+
+    log = FailsLater(("a", "b"))
+    usages = TenantCoUsage(log, refresh_seconds=60, clock=lambda: now[0])
+    acme = Caller("u", "acme")
+    await usages.prepare("acme")
+    first = usages.usage_of(acme)
+    now[0] += 61
+    await usages.prepare("acme")
+    for _ in range(500):
+        if "with what was learned before" in caplog.text:
+            break
+        await asyncio.sleep(0.01)
+    assert "Could not learn the tools tenant 'acme' uses together" in caplog.text
+    assert usages.usage_of(acme) is first
 
 
 async def test_a_log_that_cannot_be_read_leaves_the_search_without_usage(

@@ -102,6 +102,8 @@ class TenantCoUsage:
         self._lock = threading.Lock()
         # One read of the log at a time per tenant: its concurrent first turns wait for it.
         self._reading: dict[str | None, threading.Lock] = {}
+        self._refreshing: set[str | None] = set()  # tenants whose refresh is under way
+        self._refresh_tasks: set[asyncio.Task[None]] = set()
 
     def usage_of(self, caller: Caller) -> ToolCoUsage | None:
         """The usage of the caller's tenant, learned (``None``: not yet)."""
@@ -121,19 +123,41 @@ class TenantCoUsage:
 
     async def prepare(self, tenant: str | None) -> None:
         """Have the tenant's usage learned before its turn runs: a look-up when it is,
-        otherwise :meth:`learn` in a thread. A log that cannot be read is logged, and the
-        turn searches without the tenant's usage (it is tried again at its next turn)."""
+        otherwise :meth:`learn` in a thread. A refresh runs beside the turn, which searches
+        with the usage learned before (one refresh at a time per tenant). A log that cannot
+        be read is logged, and the turn searches without the tenant's usage (it is tried
+        again at its next turn)."""
         with self._lock:
             due = self._due(tenant)
+            known = tenant in self._learned
+            if due and known:
+                if tenant in self._refreshing:
+                    return
+                self._refreshing.add(tenant)
         if not due:
             return
+        if not known:
+            await self._learn_in_thread(tenant, "its searches go on without them")
+            return
+        task = asyncio.get_running_loop().create_task(self._refresh(tenant))
+        self._refresh_tasks.add(task)  # held: the loop keeps only a weak reference
+        task.add_done_callback(self._refresh_tasks.discard)
+
+    async def _refresh(self, tenant: str | None) -> None:
+        try:
+            await self._learn_in_thread(tenant, "its searches go on with what was learned before")
+        finally:
+            with self._lock:
+                self._refreshing.discard(tenant)
+
+    async def _learn_in_thread(self, tenant: str | None, meanwhile: str) -> None:
         try:
             await asyncio.to_thread(self.learn, tenant)
         except Exception:
             logger.exception(
-                "Could not learn the tools tenant %r uses together from the audit log; "
-                "its searches go on without them",
+                "Could not learn the tools tenant %r uses together from the audit log; %s",
                 tenant,
+                meanwhile,
             )
 
     def learn(self, tenant: str | None) -> None:
