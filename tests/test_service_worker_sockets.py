@@ -85,6 +85,18 @@ def test_another_service_cannot_take_the_port_while_the_workers_listen() -> None
         held.close()
 
 
+@linux_only
+def test_a_second_service_cannot_take_the_port_before_the_first_ones_workers_listen() -> None:
+    held = serve.bind_port("127.0.0.1", 0, socket_per_worker=True)
+    port = held.getsockname()[1]
+    try:
+        with pytest.raises(OptionError, match="already in use"):
+            serve.bind_port("127.0.0.1", port, socket_per_worker=True)
+    finally:
+        held.close()
+    serve.bind_port("127.0.0.1", port, socket_per_worker=True).close()  # released with it
+
+
 def parsed(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     serve.add_arguments(parser)

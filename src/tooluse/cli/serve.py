@@ -384,6 +384,27 @@ class _PortOfTheWorkers(socket.socket):
     every connection pending (uvloop accepts until none is left), up to 185 of a burst of
     200 on two (docs/benchmarks.md)."""
 
+    # Two supervisors could both bind the port (SO_REUSEADDR, neither listening) in the
+    # seconds before their workers listen, and then share it: a claim only one process can
+    # hold, an abstract Unix socket named after the address (gone when the process is).
+    _claim: socket.socket | None = None
+
+    def claim(self) -> None:
+        """Hold the claim on this socket's address; ``EADDRINUSE``: another holds it."""
+        claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        host, port = self.getsockname()[:2]
+        try:
+            claim.bind(f"\0tooluse serve {host} {port}")
+        except OSError:
+            claim.close()
+            raise
+        self._claim = claim
+
+    def close(self) -> None:
+        if self._claim is not None:
+            self._claim.close()
+        super().close()
+
     def __reduce__(self) -> tuple[object, tuple[int, tuple[object, ...]]]:
         return _worker_socket, (self.family, self.getsockname())
 
@@ -420,6 +441,8 @@ def bind_port(host: str, port: int, *, socket_per_worker: bool = False) -> socke
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
     try:
         listener.bind((host.strip("[]"), port))
+        if isinstance(listener, _PortOfTheWorkers):
+            listener.claim()
     except OSError as exc:
         listener.close()
         if exc.errno == errno.EADDRINUSE:
