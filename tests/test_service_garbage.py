@@ -98,8 +98,9 @@ async def _cyclic_garbage_of_turns(app: FastAPI, endpoint: str) -> int:
     async with app.router.lifespan_context(app):
         await asyncio.to_thread(app.state.service.knowledge.wait)
         # Warm: the first use's imports and caches, the stores' pooled connections (redis-py
-        # leaves a cycle per connection it opens, on a server older than 7.2: its handshake's
-        # errors), at twice the concurrency measured.
+        # leaves a cycle per connection it opens on a server without CLIENT SETINFO or
+        # maintenance notifications: its handshake's errors), at twice the concurrency
+        # measured.
         await _turns(app, endpoint, 2 * TURNS, conversations=TURNS // 4)
         gc.collect()
         await _turns(app, endpoint, TURNS, conversations=TURNS // 4)
