@@ -12,6 +12,7 @@
     .venv/bin/python benchmarks/bench_service.py --workers 1 --durable-runs --idle 20  # at rest
     .venv/bin/python benchmarks/bench_service.py --server granian uvicorn --loop asyncio  # HTTP
     .venv/bin/python benchmarks/bench_service.py --loop uvloop asyncio  # the event loops
+    .venv/bin/python benchmarks/bench_service.py --workers 2 --clients 200 --collector  # gc
 
 ``--compare SRC`` starts a second server on another source tree (``SRC`` first on its
 ``PYTHONPATH``) and drives both in one run, alternately (the order turns each round), and
@@ -36,7 +37,11 @@ latency the service adds (median and p99), requests/s, and the server's own CPU 
 (user + system of all its processes from ``/proc``, robust to other jobs on the machine,
 unlike the wall figures) and its resident memory after the run. ``--profile`` runs the
 server under cProfile (one process: ``--workers 1`` at most) and writes the stats when it
-stops (``python -m pstats FILE``).
+stops (``python -m pstats FILE``). ``--collector`` logs every garbage collection of the
+server's processes (``gc.callbacks``) and reports, per cell over its rounds, the collections
+per 1,000 requests of each generation, the collector's CPU per request, the longest pause
+(the collecting thread's CPU, and wall time: a pause holds up every stream in flight on its
+worker) and the objects found unreachable per request (reference cycles).
 
 The server runs in its own process (uvicorn, the app of ``tooluse serve`` with the sample tools
 and knowledge base, the bundled embedding model) with a model that waits ``--latency`` seconds
@@ -57,6 +62,7 @@ import argparse
 import asyncio
 import cProfile
 import dataclasses
+import gc
 import importlib.util
 import itertools
 import json
@@ -183,14 +189,55 @@ def worker_app() -> FastAPI:
     """The app of one worker process (uvicorn's factory, ``bench_service:worker_app``)."""
     from tooluse.service import create_app
 
-    app = create_app(_config(json.loads(os.environ[_SERVER_SETTINGS])))
+    settings = json.loads(os.environ[_SERVER_SETTINGS])
+    app = create_app(_config(settings))
     # The collector set as `tooluse serve` sets it once its app is built; a tree from before
     # it did serves as its own `tooluse serve` did.
     startup = importlib.import_module("tooluse.service._startup")
     tune = getattr(startup, "tune_garbage_collector", None)
     if tune is not None:
         tune()
+    if settings["collections"] is not None:
+        _log_collections(Path(settings["collections"]))
     return app
+
+
+def _log_collections(directory: Path) -> None:
+    """Append each of this process's collections to ``directory/PID``, a line each: when it
+    ended (``time.time()``), its generation, the pause's CPU (the collecting thread's) and
+    wall seconds, the objects it collected."""
+    log = directory / str(os.getpid())
+    started = [0.0, 0.0]  # one collection at a time: the collector does not nest
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[:] = time.perf_counter(), time.thread_time()
+            return
+        wall, cpu = time.perf_counter() - started[0], time.thread_time() - started[1]
+        with log.open("a") as file:
+            file.write(f"{time.time()} {info['generation']} {cpu} {wall} {info['collected']}\n")
+
+    gc.callbacks.append(record)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Collection:
+    generation: int
+    cpu: float  # seconds
+    wall: float
+    collected: int
+
+
+def _collections(directory: Path, start: float, end: float) -> list[_Collection]:
+    """The collections that the processes logging to ``directory`` ended between ``start``
+    and ``end``."""
+    found = []
+    for log in directory.iterdir():
+        for line in log.read_text().splitlines():
+            ended, generation, cpu, wall, collected = line.split()
+            if start <= float(ended) <= end:
+                found.append(_Collection(int(generation), float(cpu), float(wall), int(collected)))
+    return found
 
 
 def _serve() -> None:
@@ -596,8 +643,11 @@ def _measure(
     workers: int,
     servers: dict[str, tuple[subprocess.Popen[bytes], str]],
     cells: Cells,
+    collections: Path | None,
 ) -> None:
-    """Every cell ``args.rounds`` times, the trees in turns (who goes first rotates)."""
+    """Every cell ``args.rounds`` times, the trees in turns (who goes first rotates); with
+    ``collections`` (where the servers log them, a directory per port), each run's
+    collections."""
     trees = list(servers)
     for round_number in range(args.rounds):
         for endpoint in args.endpoint:
@@ -617,7 +667,24 @@ def _measure(
                         workers,
                     )
                     cell = (label, workers, endpoint, clients)
-                    cells.setdefault(cell, []).append(asyncio.run(run))
+                    started = time.time()
+                    figures = asyncio.run(run)
+                    if collections is not None:
+                        log = collections / base.rpartition(":")[2]
+                        figures.update(_collector_figures(_collections(log, started, time.time())))
+                    cells.setdefault(cell, []).append(figures)
+
+
+def _collector_figures(collections: list[_Collection]) -> dict[str, float]:
+    """A run's collections per generation, their CPU, and its longest pause (CPU and wall)."""
+    figures: dict[str, float] = {f"gen{n} collections": 0 for n in range(3)}
+    for collection in collections:
+        figures[f"gen{collection.generation} collections"] += 1
+    figures["collector cpu ms"] = sum(c.cpu for c in collections) * 1000
+    figures["longest pause cpu ms"] = max((c.cpu for c in collections), default=0) * 1000
+    figures["longest pause wall ms"] = max((c.wall for c in collections), default=0) * 1000
+    figures["collected"] = sum(c.collected for c in collections)
+    return figures
 
 
 def _median(runs: list[dict[str, float]], key: str) -> float:
@@ -642,11 +709,36 @@ def _report(args: argparse.Namespace, cells: Cells) -> None:
             f"{_median(runs, 'cpu ms/req'):.2f} | {_median(runs, 'rss MiB'):.0f} | "
             f"{_median(runs, 'client cpu %'):.0f} | {_median(runs, 'busiest worker %'):.0f} |"
         )
+    if args.collector:
+        _report_collector(args, cells)
     labels = list(dict.fromkeys(label for label, *_ in cells))
     if len(labels) == 2:
         _report_comparison(args, cells, *labels)
     if len(args.workers) > 1:
         _report_scaling(args, cells, labels)
+
+
+def _report_collector(args: argparse.Namespace, cells: Cells) -> None:
+    """Each cell's collections over all its rounds: per 1,000 requests per generation, the
+    collector's CPU per request, the longest pause, the objects found unreachable."""
+    print(
+        "\n| tree | workers | endpoint | clients | collections per 1,000 requests, gen 0 / 1 / 2 "
+        "| collector CPU µs/req | longest pause ms, CPU (wall) | objects collected per request |"
+    )
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for (label, workers, endpoint, clients), runs in cells.items():
+        requests = clients * args.requests * len(runs)
+        per_generation = " / ".join(
+            f"{sum(run[f'gen{n} collections'] for run in runs) / requests * 1000:.2f}"
+            for n in range(3)
+        )
+        cpu = sum(run["collector cpu ms"] for run in runs) / requests * 1000
+        longest = max(runs, key=lambda run: run["longest pause cpu ms"])
+        print(
+            f"| {label} | {workers} | {endpoint} | {clients} | {per_generation} | {cpu:.1f} | "
+            f"{longest['longest pause cpu ms']:.1f} ({longest['longest pause wall ms']:.1f}) | "
+            f"{sum(run['collected'] for run in runs) / requests:.2f} |"
+        )
 
 
 def _report_comparison(args: argparse.Namespace, cells: Cells, first: str, second: str) -> None:
@@ -747,6 +839,11 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=1, help="runs of every cell; medians")
     parser.add_argument(
+        "--collector",
+        action="store_true",
+        help="log the servers' garbage collections (gc.callbacks) and report them per cell",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         nargs="+",
@@ -822,10 +919,15 @@ def main() -> None:
                         "server": server,
                         "loop": loop,
                         "shared": shared[number],
+                        "collections": None,
                         "profile": (
                             f"{args.profile}.{number}" if args.profile and number else args.profile
                         ),
                     }
+                    if args.collector:
+                        log = Path(directory) / "collections" / str(port)
+                        log.mkdir(parents=True)
+                        settings["collections"] = str(log)
                     process = _start_server(source, settings)
                     servers[label] = (process, f"http://127.0.0.1:{port}")
                 for process, base in servers.values():
@@ -835,7 +937,8 @@ def main() -> None:
                 print(f"{workers} worker(s), server pids: {pids}")  # for py-spy -p
                 if args.idle:
                     _report_idle(servers, workers, args.idle)
-                _measure(args, workers, servers, cells)
+                collections = Path(directory) / "collections" if args.collector else None
+                _measure(args, workers, servers, cells, collections)
             finally:
                 for process, _ in servers.values():
                     _stop_server(process)
