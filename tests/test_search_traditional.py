@@ -230,3 +230,22 @@ def test_the_hybrids_requests_are_embedded_folded_too() -> None:
         "帮我查一下台北明天的天气",
         "给我的老板发一封电子邮件",
     ]
+
+
+def test_a_traditional_tool_is_embedded_as_its_simplified_fold() -> None:
+    model = BagOfWordsModel()
+    index = VectorToolIndex(model)  # type: ignore[arg-type]
+    tools = [
+        ToolReference("set_proxy_tw", None, "設置網絡代理伺服器的地址"),
+        ToolReference("tokyo_time", None, "東京の時間を返す"),  # kana: as written
+        *SIMPLIFIED_TOOLS,
+    ]
+    index.index_tools("s", tools)
+    index.build("s")
+    assert model.embedded == [
+        "设置网络代理伺服器的地址",
+        "東京の時間を返す",
+        *(tool.summary for tool in SIMPLIFIED_TOOLS),
+    ]
+    # Found by its simplified words as the simplified tool is.
+    assert scores(index, "设置网络代理伺服器")[0][0] == "set_proxy_tw"
