@@ -187,7 +187,13 @@ def quality(datasets: Sequence[str], indexes: Sequence[str]) -> None:
 
 # The dev set whose turns stand in for a cross-lingual set's audit log: its queries are
 # translations of that set's, searched over its catalogue.
-LOG_OF = {"crosslingual/zh-acebench-en": "acebench/en", "crosslingual/zh-bfcl-v4": "bfcl-v4"}
+LOG_OF = {
+    "crosslingual/zh-acebench-en": "acebench/en",
+    "crosslingual/zh-bfcl-v4": "bfcl-v4",
+    "crosslingual/zh-tw-acebench-zh": "acebench/zh",
+    "crosslingual/zh-tw-acebench-en": "acebench/en",
+    "crosslingual/zh-tw-bfcl-v4": "bfcl-v4",
+}
 CO_USAGE_COLUMNS = (
     ("R@1", "recall@1"),
     ("R@5", "recall@5"),
@@ -247,7 +253,11 @@ def co_usage_quality(
         runs: dict[tuple[str, float] | None, dict[str, list[str]]] = {None: {}}
         runs.update({key: {} for key in learned})
         for query in dataset.queries:
-            source = str(query.fields.get("source_id", query.id))
+            # The query of LOG_OF's set it translates: an English one (source_id), or for the
+            # Traditional questions over Chinese tools the Simplified one (simplified_id).
+            source = str(
+                query.fields.get("source_id") or query.fields.get("simplified_id") or query.id
+            )
             fold = fold_of[conversation_of(source)]
             for key, ranking in runs.items():
                 index.co_usage = None if key is None else learned[key][fold]

@@ -123,6 +123,37 @@ def test_only_the_first_anchors_lift() -> None:
     assert found[2][:3] == ["displayCarStatus", "lockDoors", "get_weather"]
 
 
+def _lifted(usage: ToolCoUsage, ranked: Sequence[str], limit: int = 10) -> list[str]:
+    by_name = {t.tool_name: p for p, t in enumerate(CAR)}
+    lifted = usage.lift([(by_name[n], 1.0) for n in ranked], CAR, lambda: by_name, None, limit)
+    return [CAR[p].tool_name for p, _ in lifted]
+
+
+def test_a_tool_ranked_below_the_top_3_lifts_its_companion_behind_it() -> None:
+    # cd -> ls: the task's own text found ls 5th; its companion follows it there.
+    ranked = ["get_weather", "send_message", "displayCarStatus", "lockDoors", "startEngine"]
+    turns = [["startEngine", "pressBrakePedal"]] * 3
+    found = _lifted(ToolCoUsage(turns), ranked)
+    assert found == [*ranked, "pressBrakePedal"]
+    assert _lifted(ToolCoUsage(turns, anchors=3), ranked) == ranked  # the top 3 only
+
+
+def test_a_companion_never_moves_above_the_tool_that_brought_it() -> None:
+    ranked = ["get_weather", "send_message", "displayCarStatus", "startEngine", "lockDoors"]
+    found = _lifted(ToolCoUsage([["startEngine", "pressBrakePedal"]] * 3), ranked, limit=5)
+    # 4th lifts its companion to 5th: the tools ranked above it keep their places.
+    assert found == [*ranked[:4], "pressBrakePedal"]
+
+
+def test_tools_the_usage_never_saw_are_not_remembered_by_searches() -> None:
+    """Every ranked tool is looked up: a search over tools without pairs (most of a big
+    catalogue) must not grow the usage's memory by their names."""
+    usage = ToolCoUsage([["startEngine", "pressBrakePedal"]] * 3)
+    assert all(usage.companions(f"never_called_{n}") == () for n in range(1000))
+    assert usage.companions("startEngine") == (("pressBrakePedal", 1.0),)
+    assert set(usage._cache) <= {"startEngine", "pressBrakePedal"}  # the tools with pairs
+
+
 @pytest.mark.parametrize("kind", ["bm25", "regex", "hybrid"])
 def test_nothing_changes_without_co_usage_or_without_a_companion(kind: str) -> None:
     queries = ["start engine", "weather", "lock the doors", "send a message", "brake"]
@@ -183,6 +214,7 @@ def test_pickle_and_json_keep_the_counts_and_settings() -> None:
         assert restored.companions("startEngine") == usage.companions("startEngine")
         assert restored.companions("startEngine") == (("lockDoors", 0.75),)
         assert restored.turns == 4 and restored.settings() == usage.settings()
+        assert restored.settings()["anchors"] is None  # every ranked tool, as by default
         restored.observe(["startEngine"])  # a working object, lock included
         assert restored.count("startEngine") == 5
 
@@ -272,7 +304,7 @@ def test_conversations_make_a_turn_per_user_message() -> None:
         (lambda: ToolCoUsage(min_confidence=0), ValueError, r"min_confidence must be in \(0, 1\]"),
         (lambda: ToolCoUsage(min_confidence=1.5), ValueError, "min_confidence"),
         (lambda: ToolCoUsage(min_support=0), ValueError, "min_support must be an integer"),
-        (lambda: ToolCoUsage(anchors=2.0), ValueError, "anchors must be an integer"),
+        (lambda: ToolCoUsage(anchors=2.0), ValueError, "anchors must be an integer .* or None"),
         (
             lambda: ToolCoUsage(max_tools=1),
             ValueError,

@@ -47,10 +47,12 @@ class ToolCoUsage:
     P(companion | tool)), best first, at most ``per_tool``. One turn that happened to call
     two tools is no rule.
 
-    An index given one (``co_usage=``) lifts, after ranking, each companion of its top
-    ``anchors`` tools that the session can see (its catalogue, within the request's
-    category) to just behind that tool, scored the tool's score x the conditional frequency,
-    unless it already ranks above; the first tool stays first.
+    An index given one (``co_usage=``) lifts, after ranking, each companion of the tools it
+    ranked (its first ``anchors``; None: all of them) that the session can see (its
+    catalogue, within the request's category) to just behind that tool, scored the tool's
+    score x the conditional frequency, unless it already ranks above; the first tool stays
+    first. A companion never moves above the tool that brought it, so a tool ranked 8th
+    lifts its companions to 9th and 10th, not into the top 5.
 
     Memory is bounded: at most ``max_tools`` tools (beyond, the less called half is
     forgotten) and ``max_companions`` companions per tool (beyond, the half seen with it
@@ -78,13 +80,13 @@ class ToolCoUsage:
         *,
         min_support: int = 3,
         min_confidence: float = 0.3,
-        anchors: int = 3,
+        anchors: int | None = None,
         per_tool: int = 2,
         max_tools: int = 10_000,
         max_companions: int = 32,
     ) -> None:
         check_count("min_support", min_support)
-        check_count("anchors", anchors)
+        check_count("anchors", anchors, optional=True)
         check_count("per_tool", per_tool)
         check_count("max_tools", max_tools, minimum=2)
         check_count("max_companions", max_companions, minimum=2)
@@ -261,6 +263,10 @@ class ToolCoUsage:
         cached = self._cache.get(tool)
         if cached is not None:
             return cached
+        if tool not in self._pairs:
+            # Not cached: every tool a search ranks is asked about, and the cache holds
+            # the tools with pairs only (at most max_tools), not every name ever ranked.
+            return ()
         with self._lock:
             total = self._counts.get(tool, 0)
             found = (
@@ -288,20 +294,21 @@ class ToolCoUsage:
         limit: int,
     ) -> list[tuple[int, float]]:
         """``ranked`` (``(position, score)`` best first, positions into ``references``) with the
-        companions of its first ``anchors`` tools moved up behind them: only tools of
-        ``positions()`` (the session's catalogue, name -> position) and ``allowed`` (the
-        request's category; None: any), each once, at most ``limit``. ``positions`` is
-        called only once a companion is found: a new session's search whose tools have none
-        makes no map of its catalogue."""
+        companions of its first ``anchors`` tools (None: of every one) moved up behind them:
+        only tools of ``positions()`` (the session's catalogue, name -> position) and
+        ``allowed`` (the request's category; None: any), each once, at most ``limit``.
+        ``positions`` is called only once a companion is found: a new session's search whose
+        tools have none makes no map of its catalogue."""
         if not self._turns or not ranked:
             return list(ranked[:limit])
         by_name: Mapping[str, int] | None = None
         placed: dict[int, float] = {}
+        anchors = len(ranked) if self._anchors is None else self._anchors
         for number, (position, score) in enumerate(ranked):
             if len(placed) >= limit:
                 break
             placed.setdefault(position, score)
-            if number >= self._anchors:
+            if number >= anchors:
                 continue
             for name, frequency in self.companions(references[position].tool_name):
                 if by_name is None:
