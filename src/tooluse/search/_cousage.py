@@ -304,13 +304,15 @@ class ToolCoUsage:
         by_name: Mapping[str, int] | None = None
         placed: dict[int, float] = {}
         anchors = len(ranked) if self._anchors is None else self._anchors
+        paired = self._pairs  # a tool never called with another is passed over without a call
         for number, (position, score) in enumerate(ranked):
             if len(placed) >= limit:
                 break
             placed.setdefault(position, score)
-            if number >= anchors:
+            tool = references[position].tool_name
+            if number >= anchors or tool not in paired:
                 continue
-            for name, frequency in self.companions(references[position].tool_name):
+            for name, frequency in self.companions(tool):
                 if by_name is None:
                     by_name = positions()
                 companion = by_name.get(name)
