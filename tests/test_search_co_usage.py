@@ -63,11 +63,22 @@ def indexes(co_usage: ToolCoUsage | None) -> list[SessionToolIndex[Any]]:
     ]
 
 
-def test_a_companion_is_counted_only_from_min_support_turns() -> None:
+def test_a_companion_needs_min_support_turns_or_two_that_agree() -> None:
+    both = (("lockDoors", 1.0), ("pressBrakePedal", 1.0))
+    assert ToolCoUsage([START], min_support=3).companions("startEngine") == ()  # one turn
+    # 2 turns of the tool's only 2 (P's 95% lower bound 0.42 >= 0.3): fewer than min_support
+    # suffice when they agree; 2 of 3 (bound 0.25) do not.
     usage = ToolCoUsage([START, START], min_support=3)
+    assert usage.companions("startEngine") == both
+    usage.observe(["startEngine"])
     assert usage.companions("startEngine") == ()
     usage.observe(START)
-    assert usage.companions("startEngine") == (("lockDoors", 1.0), ("pressBrakePedal", 1.0))
+    assert usage.companions("startEngine") == (("lockDoors", 0.75), ("pressBrakePedal", 0.75))
+    # 3 of 10 meet min_support and min_confidence; no bound needed (it is 0.13).
+    usage = ToolCoUsage([START] * 3 + [["startEngine"]] * 7, min_support=3)
+    assert usage.companions("startEngine") == (("lockDoors", 0.3), ("pressBrakePedal", 0.3))
+    strict = ToolCoUsage([START, START], min_support=3, min_confidence=0.5)
+    assert strict.companions("startEngine") == ()  # the bound 0.42 < 0.5
 
 
 def test_companions_meet_the_conditional_frequency_best_first() -> None:

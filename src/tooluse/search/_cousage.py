@@ -29,6 +29,7 @@ _MAX_TURN_TOOLS: Final = 32
 # reads them): a refused or held call was not made, and a failed one (or one whose result is
 # an error) may be the model's wrong guess, not what the turn went on to use.
 _GAVE_RESULT: Final = frozenset({"ran", "repeat"})
+_Z: Final = 1.645  # the normal quantile of a one-sided 95% confidence bound
 _SETTINGS: Final = (
     "min_support",
     "min_confidence",
@@ -44,8 +45,10 @@ class ToolCoUsage:
 
     ``companions(tool)``: the tools called in at least ``min_support`` of the turns that called
     ``tool``, and in at least ``min_confidence`` of them (the conditional frequency
-    P(companion | tool)), best first, at most ``per_tool``. One turn that happened to call
-    two tools is no rule.
+    P(companion | tool)), best first, at most ``per_tool``; or in fewer of them (2 at least)
+    that agree so well that P's 95% lower confidence bound (Wilson's) reaches
+    ``min_confidence`` (at the defaults: both of the tool's only 2 turns). One turn that
+    happened to call two tools is no rule.
 
     An index given one (``co_usage=``) lifts, after ranking, each companion of the tools it
     ranked (its first ``anchors``; None: all of them) that the session can see (its
@@ -259,7 +262,8 @@ class ToolCoUsage:
 
     def companions(self, tool: str) -> tuple[tuple[str, float], ...]:
         """``(companion, P(companion | tool))`` of the companions that meet ``min_support``
-        and ``min_confidence``, most frequent first (ties by name), at most ``per_tool``."""
+        and ``min_confidence`` (or the confidence bound, above), most frequent first (ties
+        by name), at most ``per_tool``."""
         cached = self._cache.get(tool)
         if cached is not None:
             return cached
@@ -274,7 +278,7 @@ class ToolCoUsage:
                     (
                         (other, n / total)
                         for other, n in self._pairs.get(tool, {}).items()
-                        if n >= self._min_support and n / total >= self._min_confidence
+                        if self._is_companion(n, total)
                     ),
                     key=lambda pair: (-pair[1], pair[0]),
                 )[: self._per_tool]
@@ -284,6 +288,14 @@ class ToolCoUsage:
             companions = tuple(found)
             self._cache[tool] = companions
         return companions
+
+    def _is_companion(self, together: int, total: int) -> bool:
+        """Whether a tool called in ``together`` of another's ``total`` turns is its companion."""
+        if together >= self._min_support and together / total >= self._min_confidence:
+            return True
+        # A young log (a new tenant's) has few turns of each tool: two that agree suffice
+        # when even P's pessimistic estimate clears the threshold.
+        return together >= 2 and _lower_bound(together, total) >= self._min_confidence
 
     def lift(
         self,
@@ -416,6 +428,15 @@ def co_usage_by_caller(
         return usage
 
     return of_caller
+
+
+def _lower_bound(successes: int, trials: int) -> float:
+    """Wilson's lower bound of a proportion, one-sided 95% (z = 1.645)."""
+    z2 = _Z * _Z
+    p = successes / trials
+    centre = p + z2 / (2 * trials)
+    spread = _Z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials))
+    return (centre - spread) / (1 + z2 / trials)
 
 
 def _most(counts: dict[str, int], keep: int) -> dict[str, int]:
