@@ -156,6 +156,21 @@ def test_a_companion_never_moves_above_the_tool_that_brought_it() -> None:
     assert found == [*ranked[:4], "pressBrakePedal"]
 
 
+def test_a_companion_s_companion_is_not_lifted() -> None:
+    # Chains (startEngine -> pressBrakePedal -> lockDoors) lifted more tools the tasks did not
+    # need than ones they did (docs/benchmarks.md, session h29c): only ranked tools anchor.
+    turns = [["startEngine", "pressBrakePedal"]] * 3 + [["pressBrakePedal", "lockDoors"]] * 3
+    usage = ToolCoUsage(turns)
+    assert ("lockDoors", 0.5) in usage.companions("pressBrakePedal")
+    assert _lifted(usage, ["startEngine", "get_weather"]) == [
+        "startEngine", "pressBrakePedal", "get_weather"
+    ]  # fmt: skip
+    # Ranked too, pressBrakePedal anchors where the search ranked it (3rd), not where it
+    # was lifted to: its companion comes behind the tools ranked above it.
+    found = _lifted(usage, ["startEngine", "get_weather", "pressBrakePedal"])
+    assert found == ["startEngine", "pressBrakePedal", "get_weather", "lockDoors"]
+
+
 def test_tools_the_usage_never_saw_are_not_remembered_by_searches() -> None:
     """Every ranked tool is looked up: a search over tools without pairs (most of a big
     catalogue) must not grow the usage's memory by their names."""
