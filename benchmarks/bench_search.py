@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_search.py quality               # dev sets x indexes
     .venv/bin/python benchmarks/bench_search.py quality --co-usage-folds 5 # usage, k-fold
+    .venv/bin/python benchmarks/bench_search.py lift --variant anchors=3 --variant '' # its cost
     .venv/bin/python benchmarks/bench_search.py scale                 # 1k / 4k / 20k tools
     .venv/bin/python benchmarks/bench_search.py tokens                # all tools vs search
     .venv/bin/python benchmarks/bench_search.py sessions [--index hybrid] # a new conversation
@@ -189,7 +190,13 @@ def quality(datasets: Sequence[str], indexes: Sequence[str]) -> None:
 
 # The dev set whose turns stand in for a cross-lingual set's audit log: its queries are
 # translations of that set's, searched over its catalogue.
-LOG_OF = {"crosslingual/zh-acebench-en": "acebench/en", "crosslingual/zh-bfcl-v4": "bfcl-v4"}
+LOG_OF = {
+    "crosslingual/zh-acebench-en": "acebench/en",
+    "crosslingual/zh-bfcl-v4": "bfcl-v4",
+    "crosslingual/zh-tw-acebench-zh": "acebench/zh",
+    "crosslingual/zh-tw-acebench-en": "acebench/en",
+    "crosslingual/zh-tw-bfcl-v4": "bfcl-v4",
+}
 CO_USAGE_COLUMNS = (
     ("R@1", "recall@1"),
     ("R@5", "recall@5"),
@@ -249,7 +256,11 @@ def co_usage_quality(
         runs: dict[tuple[str, float] | None, dict[str, list[str]]] = {None: {}}
         runs.update({key: {} for key in learned})
         for query in dataset.queries:
-            source = str(query.fields.get("source_id", query.id))
+            # The query of LOG_OF's set it translates: an English one (source_id), or for the
+            # Traditional questions over Chinese tools the Simplified one (simplified_id).
+            source = str(
+                query.fields.get("source_id") or query.fields.get("simplified_id") or query.id
+            )
             fold = fold_of[conversation_of(source)]
             for key, ranking in runs.items():
                 index.co_usage = None if key is None else learned[key][fold]
@@ -276,6 +287,49 @@ def co_usage_quality(
                 c = score(part, ranking)
                 cells.append(f"{c['complete@5']:.3f} / {c['complete@10']:.3f}")
             print(f"bfcl-v4 multi-tool {category} (n={len(part)}), All@5 / All@10:", *cells)
+
+
+def lift_cost(variants: Sequence[str], rounds: int, limit: int) -> None:
+    """What :meth:`ToolCoUsage.lift` costs per search, for each of ``variants``' settings:
+    learned from all of bfcl-v4's gold tool sets, applied to the hybrid's ranking of every
+    bfcl-v4 query (top ``limit``, as a search of that many returns them), rounds alternating
+    the variants' order. Give a variant twice for an A/A."""
+    dataset = load_dataset(DATA / "bfcl-v4")
+    index = make_index("hybrid", disk_cached_model())
+    index.index_tools("bench", dataset.tools)
+    index.build("bench")
+    by_name = {reference.tool_name: n for n, reference in enumerate(dataset.tools)}
+    rankings = [
+        [
+            (by_name[found.tool_name], found.relevance_score or 0.0)
+            for found in index.search(
+                ToolSearchRequest("bench", query.query, max_results=limit)
+            ).tool_references
+        ]
+        for query in dataset.queries
+    ]
+    turns = [query.gold for query in dataset.queries]
+    usages = [ToolCoUsage(turns, **_settings(variant)) for variant in variants]
+    times: list[list[float]] = [[] for _ in variants]
+    print("| round | variant | p50 us | p99 us |\n|---|---|---:|---:|")
+    for round_number in range(1, rounds + 1):
+        order = list(range(len(variants)))
+        if round_number % 2 == 0:
+            order.reverse()
+        for number in order:
+            usage, wall = usages[number], []
+            for ranked in rankings:
+                started = time.perf_counter()
+                usage.lift(ranked, dataset.tools, lambda: by_name, None, limit)
+                wall.append((time.perf_counter() - started) * 1e6)
+            times[number] += wall
+            print(
+                f"| {round_number} | `{variants[number]}` | {_percentile(wall, 50):.2f} | "
+                f"{_percentile(wall, 99):.2f} |",
+                flush=True,
+            )
+    for variant, wall in zip(variants, times, strict=True):
+        print(f"| all | `{variant}` | {_percentile(wall, 50):.2f} | {_percentile(wall, 99):.2f} |")
 
 
 def fusion(
@@ -1226,6 +1280,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     q.add_argument(
         "--co-usage-variant", action="append", help="ToolCoUsage settings, 'name=value ...'"
     )
+    li = commands.add_parser("lift", help="what lifting a search's companions costs")
+    li.add_argument("--variant", action="append", required=True, help="ToolCoUsage settings")
+    li.add_argument("--rounds", type=int, default=6)
+    li.add_argument("--limit", type=int, default=10, help="tools a search returns")
     s = commands.add_parser("scale")
     s.add_argument("--size", action="append", type=int)
     s.add_argument("--index", action="append", choices=INDEXES)
@@ -1289,6 +1347,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     elif args.command == "quality":
         quality(args.dataset or DATASETS, args.index or INDEXES)
+    elif args.command == "lift":
+        lift_cost(args.variant, args.rounds, args.limit)
     elif args.command == "scale":
         scale(
             args.size or (1000, 4000, 20000),

@@ -29,6 +29,7 @@ _MAX_TURN_TOOLS: Final = 32
 # reads them): a refused or held call was not made, and a failed one (or one whose result is
 # an error) may be the model's wrong guess, not what the turn went on to use.
 _GAVE_RESULT: Final = frozenset({"ran", "repeat"})
+_Z: Final = 1.645  # the normal quantile of a one-sided 95% confidence bound
 _SETTINGS: Final = (
     "min_support",
     "min_confidence",
@@ -44,13 +45,17 @@ class ToolCoUsage:
 
     ``companions(tool)``: the tools called in at least ``min_support`` of the turns that called
     ``tool``, and in at least ``min_confidence`` of them (the conditional frequency
-    P(companion | tool)), best first, at most ``per_tool``. One turn that happened to call
-    two tools is no rule.
+    P(companion | tool)), best first, at most ``per_tool``; or in fewer of them (2 at least)
+    that agree so well that P's 95% lower confidence bound (Wilson's) reaches
+    ``min_confidence`` (at the defaults: both of the tool's only 2 turns). One turn that
+    happened to call two tools is no rule.
 
-    An index given one (``co_usage=``) lifts, after ranking, each companion of its top
-    ``anchors`` tools that the session can see (its catalogue, within the request's
-    category) to just behind that tool, scored the tool's score x the conditional frequency,
-    unless it already ranks above; the first tool stays first.
+    An index given one (``co_usage=``) lifts, after ranking, each companion of the tools it
+    ranked (its first ``anchors``; None: all of them) that the session can see (its
+    catalogue, within the request's category) to just behind that tool, scored the tool's
+    score x the conditional frequency, unless it already ranks above; the first tool stays
+    first. A companion never moves above the tool that brought it, so a tool ranked 8th
+    lifts its companions to 9th and 10th, not into the top 5.
 
     Memory is bounded: at most ``max_tools`` tools (beyond, the less called half is
     forgotten) and ``max_companions`` companions per tool (beyond, the half seen with it
@@ -78,13 +83,13 @@ class ToolCoUsage:
         *,
         min_support: int = 3,
         min_confidence: float = 0.3,
-        anchors: int = 3,
+        anchors: int | None = None,
         per_tool: int = 2,
         max_tools: int = 10_000,
         max_companions: int = 32,
     ) -> None:
         check_count("min_support", min_support)
-        check_count("anchors", anchors)
+        check_count("anchors", anchors, optional=True)
         check_count("per_tool", per_tool)
         check_count("max_tools", max_tools, minimum=2)
         check_count("max_companions", max_companions, minimum=2)
@@ -257,10 +262,15 @@ class ToolCoUsage:
 
     def companions(self, tool: str) -> tuple[tuple[str, float], ...]:
         """``(companion, P(companion | tool))`` of the companions that meet ``min_support``
-        and ``min_confidence``, most frequent first (ties by name), at most ``per_tool``."""
+        and ``min_confidence`` (or the confidence bound, above), most frequent first (ties
+        by name), at most ``per_tool``."""
         cached = self._cache.get(tool)
         if cached is not None:
             return cached
+        if tool not in self._pairs:
+            # Not cached: every tool a search ranks is asked about, and the cache holds
+            # the tools with pairs only (at most max_tools), not every name ever ranked.
+            return ()
         with self._lock:
             total = self._counts.get(tool, 0)
             found = (
@@ -268,7 +278,7 @@ class ToolCoUsage:
                     (
                         (other, n / total)
                         for other, n in self._pairs.get(tool, {}).items()
-                        if n >= self._min_support and n / total >= self._min_confidence
+                        if self._is_companion(n, total)
                     ),
                     key=lambda pair: (-pair[1], pair[0]),
                 )[: self._per_tool]
@@ -279,6 +289,14 @@ class ToolCoUsage:
             self._cache[tool] = companions
         return companions
 
+    def _is_companion(self, together: int, total: int) -> bool:
+        """Whether a tool called in ``together`` of another's ``total`` turns is its companion."""
+        if together >= self._min_support and together / total >= self._min_confidence:
+            return True
+        # A young log (a new tenant's) has few turns of each tool: two that agree suffice
+        # when even P's pessimistic estimate clears the threshold.
+        return together >= 2 and _lower_bound(together, total) >= self._min_confidence
+
     def lift(
         self,
         ranked: Sequence[tuple[int, float]],
@@ -288,22 +306,25 @@ class ToolCoUsage:
         limit: int,
     ) -> list[tuple[int, float]]:
         """``ranked`` (``(position, score)`` best first, positions into ``references``) with the
-        companions of its first ``anchors`` tools moved up behind them: only tools of
-        ``positions()`` (the session's catalogue, name -> position) and ``allowed`` (the
-        request's category; None: any), each once, at most ``limit``. ``positions`` is
-        called only once a companion is found: a new session's search whose tools have none
-        makes no map of its catalogue."""
+        companions of its first ``anchors`` tools (None: of every one) moved up behind them:
+        only tools of ``positions()`` (the session's catalogue, name -> position) and
+        ``allowed`` (the request's category; None: any), each once, at most ``limit``.
+        ``positions`` is called only once a companion is found: a new session's search whose
+        tools have none makes no map of its catalogue."""
         if not self._turns or not ranked:
             return list(ranked[:limit])
         by_name: Mapping[str, int] | None = None
         placed: dict[int, float] = {}
+        anchors = len(ranked) if self._anchors is None else self._anchors
+        paired = self._pairs  # a tool never called with another is passed over without a call
         for number, (position, score) in enumerate(ranked):
             if len(placed) >= limit:
                 break
             placed.setdefault(position, score)
-            if number >= self._anchors:
+            tool = references[position].tool_name
+            if number >= anchors or tool not in paired:
                 continue
-            for name, frequency in self.companions(references[position].tool_name):
+            for name, frequency in self.companions(tool):
                 if by_name is None:
                     by_name = positions()
                 companion = by_name.get(name)
@@ -407,6 +428,15 @@ def co_usage_by_caller(
         return usage
 
     return of_caller
+
+
+def _lower_bound(successes: int, trials: int) -> float:
+    """Wilson's lower bound of a proportion, one-sided 95% (z = 1.645)."""
+    z2 = _Z * _Z
+    p = successes / trials
+    centre = p + z2 / (2 * trials)
+    spread = _Z * math.sqrt(p * (1 - p) / trials + z2 / (4 * trials * trials))
+    return (centre - spread) / (1 + z2 / trials)
 
 
 def _most(counts: dict[str, int], keep: int) -> dict[str, int]:
