@@ -14,9 +14,10 @@ import struct
 import subprocess
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import httpx
 import pytest
@@ -35,6 +36,7 @@ from tooluse.messages import (
     UserMessage,
 )
 from tooluse.service import ServiceConfig, create_app
+from tooluse.service._conversation_events import ConversationEvents
 from tooluse.testing import FunctionModel, ResponseLike, tool_call
 from tooluse.tools import Image, tool
 
@@ -227,3 +229,19 @@ def store_screenshot_turn(db: Path, conversation_id: str) -> None:
                 AssistantMessage(text="A red screen."),
             ],
         )
+
+
+@contextlib.contextmanager
+def written(bus: ConversationEvents) -> Iterator[list[list[tuple[Any, ...]]]]:
+    """The commands of each write ``bus`` makes to Redis while the block runs."""
+    connection = bus._connection
+    assert connection is not None
+    writes: list[list[tuple[Any, ...]]] = []
+    pack = connection.pack_commands
+
+    def packed(commands: Any) -> Any:
+        writes.append(list(commands))
+        return pack(commands)
+
+    with patch.object(connection, "pack_commands", packed):
+        yield writes

@@ -11,15 +11,18 @@ from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
+import httpx
 import pytest
 import redis.asyncio
 import redis.exceptions
 
-from _service_helpers import config, fake_llm, names, parse_sse, running
+from _service_helpers import config, fake_llm, names, parse_sse, respond, running, written
 from tooluse.calling import RedisRateLimitStore
+from tooluse.messages import Prompt
 from tooluse.service import ServiceConfig, create_app
 from tooluse.service._conversation_events import ConversationEvents
 from tooluse.service._turns import ConversationTurns, RedisTurnLocks
+from tooluse.testing import FunctionModel, ResponseLike
 
 
 async def test_a_conversation_s_turn_on_one_worker_waits_for_its_turn_on_another(
@@ -177,30 +180,19 @@ async def test_a_turns_done_and_its_release_go_to_redis_in_one_round_trip(
     redis_url: str, tmp_path: Path
 ) -> None:
     app = create_app(config(tmp_path / "s.db", redis_url=redis_url, model=fake_llm()))
-    sent: list[list[tuple[Any, ...]]] = []  # the commands of each pipeline the events sent
     async with running(app) as client:
-        events_client = app.state.service.events._client
-        opened = events_client.pipeline
-
-        def recorded(*args: Any, **kwargs: Any) -> Any:
-            pipeline = opened(*args, **kwargs)
-            execute = pipeline.execute
-
-            async def executed(**options: Any) -> Any:
-                sent.append([command for command, _ in pipeline.command_stack])
-                return await execute(**options)
-
-            pipeline.execute = executed
-            return pipeline
-
-        with patch.object(events_client, "pipeline", recorded):
+        with written(app.state.service.events) as writes:
             response = await client.post(
                 "/api/chat", json={"message": "Weather in Paris?", "conversation_id": "c1"}
             )
         assert names(parse_sse(response.text))[-1] == "done"
-        done, release = sent[-1][-2:]  # the model answers at once: one burst of events
+        done, release = writes[-1][-2:]
         assert (done[0], release[0]) == ("PUBLISH", "EVAL")
         assert '"event": "done"' in done[2] and release[3] == "tooluse:turn:c1"
+        # The lock was taken on the same connection; nobody watched, so no tool call,
+        # result or route was published, only the turn's end.
+        sent = [command[0] for write in writes for command in write]
+        assert sent == ["SET", "PUBSUB", "PUBLISH", "EVAL"], writes
         assert await redis.asyncio.Redis.from_url(redis_url).keys("tooluse:turn:*") == []
 
 
@@ -209,11 +201,16 @@ async def test_a_release_that_fails_ends_the_turn_with_an_error_after_done(
 ) -> None:
     app = create_app(config(tmp_path / "s.db", redis_url=redis_url, model=fake_llm()))
 
-    async def unreachable(*command: Any) -> Any:
-        raise redis.exceptions.ConnectionError("Redis went away")
+    locks = app.state.service.turns._shared
+    sends = locks._sends
+
+    async def unreachable_at_the_release(*command: Any) -> Any:
+        if command[0] == "EVAL":
+            raise redis.exceptions.ConnectionError("Redis went away")
+        return await sends(*command)
 
     async with running(app) as client:
-        with patch.object(app.state.service.turns._shared, "_sends", unreachable):
+        with patch.object(locks, "_sends", unreachable_at_the_release):
             response = await client.post(
                 "/api/chat", json={"message": "Weather in Paris?", "conversation_id": "c1"}
             )
@@ -221,3 +218,46 @@ async def test_a_release_that_fails_ends_the_turn_with_an_error_after_done(
     assert names(events)[-2:] == ["done", "error"]
     assert events[-1][1] == {"message": "Redis went away", "type": "ConnectionError"}
     assert "Redis went away" in caplog.text
+
+
+async def test_a_watched_turn_publishes_its_progress_and_one_watched_since_its_end(
+    redis_url: str, tmp_path: Path
+) -> None:
+    subscribed = asyncio.Event()  # the answer stage waits for the second watcher
+
+    async def answer_when_watched(prompt: Prompt) -> ResponseLike:
+        if not prompt.options.tool_callbacks and "late" in str(prompt.messages[-1].text):
+            await subscribed.wait()
+        return respond(prompt)
+
+    app = create_app(
+        config(tmp_path / "s.db", redis_url=redis_url, model=FunctionModel(answer_when_watched))
+    )
+    other_worker = ConversationEvents(redis_url)
+    try:
+        async with running(app) as client:
+            async with other_worker.watch("c1") as events:  # watching before the turn
+                response = await client.post(
+                    "/api/chat", json={"message": "Weather in Paris?", "conversation_id": "c1"}
+                )
+                streamed = [n for n in names(parse_sse(response.text)) if n != "delta"]
+                assert streamed == ["tool_call", "tool_result", "route", "done"]
+                seen = [(await asyncio.wait_for(anext(events), 10))[0] for _ in streamed]
+                assert seen == streamed
+
+            async def late_turn() -> httpx.Response:
+                return await client.post(
+                    "/api/chat",
+                    json={"message": "Weather in Paris, late?", "conversation_id": "c1"},
+                )
+
+            turn = asyncio.create_task(late_turn())
+            while not app.state.service.turns:  # the turn started, unwatched
+                await asyncio.sleep(0.01)
+            async with other_worker.watch("c1") as events:
+                subscribed.set()
+                kind, data = await asyncio.wait_for(anext(events), 10)
+                assert (kind, data["answer"]) == ("done", "From live data.")  # its end only
+            assert names(parse_sse((await turn).text))[-1] == "done"
+    finally:
+        await other_worker.aclose()

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import redis
     import redis.asyncio
+    import redis.asyncio.connection
 
-__all__ = ["async_redis_client", "redis_client"]
+__all__ = ["async_redis_client", "async_redis_connection", "redis_client"]
 
 
 def _import_redis(needed_by: str) -> None:
@@ -49,3 +50,21 @@ def async_redis_client(
         url, max_connections=max_connections, timeout=timeout
     )
     return redis.asyncio.Redis.from_pool(pool)
+
+
+def async_redis_connection(
+    url: str, needed_by: str, *, timeout: float
+) -> redis.asyncio.connection.AbstractConnection:
+    """One connection to the Redis server ``url``, for asyncio, opened by its first command
+    (and again by the first after a failure closed it), that waits up to ``timeout`` seconds
+    to connect, to write and for a reply, unless the URL sets ``socket_timeout`` and
+    ``socket_connect_timeout``."""
+    _import_redis(needed_by)
+    import redis.asyncio
+
+    # The pool reads the URL (the connection's class, TCP, TLS or a Unix socket, and its
+    # options) and makes the connection as it would its own; it holds nothing.
+    pool = redis.asyncio.ConnectionPool.from_url(
+        url, socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+    return pool.connection_class(**pool.connection_kwargs)

@@ -9,7 +9,13 @@ the runs of their own worker; with Redis (``--redis-url``), its pub/sub carries 
 every worker, a channel per conversation (``tooluse:events:<id>``). Delivery is at most
 once, as pub/sub's: a watcher that connects after an event does not get it (the
 conversation's stored turns have it), and a run taken over after its worker died publishes
-the events it replays again."""
+the events it replays again.
+
+With Redis, a turn's tool calls, results and route are published only if a watcher of the
+conversation is subscribed on some worker when the turn starts (``PUBSUB NUMSUB``: most
+conversations have none); its end, ``done``, ``approval_required`` or ``error``, always is.
+So a watcher sees every event of the turns that start after it subscribed, and the end of
+a turn already running."""
 
 from __future__ import annotations
 
@@ -20,10 +26,11 @@ import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from tooluse._redis import async_redis_client
+from tooluse._redis import async_redis_client, async_redis_connection
 
 if TYPE_CHECKING:
     import redis.asyncio
+    import redis.asyncio.connection
 
 __all__ = ["ConversationEvents"]
 
@@ -32,6 +39,10 @@ logger = logging.getLogger("tooluse.service")
 _CHANNEL = "tooluse:events:"
 # Events a watcher may be behind by before it is dropped (a client that stopped reading).
 _WATCHER_BACKLOG = 256
+# Seconds the sender waits to connect to Redis, to write or for a reply, unless the URL
+# says (``socket_timeout``): a Redis that stops answering fails the commands waiting (a
+# turn's lock, its release) rather than holding every turn of the worker.
+_SEND_TIMEOUT = 10.0
 
 
 class ConversationEvents:
@@ -41,9 +52,16 @@ class ConversationEvents:
 
     def __init__(self, redis_url: str | None = None) -> None:
         self._watchers: dict[str, set[asyncio.Queue[tuple[str, dict[str, Any]] | None]]] = {}
-        self._client: redis.asyncio.Redis | None = None
+        self._client: redis.asyncio.Redis | None = None  # the watchers' subscriptions
+        # The sender's one connection, held: the commands go through it one batch at a time
+        # (one sender task), without a client's or pipeline's objects, nor a pool's get and
+        # release, per batch.
+        self._connection: redis.asyncio.connection.AbstractConnection | None = None
         if redis_url is not None:
             self._client = async_redis_client(redis_url, "A service on Redis")
+            self._connection = async_redis_connection(
+                redis_url, "A service on Redis", timeout=_SEND_TIMEOUT
+            )
         # The commands not sent yet (a PUBLISH, or a command whose reply someone awaits).
         self._outgoing: list[tuple[tuple[Any, ...], asyncio.Future[Any] | None]] = []
         self._sender: asyncio.Task[None] | None = None
@@ -55,45 +73,56 @@ class ConversationEvents:
         if self._client is None:
             self._deliver(conversation_id, kind, data)
             return
-        # Sent by one task, in order, what gathered meanwhile in one pipeline: the run no
-        # longer waits for a round trip to Redis per event, and the events of a burst (a
-        # tool's call and result, the route) go in one.
+        # Sent by one task, in order, what gathered meanwhile in one write: the run does
+        # not wait for a round trip to Redis per event, and the events of a burst (a tool's
+        # call and result, the route) go in one.
         message = json.dumps({"event": kind, "data": data})
-        self._queue(self._client, ("PUBLISH", _CHANNEL + conversation_id, message), None)
+        self._queue(("PUBLISH", _CHANNEL + conversation_id, message), None)
+
+    async def watched(self, conversation_id: str) -> bool:
+        """Whether a turn of ``conversation_id`` starting now publishes its tool calls,
+        results and route: with Redis, whether a watcher of it is subscribed on any worker
+        (if Redis cannot tell, logged, as if one were); without, always (delivered here at
+        no cost)."""
+        if self._client is None:
+            return True
+        import redis.exceptions  # installed: there is a client
+
+        try:
+            _, subscribers = await self.after_published(
+                "PUBSUB", "NUMSUB", _CHANNEL + conversation_id
+            )
+        except redis.exceptions.RedisError:
+            logger.warning(
+                "Could not ask Redis whether chat %s is watched: its events are published",
+                conversation_id,
+                exc_info=True,
+            )
+            return True
+        return bool(subscribers)
 
     async def after_published(self, *command: Any) -> Any:
         """Run the Redis ``command`` once the events published so far are sent, in their
-        pipeline when they wait to be sent (a turn's ``done`` and the release of its lock:
+        write when they wait to be sent (a turn's ``done`` and the release of its lock:
         one round trip, not two); its reply, or its error raised."""
         if self._client is None:
             raise RuntimeError("ConversationEvents without Redis sends no Redis command")
         reply = asyncio.get_running_loop().create_future()
-        self._queue(self._client, command, reply)
+        self._queue(command, reply)
         return await reply
 
-    def _queue(
-        self,
-        client: redis.asyncio.Redis,
-        command: tuple[Any, ...],
-        reply: asyncio.Future[Any] | None,
-    ) -> None:
+    def _queue(self, command: tuple[Any, ...], reply: asyncio.Future[Any] | None) -> None:
         self._outgoing.append((command, reply))
         if self._sender is None:
-            self._sender = asyncio.get_running_loop().create_task(self._send(client))
+            self._sender = asyncio.get_running_loop().create_task(self._send())
 
-    async def _send(self, client: redis.asyncio.Redis) -> None:
+    async def _send(self) -> None:
+        assert self._connection is not None  # only queued with Redis
         batch: list[tuple[tuple[Any, ...], asyncio.Future[Any] | None]] = []
         try:
             while self._outgoing:
                 batch, self._outgoing = self._outgoing, []
-                replies: list[Any]
-                try:
-                    async with client.pipeline(transaction=False) as pipeline:
-                        for command, _ in batch:
-                            pipeline.execute_command(*command)
-                        replies = await pipeline.execute(raise_on_error=False)
-                except Exception as exc:
-                    replies = [exc] * len(batch)
+                replies = await _exchange(self._connection, [command for command, _ in batch])
                 _settle(batch, replies)
                 batch = []
         finally:
@@ -139,10 +168,36 @@ class ConversationEvents:
                 queue.put_nowait(None)
 
     async def aclose(self) -> None:
-        if self._client is not None:
+        if self._client is not None and self._connection is not None:
             if self._sender is not None:  # what was published goes out first
                 await self._sender
+            await self._connection.disconnect()
             await self._client.aclose()
+
+
+async def _exchange(
+    connection: redis.asyncio.connection.AbstractConnection, commands: list[tuple[Any, ...]]
+) -> list[Any]:
+    """Write ``commands`` to ``connection`` at once, then read their replies in order: each
+    reply, or the error Redis replied to it; if the connection fails (redis-py then closes
+    it, and the next write opens it again), that failure for it and the commands after it,
+    whose replies will not come."""
+    import redis.exceptions  # installed: there is a connection
+
+    try:
+        await connection.send_packed_command(connection.pack_commands(commands))
+    except Exception as exc:
+        return [exc] * len(commands)
+    replies: list[Any] = []
+    for sent in range(len(commands)):
+        try:
+            replies.append(await connection.read_response())
+        except redis.exceptions.ResponseError as exc:  # a reply: the next one follows
+            replies.append(exc)
+        except Exception as exc:
+            replies += [exc] * (len(commands) - sent)
+            break
+    return replies
 
 
 def _settle(

@@ -468,7 +468,8 @@ class QaService:
         # a dead one's runs frees the conversations it held, so they need not wait the lease.
         worker = executor_id()
         self.events = ConversationEvents(config.redis_url)
-        # A turn's lock is released through the events' sender: with its done, one round trip.
+        # A turn's lock is taken and released through the events' sender, on its held
+        # connection: the release with the turn's done, one round trip.
         turn_locks = (
             None
             if config.redis_url is None

@@ -38,6 +38,9 @@ logger = logging.getLogger("tooluse.service")
 KEEPALIVE_COMMENT = b": keep-alive\n\n"  # a comment line: clients ignore it
 
 _END = object()
+# The events that end a turn: published to the conversation's watchers even when it had
+# none as it started (one may have subscribed since).
+_TURN_ENDS = (DoneEvent, ApprovalRequiredEvent)
 
 
 def sse_response(
@@ -318,7 +321,8 @@ async def qa_events(
     it sends ``done``: a write that fails ends the turn with an ``error`` event instead, as
     when it was made, and no display record is stored. The events of a run in a
     conversation, but the deltas, go to its watchers on every worker too
-    (:class:`~tooluse.service._conversation_events.ConversationEvents`)."""
+    (:class:`~tooluse.service._conversation_events.ConversationEvents`): its end always,
+    its tool calls, results and route if it had watchers when it started."""
     error: str | None = "interrupted: the client went away before the run ended"
     display = TurnDisplay()
     # The conversation of a new question's turn, which holds its memory write for its done
@@ -334,6 +338,9 @@ async def qa_events(
         ):
             if on_start is not None:
                 await service.recorded("turn.start", on_start)
+            # A turn's progress goes to the conversation's watchers if it has any now; its
+            # end (done, a pause, an error) always does.
+            watched = conversation_id is not None and await service.events.watched(conversation_id)
             try:
                 async for event in events:
                     display.add(event)
@@ -358,7 +365,10 @@ async def qa_events(
                                     _store_display, service, holding, question, None, display
                                 ),
                             )
-                    if conversation_id is not None and not isinstance(event, DeltaEvent):
+                    if conversation_id is not None and (
+                        isinstance(event, _TURN_ENDS)
+                        or (watched and not isinstance(event, DeltaEvent))
+                    ):
                         await service.events.publish(conversation_id, event.kind, data)
                     yield event.kind, data
             finally:  # within the turn: the records keep the order of the turns

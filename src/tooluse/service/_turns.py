@@ -31,12 +31,12 @@ class RedisTurnLocks:
     ``url``. A held lock is renewed every third of ``lease`` seconds; when a worker dies, its
     lock expires after ``lease`` seconds and the others go on, unless a worker that knows it
     dead frees its locks first (:meth:`release_held_by`: the value of each lock starts with
-    its holder's ``owner``, default a random name). ``sends`` runs a release (a Redis
-    command): by default on a connection of the locks; the service gives
-    :meth:`ConversationEvents.after_published
-    <tooluse.service._conversation_events.ConversationEvents.after_published>`, so that a
-    turn's last events and its release go to Redis in one round trip. Needs ``pip install
-    'tooluse[redis]'``."""
+    its holder's ``owner``, default a random name). ``sends`` runs a lock's taking and its
+    release (Redis commands; their replies as Redis gives them): by default on a connection
+    of the locks; the service gives :meth:`ConversationEvents.after_published
+    <tooluse.service._conversation_events.ConversationEvents.after_published>`, so that they
+    go on the events' held connection, and a turn's last events and its release go to Redis
+    in one round trip. Needs ``pip install 'tooluse[redis]'``."""
 
     def __init__(
         self,
@@ -74,7 +74,7 @@ class RedisTurnLocks:
         # The token (the key's value) names this worker, so that one that knows it dead can
         # free its locks; the random part tells this turn's hold from its others'.
         token = f"{self._owner}{_OWNER_END}{uuid.uuid4().hex}"
-        while not await self._client.set(key, token, nx=True, px=self._lease_ms):
+        while not await self._sends("SET", key, token, "NX", "PX", self._lease_ms):
             await asyncio.sleep(_RETRY_SECONDS)
         renewing = asyncio.create_task(self._renew(key, token, conversation_id))
         try:
