@@ -157,6 +157,25 @@ async def test_a_redis_that_stops_answering_fails_the_commands_waiting_after_the
     assert "Could not publish 1 event(s) of chat c1 to Redis" in caplog.text
 
 
+async def test_a_sender_cancelled_while_it_waits_leaves_no_reply_to_the_next_command(
+    redis_url: str,
+) -> None:
+    # redis-py drops a connection whose command was cut short by a cancellation; this holds
+    # the held connection to that.
+    bus = ConversationEvents(redis_url)
+    try:
+        blocked = asyncio.ensure_future(bus.after_published("BLPOP", "tooluse:test:empty", 1))
+        await asyncio.sleep(0.2)  # written; Redis answers in a second
+        assert bus._sender is not None
+        bus._sender.cancel()
+        with pytest.raises(RuntimeError, match="was not sent"):
+            await blocked
+        async with asyncio.timeout(5):  # PING's own reply, not the BLPOP's nil
+            assert await bus.after_published("PING") in (True, b"PONG", "PONG")
+    finally:
+        await bus.aclose()
+
+
 async def test_whether_a_conversation_is_watched_is_asked_of_redis(redis_url: str) -> None:
     publisher, watcher_bus = ConversationEvents(redis_url), ConversationEvents(redis_url)
     try:
