@@ -234,7 +234,7 @@ def turn_of(query_id: str) -> int:
     conversation = conversation_of(query_id)
     if conversation == query_id:
         return 0
-    return int(query_id[len(conversation) :].lstrip("-turn_"))
+    return int(query_id[len(conversation) :].removeprefix("-turn").removeprefix("_"))
 
 
 def conversations_of(queries: Sequence[BenchQuery]) -> list[list[str]]:

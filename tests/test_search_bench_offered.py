@@ -120,8 +120,13 @@ def test_offered_by_turn_keeps_conversations_apart_and_takes_the_top_k() -> None
 
 def test_offered_by_turn_refuses_bad_input() -> None:
     advisor = ToolSearchToolCallingAdvisor(tool_index=ScriptedSearchIndex(FOUND))
-    with pytest.raises(ValueError, match="k must be a positive number"):
+    with pytest.raises(ValueError, match="k must be an integer of at least 1, got 0"):
         offered_by_turn(advisor, [["a0"]], {}, 0, NAMES)
+    deferring = ToolSearchToolCallingAdvisor(
+        tool_index=ScriptedSearchIndex(FOUND), defer_loading=True
+    )
+    with pytest.raises(ValueError, match="without deferred loading; this one has defer_loading"):
+        offered_by_turn(deferring, [["a0"]], {}, 1, NAMES)
     with pytest.raises(ValueError, match="'a0' is a turn of more than one conversation"):
         offered_by_turn(advisor, [["a0"], ["a0"]], {}, 1, NAMES)
     with pytest.raises(ValueError, match="at least one query"):

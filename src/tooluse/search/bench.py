@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tooluse.search._sessions import SessionToolIndex
-from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest
+from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest, check_count
 
 if TYPE_CHECKING:
     from tooluse.search._advisor import ToolSearchToolCallingAdvisor
@@ -225,8 +225,13 @@ def offered_by_turn(
     ranking: its own and the earlier turns' found tools, as the advisor's
     :meth:`~ToolSearchToolCallingAdvisor.offered_tool_names` keeps them (cap, eviction
     order, ``accumulate``) with a memory that replays every earlier turn."""
-    if k < 1:
-        raise ValueError(f"k must be a positive number of search results, got {k!r}")
+    check_count("k", k)
+    if advisor.defer_loading:
+        # It loads every found tool while its search result is in the conversation: no cap.
+        raise ValueError(
+            "offered_by_turn counts what an advisor offers without deferred loading; this one "
+            "has defer_loading=True"
+        )
     offered: dict[str, list[str]] = {}
     for turns in conversations:
         rounds: list[list[str]] = []
