@@ -113,7 +113,15 @@ from tooluse.search import (
 from tooluse.search._documents import tool_document
 from tooluse.search._glossary import glossary
 from tooluse.search._text import words
-from tooluse.search.bench import BenchQuery, load_dataset, run_index, score, write_run
+from tooluse.search.bench import (
+    BenchQuery,
+    complete_within,
+    load_dataset,
+    offered_by_turn,
+    run_index,
+    score,
+    write_run,
+)
 from tooluse.testing import ScriptedModel, tool_call
 from tooluse.tools import FunctionToolCallback, ToolCallback
 
@@ -196,6 +204,9 @@ LOG_OF = {
     "crosslingual/zh-tw-acebench-zh": "acebench/zh",
     "crosslingual/zh-tw-acebench-en": "acebench/en",
     "crosslingual/zh-tw-bfcl-v4": "bfcl-v4",
+    # acebench/zh's questions (Traditional, or as they are) over its Traditional catalogue.
+    "crosslingual/zh-tw-tools-hant": "acebench/zh",
+    "crosslingual/zh-tw-tools-hans": "acebench/zh",
 }
 CO_USAGE_COLUMNS = (
     ("R@1", "recall@1"),
@@ -217,6 +228,33 @@ def conversation_of(query_id: str) -> str:
     return query_id
 
 
+def turn_of(query_id: str) -> int:
+    """A query's place in its conversation (``conversation_of``): the number after ``-turn``
+    or after ACEBench's last ``_``; 0 for a query that is a conversation of its own."""
+    conversation = conversation_of(query_id)
+    if conversation == query_id:
+        return 0
+    return int(query_id[len(conversation) :].removeprefix("-turn").removeprefix("_"))
+
+
+def conversations_of(queries: Sequence[BenchQuery]) -> list[list[str]]:
+    """The ids of ``queries`` by conversation, in turn order: a translated query is a turn of
+    its source's conversation (``source_id``, ``simplified_id``). Only the turns in
+    ``queries`` count (a sampled set's conversations may miss earlier turns)."""
+    turns: dict[str, list[tuple[int, str]]] = {}
+    for query in queries:
+        source = _source_id(query)
+        turns.setdefault(conversation_of(source), []).append((turn_of(source), query.id))
+    return [[query_id for _, query_id in sorted(ordered)] for ordered in turns.values()]
+
+
+def _source_id(query: BenchQuery) -> str:
+    """The id of the query of ``LOG_OF``'s set that ``query`` translates: an English one
+    (``source_id``), or for the Traditional questions over Chinese tools the Simplified one
+    (``simplified_id``); its own id for a query of a source set."""
+    return str(query.fields.get("source_id") or query.fields.get("simplified_id") or query.id)
+
+
 def co_usage_quality(
     datasets: Sequence[str], folds: int, shares: Sequence[float], variants: Sequence[str]
 ) -> None:
@@ -225,14 +263,20 @@ def co_usage_quality(
     log's turns; a conversation's turns are all in one fold, so none is learned from while it
     is scored), a ``shares`` part of them (the learning curve), with each of ``variants``'
     settings (``''``: the defaults). A cross-lingual set learns from the dev set it was
-    translated from (``LOG_OF``), its queries scored in their source conversation's fold."""
+    translated from (``LOG_OF``), its queries scored in their source conversation's fold.
+
+    "offered All@k": the turn's gold tools all among those ``ToolSearchToolCallingAdvisor``
+    (its defaults) offers after the turn's search, when each turn of the conversation so far
+    searched once with its query and found its top k (``offered_by_turn``); equal to All@k
+    for a query that is a conversation of its own."""
     model = disk_cached_model()
     print(
         "| dataset | co-usage | turns learned | "
         + " | ".join(label for label, _ in CO_USAGE_COLUMNS)
-        + " | multi All@5 | multi All@10 | single R@1 | single R@5 |"
+        + " | offered All@5 | offered All@10 | multi All@5 | multi All@10"
+        + " | multi offered All@5 | multi offered All@10 | single R@1 | single R@5 |"
     )
-    print("|---|---|---:|" + "---:|" * (len(CO_USAGE_COLUMNS) + 4))
+    print("|---|---|---:|" + "---:|" * (len(CO_USAGE_COLUMNS) + 8))
     for name in datasets:
         dataset = load_dataset(DATA / name)
         log = load_dataset(DATA / LOG_OF[name]) if name in LOG_OF else dataset
@@ -253,40 +297,54 @@ def co_usage_quality(
         index = make_index("hybrid", model)
         index.index_tools("bench", dataset.tools)
         index.build("bench")
+        advisor = ToolSearchToolCallingAdvisor(tool_index=index)
+        turns_in_order = conversations_of(dataset.queries)
+        attached = {reference.tool_name for reference in dataset.tools}
         runs: dict[tuple[str, float] | None, dict[str, list[str]]] = {None: {}}
         runs.update({key: {} for key in learned})
         for query in dataset.queries:
-            # The query of LOG_OF's set it translates: an English one (source_id), or for the
-            # Traditional questions over Chinese tools the Simplified one (simplified_id).
-            source = str(
-                query.fields.get("source_id") or query.fields.get("simplified_id") or query.id
-            )
-            fold = fold_of[conversation_of(source)]
+            fold = fold_of[conversation_of(_source_id(query))]
             for key, ranking in runs.items():
                 index.co_usage = None if key is None else learned[key][fold]
                 request = ToolSearchRequest("bench", query.query, max_results=20)
                 ranking[query.id] = index.search(request).tool_names
         multi = [q for q in dataset.queries if len(q.gold) > 1]
         single = [q for q in dataset.queries if len(q.gold) == 1]
+        offered = {
+            key: [offered_by_turn(advisor, turns_in_order, ranking, k, attached) for k in (5, 10)]
+            for key, ranking in runs.items()
+        }
         for key, ranking in runs.items():
             label = "without" if key is None else f"{key[0] or 'defaults'}, {key[1]:.0%} of the log"
             taught = 0 if key is None else round(statistics.fmean(u.turns for u in learned[key]))
             m, mm, ms = (score(part, ranking) for part in (dataset.queries, multi, single))
             values = " | ".join(f"{m[k]:.3f}" for _, k in CO_USAGE_COLUMNS)
-            multis = f"{mm['complete@5']:.3f} | {mm['complete@10']:.3f}" if multi else "- | -"
+            offers = " | ".join(f"{complete_within(dataset.queries, o):.3f}" for o in offered[key])
+            multis = "- | - | - | -"
+            if multi:
+                multi_offers = " | ".join(f"{complete_within(multi, o):.3f}" for o in offered[key])
+                multis = f"{mm['complete@5']:.3f} | {mm['complete@10']:.3f} | {multi_offers}"
             print(
-                f"| {name} | {label} | {taught} | {values} | {multis} | "
+                f"| {name} | {label} | {taught} | {values} | {offers} | {multis} | "
                 f"{ms['recall@1']:.3f} | {ms['recall@5']:.3f} |",
                 flush=True,
             )
-        categories = sorted({str(q.fields.get("category")) for q in multi})
-        for category in categories if name == "bfcl-v4" else ():
+        if name != "bfcl-v4":
+            continue
+        base = [q for q in dataset.queries if q.fields.get("category") == "multi_turn_base"]
+        parts = [(f"multi_turn_base turns (n={len(base)})", base)]
+        for category in sorted({str(q.fields.get("category")) for q in multi}):
             part = [q for q in multi if q.fields.get("category") == category]
+            parts.append((f"multi-tool {category} (n={len(part)})", part))
+        for label, part in parts:
             cells = []
-            for ranking in runs.values():
+            for key, ranking in runs.items():
                 c = score(part, ranking)
-                cells.append(f"{c['complete@5']:.3f} / {c['complete@10']:.3f}")
-            print(f"bfcl-v4 multi-tool {category} (n={len(part)}), All@5 / All@10:", *cells)
+                o5, o10 = (complete_within(part, o) for o in offered[key])
+                cells.append(
+                    f"{c['complete@5']:.3f} / {c['complete@10']:.3f} / {o5:.3f} / {o10:.3f}"
+                )
+            print(f"bfcl-v4 {label}, All@5 / All@10 / offered All@5 / offered All@10:", *cells)
 
 
 def lift_cost(variants: Sequence[str], rounds: int, limit: int) -> None:

@@ -12,7 +12,7 @@ import itertools
 import json
 import logging
 import operator
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Container, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from tooluse._fork import PerProcess, ProcessLock
@@ -535,9 +535,10 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
                 deferred_tools=DeferredTools(deferred, {TOOL_SEARCH_TOOL_NAME}),
             )
         else:
-            discovered = [preselected, *self._counted(rounds)]
             exposed = [self.search_tool.callback]
-            exposed += [callbacks[name] for name in self._kept(discovered, callbacks)]
+            exposed += [
+                callbacks[name] for name in self.offered_tool_names(rounds, callbacks, preselected)
+            ]
             options = options.replace(tool_callbacks=exposed)
         return request.replace(prompt=request.prompt.replace(options=options))
 
@@ -568,10 +569,21 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
 
     # -- which tools are exposed ------------------------------------------------------------
 
-    def _counted(self, rounds: list[list[str]]) -> list[list[str]]:
-        """The search rounds whose tools are offered: all, or only the last without
-        accumulation."""
-        return rounds if self.accumulate else rounds[-1:]
+    def offered_tool_names(
+        self,
+        rounds: Sequence[Sequence[str]],
+        attached: Container[str],
+        preselected: Sequence[str] = (),
+    ) -> list[str]:
+        """The tools a model call offers besides ``toolSearchTool`` (without deferred
+        loading), given the names found by each ``toolSearchTool`` round the conversation
+        holds (``rounds``: of earlier turns replayed, then of this turn; oldest first, each
+        best first), the ``attached`` tool names and the tools offered without a search
+        (``preselected``): in first-discovery order, the ``max_exposed_tools`` most recently
+        found kept, only the last round counted with ``accumulate=False``. Benchmarks call it
+        to count what a conversation's turns could call."""
+        counted = rounds if self.accumulate else rounds[-1:]
+        return self._kept([preselected, *counted], attached)
 
     @staticmethod
     def _found_rounds(messages: Sequence[Message]) -> list[list[str]]:
@@ -587,9 +599,7 @@ class ToolSearchToolCallingAdvisor(ToolCallingAdvisor):
                 rounds.append([name for names in found for name in names if name is not None])
         return rounds
 
-    def _kept(
-        self, rounds: Sequence[Sequence[str]], attached: Mapping[str, ToolCallback]
-    ) -> list[str]:
+    def _kept(self, rounds: Sequence[Sequence[str]], attached: Container[str]) -> list[str]:
         """The attached names found in ``rounds`` (oldest first, each best first), in
         first-discovery order, keeping the ``max_exposed_tools`` most recently found: those of
         later rounds first (a tool found again counts as recent), then, inside a round, the

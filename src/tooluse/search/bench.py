@@ -16,21 +16,26 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tooluse.search._sessions import SessionToolIndex
-from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest
+from tooluse.search._types import ToolIndex, ToolReference, ToolSearchRequest, check_count
+
+if TYPE_CHECKING:
+    from tooluse.search._advisor import ToolSearchToolCallingAdvisor
 
 __all__ = [
     "BenchQuery",
     "Dataset",
     "IndexRun",
     "add_arguments",
+    "complete_within",
     "load_dataset",
     "load_tools",
     "make_index",
+    "offered_by_turn",
     "run",
     "run_index",
     "score",
@@ -206,6 +211,44 @@ def _score_one(ranked: Sequence[str], gold_names: Sequence[str]) -> dict[str, fl
     metrics["ndcg@10"] = dcg / ideal
     metrics["mrr"] = next((1 / (rank + 1) for rank, name in enumerate(ranked) if name in gold), 0.0)
     return metrics
+
+
+def offered_by_turn(
+    advisor: ToolSearchToolCallingAdvisor,
+    conversations: Iterable[Sequence[str]],
+    rankings: Mapping[str, Sequence[str]],
+    k: int,
+    attached: Collection[str],
+) -> dict[str, list[str]]:
+    """The tools ``advisor`` offers at each turn of ``conversations`` (each the ids of its
+    queries, in turn order) when every turn searches once and finds the top ``k`` of its
+    ranking: its own and the earlier turns' found tools, as the advisor's
+    :meth:`~ToolSearchToolCallingAdvisor.offered_tool_names` keeps them (cap, eviction
+    order, ``accumulate``) with a memory that replays every earlier turn."""
+    check_count("k", k)
+    if advisor.defer_loading:
+        # It loads every found tool while its search result is in the conversation: no cap.
+        raise ValueError(
+            "offered_by_turn counts what an advisor offers without deferred loading; this one "
+            "has defer_loading=True"
+        )
+    offered: dict[str, list[str]] = {}
+    for turns in conversations:
+        rounds: list[list[str]] = []
+        for query_id in turns:
+            if query_id in offered:
+                raise ValueError(f"query {query_id!r} is a turn of more than one conversation")
+            rounds.append(list(rankings.get(query_id, ())[:k]))
+            offered[query_id] = advisor.offered_tool_names(rounds, attached)
+    return offered
+
+
+def complete_within(queries: Sequence[BenchQuery], offered: Mapping[str, Collection[str]]) -> float:
+    """The share of ``queries`` whose gold tools are all in their ``offered`` set (a query
+    with none offered counts as incomplete)."""
+    if not queries:
+        raise ValueError("complete_within needs at least one query")
+    return statistics.fmean(set(q.gold) <= set(offered.get(q.id, ())) for q in queries)
 
 
 def write_run(path: str | Path, rankings: Mapping[str, Sequence[str]]) -> None:
