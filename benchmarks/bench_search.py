@@ -91,6 +91,7 @@ from tooluse.embedding import (
     EmbeddingModel,
     InMemoryEmbeddingCache,
     QueryBatchEmbeddingModel,
+    QuerySpanEmbeddingModel,
     SqliteEmbeddingCache,
     TieredEmbeddingCache,
     Vectors,
@@ -579,6 +580,15 @@ class ReusingCopies:
         if isinstance(self.inner, QueryBatchEmbeddingModel):
             return self.inner.embed_queries(texts)
         return np.stack([self.inner.embed_query(text) for text in texts])
+
+    def embed_query_spans(self, text: str, spans: Sequence[tuple[int, int]]) -> Vectors | None:
+        """A split task's vectors from one pass, as the model inside embeds them (when it
+        can); recorded as a call of the task's text alone."""
+        if not isinstance(self.inner, QuerySpanEmbeddingModel):
+            return None
+        self.queries.append(text)
+        self.batches.append([text])
+        return self.inner.embed_query_spans(text, spans)
 
     def query_tail(self, text: str, max_tokens: int) -> str:
         """The hybrid cuts long queries with its model's ``query_tail``: pass E5's through."""

@@ -21,7 +21,7 @@ from tooluse.search._cousage import ToolCoUsage
 from tooluse.search._glossary import Glossary, glossary
 from tooluse.search._scripts import ScriptMix
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
-from tooluse.search._text import clauses, last_line, requests, without_quoted
+from tooluse.search._text import clauses, last_line, request_parts, without_quoted
 from tooluse.search._toolsets import Scores, Toolsets
 from tooluse.search._types import ToolReference, check_count
 from tooluse.search._vector import Nearest, VectorToolIndex
@@ -331,11 +331,22 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         # A query the tools cannot match lexically is also matched by its Chinese words'
         # English glosses, when the glossary is installed.
         glosses = glossary() if alone and self._gloss_weight > 0 else None
-        parts = requests(query, _REQUEST_MIN_WORDS) if split or self._request_share > 0 else []
+        split_parts = (
+            request_parts(query, _REQUEST_MIN_WORDS) if split or self._request_share > 0 else []
+        )
+        parts = [" ".join(request) for request in split_parts]
         if split and scripts is not None and len(parts) > 1:
             texts = (query, *parts[-_MAX_REQUESTS:])
             return self._split_ranking(
-                snapshot, vectors, scripts, texts, matchable, glosses, limit, allowed
+                snapshot,
+                vectors,
+                scripts,
+                texts,
+                split_parts[-_MAX_REQUESTS:],
+                matchable,
+                glosses,
+                limit,
+                allowed,
             )
         covering = parts[-_MAX_COVERED:] if self._request_share > 0 and len(parts) > 1 else []
         fused, covered = self._fused(
@@ -351,6 +362,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         vectors: Any,
         scripts: ScriptMix,
         texts: Sequence[str],
+        split_parts: Sequence[Sequence[str]],
         matchable: Scores | None,
         glosses: Glossary | None,
         limit: int,
@@ -369,8 +381,18 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             for text, share in zip(texts, matchables, strict=True)
         ]
         semantics: Sequence[Nearest | None]
+        spans = _spans(embedded[0], split_parts, self._embed_quoted)
         try:
-            semantics = self._vector.nearest_each(vectors, embedded, depth, allowed)
+            from_one_pass = (
+                self._vector.nearest_spans(vectors, embedded[0], spans, depth, allowed)
+                if spans is not None
+                else None
+            )
+            semantics = (
+                from_one_pass
+                if from_one_pass is not None
+                else self._vector.nearest_each(vectors, embedded, depth, allowed)
+            )
         except Exception:  # an embedding endpoint down or rate-limited: BM25 still answers
             logger.exception("Embedding the task's requests failed; this search ranks with BM25")
             semantics, matchables = [None] * len(texts), [None] * len(texts)
@@ -671,3 +693,26 @@ def _scattered(
     full = np.zeros(size, dtype=values.dtype)
     full[positions] = values
     return full
+
+
+def _spans(
+    whole: str, split_parts: Sequence[Sequence[str]], embed_quoted: bool
+) -> list[tuple[int, int]] | None:
+    """Each request's character span in ``whole`` (the task as the vector side embeds it),
+    from its first part to its last; None if a part is not found in it in order (a quote
+    across two parts, whose values ``whole`` leaves out; a task cut to its tail)."""
+    spans = []
+    cursor = 0
+    for parts in split_parts:
+        start = None
+        for part in parts:
+            text = (part if embed_quoted else without_quoted(part)).strip()
+            found = whole.find(text, cursor)
+            if found < 0:
+                return None
+            start = found if start is None else start
+            cursor = found + len(text)
+        if start is None:
+            return None
+        spans.append((start, cursor))
+    return spans
