@@ -381,7 +381,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             for text, share in zip(texts, matchables, strict=True)
         ]
         semantics: Sequence[Nearest | None]
-        spans = _spans(embedded[0], split_parts, self._embed_quoted)
+        spans = request_spans(embedded[0], split_parts, self._embed_quoted)
         try:
             from_one_pass = (
                 self._vector.nearest_spans(vectors, embedded[0], spans, depth, allowed)
@@ -695,7 +695,7 @@ def _scattered(
     return full
 
 
-def _spans(
+def request_spans(
     whole: str, split_parts: Sequence[Sequence[str]], embed_quoted: bool
 ) -> list[tuple[int, int]] | None:
     """Each request's character span in ``whole`` (the task as the vector side embeds it),
