@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from search_fakes import BagOfWordsModel
 from tooluse.embedding import Vectors
 from tooluse.search import HybridToolIndex, ToolReference, ToolSearchRequest, embedding_text
+from tooluse.search._hybrid import request_spans
 from tooluse.search._scripts import ScriptMix
-from tooluse.search._text import SCRIPTS, requests, script_counts
+from tooluse.search._text import SCRIPTS, request_parts, requests, script_counts
 
 
 def counts(**by_script: int) -> list[int]:
@@ -210,6 +211,21 @@ def test_a_query_in_the_catalogues_script_ranks_as_without_the_language_mix(
 )
 def test_requests(text: str, expected: list[str]) -> None:
     assert requests(text, 3) == expected
+    # Each request's parts are found in the task in order, from its first part to its last.
+    spans = request_spans(text, request_parts(text, 3), embed_quoted=True)
+    assert spans is not None and len(spans) == len(expected)
+    for (start, end), request in zip(spans, expected, strict=True):
+        assert text[start:end].startswith(request.split()[0])
+        assert text[start:end].endswith(request.split()[-1])
+    assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
+
+
+def test_request_spans_are_none_when_a_part_is_not_in_the_task_as_embedded() -> None:
+    task = "帮我查一下天气预报，然后发送邮件给老板"
+    parts = request_parts(task, 3)
+    assert request_spans(task, parts, embed_quoted=True) == [(0, 9), (12, 19)]
+    assert request_spans(task[5:], parts, embed_quoted=True) is None  # cut to its tail
+    assert request_spans(task, parts[::-1], embed_quoted=True) is None  # not in order
 
 
 TASK_TOOLS = [

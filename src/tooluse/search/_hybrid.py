@@ -710,15 +710,13 @@ def request_spans(
     spans = []
     cursor = 0
     for parts in split_parts:
-        start = None
+        starts = []
         for part in parts:
             text = (part if embed_quoted else without_quoted(part)).strip()
             found = whole.find(text, cursor)
             if found < 0:
                 return None
-            start = found if start is None else start
+            starts.append(found)
             cursor = found + len(text)
-        if start is None:
-            return None
-        spans.append((start, cursor))
+        spans.append((starts[0], cursor))
     return spans
