@@ -13,6 +13,7 @@
     .venv/bin/python benchmarks/bench_search.py e5 [--threads 1]      # the bundled model's speed
     .venv/bin/python benchmarks/bench_search.py floor                 # one query's embedding alone
     .venv/bin/python benchmarks/bench_search.py split-embedding       # a split task's embedding
+    .venv/bin/python benchmarks/bench_search.py one-pass              # its vectors from one pass
     .venv/bin/python benchmarks/bench_search.py latency --variant clause_weight=0 --variant ''
     .venv/bin/python benchmarks/bench_search.py glossary              # the dictionary's cost
     .venv/bin/python benchmarks/bench_search.py folding               # traditional -> simplified
@@ -91,6 +92,7 @@ from tooluse.embedding import (
     EmbeddingModel,
     InMemoryEmbeddingCache,
     QueryBatchEmbeddingModel,
+    QuerySpanEmbeddingModel,
     SqliteEmbeddingCache,
     TieredEmbeddingCache,
     Vectors,
@@ -111,8 +113,9 @@ from tooluse.search import (
     embedding_text,
 )
 from tooluse.search._documents import tool_document
-from tooluse.search._glossary import glossary
-from tooluse.search._text import words
+from tooluse.search._glossary import glossary, traditional_as_simplified
+from tooluse.search._hybrid import request_spans
+from tooluse.search._text import request_parts, words
 from tooluse.search.bench import (
     BenchQuery,
     complete_within,
@@ -615,9 +618,12 @@ class ReusingCopies:
     """Embeds a renamed copy with its original's text, so the 20k catalogue costs the
     embedding of the 6.3k distinct tools only (``aliases``: copy text -> original text)."""
 
-    def __init__(self, inner: EmbeddingModel, aliases: dict[str, str]) -> None:
+    def __init__(
+        self, inner: EmbeddingModel, aliases: dict[str, str], *, spans: bool = True
+    ) -> None:
         self.inner = inner
         self.aliases = aliases
+        self.spans = spans  # False: a split task's texts are embedded apart (split-embedding)
         self.dimensions = inner.dimensions
         self.model_id = getattr(inner, "model_id", "inner")
         self.queries: list[str] = []  # the query texts the index asked for, in order
@@ -637,6 +643,15 @@ class ReusingCopies:
         if isinstance(self.inner, QueryBatchEmbeddingModel):
             return self.inner.embed_queries(texts)
         return np.stack([self.inner.embed_query(text) for text in texts])
+
+    def embed_query_spans(self, text: str, spans: Sequence[tuple[int, int]]) -> Vectors | None:
+        """A split task's vectors from one pass, as the model inside embeds them (when it
+        can); recorded as a call of the task's text alone."""
+        if not self.spans or not isinstance(self.inner, QuerySpanEmbeddingModel):
+            return None
+        self.queries.append(text)
+        self.batches.append([text])
+        return self.inner.embed_query_spans(text, spans)
 
     def query_tail(self, text: str, max_tokens: int) -> str:
         """The hybrid cuts long queries with its model's ``query_tail``: pass E5's through."""
@@ -800,7 +815,9 @@ def split_embedding(size: int, queries: int, repeats: int) -> None:
     one_thread = E5EmbeddingModel(threads=1)  # a text as one worker of embed_queries runs it
     disk = SqliteEmbeddingCache(CACHE / "embeddings.sqlite3")
     model = ReusingCopies(
-        CachedEmbeddingModel(e5, TieredEmbeddingCache(InMemoryEmbeddingCache(), disk)), aliases
+        CachedEmbeddingModel(e5, TieredEmbeddingCache(InMemoryEmbeddingCache(), disk)),
+        aliases,
+        spans=False,  # the texts of each split task, as embedded apart
     )
     index = make_index("hybrid", model)
     _build_seconds(index, references)
@@ -842,6 +859,53 @@ def split_embedding(size: int, queries: int, repeats: int) -> None:
         f"{_spread(work)}; the schedule's bound {_spread(bound)}. The whole task is longer "
         f"than its share of the cores in {critical} of {len(rows)}."
     )
+
+
+def one_pass(rounds: int) -> None:
+    """A split task's vectors embedded apart (``embed_queries`` of the task and each request:
+    main before h30l, and the fallback) against from one pass over the task
+    (``embed_query_spans``), for each split task of the dev sets whose requests are found in
+    it, alternating (both orders) with an A/A pair; wall and CPU ms."""
+    e5 = E5EmbeddingModel()
+    index = HybridToolIndex(e5)
+    tasks: list[tuple[list[str], list[tuple[int, int]]]] = []
+    for name in SAME_LANGUAGE + CROSSLINGUAL:
+        for query in load_dataset(DATA / name).queries:
+            parts = request_parts(query.query, 3)[-4:]
+            if len(parts) < 2:
+                continue
+            texts = [index._semantic_query(query.query, whole=True)]
+            texts += [index._semantic_query(" ".join(part), whole=True) for part in parts]
+            spans = request_spans(texts[0], parts, index._embed_quoted)
+            if spans is not None:
+                tasks.append(([traditional_as_simplified(text) for text in texts], spans))
+    e5.embed_queries(["load the weights", "on both workers"])
+    e5.embed_query_spans("load the weights", [(0, 4)])
+    timings: dict[str, tuple[list[float], list[float]]] = {
+        kind: ([], []) for kind in ("apart", "one pass", "apart again")
+    }
+    for round_ in range(rounds):
+        kinds = list(timings) if round_ % 2 == 0 else list(timings)[::-1]
+        for texts, spans in tasks:
+            for kind in kinds:
+                started, started_cpu = time.perf_counter(), time.process_time()
+                if kind == "one pass":
+                    e5.embed_query_spans(texts[0], spans)
+                else:
+                    e5.embed_queries(texts)
+                timings[kind][0].append((time.perf_counter() - started) * 1000)
+                timings[kind][1].append((time.process_time() - started_cpu) * 1000)
+    print(f"{len(tasks)} split tasks x {rounds} rounds, load {os.getloadavg()[0]:.2f}")
+    print("| embedded | wall p50 / p90 / p99 | wall mean | CPU p50 | CPU mean | mean / apart |")
+    print("|---|---:|---:|---:|---:|---:|")
+    apart_wall = float(np.mean(timings["apart"][0]))
+    for kind, (wall, cpu) in timings.items():
+        spread = " / ".join(f"{_percentile(wall, p):.2f}" for p in (50, 90, 99))
+        print(
+            f"| {kind} | {spread} | {np.mean(wall):.2f} | {_percentile(cpu, 50):.2f} | "
+            f"{np.mean(cpu):.2f} | wall {np.mean(wall) / apart_wall:.3f}, CPU "
+            f"{np.mean(cpu) / np.mean(timings['apart'][1]):.3f} |"
+        )
 
 
 def _spread(values: Sequence[float]) -> str:
@@ -1363,6 +1427,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     e5.add_argument("--threads", type=int)
     floor = commands.add_parser("floor")
     floor.add_argument("--runs", type=int, default=500)
+    passes = commands.add_parser("one-pass")
+    passes.add_argument("--rounds", type=int, default=2)
     split = commands.add_parser("split-embedding")
     split.add_argument("--size", type=int, default=20000)
     split.add_argument("--queries", type=int, default=200)
@@ -1431,6 +1497,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         e5_speed(args.threads)
     elif args.command == "floor":
         embedding_floor(args.runs)
+    elif args.command == "one-pass":
+        one_pass(args.rounds)
     elif args.command == "split-embedding":
         split_embedding(args.size, args.queries, args.repeats)
     elif args.command == "latency":

@@ -20,6 +20,7 @@ from tooluse.embedding import (
     OpenAIEmbeddingModel,
     PostgresEmbeddingCache,
     QueryBatchEmbeddingModel,
+    QuerySpanEmbeddingModel,
     SqliteEmbeddingCache,
     TieredEmbeddingCache,
     Vectors,
@@ -119,6 +120,60 @@ def test_queries_not_cached_are_embedded_in_one_call_when_the_model_can() -> Non
     np.testing.assert_array_equal(model.embed_query("c"), vectors[2])
     assert inner.queries == ["b"]
     assert model.embed_queries([]).shape == (0, 8)
+
+
+class SpanModel(CountingModel):
+    """A :class:`CountingModel` that embeds a query's spans from one call: each span's
+    vector is its substring's; texts over 20 characters are refused (None)."""
+
+    model_id = "spans/v1"
+
+    def __init__(self, shape: tuple[int, int] | None = None) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, list[tuple[int, int]]]] = []
+        self.shape = shape
+
+    def embed_query_spans(self, text: str, spans: Sequence[tuple[int, int]]) -> Vectors | None:
+        self.calls.append((text, list(spans)))
+        if len(text) > 20:
+            return None
+        vectors = np.stack([self._vector(text), *(self._vector(text[a:b]) for a, b in spans)])
+        return vectors if self.shape is None else np.zeros(self.shape, dtype=np.float32)
+
+
+def test_query_spans_are_cached_with_the_query() -> None:
+    inner = SpanModel()
+    model = CachedEmbeddingModel(inner, InMemoryEmbeddingCache())
+    assert isinstance(inner, QuerySpanEmbeddingModel)
+    text, spans = "check mail, then go", [(0, 10), (17, 19)]
+    vectors = model.embed_query_spans(text, spans)
+    assert vectors is not None
+    expected = [inner._vector(t) for t in (text, "check mail", "go")]
+    np.testing.assert_array_equal(vectors, np.stack(expected))
+    again = model.embed_query_spans(text, spans)
+    assert again is not None and len(inner.calls) == 1  # all cached
+    np.testing.assert_array_equal(again, vectors)
+    np.testing.assert_array_equal(model.embed_query(text), vectors[0])  # the query's key
+    assert inner.queries == []
+    model.embed_query_spans(text, [(0, 10)])  # its spans cached one by one
+    assert len(inner.calls) == 1
+    model.embed_query_spans(text, [(0, 5)])  # another span: embedded
+    assert len(inner.calls) == 2 and model.embedded_texts == 2
+    assert model.embed_query_spans("a text longer than twenty", [(0, 6)]) is None
+
+
+def test_query_spans_of_a_model_without_them_are_none_and_bad_shapes_refused() -> None:
+    assert (
+        CachedEmbeddingModel(CountingModel(), InMemoryEmbeddingCache()).embed_query_spans(
+            "check mail", [(0, 5)]
+        )
+        is None
+    )
+    model = CachedEmbeddingModel(SpanModel(shape=(1, 8)), InMemoryEmbeddingCache())
+    with pytest.raises(
+        ValueError, match=r"embed_query_spans returned shape \(1, 8\), expected \(2, 8\)"
+    ):
+        model.embed_query_spans("check mail", [(0, 5)])
 
 
 def test_queries_of_a_model_without_batches_are_embedded_one_by_one() -> None:

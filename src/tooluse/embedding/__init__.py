@@ -16,7 +16,12 @@ from tooluse.embedding._cache import (
 )
 from tooluse.embedding._e5 import E5EmbeddingModel
 from tooluse.embedding._openai import OpenAIEmbeddingModel
-from tooluse.embedding._protocol import EmbeddingModel, QueryBatchEmbeddingModel, Vectors
+from tooluse.embedding._protocol import (
+    EmbeddingModel,
+    QueryBatchEmbeddingModel,
+    QuerySpanEmbeddingModel,
+    Vectors,
+)
 
 __all__ = [
     "CachedEmbeddingModel",
@@ -27,6 +32,7 @@ __all__ = [
     "OpenAIEmbeddingModel",
     "PostgresEmbeddingCache",
     "QueryBatchEmbeddingModel",
+    "QuerySpanEmbeddingModel",
     "SqliteEmbeddingCache",
     "TieredEmbeddingCache",
     "Vectors",

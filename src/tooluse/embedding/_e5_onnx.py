@@ -116,7 +116,7 @@ class OnnxE5:
         # Longest first: the workers then finish together instead of one running the last
         # long window alone.
         windows.sort(key=lambda item: -len(item[1]))
-        means = mapper(lambda item: self._run(session, item[1]), windows)
+        means = mapper(lambda item: self._run(session, item[1]).mean(axis=0), windows)
         sums = np.zeros((len(texts), self._file.hidden), dtype=np.float32)
         counts = np.zeros(len(texts), dtype=np.float32)
         for (row, window), mean in zip(windows, means, strict=True):
@@ -140,14 +140,40 @@ class OnnxE5:
             for start in range(0, len(content), self._windows)
         ]
 
+    def query_spans(self, text: str, spans: Sequence[tuple[int, int]]) -> Floats | None:
+        """The query ``text``'s vector, then one for each of its character ``spans``
+        (``text[start:end]``) from the same pass ("late chunking"): the mean of the last
+        hidden states over the span's tokens, L2-normalised. None if ``text`` needs more than
+        one window (510 tokens with its prefix): its windows would not see each other."""
+        for start, end in spans:
+            if not 0 <= start < end <= len(text):
+                raise ValueError(f"span ({start}, {end}) is not in a {len(text)}-character text")
+        tokenizer = self._file.tokenizer
+        content = tokenizer.encode("query: " + text)
+        if len(content) > self._windows:
+            return None
+        with self._query_lock:
+            states = self._run(self._query_session, content)
+        rows = [states.mean(axis=0)]
+        for start, end in spans:
+            # A span's tokens: those after the text before it (without its trailing spaces,
+            # which would read as a "▁" of their own), up to its end. A span cut inside a
+            # word (a CJK sentence is one) starts and ends where that word's prefix splits.
+            first = len(tokenizer.encode(("query: " + text[:start]).rstrip()))
+            last = max(len(tokenizer.encode("query: " + text[:end])), first + 1)
+            rows.append(states[first + 1 : last + 1].mean(axis=0))  # + 1: <s> comes first
+        vectors: Floats = np.stack(rows)
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-6)
+        return vectors
+
     def _run(self, session: Any, content: list[int]) -> Floats:
-        """The mean of the last hidden states of ``<s> content </s>``."""
+        """The last hidden states of ``<s> content </s>`` (``[len(content) + 2, hidden]``)."""
         file = self._file
         ids = np.array([[file.bos, *content, file.eos]], dtype=np.int64)
         embedded = file.word_embeddings(ids) + self._positions[: ids.shape[1]] + self._token_type
         (states,) = session.run(None, {"embedded": embedded})
-        mean: Floats = states[0].mean(axis=0)
-        return mean
+        last: Floats = states[0]
+        return last
 
 
 def _available_cpus() -> int:

@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["EmbeddingModel", "QueryBatchEmbeddingModel", "Vectors"]
+__all__ = ["EmbeddingModel", "QueryBatchEmbeddingModel", "QuerySpanEmbeddingModel", "Vectors"]
 
 Vectors = npt.NDArray[np.float32]
 
@@ -38,4 +38,19 @@ class QueryBatchEmbeddingModel(EmbeddingModel, Protocol):
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         """One row per text, as :meth:`embed_query` of each would give."""
+        ...
+
+
+@runtime_checkable
+class QuerySpanEmbeddingModel(EmbeddingModel, Protocol):
+    """An :class:`EmbeddingModel` that also embeds parts of a query from one pass of the
+    encoder over the whole query ("late chunking", Günther et al. 2024): each part's vector
+    is the mean of the last hidden states over its tokens, so the parts cost nothing beyond
+    the query's own embedding. The bundled E5 (ONNX engine) has it."""
+
+    def embed_query_spans(self, text: str, spans: Sequence[tuple[int, int]]) -> Vectors | None:
+        """``[1 + len(spans), dimensions]``: ``text``'s vector (as :meth:`embed_query` gives
+        it), then one per character span ``(start, end)`` of ``text``; None when the model
+        cannot read ``text`` in one pass (longer than one window, an engine that gives no
+        token states): embed the parts on their own then."""
         ...

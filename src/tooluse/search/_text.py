@@ -261,8 +261,15 @@ _REFERRING_WORDS = 12
 
 
 def requests(text: str, min_words: int) -> list[str]:
-    """The requests of a task, in order, those of at least ``min_words`` words (a CJK
-    character counts as a word). A sentence is cut again where a connective starts another
+    """The requests of a task (:func:`request_parts`, each request's parts joined by a
+    space)."""
+    return [" ".join(parts) for parts in request_parts(text, min_words)]
+
+
+def request_parts(text: str, min_words: int) -> list[list[str]]:
+    """The requests of a task, in order, each as its parts (stripped substrings of ``text``,
+    in order), those of at least ``min_words`` words (a CJK character counts as a word). A
+    sentence is cut again where a connective starts another
     request ("..., then ...", "Also ...", "...，然后...", "另外...", "...，再..."). A task that
     enumerates its requests (two or more sentences start with a connective or an ordinal:
     "First, ...", "Second, ...", "Lastly, ...", "其次") gets one request per enumerated part,
@@ -270,8 +277,8 @@ def requests(text: str, min_words: int) -> list[str]:
     follow, and what comes before its "First, ..." (a preamble: "Can you help me with a few
     things?") left out. Otherwise each sentence is a request, but for a short one that refers
     back ("How much would that be?"), joined to the one before. ``"Compare the two files, then
-    post the differences"`` -> ``["Compare the two files", "post the differences"]``;
-    ``"比较这两份文件，然后把差异发到推特上"`` -> ``["比较这两份文件", "把差异发到推特上"]``."""
+    post the differences"`` -> ``[["Compare the two files"], ["post the differences"]]``;
+    ``"比较这两份文件，然后把差异发到推特上"`` -> ``[["比较这两份文件"], ["把差异发到推特上"]]``."""
     if min_words < 1:
         raise ValueError(f"min_words must be at least 1, got {min_words}")
     pieces: list[tuple[str, bool]] = []  # (text, whether it starts a request of its own)
@@ -298,7 +305,7 @@ def requests(text: str, min_words: int) -> list[str]:
             groups[-1].append(part)
     if len(groups) > 2 and _FIRST.match(groups[1][0]) and not _ORDINAL.match(groups[0][0]):
         groups = groups[1:]  # the preamble
-    return [" ".join(group) for group in groups]
+    return groups
 
 
 # A span in quotes: '...' (not an apostrophe: no letter just outside), "...", “...”, ‘...’,
