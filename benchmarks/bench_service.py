@@ -317,7 +317,11 @@ def _processes(pid: int) -> list[int]:
     """``pid`` and its descendants (a supervisor's workers), from ``/proc``."""
     found = [pid]
     for thread in Path(f"/proc/{pid}/task").iterdir():  # a child is its forking thread's
-        for child in (thread / "children").read_text().split():
+        try:
+            children = (thread / "children").read_text().split()
+        except FileNotFoundError:  # the thread ended since the listing (a pool's, idle)
+            continue
+        for child in children:
             found += _processes(int(child))
     return found
 

@@ -14,7 +14,9 @@ the turn's display record: one hop, or two where the tree makes two), the start 
 in one turn (the end's write after the start's read, as a question makes them), the audit
 record of the tool call (``/v1`` makes it too), the 4 events published to the conversation's
 watchers (Redis only), the lock and the 4 events together (Redis: the release may go with
-the last event), and a bare hop to a thread for scale. ``--compare SRC`` runs the
+the last event), a bare hop to a thread for scale, and the thread pool's side alone: the
+start's read, the audit record, the memory write and the display record called in one
+thread without a hop, its CPU by ``time.thread_time``. ``--compare SRC`` runs the
 same in a process on another source tree, alternately, and prints this tree's ratio.
 """
 
@@ -47,6 +49,16 @@ async def _measure(turns: int, call: Callable[[], Awaitable[None]]) -> float:
     for _ in range(turns):
         await call()
     return (time.process_time() - started) / turns * 1e6
+
+
+def _measure_in_thread(turns: int, call: Callable[[], None]) -> float:
+    """This thread's CPU µs per call, after a warm-up: a call that runs no hop."""
+    for _ in range(30):
+        call()
+    started = time.thread_time()
+    for _ in range(turns):
+        call()
+    return (time.thread_time() - started) / turns * 1e6
 
 
 async def _child(settings: dict[str, Any]) -> dict[str, float]:
@@ -166,7 +178,19 @@ async def _child(settings: dict[str, Any]) -> dict[str, float]:
     }
     if "redis_url" not in settings["shared"]:  # delivered on the loop, to no watcher
         del calls["4 events published"], calls["turn lock with its 4 events"]
+
+    def stores_in_one_thread() -> None:
+        # What the pool's threads run for a tool question, without the hops: the start's
+        # read, the audit record, the memory write, the display record.
+        service._start_turn(conversation)
+        service.audit._insert_rounds([[record]])
+        memory.memory.add(conversation, turn_messages())
+        service.turn_displays.save(conversation, QUESTION, None, display)
+
     figures = {name: await _measure(settings["turns"], call) for name, call in calls.items()}
+    figures["a turn's store calls in one thread (its CPU, no hop)"] = _measure_in_thread(
+        settings["turns"], stores_in_one_thread
+    )
     await service.aclose()
     return figures
 

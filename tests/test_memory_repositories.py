@@ -646,6 +646,10 @@ def test_postgres_updates_a_window_it_read_without_reading_it_again(
             lambda other: MessageWindowChatMemory(4, other).add("c", user("other's")),
             id="added",
         ),
+        pytest.param(  # the same texts at other positions (the window moved on)
+            lambda other: MessageWindowChatMemory(2, other).add("c", [user("Q1"), answer("A1")]),
+            id="same-texts-moved",
+        ),
     ],
 )
 def test_postgres_updates_a_window_changed_since_it_was_read_as_it_is_now(

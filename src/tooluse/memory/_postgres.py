@@ -194,7 +194,7 @@ class PostgresChatMemoryRepository:
         parameters: list[Any] = [
             conversation_id,
             conversation_id,
-            seen.positions or None,
+            _array_literal(seen.positions),
             seen.digest,
             conversation_id,
             below,
@@ -234,6 +234,12 @@ WITH stored AS (
 )
 SELECT EXISTS (SELECT FROM unchanged)"""
 _ROW = "(%s, %s::integer, %s, %s::jsonb)"
+
+
+def _array_literal(positions: Sequence[int]) -> str | None:
+    """``positions`` as PostgreSQL's text of an integer array (``None`` for none): psycopg's
+    dumper of a list of ints, in Python, cost the statement a fifth of its CPU."""
+    return "{" + ",".join(map(str, positions)) + "}" if positions else None
 
 
 def _digest(texts: Sequence[str]) -> str:

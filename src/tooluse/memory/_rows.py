@@ -37,12 +37,17 @@ class _MessageTexts:
         self._lock = ProcessLock()
 
     def messages(self, texts: Sequence[str]) -> list[Message]:
+        complete = True
         with self._lock:
             found = [self._messages.get(text) for text in texts]
             for text, message in zip(texts, found, strict=True):
-                if message is not None:
+                if message is None:
+                    complete = False
+                else:
                     self._messages.move_to_end(text)
-        if None not in found:
+        # Not `None in found`: that compares each message with None through pydantic's
+        # __eq__, in Python, a window's worth of calls per read.
+        if complete:
             return [message for message in found if message is not None]
         parsed = [
             message if message is not None else message_from_json(text)
