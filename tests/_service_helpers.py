@@ -245,3 +245,22 @@ def written(bus: ConversationEvents) -> Iterator[list[list[tuple[Any, ...]]]]:
 
     with patch.object(connection, "pack_commands", packed):
         yield writes
+
+
+def post_scope(path: str) -> dict[str, Any]:
+    """The ASGI scope of a JSON ``POST path`` from a local client, for driving an app's ASGI
+    interface without an HTTP client."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"host", b"localhost")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("localhost", 80),
+    }

@@ -39,3 +39,16 @@ class BagOfWordsModel:
 
     def embed_query(self, text: str) -> Vectors:
         return self._vector(text)
+
+
+class RecordingModel(BagOfWordsModel):
+    """A :class:`BagOfWordsModel` that remembers the texts it is asked to embed as queries,
+    one by one (``embed_query``)."""
+
+    def __init__(self, aliases: dict[str, str] | None = None) -> None:
+        super().__init__(aliases)
+        self.queries: list[str] = []
+
+    def embed_query(self, text: str) -> Vectors:
+        self.queries.append(text)
+        return super().embed_query(text)

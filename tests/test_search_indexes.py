@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from search_fakes import BagOfWordsModel
+from search_fakes import BagOfWordsModel, RecordingModel
 from tooluse.embedding import E5EmbeddingModel, Vectors
 from tooluse.search import (
     BM25ToolIndex,
@@ -473,16 +473,6 @@ def test_hybrid_finds_what_either_side_finds() -> None:
     assert search(index, "forecast")[0] in {"get_weather", "query_city_weather"}
     assert search(index, "math.factorial")[0] == "math.factorial"
     assert index.search(ToolSearchRequest("s", "forecast")).search_type == "HybridToolIndex"
-
-
-class RecordingModel(BagOfWordsModel):
-    def __init__(self) -> None:
-        super().__init__()
-        self.queries: list[str] = []
-
-    def embed_query(self, text: str) -> Vectors:
-        self.queries.append(text)
-        return super().embed_query(text)
 
 
 class TailCuttingModel(RecordingModel):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from search_fakes import BagOfWordsModel
+from search_fakes import BagOfWordsModel, RecordingModel
 from tooluse.embedding import Vectors
 from tooluse.search import HybridToolIndex, ToolReference, ToolSearchRequest, embedding_text
 from tooluse.search._hybrid import request_spans
@@ -357,16 +357,6 @@ def test_a_split_task_whose_texts_fail_to_embed_ranks_with_bm25(
     failures = [r for r in caplog.records if "requests failed" in r.getMessage()]
     assert len(failures) == 1 and failures[0].exc_info is not None
     assert "rate limited" in str(failures[0].exc_info[1])
-
-
-class RecordingModel(BagOfWordsModel):
-    def __init__(self, aliases: dict[str, str] | None = None) -> None:
-        super().__init__(aliases)
-        self.queries: list[str] = []
-
-    def embed_query(self, text: str) -> Vectors:
-        self.queries.append(text)
-        return super().embed_query(text)
 
 
 def test_a_task_in_the_catalogues_script_is_not_split() -> None:

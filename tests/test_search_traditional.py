@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from search_fakes import BagOfWordsModel
-from tooluse.embedding import Vectors
+from search_fakes import BagOfWordsModel, RecordingModel
 from tooluse.search import (
     BM25ToolIndex,
     HybridToolIndex,
@@ -170,18 +169,6 @@ def test_a_dictionary_that_cannot_be_read_is_reported_once_and_nothing_is_folded
     assert "nor Traditional Chinese folded" in caplog.text
 
 
-class QueryRecorder(BagOfWordsModel):
-    """Remembers the texts it is asked to embed as queries."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.queries: list[str] = []
-
-    def embed_query(self, text: str) -> Vectors:
-        self.queries.append(text)
-        return super().embed_query(text)
-
-
 def vector_index(model: BagOfWordsModel) -> VectorToolIndex:
     index = VectorToolIndex(model)  # type: ignore[arg-type]
     index.index_tools("s", SIMPLIFIED_TOOLS)
@@ -194,7 +181,7 @@ def scores(index: VectorToolIndex | HybridToolIndex, query: str) -> list[tuple[s
 
 
 def test_a_traditional_question_is_embedded_as_its_simplified_fold() -> None:
-    model = QueryRecorder()
+    model = RecordingModel()
     index = vector_index(model)
     traditional, folded = "設置網絡代理伺服器", "设置网络代理伺服器"
     assert scores(index, traditional) == scores(index, folded)
@@ -213,13 +200,13 @@ def test_a_traditional_question_is_embedded_as_its_simplified_fold() -> None:
     ],
 )
 def test_a_question_not_in_traditional_chinese_is_embedded_as_written(query: str) -> None:
-    model = QueryRecorder()
+    model = RecordingModel()
     scores(vector_index(model), query)
     assert model.queries == [query]
 
 
 def test_the_hybrids_requests_are_embedded_folded_too() -> None:
-    model = QueryRecorder()
+    model = RecordingModel()
     index = HybridToolIndex(model, background_embedding=False)  # type: ignore[arg-type]
     index.index_tools("s", ENGLISH_TOOLS)
     # A task of two requests (另外 is written so in both forms): the task and each request

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from fastapi import FastAPI
 
-from _service_helpers import config, fake_llm
+from _service_helpers import config, fake_llm, post_scope
 from tooluse.service import create_app
 
 QUESTION = "What's the weather in Paris?"  # the router calls get_weather, then the answer
@@ -43,20 +43,7 @@ async def _post(app: FastAPI, path: str, payload: dict[str, Any]) -> bytes:
             if not message.get("more_body", False):
                 ended.set()
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"host", b"localhost")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("localhost", 80),
-    }
+    scope = post_scope(path)
     await app(scope, receive, send)
     return b"".join(chunks)
 

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from _service_helpers import config, fake_llm, parse_sse, respond, running
+from _service_helpers import config, fake_llm, parse_sse, post_scope, respond, running
 from tooluse import tool
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
 from tooluse.service import create_app
@@ -451,20 +451,7 @@ async def test_a_client_leaving_a_completion_before_its_answer_cancels_the_run(
         pass
 
     path = "/v1/chat/completions"
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"host", b"localhost")],
-        "client": ("127.0.0.1", 50000),
-        "server": ("localhost", 80),
-    }
+    scope = post_scope(path)
     async with running(app):
         call = asyncio.create_task(app(scope, receive, send))
         await asyncio.wait_for(started.wait(), 5)
