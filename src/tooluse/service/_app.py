@@ -67,6 +67,7 @@ __all__ = ["ApprovalRequest", "ChatRequest", "DecisionRequest", "create_app"]
 logger = logging.getLogger("tooluse.service")
 
 CONVERSATION_ID_MAX_LENGTH = 200
+CHAT_PATH = "/api/chat"
 # What _check_conversation_id takes, for the OpenAPI document only (the check itself says
 # what is wrong better than a pattern would): no control character or lone surrogate, and
 # not blank.
@@ -395,7 +396,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         return service.tool_descriptions(caller)
 
     @api.post(
-        "/api/chat",
+        CHAT_PATH,
         response_class=StreamingResponse,
         responses=EVENT_STREAM | with_statuses(API_ERRORS, 400, 401, 413, 422),
     )
@@ -613,7 +614,7 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         # answered without its routing, dependency solving and body parsing, and without
         # the middleware and route layers every write of the stream then went through
         # (a question's stream is 7 writes). Any other request goes the route's way.
-        if not may_answer_directly(scope, "/api/chat"):
+        if not may_answer_directly(scope, CHAT_PATH):
             return False
         try:
             request = ChatRequest.model_validate(json.loads(body))
