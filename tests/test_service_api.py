@@ -5,18 +5,23 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fastapi import APIRouter
 
 from _ports import free_port
 from _service_helpers import (
     BIG_ACCOUNT,
     SCREEN_URL,
+    config,
     fake_llm,
     names,
     parse_sse,
     respond,
+    running,
     screenshot,
     screenshotting,
     service,
@@ -26,7 +31,8 @@ from _service_helpers import (
 from tooluse.memory import MessageWindowChatMemory, SqliteChatMemoryRepository
 from tooluse.messages import Prompt, UserMessage
 from tooluse.search import TOOL_SEARCH_TOOL_NAME
-from tooluse.service import SAMPLE_TOOLS, ChatRequest, ServiceConfig
+from tooluse.service import SAMPLE_TOOLS, ChatRequest, ServiceConfig, create_app
+from tooluse.service._auth import request_caller
 from tooluse.testing import FunctionModel, ResponseLike, tool_call
 
 
@@ -479,3 +485,64 @@ async def test_a_lone_surrogate_from_a_model_reaches_the_client(tmp_path: Path) 
     assert json.loads(paused[0][1]["arguments"]) == {"order_id": "A1\ud800"}
     assert listed.status_code == 200
     assert listed.json()[0]["pending_tool_calls"][0]["arguments"] == paused[0][1]["arguments"]
+
+
+async def test_a_question_answered_without_fastapis_routing_is_the_one_it_would_give(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The request guard answers a question FastAPI would accept itself: the same answers as
+    # by the route (forced by a dependency override), for tool, approval and knowledge
+    # questions, a new conversation, refusals, wrong keys and bodies the route reports on;
+    # only the bodies it does not take reach FastAPI's router.
+    key = {"Authorization": "Bearer s3cret"}
+    bodies: list[tuple[dict[str, Any] | str, dict[str, str]]] = [
+        ({"message": "What's the weather in Paris?", "conversation_id": "c1"}, key),
+        ({"message": "And tomorrow?", "conversation_id": "c1"}, key),
+        ({"message": "Please cancel my order", "conversation_id": "c2"}, key),
+        ({"message": "What is the refund policy?"}, key),
+        ({"message": "Hi", "conversation_id": "c\x01"}, key),
+        ({"message": "   "}, key),
+        ({"message": "Hi"}, {"Authorization": "Bearer guess"}),
+        ({"message": "Hi"}, {}),
+        ({"message": ""}, key),
+        ({"text": "hi"}, key),
+        ("{not json", key),
+    ]
+    routed_paths: list[str] = []
+    route_requests = APIRouter.__call__
+
+    async def counting(router: APIRouter, scope: Any, receive: Any, send: Any) -> None:
+        routed_paths.append(scope["path"])
+        await route_requests(router, scope, receive, send)
+
+    monkeypatch.setattr(APIRouter, "__call__", counting)
+
+    async def answers(app: Any) -> list[tuple[int, str, str]]:
+        seen = []
+        async with running(app) as http:
+            for body, headers in bodies:
+                response = await http.post(
+                    "/api/chat",
+                    content=body if isinstance(body, str) else json.dumps(body),
+                    headers={**headers, "Content-Type": "application/json"},
+                )
+                text = re.sub(r"[0-9a-f]{32}", "ID", response.text)  # new ids, approval ids
+                text = re.sub(r'"expires_at": [\d.]+', '"expires_at": 0', text)
+                seen.append((response.status_code, response.headers["content-type"], text))
+        return seen
+
+    direct = create_app(config(tmp_path / "a.db", model=fake_llm(), api_key="s3cret"))
+    routed = create_app(config(tmp_path / "b.db", model=fake_llm(), api_key="s3cret"))
+    routed.dependency_overrides[request_caller] = request_caller
+    by_guard = await answers(direct)
+    assert routed_paths == ["/api/chat"] * 3  # the empty message, the unknown field, not JSON
+    by_route = await answers(routed)
+    assert by_guard == by_route
+    assert [status for status, _, _ in by_guard] == [200] * 4 + [422, 422, 401, 401] + [422] * 3
+    assert [name for name, _ in parse_sse(by_guard[0][2])][:3] == [
+        "tool_call",
+        "tool_result",
+        "route",
+    ]
+    assert [name for name, _ in parse_sse(by_guard[2][2])][-1] == "approval_required"
+    assert '"conversation_id": "ID"' in by_guard[3][2]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import functools
 import hashlib
 import html
 import importlib.resources
@@ -28,6 +27,7 @@ from pydantic.config import JsonDict
 from starlette.convertors import PathConvertor, register_url_convertor
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
+from starlette.types import Receive, Scope, Send
 
 from tooluse.calling import Approve, Caller, Decision, Deny
 from tooluse.memory._api import validate_conversation_id
@@ -45,6 +45,7 @@ from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._openai_api import (
     answer_completion_directly,
     is_openai_path,
+    may_answer_directly,
     openai_http_error,
     openai_router,
     openai_validation_error,
@@ -66,6 +67,7 @@ __all__ = ["ApprovalRequest", "ChatRequest", "DecisionRequest", "create_app"]
 logger = logging.getLogger("tooluse.service")
 
 CONVERSATION_ID_MAX_LENGTH = 200
+CHAT_PATH = "/api/chat"
 # What _check_conversation_id takes, for the OpenAPI document only (the check itself says
 # what is wrong better than a pattern would): no control character or lone surrogate, and
 # not blank.
@@ -316,12 +318,6 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
     )
     app.state.service = service
     without_default_422(app)
-    app.add_middleware(
-        RequestGuard,
-        allowed_hosts=service.config.allowed_hosts,
-        max_body_bytes=service.config.max_request_bytes,
-        answer_directly=functools.partial(answer_completion_directly, service),
-    )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JsonTextResponse:
@@ -400,11 +396,16 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         return service.tool_descriptions(caller)
 
     @api.post(
-        "/api/chat",
+        CHAT_PATH,
         response_class=StreamingResponse,
         responses=EVENT_STREAM | with_statuses(API_ERRORS, 400, 401, 413, 422),
     )
     async def chat(request: ChatRequest, caller: RequestCaller) -> StreamingResponse:
+        return await chat_response(request, caller)
+
+    async def chat_response(request: ChatRequest, caller: Caller) -> StreamingResponse:
+        """``POST /api/chat``'s answer, by the route or the request guard
+        (:func:`answer_chat_directly`)."""
         conversation_id = request.conversation_id or uuid.uuid4().hex
         if not request.message.strip():
             raise HTTPException(422, "The message is blank")
@@ -608,6 +609,37 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             "error": outcome.error,
         }
 
+    async def answer_chat_directly(scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
+        # As answer_completion_directly does for /v1: a question FastAPI would accept is
+        # answered without its routing, dependency solving and body parsing, and without
+        # the middleware and route layers every write of the stream then went through
+        # (a question's stream is 7 writes). Any other request goes the route's way.
+        if not may_answer_directly(scope, CHAT_PATH):
+            return False
+        try:
+            request = ChatRequest.model_validate(json.loads(body))
+        except ValueError:  # not JSON, or not a question (pydantic's ValidationError is one)
+            return False
+        http = Request(scope, receive)
+        response: Response
+        try:
+            response = await chat_response(request, await request_caller(http))
+        except StarletteHTTPException as exc:  # a wrong key, a blank message, ...
+            response = await http_error(http, exc)
+        await response(scope, receive, send)
+        return True
+
+    async def answer_directly(scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
+        return await answer_completion_directly(
+            service, scope, body, receive, send
+        ) or await answer_chat_directly(scope, body, receive, send)
+
+    app.add_middleware(
+        RequestGuard,
+        allowed_hosts=service.config.allowed_hosts,
+        max_body_bytes=service.config.max_request_bytes,
+        answer_directly=answer_directly,
+    )
     app.include_router(api)
     app.include_router(openai_router(service))
     return app

@@ -47,6 +47,7 @@ __all__ = [
     "check_supported",
     "conversation",
     "is_openai_path",
+    "may_answer_directly",
     "openai_error",
     "openai_http_error",
     "openai_router",
@@ -402,13 +403,7 @@ async def answer_completion_directly(
     that :class:`OpenAIChatRequest` takes. ``False`` for any other (and with dependency
     overrides or FastAPI's telemetry on): it then goes FastAPI's way, which says what is
     wrong with it exactly as before. ``body``: the request's whole body, already received."""
-    if (
-        scope["method"] != "POST"
-        or _route_path(scope) != COMPLETIONS_PATH
-        or scope.get("fastapi.telemetry") is not None
-        or scope["app"].dependency_overrides
-        or _media_type(scope) != "application/json"
-    ):
+    if not may_answer_directly(scope, COMPLETIONS_PATH):
         return False
     try:
         request = OpenAIChatRequest.model_validate(json.loads(body))
@@ -421,6 +416,19 @@ async def answer_completion_directly(
         response = openai_http_error(http, exc)
     await response(scope, receive, send)
     return True
+
+
+def may_answer_directly(scope: Scope, path: str) -> bool:
+    """Whether the request is a ``POST`` of JSON to ``path`` that may skip FastAPI's request
+    handling: not with dependency overrides (a test's) or FastAPI's telemetry on, which only
+    that handling honours."""
+    return (
+        scope["method"] == "POST"
+        and _route_path(scope) == path
+        and scope.get("fastapi.telemetry") is None
+        and not scope["app"].dependency_overrides
+        and _media_type(scope) == "application/json"
+    )
 
 
 def _media_type(scope: Scope) -> str | None:
