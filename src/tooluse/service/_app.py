@@ -14,7 +14,7 @@ import math
 import re
 import unicodedata
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Annotated, Any
 
 import pydantic
@@ -43,7 +43,9 @@ from tooluse.service._conversations import message_views
 from tooluse.service._guards import RequestGuard
 from tooluse.service._offline import OFFLINE_NOTICE
 from tooluse.service._openai_api import (
-    answer_completion_directly,
+    COMPLETIONS_PATH,
+    OpenAIChatRequest,
+    chat_completion,
     is_openai_path,
     may_answer_directly,
     openai_http_error,
@@ -609,30 +611,42 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             "error": outcome.error,
         }
 
-    async def answer_chat_directly(scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
-        # As answer_completion_directly does for /v1: a question FastAPI would accept is
-        # answered without its routing, dependency solving and body parsing, and without
-        # the middleware and route layers every write of the stream then went through
-        # (a question's stream is 7 writes). Any other request goes the route's way.
-        if not may_answer_directly(scope, CHAT_PATH):
-            return False
-        try:
-            request = ChatRequest.model_validate(json.loads(body))
-        except ValueError:  # not JSON, or not a question (pydantic's ValidationError is one)
-            return False
-        http = Request(scope, receive)
-        response: Response
-        try:
-            response = await chat_response(request, await request_caller(http))
-        except StarletteHTTPException as exc:  # a wrong key, a blank message, ...
-            response = await http_error(http, exc)
-        await response(scope, receive, send)
-        return True
+    async def answer_chat(request: ChatRequest, http: Request, caller: Caller) -> Response:
+        return await chat_response(request, caller)
+
+    async def answer_completion(
+        request: OpenAIChatRequest, http: Request, caller: Caller
+    ) -> Response:
+        return await chat_completion(service, request, http, caller)
+
+    direct: tuple[tuple[str, type[pydantic.BaseModel], Callable[..., Awaitable[Response]]], ...]
+    direct = (
+        (CHAT_PATH, ChatRequest, answer_chat),
+        (COMPLETIONS_PATH, OpenAIChatRequest, answer_completion),
+    )
 
     async def answer_directly(scope: Scope, body: bytes, receive: Receive, send: Send) -> bool:
-        return await answer_completion_directly(
-            service, scope, body, receive, send
-        ) or await answer_chat_directly(scope, body, receive, send)
+        # A question to /api/chat or /v1's completions that FastAPI would accept is answered
+        # without its routing, dependency solving and body parsing (they cost more per
+        # request than anything else of the endpoints' own), and without the middleware and
+        # route layers every write of the stream went through. Any other request (not JSON,
+        # not a question: pydantic's ValidationError is a ValueError) goes FastAPI's way,
+        # which says what is wrong with it as before.
+        for path, model, answer in direct:
+            if may_answer_directly(scope, path):
+                try:
+                    request = model.model_validate(json.loads(body))
+                except ValueError:
+                    return False
+                http = Request(scope, receive)
+                response: Response
+                try:
+                    response = await answer(request, http, await request_caller(http))
+                except StarletteHTTPException as exc:  # a wrong key, a blank message, ...
+                    response = await http_error(http, exc)
+                await response(scope, receive, send)
+                return True
+        return False
 
     app.add_middleware(
         RequestGuard,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
-import json
 import logging
 import secrets
 import time
@@ -22,7 +21,7 @@ import pydantic
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import Receive, Scope, Send
+from starlette.types import Scope
 
 from tooluse.calling import Caller
 from tooluse.messages import AssistantMessage, Message, UserMessage
@@ -42,7 +41,6 @@ __all__ = [
     "OPENAI_MODEL_ID",
     "BadRequest",
     "OpenAIChatRequest",
-    "answer_completion_directly",
     "chat_completion",
     "check_supported",
     "conversation",
@@ -392,30 +390,6 @@ async def chat_completion(
         },
         headers=headers,
     )
-
-
-async def answer_completion_directly(
-    service: QaService, scope: Scope, body: bytes, receive: Receive, send: Send
-) -> bool:
-    """Answer ``POST /v1/chat/completions`` without FastAPI's request handling (its route
-    matching, dependency solving and body parsing cost more per request than anything else
-    of the endpoint's own) when the request is one that handling would accept: a JSON body
-    that :class:`OpenAIChatRequest` takes. ``False`` for any other (and with dependency
-    overrides or FastAPI's telemetry on): it then goes FastAPI's way, which says what is
-    wrong with it exactly as before. ``body``: the request's whole body, already received."""
-    if not may_answer_directly(scope, COMPLETIONS_PATH):
-        return False
-    try:
-        request = OpenAIChatRequest.model_validate(json.loads(body))
-    except ValueError:  # not JSON, or not a request (pydantic's ValidationError is one)
-        return False
-    http = Request(scope, receive)
-    try:
-        response = await chat_completion(service, request, http, await request_caller(http))
-    except StarletteHTTPException as exc:  # a wrong key: as the app's handler answers it
-        response = openai_http_error(http, exc)
-    await response(scope, receive, send)
-    return True
 
 
 def may_answer_directly(scope: Scope, path: str) -> bool:
