@@ -207,6 +207,14 @@ def test_a_query_in_the_catalogues_script_ranks_as_without_the_language_mix(
             "首先查一下北京的天气。其次订一张去上海的机票",
             ["首先查一下北京的天气", "其次订一张去上海的机票"],
         ),
+        # Traditional Chinese: its connectives split as their Simplified forms do, and a short
+        # sentence that refers back (這個) is joined to the one before.
+        ("比較這兩份檔案，然後把差異發到推特上", ["比較這兩份檔案", "把差異發到推特上"]),
+        (
+            "幫我訂一間飯店，接著還要租一輛車。這個多少錢？",
+            ["幫我訂一間飯店", "租一輛車 這個多少錢"],
+        ),
+        ("首先查一下臺北的天氣。最後訂一張機票", ["首先查一下臺北的天氣", "訂一張機票"]),
     ],
 )
 def test_requests(text: str, expected: list[str]) -> None:

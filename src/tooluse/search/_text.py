@@ -233,12 +233,14 @@ def clauses(text: str, min_words: int) -> list[str]:
 
 # Where a task's next request starts inside a sentence: "..., then ...", "... and then ...",
 # "Also, ...", "...，然后...", "另外...", "...，再..." (a connective alone in its language; "and" or
-# "并" alone joins things more often than requests).
+# "并" alone joins things more often than requests). Chinese connectives in both scripts: 然后
+# and 然後, 还要 and 還要.
 _NEXT_REQUEST = re.compile(
     r"(?:^|,\s*|\s+)(?:and\s+)?(?:then|after\s+that|afterwards|also|additionally|lastly|finally)"
     r"\b,?\s*|,\s*and\s+"
-    r"|[，,]?(?:然后|接着|随后|之后|另外|此外|同时|并且|而且|最后|还要|还需要|顺便)[，,]?"
-    r"|[，,](?:再|并|也)",
+    r"|[，,]?(?:然[后後]|接[着著]|[随隨][后後]|之[后後]|另外|此外|同[时時]|[并並]且|而且|最[后後]"
+    r"|[还還]要|[还還]需要|[顺順]便)[，,]?"
+    r"|[，,](?:再|[并並]|也)",
     re.IGNORECASE,
 )
 
@@ -248,14 +250,14 @@ _NEXT_REQUEST = re.compile(
 _ORDINAL = re.compile(
     r"^\W*(?:(?:first|second|third|fourth|fifth)(?:ly)?|next|lastly|finally|furthermore|moreover"
     r"|in\s+addition|besides|for\s+the\s+(?:first|second|third|fourth|last|final|next)\b)\b"
-    r"|^\W*(?:首先|其次|再次|最后|再者|还有|第[一二三四五六七八九十])",
+    r"|^\W*(?:首先|其次|再次|最[后後]|再者|[还還]有|第[一二三四五六七八九十])",
     re.IGNORECASE,
 )
 _FIRST = re.compile(r"^\W*(?:first(?:ly)?|for\s+the\s+first)\b|^\W*(?:首先|第一)", re.IGNORECASE)
 # A sentence that refers back ("Could you fetch that for me?", "How much would it be?",
 # "这个多少钱？"): it continues the request before it, when it is this short.
 _REFERS_BACK = re.compile(
-    r"\b(?:that|it|this|these|those|them|they|its|their|there)\b|[它这那该此]", re.IGNORECASE
+    r"\b(?:that|it|this|these|those|them|they|its|their|there)\b|[它这這那该該此]", re.IGNORECASE
 )
 _REFERRING_WORDS = 12
 
