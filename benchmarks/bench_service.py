@@ -35,7 +35,11 @@ Both endpoints stream: ``/api/chat`` (the page's SSE, read to its ``done`` event
 (``/v1/chat/completions`` with ``stream: true``, read to ``[DONE]``). Per run it reports the
 latency the service adds (median and p99), requests/s, and the server's own CPU per request
 (user + system of all its processes from ``/proc``, robust to other jobs on the machine,
-unlike the wall figures) and its resident memory after the run. ``--profile`` runs the
+unlike the wall figures) and its resident memory after the run, then where the machine's
+CPU per request went: the server, the PostgreSQL and Redis it used when they run on this
+machine (the processes listening on their ports, with their children: PostgreSQL's
+backends and autovacuum), this client, and their sum (side by side, its ratio too: what
+limits requests/s when all of them share the cores). ``--profile`` runs the
 server under cProfile (one process: ``--workers 1`` at most) and writes the stats when it
 stops (``python -m pstats FILE``). ``--collector`` logs every garbage collection of the
 server's processes (``gc.callbacks``) and reports, per cell over its rounds, the collections

@@ -753,3 +753,30 @@ def test_postgres_a_read_whose_other_query_fails_raises_it_and_the_connection_go
             [user("Q1")],
             [("x",)],
         )
+
+
+def test_postgres_a_checked_write_holds_the_conversations_lock_while_it_writes(
+    postgres_url: str,
+) -> None:
+    # The lock and the write go in one transaction (one Sync for both): were the lock its
+    # own transaction, it would be released before the write ran.
+    with PostgresChatMemoryRepository(postgres_url) as repository:
+        repository.save_all("c", [user("Q1"), answer("A1")])
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
+            connection.execute("CREATE TABLE lock_seen (held BOOLEAN)")
+            connection.execute(
+                "CREATE FUNCTION record_lock() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "INSERT INTO lock_seen SELECT EXISTS (SELECT FROM pg_locks WHERE "
+                "locktype = 'advisory' AND pid = pg_backend_pid() AND granted); "
+                "RETURN NEW; END $$"
+            )
+            connection.execute(
+                "CREATE TRIGGER record_lock BEFORE INSERT ON chat_memory_message "
+                "FOR EACH ROW EXECUTE FUNCTION record_lock()"
+            )
+            memory = MessageWindowChatMemory(4, repository)
+            memory.get("c")
+            memory.add("c", [user("Q2"), answer("A2")])
+            seen = connection.execute("SELECT held FROM lock_seen").fetchall()
+        assert seen == [(True,), (True,)]  # a row each
+        assert repository.find_by_conversation_id("c")[2:] == [user("Q2"), answer("A2")]
