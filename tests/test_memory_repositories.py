@@ -29,6 +29,7 @@ from tooluse.memory import (
     InMemoryChatMemoryRepository,
     MessageWindowChatMemory,
     PostgresChatMemoryRepository,
+    PostgresDatabase,
     SqliteChatMemoryRepository,
 )
 from tooluse.messages import (
@@ -712,8 +713,12 @@ def test_postgres_a_checked_write_that_fails_writes_nothing_and_holds_no_lock(
     postgres_url: str,
 ) -> None:
     # The lock and the write after a read go in one pipeline, one implicit transaction: a
-    # write PostgreSQL refuses rolls the lock back with it, and the connection goes on.
-    with PostgresChatMemoryRepository(postgres_url) as repository:
+    # write PostgreSQL refuses rolls the lock back with it, and the connection (the pool's
+    # only one) goes on.
+    with (
+        PostgresDatabase(postgres_url, max_size=1) as database,
+        PostgresChatMemoryRepository(database) as repository,
+    ):
         repository.save_all("c", [user("Q1"), answer("A1")])
         with psycopg.connect(postgres_url, autocommit=True) as connection:
             connection.execute(
@@ -745,7 +750,10 @@ def test_postgres_a_checked_write_that_fails_writes_nothing_and_holds_no_lock(
 def test_postgres_a_read_whose_other_query_fails_raises_it_and_the_connection_goes_on(
     postgres_url: str,
 ) -> None:
-    with PostgresChatMemoryRepository(postgres_url) as repository:
+    with (
+        PostgresDatabase(postgres_url, max_size=1) as database,  # the failed read's connection
+        PostgresChatMemoryRepository(database) as repository,
+    ):
         repository.save_all("c", [user("Q1")])
         with pytest.raises(psycopg.errors.UndefinedTable, match="nowhere"):
             repository.find_by_conversation_id_with("c", "SELECT 1 FROM nowhere")
