@@ -35,7 +35,11 @@ Both endpoints stream: ``/api/chat`` (the page's SSE, read to its ``done`` event
 (``/v1/chat/completions`` with ``stream: true``, read to ``[DONE]``). Per run it reports the
 latency the service adds (median and p99), requests/s, and the server's own CPU per request
 (user + system of all its processes from ``/proc``, robust to other jobs on the machine,
-unlike the wall figures) and its resident memory after the run. ``--profile`` runs the
+unlike the wall figures) and its resident memory after the run, then where the machine's
+CPU per request went: the server, the PostgreSQL and Redis it used when they run on this
+machine (the processes listening on their ports, with their children: PostgreSQL's
+backends and autovacuum), this client, and their sum (side by side, its ratio too: what
+limits requests/s when all of them share the cores). ``--profile`` runs the
 server under cProfile (one process: ``--workers 1`` at most) and writes the stats when it
 stops (``python -m pstats FILE``). ``--collector`` logs every garbage collection of the
 server's processes (``gc.callbacks``) and reports, per cell over its rounds, the collections
@@ -74,6 +78,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, contextmanager
@@ -327,11 +332,12 @@ def _processes(pid: int) -> list[int]:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of process ``pid`` and its descendants (Linux ``/proc``)."""
+    """User + system CPU of process ``pid`` and its descendants (Linux ``/proc``), with that
+    of the children they reaped (PostgreSQL's autovacuum workers come and go)."""
     total = 0
     for process in _processes(pid):
         fields = Path(f"/proc/{process}/stat").read_text().rpartition(")")[2].split()
-        total += int(fields[11]) + int(fields[12])
+        total += sum(int(field) for field in fields[11:15])  # utime, stime, cutime, cstime
     return total / CLOCK_TICKS
 
 
@@ -369,6 +375,42 @@ def _connections_per_worker(server: int, port: int) -> list[int]:
         if "0A" in held:  # listening: a worker
             counts.append(held.count("01"))  # established
     return counts
+
+
+def _listening_process(port: int) -> int | None:
+    """The process listening on local TCP ``port`` (a PostgreSQL's postmaster, whose backends
+    are its children; a redis-server), from ``/proc``; None when no process here does (a
+    server on another machine) or it is out of this user's reach."""
+    listening = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()  # local address, remote, state, ..., inode
+            if int(fields[1].rpartition(":")[2], 16) == port and fields[3] == "0A":
+                listening.add(f"socket:[{fields[9]}]")
+    holders = []
+    for process in Path("/proc").iterdir():
+        if not process.name.isdigit():
+            continue
+        try:
+            descriptors = [os.readlink(descriptor) for descriptor in (process / "fd").iterdir()]
+        except (FileNotFoundError, PermissionError):  # ended since the listing, or not ours
+            continue
+        if listening.intersection(descriptors):
+            holders.append(int(process.name))
+    return min(holders, default=None)  # a forking server's first process, the others its children
+
+
+def _backing_processes(state: dict[str, Any]) -> dict[str, int]:
+    """The local processes of a tree's PostgreSQL and Redis (``ServiceConfig``'s URLs), by
+    name, for their CPU per request; those that run elsewhere are left out."""
+    found = {}
+    for name, url in (("postgres", state["database_url"]), ("redis", state["redis_url"])):
+        address = urllib.parse.urlsplit(url)
+        if address.hostname in ("127.0.0.1", "localhost", "::1"):
+            pid = _listening_process(address.port or {"postgres": 5432, "redis": 6379}[name])
+            if pid is not None:
+                found[name] = pid
+    return found
 
 
 def _free_port() -> int:
@@ -484,10 +526,12 @@ async def _run(
     latency: float,
     auth: str,
     workers: int,
+    backing: dict[str, int],
 ) -> dict[str, float]:
     """``clients`` streams at once, each sending ``requests`` questions (``kinds`` in turn):
     the added latency per kind (median, p99), errors, requests/s, server CPU ms per request
-    (of all the server's processes) and RSS."""
+    (of all the server's processes) and RSS; the CPU per request of the ``backing`` servers'
+    processes (name: pid) and of this client."""
     samples: dict[str, list[float]] = {kind: [] for kind in kinds}
     errors: Counter[str] = Counter()
     answered_first = 0
@@ -514,12 +558,14 @@ async def _run(
 
     processes = _processes(server)
     cpu_before = _cpu_seconds(server)
+    backing_before = {name: _cpu_seconds(pid) for name, pid in backing.items()}
     client_cpu_before = time.process_time()
     started = time.perf_counter()
     await asyncio.gather(*(one_client(n) for n in range(clients)))
     wall = time.perf_counter() - started
     cpu = _cpu_seconds(server) - cpu_before
     client_cpu = time.process_time() - client_cpu_before
+    backing_cpu = {name: _cpu_seconds(pid) - backing_before[name] for name, pid in backing.items()}
     if _processes(server) != processes:  # the server restarted a worker that did not answer
         print(f"(workers restarted during the run: CPU not comparable; were {processes})")
     total = clients * requests
@@ -530,6 +576,9 @@ async def _run(
         "req/s": total / wall,
         "cpu ms/req": cpu / total * 1000,
         "client cpu %": client_cpu / wall * 100,
+        "client cpu ms/req": client_cpu / total * 1000,
+        **{f"{name} cpu ms/req": seconds / total * 1000 for name, seconds in backing_cpu.items()},
+        "machine cpu ms/req": (cpu + client_cpu + sum(backing_cpu.values())) / total * 1000,
         "rss MiB": _rss_mib(server),
         # of the connections the workers held, the share of the busiest (50%: even on two)
         "busiest worker %": max(split) / sum(split) * 100 if sum(split) else float("nan"),
@@ -646,12 +695,13 @@ def _measure(
     args: argparse.Namespace,
     workers: int,
     servers: dict[str, tuple[subprocess.Popen[bytes], str]],
+    backing: dict[str, dict[str, int]],
     cells: Cells,
     collections: Path | None,
 ) -> None:
     """Every cell ``args.rounds`` times, the trees in turns (who goes first rotates); with
     ``collections`` (where the servers log them, a directory per port), each run's
-    collections."""
+    collections; ``backing``: each tree's PostgreSQL and Redis processes (name: pid)."""
     trees = list(servers)
     for round_number in range(args.rounds):
         for endpoint in args.endpoint:
@@ -669,6 +719,7 @@ def _measure(
                         args.latency,
                         args.auth,
                         workers,
+                        backing[label],
                     )
                     cell = (label, workers, endpoint, clients)
                     started = time.time()
@@ -713,6 +764,7 @@ def _report(args: argparse.Namespace, cells: Cells) -> None:
             f"{_median(runs, 'cpu ms/req'):.2f} | {_median(runs, 'rss MiB'):.0f} | "
             f"{_median(runs, 'client cpu %'):.0f} | {_median(runs, 'busiest worker %'):.0f} |"
         )
+    _report_machine(cells)
     if args.collector:
         _report_collector(args, cells)
     labels = list(dict.fromkeys(label for label, *_ in cells))
@@ -720,6 +772,24 @@ def _report(args: argparse.Namespace, cells: Cells) -> None:
         _report_comparison(args, cells, *labels)
     if len(args.workers) > 1:
         _report_scaling(args, cells, labels)
+
+
+def _report_machine(cells: Cells) -> None:
+    """Where the machine's CPU per request went (medians): the server, the PostgreSQL and
+    Redis it used when they run here, and this client; "all" is their sum (not the other
+    jobs on the machine)."""
+    measured = next(iter(cells.values()))[0]
+    backing = [name for name in ("postgres", "redis") if f"{name} cpu ms/req" in measured]
+    columns = "".join(f" {name} |" for name in backing)
+    print(f"\n| tree | workers | endpoint | clients | CPU ms/req: server |{columns} client | all |")
+    print("|---|---:|---|---:|" + "---:|" * (len(backing) + 3))
+    for (label, workers, endpoint, clients), runs in cells.items():
+        parts = ["cpu ms/req", *(f"{name} cpu ms/req" for name in backing), "client cpu ms/req"]
+        shares = " | ".join(f"{_median(runs, part):.2f}" for part in parts)
+        print(
+            f"| {label} | {workers} | {endpoint} | {clients} | {shares} | "
+            f"{_median(runs, 'machine cpu ms/req'):.2f} |"
+        )
 
 
 def _report_collector(args: argparse.Namespace, cells: Cells) -> None:
@@ -749,10 +819,11 @@ def _report_comparison(args: argparse.Namespace, cells: Cells, first: str, secon
     """The first server's CPU and throughput as ratios to the second's, round by round."""
     print(
         f"\n| workers | endpoint | clients | CPU ms/req, {first} / {second} "
-        f"| req/s, {first} / {second} | per round | busiest worker's connections %, per "
-        f"round, {first} / {second} | {args.question[0]} p99 ms, per round |"
+        f"| req/s, {first} / {second} | per round | machine CPU (all), per round "
+        f"| busiest worker's connections %, per round, {first} / {second} "
+        f"| {args.question[0]} p99 ms, per round |"
     )
-    print("|---:|---|---:|---:|---:|---|---|---|")
+    print("|---:|---|---:|---:|---:|---|---|---|---|")
     for workers in args.workers:
         for endpoint in args.endpoint:
             for clients in args.clients:
@@ -764,6 +835,10 @@ def _report_comparison(args: argparse.Namespace, cells: Cells, first: str, secon
                     )
                 )
                 cpu = [ours["cpu ms/req"] / theirs["cpu ms/req"] for ours, theirs in pairs]
+                machine = [
+                    ours["machine cpu ms/req"] / theirs["machine cpu ms/req"]
+                    for ours, theirs in pairs
+                ]
                 rate = [ours["req/s"] / theirs["req/s"] for ours, theirs in pairs]
                 busiest = ", ".join(
                     f"{ours['busiest worker %']:.0f}/{theirs['busiest worker %']:.0f}"
@@ -774,7 +849,8 @@ def _report_comparison(args: argparse.Namespace, cells: Cells, first: str, secon
                 print(
                     f"| {workers} | {endpoint} | {clients} | {statistics.median(cpu):.2f} | "
                     f"{statistics.median(rate):.2f} | {', '.join(f'{r:.2f}' for r in cpu)} | "
-                    f"{busiest} | {tails} |"
+                    f"{statistics.median(machine):.2f} ({', '.join(f'{r:.2f}' for r in machine)}) "
+                    f"| {busiest} | {tails} |"
                 )
 
 
@@ -942,7 +1018,11 @@ def main() -> None:
                 if args.idle:
                     _report_idle(servers, workers, args.idle)
                 collections = Path(directory) / "collections" if args.collector else None
-                _measure(args, workers, servers, cells, collections)
+                backing = {
+                    label: _backing_processes(state) if on_postgres else {}
+                    for (label, *_), state in zip(trees, shared, strict=True)
+                }
+                _measure(args, workers, servers, backing, cells, collections)
             finally:
                 for process, _ in servers.values():
                     _stop_server(process)

@@ -29,6 +29,7 @@ from tooluse.memory import (
     InMemoryChatMemoryRepository,
     MessageWindowChatMemory,
     PostgresChatMemoryRepository,
+    PostgresDatabase,
     SqliteChatMemoryRepository,
 )
 from tooluse.messages import (
@@ -706,3 +707,84 @@ def test_postgres_reads_a_window_and_another_query_in_one_call(
         )
         MessageWindowChatMemory(4, repository).add("c", user("Q2"))  # from the read above
     assert postgres_reads == ["c", "none"]
+
+
+def test_postgres_a_checked_write_that_fails_writes_nothing_and_holds_no_lock(
+    postgres_url: str,
+) -> None:
+    # The lock and the write after a read go in one pipeline, one implicit transaction: a
+    # write PostgreSQL refuses rolls the lock back with it, and the connection (the pool's
+    # only one) goes on.
+    with (
+        PostgresDatabase(postgres_url, max_size=1) as database,
+        PostgresChatMemoryRepository(database) as repository,
+    ):
+        repository.save_all("c", [user("Q1"), answer("A1")])
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
+            connection.execute(
+                "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "IF NEW.message->>'text' = 'refused' THEN RAISE EXCEPTION 'refused row'; "
+                "END IF; RETURN NEW; END $$"
+            )
+            connection.execute(
+                "CREATE TRIGGER refuse BEFORE INSERT ON chat_memory_message "
+                "FOR EACH ROW EXECUTE FUNCTION refuse()"
+            )
+            memory = MessageWindowChatMemory(4, repository)
+            memory.get("c")
+            with pytest.raises(psycopg.errors.RaiseException, match="refused row"):
+                memory.add("c", [user("Q2"), answer("refused")])
+            assert repository.find_by_conversation_id("c") == [user("Q1"), answer("A1")]
+            locked = connection.execute(
+                "SELECT pg_try_advisory_lock(hashtextextended('c', 0))"
+            ).fetchone()
+            assert locked == (True,)  # another host's writer would take it
+            connection.execute("SELECT pg_advisory_unlock(hashtextextended('c', 0))")
+            memory.get("c")
+            memory.add("c", [user("Q2"), answer("A2")])
+        assert repository.find_by_conversation_id("c") == [
+            user("Q1"), answer("A1"), user("Q2"), answer("A2")
+        ]  # fmt: skip
+
+
+def test_postgres_a_read_whose_other_query_fails_raises_it_and_the_connection_goes_on(
+    postgres_url: str,
+) -> None:
+    with (
+        PostgresDatabase(postgres_url, max_size=1) as database,  # the failed read's connection
+        PostgresChatMemoryRepository(database) as repository,
+    ):
+        repository.save_all("c", [user("Q1")])
+        with pytest.raises(psycopg.errors.UndefinedTable, match="nowhere"):
+            repository.find_by_conversation_id_with("c", "SELECT 1 FROM nowhere")
+        assert repository.find_by_conversation_id_with("c", "SELECT %s", ("x",)) == (
+            [user("Q1")],
+            [("x",)],
+        )
+
+
+def test_postgres_a_checked_write_holds_the_conversations_lock_while_it_writes(
+    postgres_url: str,
+) -> None:
+    # The lock and the write go in one transaction (one Sync for both): were the lock its
+    # own transaction, it would be released before the write ran.
+    with PostgresChatMemoryRepository(postgres_url) as repository:
+        repository.save_all("c", [user("Q1"), answer("A1")])
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
+            connection.execute("CREATE TABLE lock_seen (held BOOLEAN)")
+            connection.execute(
+                "CREATE FUNCTION record_lock() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "INSERT INTO lock_seen SELECT EXISTS (SELECT FROM pg_locks WHERE "
+                "locktype = 'advisory' AND pid = pg_backend_pid() AND granted); "
+                "RETURN NEW; END $$"
+            )
+            connection.execute(
+                "CREATE TRIGGER record_lock BEFORE INSERT ON chat_memory_message "
+                "FOR EACH ROW EXECUTE FUNCTION record_lock()"
+            )
+            memory = MessageWindowChatMemory(4, repository)
+            memory.get("c")
+            memory.add("c", [user("Q2"), answer("A2")])
+            seen = connection.execute("SELECT held FROM lock_seen").fetchall()
+        assert seen == [(True,), (True,)]  # a row each
+        assert repository.find_by_conversation_id("c")[2:] == [user("Q2"), answer("A2")]
