@@ -3,20 +3,24 @@
     nice -n 15 .venv/bin/python benchmarks/bench_search_translate.py translate --model MODEL
     .venv/bin/python benchmarks/bench_search_translate.py score --model MODEL
 
-``translate``: for each question of the cross-lingual dev sets (Chinese questions, simplified
-and traditional, over English tools), the local model (``--model``, temperature 0, one
+``translate``: for each question of the datasets (default: the cross-lingual dev sets,
+Chinese questions, simplified and traditional, over English tools) that
+``HybridToolIndex(query_translator=...)`` would translate (one its tools can match less than
+half of: all of those sets', 21 of bfcl-v4's), the local model (``--model``, temperature 0, one
 thread, one slot) is given Spring AI's ``TranslationQueryTransformer`` prompt with
 ``targetLanguage`` English, as one user message. Each translation is cached on disk
 (``--cache``, keyed by model, prompt and question) with its cost: wall seconds, the engine's
 CPU seconds, tokens in and out; a rerun translates only what is missing.
 
-``score``: ranks each question with ``HybridToolIndex`` over its catalogue as
+``score``: ranks each question with ``HybridToolIndex`` over its catalogue as (a question
+not translated: as asked)
 
 - ``question``: the question as asked (today's default),
 - ``translation``: the translation alone,
 - ``question + translation``: one query, the question followed by its translation,
 - ``rrf(question, translation)``: both ranked, fused by reciprocal rank (k 60, equal weights),
-- ``source_query``: the English original of the question (the ceiling),
+- ``source_query``: the English original of the question (the ceiling; the cross-lingual
+  sets),
 - ``HybridToolIndex(query_translator)``: the library's path, its ``QueryTranslator``'s model
   answering with the cached translations (the same figures as ``question + translation``),
 
@@ -104,9 +108,25 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def asked(dataset: Dataset) -> set[str]:
+    """The questions ``HybridToolIndex(query_translator=...)`` asks its model to translate:
+    those its tools can match less than half of (all of a cross-lingual set's)."""
+    questions: set[str] = set()
+
+    def record(prompt: Prompt) -> str:
+        question = prompt.messages[-1]
+        assert isinstance(question, UserMessage)
+        questions.add(question.text)
+        return "?"  # any translation: only the questions asked are kept
+
+    index = HybridToolIndex(query_translator=QueryTranslator(FunctionModel(record, keep=0)))
+    run_index(index, dataset.tools, dataset.queries)
+    return questions
+
+
 def translate(model_name: str, prompt: str, names: Sequence[str], cache_path: Path) -> None:
     cache = load_cache(cache_path)
-    questions = {q.query for name in names for q in load_dataset(DATA / name).queries}
+    questions = {q for name in names for q in asked(load_dataset(DATA / name))}
     missing = sorted(q for q in questions if cache_key(model_name, prompt, q) not in cache)
     print(f"{len(questions)} questions, {len(missing)} to translate", flush=True)
     if not missing:
@@ -195,39 +215,49 @@ def score_all(model_name: str, prompt: str, names: Sequence[str], cache_path: Pa
     used: dict[str, dict[str, object]] = {}
     for name in names:
         dataset = load_dataset(DATA / name)
-        keys = {q.id: cache_key(model_name, prompt, q.query) for q in dataset.queries}
+        keys = {question: cache_key(model_name, prompt, question) for question in asked(dataset)}
         if any(key not in cache for key in keys.values()):
             raise SystemExit(
                 f"{name}: translations missing; run `translate --model {model_name} "
                 f"--prompt {prompt}`"
             )
         used.update((key, cache[key]) for key in keys.values())
-        # An empty answer: the question as asked, as QueryTranslator falls back.
+        # A question not asked about, or answered with nothing, is searched as asked, as
+        # QueryTranslator leaves it.
         translated = {
-            q.id: str(cache[keys[q.id]]["translation"]) or q.query for q in dataset.queries
+            q.id: str(cache[keys[q.query]]["translation"]).strip() if q.query in keys else ""
+            for q in dataset.queries
         }
         question = rankings_of(dataset, {q.id: q.query for q in dataset.queries})
-        translation = rankings_of(dataset, translated)
+        translation = rankings_of(
+            dataset, {q.id: translated[q.id] or q.query for q in dataset.queries}
+        )
         variants = {
             "question": question,
             "translation": translation,
             "question + translation": rankings_of(
-                dataset, {q.id: f"{q.query}\n{translated[q.id]}" for q in dataset.queries}
+                dataset,
+                {q.id: f"{q.query}\n{translated[q.id]}".strip() for q in dataset.queries},
             ),
             "rrf(question, translation)": {
-                q.id: rrf(question[q.id], translation[q.id]) for q in dataset.queries
+                q.id: rrf(question[q.id], translation[q.id]) if translated[q.id] else question[q.id]
+                for q in dataset.queries
             },
-            "source_query (ceiling)": rankings_of(
-                dataset, {q.id: str(q.fields["source_query"]) for q in dataset.queries}
-            ),
         }
+        if all("source_query" in q.fields for q in dataset.queries):
+            variants["source_query (ceiling)"] = rankings_of(
+                dataset, {q.id: str(q.fields["source_query"]) for q in dataset.queries}
+            )
         if prompt == "system":
-            by_question = {q.query: str(cache[keys[q.id]]["translation"]) for q in dataset.queries}
+            by_question = {q: str(cache[key]["translation"]) for q, key in keys.items()}
             variants["HybridToolIndex(query_translator)"] = translated_by_index(
                 dataset, by_question, model_name
             )
         several = sum(len(q.gold) > 1 for q in dataset.queries)
-        print(f"| {name} ({len(dataset.queries)} / {several}) | | " + "| " * 2 * len(METRICS))
+        print(
+            f"| {name} ({len(dataset.queries)} / {several}, {len(keys)} translated) | | "
+            + "| " * 2 * len(METRICS)
+        )
         for label, rankings in variants.items():
             print(row(label, dataset.queries, rankings))
     print(f"\n{model_name}, prompt {prompt!r}, {len(used)} translations, p50 / p90 / max:")
