@@ -279,6 +279,11 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
     tools = tuple(_import_tools(reference) for reference in args.tools) if args.tools else None
     mcp_servers = mcp_servers_from_arguments(args)
     spec = (args.model or "").strip() or DEFAULT_MODEL
+    if args.tool_search_translation and spec == TEST_MODEL:
+        raise OptionError(
+            "--tool-search-translation translates with the model: not with --model test "
+            "(the offline model does not translate)"
+        )
     return ServiceConfig(
         db=args.db,
         database_url=args.database_url,
