@@ -32,8 +32,8 @@ class QueryTranslator:
     """Translates a search query into ``language`` (the tools' language) with ``model``.
 
     ``instruction`` is the system text (``{language}`` filled in, as :attr:`instruction`
-    keeps it); the query is the user's
-    message, answered at temperature 0 in at most ``max_tokens`` tokens. The last
+    keeps it); the query is the user's message, answered at temperature 0 in at most
+    ``max_tokens`` tokens. The last
     ``cache_size`` queries' translations are kept (a conversation searches its question
     again, and a model's answer costs seconds). :meth:`translate` gives ``None`` when there is
     no translation to search with: the model failed (logged, and asked again next time), or
