@@ -145,3 +145,20 @@ def test_settings_are_checked() -> None:
         HybridToolIndex(BagOfWordsModel(), query_translator=model)  # type: ignore[arg-type]
     custom = QueryTranslator(model, "German", instruction="Übersetze ins {language}.")
     assert custom.instruction == "Übersetze ins German."
+
+
+def test_a_search_on_an_event_loop_thread_cannot_wait_for_the_model_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = translations({QUESTION: TRANSLATION})
+    index = hybrid(QueryTranslator(model))
+
+    async def search_on_the_loop() -> list[str]:
+        return top(index, QUESTION)
+
+    with caplog.at_level(logging.WARNING, logger="tooluse.search._translate"):
+        assert asyncio.run(search_on_the_loop()) == top(hybrid(None), QUESTION)
+    assert model.requests == []
+    (record,) = caplog.records
+    assert record.exc_info is not None
+    assert "cannot run inside a running event loop" in str(record.exc_info[1])
