@@ -7,8 +7,10 @@
 Chinese questions, simplified and traditional, over English tools) that
 ``HybridToolIndex(query_translator=...)`` would translate (one its tools can match less than
 half of: all of those sets', 21 of bfcl-v4's), the local model (``--model``, temperature 0, one
-thread, one slot) is given Spring AI's ``TranslationQueryTransformer`` prompt with
-``targetLanguage`` English, as one user message. Each translation is cached on disk
+thread, one slot) is asked to translate it into English: by default (``--prompt system``)
+with ``QueryTranslator``'s instruction as the system text and the question as the user's
+message; ``--prompt spring``: Spring AI's ``TranslationQueryTransformer`` prompt, as one user
+message (the 0.5B repeated its instructions back). Each translation is cached on disk
 (``--cache``, keyed by model, prompt and question) with its cost: wall seconds, the engine's
 CPU seconds, tokens in and out; a rerun translates only what is missing.
 
