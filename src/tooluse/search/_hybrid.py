@@ -212,7 +212,7 @@ class HybridToolIndex(SessionToolIndex[_HybridSnapshot]):
     such texts are still more Chinese than English, so glosses and the split go on). Never
     for a query in the catalogue's scripts. With ``local:qwen2.5-coder-1.5b``, Chinese
     questions (simplified and traditional) over the English dev catalogues: recall@5 +0.03
-    to +0.08, complete@5 +0.025 to +0.08, at 5.7 s of one core per question (p50;
+    to +0.08, complete@5 +0.025 to +0.08, at 4-6 s of one core per question (p50;
     ``docs/tool-search.md``). A failed or empty translation is logged and the query
     searched as asked.
 
