@@ -15,7 +15,7 @@ def test_the_examples_run_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     # left the bundled model in, embedding into the user's cache directory).
     monkeypatch.setattr("tooluse.search._vector.default_embedding_model", HashingEmbeddingModel)
     examples = python_examples(DOC)
-    assert len(examples) == 2
+    assert len(examples) == 3
     namespace = run_examples(DOC, examples, {"__name__": "tool_search_doc"})
     offered = [
         [callback.definition.name for callback in request.options.tool_callbacks]

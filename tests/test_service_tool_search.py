@@ -11,9 +11,14 @@ import pytest
 from _rag_helpers import HashingEmbeddingModel
 from _service_helpers import config, names, parse_sse, service
 from tooluse.cli import build_parser
-from tooluse.cli._options import config_from_arguments
+from tooluse.cli._options import OptionError, config_from_arguments
 from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
-from tooluse.search import ToolSearchToolCallingAdvisor
+from tooluse.search import (
+    HybridToolIndex,
+    ToolReference,
+    ToolSearchRequest,
+    ToolSearchToolCallingAdvisor,
+)
 from tooluse.service import QaService
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._service import TOOL_SEARCH_ABOVE, router_advisor
@@ -170,3 +175,42 @@ def test_the_service_builds_the_tool_index_at_start(tmp_path: Path) -> None:
 
 def _archives(texts: list[str]) -> int:
     return sum("archive" in text for text in texts)
+
+
+def test_tool_search_translation_translates_a_question_the_tools_cannot_match(
+    tmp_path: Path,
+) -> None:
+    asked: list[str] = []
+
+    def translating(prompt: Prompt) -> ResponseLike:
+        asked.append(str(prompt.messages[-1].text))
+        return "cancel my order A1001"
+
+    model = FunctionModel(translating)
+    router = router_advisor(
+        config(tmp_path / "a.db", model=model, tool_search=True, tool_search_translation=True),
+        tool_callbacks(*MANY_TOOLS),
+    )
+    assert isinstance(router, ToolSearchToolCallingAdvisor)
+    index = router.tool_index
+    assert isinstance(index, HybridToolIndex)
+    index.index_tools("s", [ToolReference.from_callback(c) for c in tool_callbacks(*MANY_TOOLS)])
+    index.build("s")  # the language mix is weighed once the catalogue is embedded
+    found = index.search(ToolSearchRequest("s", "帮我取消订单A1001", max_results=3))
+    assert asked == ["帮我取消订单A1001"]
+    assert found.tool_names[0] == "cancel_order"
+    index.search(ToolSearchRequest("s", "cancel order A1001", max_results=3))
+    assert asked == ["帮我取消订单A1001"]  # a question in the tools' language is not translated
+
+
+def test_tool_search_translation_needs_a_model(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="tool_search_translation translates with the service"):
+        config(tmp_path / "a.db", tool_search_translation=True)
+    parser = build_parser(["serve"])
+    assert not config_from_arguments(
+        parser.parse_args(["serve", "--model", "test"])
+    ).tool_search_translation
+    with pytest.raises(OptionError, match="not with --model test"):
+        config_from_arguments(
+            parser.parse_args(["serve", "--model", "test", "--tool-search-translation"])
+        )

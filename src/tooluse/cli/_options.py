@@ -101,6 +101,14 @@ def add_service_arguments(parser: argparse.ArgumentParser) -> None:
         f"(auto: with more than {TOOL_SEARCH_ABOVE} tools)",
     )
     parser.add_argument(
+        "--tool-search-translation",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="with tool search, a question the tools cannot match word for word (Chinese "
+        "over tools described in English) is also translated into English by the model and "
+        "searched with its translation: seconds of the model per such question (default: off)",
+    )
+    parser.add_argument(
         "--tool-co-usage",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -271,6 +279,11 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
     tools = tuple(_import_tools(reference) for reference in args.tools) if args.tools else None
     mcp_servers = mcp_servers_from_arguments(args)
     spec = (args.model or "").strip() or DEFAULT_MODEL
+    if args.tool_search_translation and spec == TEST_MODEL:
+        raise OptionError(
+            "--tool-search-translation translates with the model: not with --model test "
+            "(the offline model does not translate)"
+        )
     return ServiceConfig(
         db=args.db,
         database_url=args.database_url,
@@ -289,6 +302,7 @@ def config_from_arguments(args: argparse.Namespace) -> ServiceConfig:
             spec.startswith("local:") if args.router_reminder is None else args.router_reminder
         ),
         tool_search=_TOOL_SEARCH[args.tool_search],
+        tool_search_translation=args.tool_search_translation,
         tool_co_usage=args.tool_co_usage,
         tools=tools,
         mcp_servers=mcp_servers,

@@ -26,6 +26,7 @@ from tooluse.search._hybrid import Fusion, HybridToolIndex
 from tooluse.search._regex import RegexToolIndex, query_to_pattern
 from tooluse.search._sessions import DEFAULT_MAX_RESULTS, SessionToolIndex, ToolCatalogue
 from tooluse.search._tool import SESSION_ID_CONTEXT_KEY, TOOL_SEARCH_TOOL_NAME, ToolSearchTool
+from tooluse.search._translate import QueryTranslator
 from tooluse.search._types import (
     InlineSearchToolIndex,
     ReplaceableToolIndex,
@@ -51,6 +52,7 @@ __all__ = [
     "InlineSearchToolIndex",
     "LruEvictionStrategy",
     "NeverEvictStrategy",
+    "QueryTranslator",
     "RegexToolIndex",
     "ReplaceableToolIndex",
     "SessionToolIndex",

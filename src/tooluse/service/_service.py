@@ -61,6 +61,7 @@ from tooluse.rag import CompressionQueryTransformer, QueryTransformer
 from tooluse.rag._sqlite_store import SCHEMA_VERSION as VECTOR_STORE_SCHEMA_VERSION
 from tooluse.search import (
     HybridToolIndex,
+    QueryTranslator,
     ToolCoUsage,
     ToolSearchToolCallingAdvisor,
     mcp_server_category,
@@ -191,6 +192,11 @@ class ServiceConfig:
       found (:class:`~tooluse.search.ToolSearchToolCallingAdvisor` over the default hybrid
       index, with ``embedding_model``); ``None``: when there are more than
       :data:`TOOL_SEARCH_ABOVE` tools (counted when the service starts, MCP tools included);
+    - ``tool_search_translation``: with tool search, a question the tools cannot match
+      lexically (a Chinese question over tools described in English) is also translated
+      into English by ``model`` and searched with its translation
+      (:class:`~tooluse.search.QueryTranslator`: seconds of the model per such question;
+      off by default, docs/tool-search.md); needs ``model``;
     - ``tool_co_usage``: with tool search, a search that finds a tool also offers the tools
       the caller's tenant's turns called with it (:class:`~tooluse.search.ToolCoUsage`, one
       per tenant, learned from the audit log at a tenant's first turn on a worker and from
@@ -255,6 +261,7 @@ class ServiceConfig:
     keepalive_seconds: float = 15.0
     api_key: str | None = None
     tool_search: bool | None = None
+    tool_search_translation: bool = False
     tool_co_usage: bool = True
     approval_expiry_seconds: float = DEFAULT_APPROVAL_EXPIRY
     approval_retention_seconds: float = DEFAULT_APPROVAL_RETENTION
@@ -294,6 +301,11 @@ class ServiceConfig:
             raise ValueError(
                 "database_url must be a PostgreSQL URL, postgresql://USER:PASSWORD@HOST/DB, "
                 f"got {self.database_url!r}"
+            )
+        if self.tool_search_translation and self.model is None:
+            raise ValueError(
+                "tool_search_translation translates with the service's model: give model too "
+                "(the offline TestModel does not translate)"
             )
         if self.durable_runs and self.database_url is None:
             raise ValueError("durable_runs records the runs in PostgreSQL: give database_url too")
@@ -430,17 +442,25 @@ def router_advisor(
     ``config.tool_search`` asks for it (``None``: when there are more than
     :data:`TOOL_SEARCH_ABOVE` tools), else a plain loop. Tool search files an MCP tool under
     its server's name (its category); its index embeds with ``embedding_model`` (default
-    ``config.embedding_model``) and lifts the companions ``co_usage`` gives for each
-    search's caller. With ``runs``, each tool round is a step of the durable run it is made
-    in."""
+    ``config.embedding_model``), translates with ``config.model`` when
+    ``config.tool_search_translation`` asks for it, and lifts the companions ``co_usage``
+    gives for each search's caller. With ``runs``, each tool round is a step of the durable
+    run it is made in."""
     manager = tool_calling_manager(config, journal, audit, rate_buckets, runs)
     enabled = config.tool_search
     if enabled is None:
         enabled = len(callbacks) > TOOL_SEARCH_ABOVE
     if not enabled:
         return ToolCallingAdvisor(tool_calling_manager=manager)
+    translator = (
+        QueryTranslator(config.model)
+        if config.tool_search_translation and config.model is not None
+        else None
+    )
     return ToolSearchToolCallingAdvisor(
-        tool_index=HybridToolIndex(embedding_model or config.embedding_model),
+        tool_index=HybridToolIndex(
+            embedding_model or config.embedding_model, query_translator=translator
+        ),
         tool_calling_manager=manager,
         co_usage=co_usage,
     )
