@@ -336,11 +336,24 @@ async def qa_events(
             service.turn_memory.turn(conversation_id, holds_writes=holding is not None),
             contextlib.aclosing(events),
         ):
-            if on_start is not None:
-                await service.recorded("turn.start", on_start)
             # A turn's progress goes to the conversation's watchers if it has any now; its
-            # end (done, a pause, an error) always does.
-            watched = conversation_id is not None and await service.events.watched(conversation_id)
+            # end (done, a pause, an error) always does. Asked while the turn's start reads
+            # its memory: with Redis, a round trip that waited for the read was a queue of
+            # the worker's loop more per turn.
+            asking = (
+                None
+                if conversation_id is None
+                else asyncio.ensure_future(service.events.watched(conversation_id))
+            )
+            try:
+                if on_start is not None:
+                    await service.recorded("turn.start", on_start)
+                watched = asking is not None and await asking
+            finally:
+                if asking is not None and not asking.done():  # the start failed
+                    asking.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await asking
             try:
                 async for event in events:
                     display.add(event)
