@@ -788,3 +788,52 @@ def test_postgres_a_checked_write_holds_the_conversations_lock_while_it_writes(
             seen = connection.execute("SELECT held FROM lock_seen").fetchall()
         assert seen == [(True,), (True,)]  # a row each
         assert repository.find_by_conversation_id("c")[2:] == [user("Q2"), answer("A2")]
+
+
+async def test_postgres_reads_and_updates_a_window_on_the_event_loop(
+    postgres_url: str, postgres_reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The service's turns: aget and aadd run on the loop's own connections, no thread; an
+    # update of rows another writer changed since they were read is made as they are now
+    # (read again under the lock, in a thread).
+    from tooluse.memory import _postgres
+
+    threads: list[int] = []
+    load = _postgres._load
+
+    def in_thread(connection: Any, conversation_id: str, *also: Any) -> Any:
+        threads.append(threading.get_ident())
+        return load(connection, conversation_id, *also)
+
+    monkeypatch.setattr(_postgres, "_load", in_thread)
+    reference = MessageWindowChatMemory(4, InMemoryChatMemoryRepository())
+    with (
+        PostgresChatMemoryRepository(postgres_url) as repository,
+        PostgresChatMemoryRepository(postgres_url) as other,
+    ):
+        memory = MessageWindowChatMemory(4, repository)
+        turns = [
+            [user("Q1"), answer("A1")],
+            [user("Q2"), answer("A2")],
+            [user("Q3"), calls("s1"), results("s1"), answer("A3")],
+        ]
+        await memory.aadd("c", turns[0])  # nothing read before: read under the lock
+        reference.add("c", turns[0])
+        assert postgres_reads == ["c"] and threading.get_ident() not in threads
+        for turn in turns[1:]:  # each from the read before it, on the loop
+            assert await memory.aget("c") == reference.get("c")
+            await memory.aadd("c", turn)
+            reference.add("c", turn)
+        assert postgres_reads == ["c"]
+        assert other.find_by_conversation_id("c") == reference.get("c")  # the window moved
+        await memory.aget("c")
+        other.save_all("c", [user("X1"), answer("Y1")])  # another writer meanwhile
+        reads = len(postgres_reads)
+        await memory.aadd("c", [user("Q4")])
+        assert len(postgres_reads) == reads + 1  # read again under the lock
+        assert other.find_by_conversation_id("c") == [user("X1"), answer("Y1"), user("Q4")]
+        assert await repository.afind_by_conversation_id_with("c", "SELECT %s", ("it's",)) == (
+            [user("X1"), answer("Y1"), user("Q4")],
+            [("it's",)],
+        )
+        assert await repository.afind_by_conversation_id("none") == []

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import psycopg
 import pytest
+from psycopg_pool import PoolTimeout
 
 from tooluse.errors import SchemaVersionError
 from tooluse.memory import PostgresDatabase
@@ -67,3 +69,97 @@ def test_workers_migrating_at_once_migrate_once(postgres_url: str) -> None:
 def test_a_bad_address_fails_when_the_database_is_made() -> None:
     with pytest.raises(psycopg.OperationalError):
         PostgresDatabase("postgresql://nobody@127.0.0.1:1/none", timeout=1)
+
+
+# The event loop's own connections (PostgresDatabase.async_connection): what the service's
+# turns read and write their memory on, without a thread.
+
+
+async def backend(connection: psycopg.AsyncConnection) -> int:
+    cursor = await connection.execute("SELECT pg_backend_pid()")
+    row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_a_loop_reuses_its_connections_and_opens_at_most_max_size(
+    postgres_url: str,
+) -> None:
+    with PostgresDatabase(postgres_url, max_size=2) as database:
+        async with database.async_connection() as connection:
+            first = await backend(connection)
+            assert connection.autocommit
+        async with database.async_connection() as connection:
+            assert await backend(connection) == first  # the idle one again
+        held = [database.async_connection() for _ in range(2)]
+        connections = [await manager.__aenter__() for manager in held]
+        # A third waits, in order, for one given back: the pool never opens more than two.
+        third = asyncio.create_task(_backend_of(database))
+        await asyncio.sleep(0.05)
+        assert not third.done()
+        given_back = await backend(connections[0])
+        await held[0].__aexit__(None, None, None)
+        assert await asyncio.wait_for(third, 5) == given_back
+        await held[1].__aexit__(None, None, None)
+        await database.aclose()
+        with pytest.raises(RuntimeError, match="connections of this event loop are closed"):
+            async with database.async_connection():
+                pass
+
+
+async def _backend_of(database: PostgresDatabase) -> int:
+    async with database.async_connection() as connection:
+        return await backend(connection)
+
+
+async def test_a_loop_waits_for_a_connection_at_most_its_timeout(postgres_url: str) -> None:
+    with PostgresDatabase(postgres_url, max_size=1, timeout=0.2) as database:
+        async with database.async_connection():
+            with pytest.raises(PoolTimeout, match=r"within 0.2 s: all 1 of this worker's"):
+                async with database.async_connection():
+                    pass
+        async with database.async_connection() as connection:  # its place was kept
+            await backend(connection)
+        await database.aclose()
+
+
+async def test_a_connection_given_back_in_a_transaction_is_closed_and_its_place_freed(
+    postgres_url: str,
+) -> None:
+    with PostgresDatabase(postgres_url, max_size=1) as database:
+        async with database.async_connection() as connection:
+            await connection.execute("BEGIN")  # left open: what it did must not leak on
+            await connection.execute("CREATE TEMP TABLE scratch (n INTEGER)")
+            left = await backend(connection)
+        assert connection.closed
+        async with database.async_connection() as connection:  # a new one in its place
+            assert await backend(connection) != left
+            assert connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        await database.aclose()
+
+
+async def test_a_waiter_cancelled_as_it_is_given_a_connection_passes_it_on(
+    postgres_url: str,
+) -> None:
+    with PostgresDatabase(postgres_url, max_size=1) as database:
+        holding = database.async_connection()
+        connection = await holding.__aenter__()
+        held = await backend(connection)
+        waiter = asyncio.create_task(_backend_of(database))
+        after = asyncio.create_task(_backend_of(database))
+        await asyncio.sleep(0.05)
+        await holding.__aexit__(None, None, None)  # given to the waiter, which is cancelled
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert await asyncio.wait_for(after, 5) == held  # the next waiter got it
+        await database.aclose()
+
+
+async def test_each_event_loop_has_connections_of_its_own(postgres_url: str) -> None:
+    with PostgresDatabase(postgres_url) as database:
+        mine = await _backend_of(database)
+        other = await asyncio.to_thread(asyncio.run, _backend_of(database))
+        assert other != mine
+        assert await _backend_of(database) == mine
+        await database.aclose()

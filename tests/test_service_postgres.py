@@ -103,6 +103,42 @@ async def test_two_workers_share_one_conversation_and_one_approval(
     assert shown == ["route", "sources"]
 
 
+async def test_a_turn_reads_and_writes_its_memory_and_display_on_the_event_loop(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A turn that went on in a thread waited, under load, for the GIL of the busy loop after
+    # each of its socket's reads: its memory's read at the start and its write (with the
+    # display record) at the end run on the loop's own connections.
+    from tooluse.memory import PostgresChatMemoryRepository
+    from tooluse.service._turn_displays import TurnDisplayStore
+
+    def in_a_thread(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a turn's memory or display went through a thread")
+
+    async with worker(postgres_url, tmp_path) as client:
+        await ready(client)
+        await ask(client, "Any refund rules?", "c1")  # its first write: read under the lock
+        for name in ("find_by_conversation_id_with", "update"):
+            monkeypatch.setattr(PostgresChatMemoryRepository, name, in_a_thread)
+        monkeypatch.setattr(TurnDisplayStore, "save", in_a_thread)
+        for question in ("What's the weather in Paris?", "Any refund rules?"):
+            assert names(await ask(client, question, "c1"))[-1] == "done"
+        monkeypatch.undo()
+        conversation = (await client.get("/api/conversations/c1")).json()
+    assert said(conversation)[2:] == [
+        ("user", "What's the weather in Paris?"),
+        ("assistant", "From live data."),
+        ("user", "Any refund rules?"),
+        ("assistant", "From the knowledge base."),
+    ]
+    # The display records, stored with the writes: what the page shows of each turn.
+    assert [e["event"] for e in conversation["messages"][2]["events"]][:2] == [
+        "tool_call",
+        "tool_result",
+    ]
+    assert [e["event"] for e in conversation["messages"][4]["events"]] == ["route", "sources"]
+
+
 async def test_a_message_on_another_worker_withdraws_the_run_waiting_for_a_decision(
     postgres_url: str, redis_url: str, tmp_path: Path
 ) -> None:

@@ -38,6 +38,20 @@ def texts(messages: Sequence[Message]) -> list[str]:
     return [message.text for message in messages]
 
 
+class Record:
+    """A turn's other record (a HeldRecord): what each store saw, and on which thread."""
+
+    def __init__(self, memory: MessageWindowChatMemory) -> None:
+        self._memory = memory
+        self.stored: list[tuple[str, int, list[str]]] = []
+
+    def store(self) -> None:
+        self.stored.append(("store", threading.get_ident(), texts(self._memory.get("c1"))))
+
+    async def astore(self) -> None:
+        self.stored.append(("astore", threading.get_ident(), texts(self._memory.get("c1"))))
+
+
 async def test_a_turn_reads_its_conversation_once_and_each_reader_gets_its_own_list() -> None:
     store = CountingMemory()
     store.add("c1", [UserMessage(text="q1"), AssistantMessage(text="a1")])
@@ -118,16 +132,14 @@ class ThreadRecordingMemory(MessageWindowChatMemory):
 async def test_a_turn_that_holds_its_writes_stores_them_with_its_records_in_one_hop() -> None:
     store = ThreadRecordingMemory()
     memory = TurnMemory(store)
-    seen: list[tuple[int, list[str]]] = []
+    record = Record(store)
     async with memory.turn("c1", holds_writes=True):
         await memory.aadd("c1", [UserMessage(text="q1"), AssistantMessage(text="a1")])
         assert store.get("c1") == []  # held
-        await memory.store_held(
-            "c1", then=lambda: seen.append((threading.get_ident(), texts(store.get("c1"))))
-        )
+        await memory.store_held("c1", then=record)
         assert texts(store.get("c1")) == ["q1", "a1"]
     # The records come after the write, in the thread that made it (not the loop's).
-    assert seen == [(store.write_threads[0], ["q1", "a1"])]
+    assert record.stored == [("store", store.write_threads[0], ["q1", "a1"])]
     assert store.write_threads[0] != threading.get_ident()
 
 
@@ -153,13 +165,13 @@ async def test_a_held_write_is_stored_by_its_turn_only_when_the_turn_ends() -> N
 async def test_a_held_write_that_fails_raises_and_the_records_after_it_are_not_stored() -> None:
     store = ThreadRecordingMemory()
     memory = TurnMemory(store)
-    recorded: list[str] = []
+    record = Record(store)
     async with memory.turn("c1", holds_writes=True):
         await memory.aadd("c1", [UserMessage(text="q1"), AssistantMessage(text="a1")])
         store.refuse = "the disk is full"
         with pytest.raises(OSError, match="the disk is full"):
-            await memory.store_held("c1", then=lambda: recorded.append("display"))
-    assert recorded == []
+            await memory.store_held("c1", then=record)
+    assert record.stored == []
     assert len(store.write_threads) == 1  # not tried again when the turn ended
     assert store.get("c1") == []
 

@@ -6,13 +6,22 @@ stores share. Each store's tables carry a schema version per component in
 ``tooluse_schema_version`` (the table the SQLite stores use too) and are created or migrated
 when the store opens: :meth:`PostgresDatabase.migrate` runs the steps the database lacks,
 under an advisory lock, so workers starting at once migrate it once.
+
+Code on an event loop (the service's turns) reaches the database without a thread:
+:meth:`PostgresDatabase.async_connection` is a connection of a psycopg ``AsyncConnectionPool``
+of that loop, opened on first use. A busy loop held the GIL while a thread's query waited for
+it after each read of its socket: under load a round trip from a thread took tens of
+milliseconds, most of it waiting for the GIL and for a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import functools
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tooluse._fork import PerProcess
@@ -56,20 +65,27 @@ class PostgresDatabase:
             )
         self.url = url
         self._timeout = timeout
+        self._max_size = max_size
         self._pools: PerProcess[ConnectionPool[Any]] = PerProcess(
             functools.partial(self._open_pool, min_size, max_size)
         )
         self._pools.get()
+        # Each event loop's connections (a loop runs in one process).
+        self._loop_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopConnections] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _settings(self) -> dict[str, Any]:
+        return {"autocommit": True, "connect_timeout": max(1, round(self._timeout))}
 
     def _open_pool(self, min_size: int, max_size: int) -> ConnectionPool[Any]:
         import psycopg
         from psycopg_pool import ConnectionPool
 
-        connect_timeout = max(1, round(self._timeout))
-        settings: dict[str, Any] = {"autocommit": True, "connect_timeout": connect_timeout}
+        settings = self._settings()
         # One connection first: a pool retries a failing address until its timeout and then
         # says only that it timed out; this says why at once (refused, bad password, ...).
-        psycopg.connect(self.url, connect_timeout=connect_timeout).close()
+        psycopg.connect(self.url, connect_timeout=settings["connect_timeout"]).close()
         pool: ConnectionPool[Any] = ConnectionPool(
             self.url,
             min_size=min_size,
@@ -86,6 +102,27 @@ class PostgresDatabase:
         """A connection of this process's pool, for this thread until the block ends."""
         # The pool's own context manager, not one wrapping it: a turn takes four.
         return self._pools.get().connection(timeout=self._timeout)
+
+    def async_connection(
+        self,
+    ) -> contextlib.AbstractAsyncContextManager[psycopg.AsyncConnection[Any]]:
+        """A connection of the running event loop's own (up to ``max_size``, in autocommit
+        mode, opened as they are first needed), for this task until the block ends."""
+        return self._loop_connections().connection()
+
+    def _loop_connections(self) -> _LoopConnections:
+        loop = asyncio.get_running_loop()
+        pool = self._loop_pools.get(loop)
+        if pool is None:
+            pool = self._loop_pools[loop] = _LoopConnections(
+                self.url, self._settings(), self._max_size, self._timeout
+            )
+        return pool
+
+    async def aclose(self) -> None:
+        """Close the running event loop's connections (:meth:`async_connection`'s): those
+        idle now, the others as they are given back; the loop takes no more."""
+        self._loop_connections().close_idle()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -124,7 +161,10 @@ class PostgresDatabase:
                 )
 
     def close(self) -> None:
-        """Close this process's pool (its connections)."""
+        """Close this process's pool (its connections) and the event loops' connections
+        idle now (:meth:`aclose` on a loop still running: no loop must use them)."""
+        for connections in list(self._loop_pools.values()):
+            connections.close_idle()
         pool = self._pools.made()
         if pool is not None:
             pool.close()
@@ -134,6 +174,123 @@ class PostgresDatabase:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class _LoopConnections:
+    """The connections of one event loop's tasks: idle ones reused, new ones opened up to
+    ``max_size``, then the tasks wait for one given back, in the order they came (at most
+    ``timeout`` seconds). A connection given back in a transaction or a query (its task
+    cancelled in it), or broken, is closed and its place freed.
+
+    Not psycopg_pool's ``AsyncConnectionPool``: each of its takes and returns holds one
+    ``asyncio.Lock``, whose every hand-over waited for a turn of a busy loop. At 100 turns
+    per worker a connection was used for 1.5 ms and waited for 70 (`bench_service.py`).
+    On one loop, nothing needs a lock."""
+
+    __slots__ = (
+        "_closed",
+        "_idle",
+        "_max_size",
+        "_open",
+        "_settings",
+        "_timeout",
+        "_url",
+        "_waiting",
+    )
+
+    def __init__(self, url: str, settings: dict[str, Any], max_size: int, timeout: float) -> None:
+        self._url = url
+        self._settings = settings
+        self._max_size = max_size
+        self._timeout = timeout
+        self._idle: list[psycopg.AsyncConnection[Any]] = []
+        # What waits for a connection: each is given one, or None (a place came free: open
+        # one).
+        self._waiting: collections.deque[asyncio.Future[psycopg.AsyncConnection[Any] | None]] = (
+            collections.deque()
+        )
+        self._open = 0  # connections open or opening
+        self._closed = False
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        connection = await self._take()
+        try:
+            yield connection
+        finally:
+            self._give_back(connection)
+
+    async def _take(self) -> psycopg.AsyncConnection[Any]:
+        if self._closed:
+            raise RuntimeError("the database's connections of this event loop are closed")
+        if self._idle:
+            return self._idle.pop()
+        if self._open >= self._max_size:
+            connection = await self._wait()
+            if connection is not None:
+                return connection
+        else:
+            self._open += 1
+        try:
+            import psycopg
+
+            return await psycopg.AsyncConnection.connect(self._url, **self._settings)
+        except BaseException:
+            self._free_place()
+            raise
+
+    async def _wait(self) -> psycopg.AsyncConnection[Any] | None:
+        waiter: asyncio.Future[psycopg.AsyncConnection[Any] | None]
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            async with asyncio.timeout(self._timeout):
+                return await waiter
+        except BaseException as exc:
+            if waiter.done() and not waiter.cancelled():  # given one as it stopped waiting
+                given = waiter.result()
+                if given is None:
+                    self._free_place()
+                else:
+                    self._give_back(given)
+            if isinstance(exc, TimeoutError):
+                from psycopg_pool import PoolTimeout
+
+                raise PoolTimeout(
+                    f"no connection to the database came free within {self._timeout:g} s: "
+                    f"all {self._max_size} of this worker's were in use"
+                ) from None
+            raise
+
+    def _give_back(self, connection: psycopg.AsyncConnection[Any]) -> None:
+        from psycopg.pq import TransactionStatus
+
+        if self._closed or connection.pgconn.transaction_status != TransactionStatus.IDLE:
+            connection.pgconn.finish()  # what AsyncConnection.close() does, not awaited
+            self._free_place()
+            return
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(connection)
+                return
+        self._idle.append(connection)
+
+    def _free_place(self) -> None:
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # it opens one in this place
+                return
+        self._open -= 1
+
+    def close_idle(self) -> None:
+        """Take no more tasks; close the idle connections (the others as they come back)."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.pgconn.finish()
+        self._open -= len(idle)
 
 
 def database_of(database: str | PostgresDatabase) -> tuple[PostgresDatabase, bool]:

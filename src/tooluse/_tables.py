@@ -12,6 +12,7 @@ SQLite file.
 from __future__ import annotations
 
 import abc
+import asyncio
 import contextlib
 import dataclasses
 import os
@@ -104,6 +105,16 @@ class Tables(abc.ABC):
         without its ``BEGIN`` and ``COMMIT`` (on PostgreSQL a round trip each)."""
         return self.read()  # both engines' read() runs each statement on its own
 
+    async def aexecute_one(self, statement: str, parameters: Sequence[Any] = ()) -> None:
+        """:meth:`write_one`'s one statement, from a coroutine: here in a thread;
+        PostgreSQL's on the running event loop's connections."""
+
+        def execute() -> None:
+            with self.write_one() as connection:
+                connection.execute(statement, parameters)
+
+        await asyncio.to_thread(execute)
+
     @abc.abstractmethod
     def close(self) -> None: ...
 
@@ -173,6 +184,10 @@ class PostgresTables(Tables):
     def read(self) -> Iterator[Runner]:
         with self._database.connection() as connection:
             yield _Placeholders(connection)
+
+    async def aexecute_one(self, statement: str, parameters: Sequence[Any] = ()) -> None:
+        async with self._database.async_connection() as connection:
+            await connection.execute(statement.replace("?", "%s"), parameters)
 
     def close(self) -> None:
         if self._owned:

@@ -11,7 +11,12 @@ pool shared with the other PostgreSQL stores);
 from tooluse._postgres import PostgresDatabase
 from tooluse.history import UNANSWERED_TOOL_CALL_RESULT, repair_tool_pairs
 from tooluse.memory._advisor import MessageChatMemoryAdvisor
-from tooluse.memory._api import CONVERSATION_ID, ChatMemory, ChatMemoryRepository
+from tooluse.memory._api import (
+    CONVERSATION_ID,
+    AsyncChatMemoryRepository,
+    ChatMemory,
+    ChatMemoryRepository,
+)
 from tooluse.memory._in_memory import InMemoryChatMemoryRepository
 from tooluse.memory._postgres import PostgresChatMemoryRepository
 from tooluse.memory._sqlite import SqliteChatMemoryRepository
@@ -20,6 +25,7 @@ from tooluse.memory._window import MessageWindowChatMemory
 __all__ = [
     "CONVERSATION_ID",
     "UNANSWERED_TOOL_CALL_RESULT",
+    "AsyncChatMemoryRepository",
     "ChatMemory",
     "ChatMemoryRepository",
     "InMemoryChatMemoryRepository",

@@ -9,6 +9,7 @@ from tooluse.messages import Message
 
 __all__ = [
     "CONVERSATION_ID",
+    "AsyncChatMemoryRepository",
     "ChatMemory",
     "ChatMemoryRepository",
     "validate_conversation_id",
@@ -90,5 +91,18 @@ class ChatMemoryRepository(Protocol):
     def delete_by_conversation_id(self, conversation_id: str) -> None: ...
 
     def update(
+        self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
+    ) -> list[Message]: ...
+
+
+@runtime_checkable
+class AsyncChatMemoryRepository(ChatMemoryRepository, Protocol):
+    """A repository that also reads and updates on the running event loop (its own async
+    I/O, no thread): :class:`~tooluse.memory.MessageWindowChatMemory`'s ``aget`` and
+    ``aadd`` call these rather than the blocking forms in a thread."""
+
+    async def afind_by_conversation_id(self, conversation_id: str) -> list[Message]: ...
+
+    async def aupdate(
         self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
     ) -> list[Message]: ...

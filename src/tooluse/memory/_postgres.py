@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -123,13 +124,35 @@ class PostgresChatMemoryRepository:
             positions, texts, messages, rows = _load(
                 connection, conversation_id, None if query is None else (query, parameters)
             )
-        seen = _Seen(positions, texts, messages)
+        self._remember(conversation_id, _Seen(positions, texts, messages))
+        return messages, rows
+
+    async def afind_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        """:meth:`find_by_conversation_id` on the running event loop's connections."""
+        return (await self.afind_by_conversation_id_with(conversation_id))[0]
+
+    async def afind_by_conversation_id_with(
+        self, conversation_id: str, query: str | None = None, parameters: Sequence[Any] = ()
+    ) -> tuple[list[Message], list[Any]]:
+        """:meth:`find_by_conversation_id_with` on the running event loop's connections
+        (no thread)."""
+        validate_conversation_id(conversation_id)
+        async with self._database.async_connection() as connection:
+            async with connection.pipeline():
+                read = await connection.execute(_READ, (conversation_id,))
+                also_read = None if query is None else await connection.execute(query, parameters)
+            rows = await read.fetchall()
+            also_rows = [] if also_read is None else await also_read.fetchall()
+        positions, texts, messages = _parsed(rows)
+        self._remember(conversation_id, _Seen(positions, texts, messages))
+        return messages, also_rows
+
+    def _remember(self, conversation_id: str, seen: _Seen) -> None:
         with self._seen_lock:
             self._seen[conversation_id] = seen
             self._seen.move_to_end(conversation_id)
             if len(self._seen) > _SEEN_CONVERSATIONS:
                 self._seen.popitem(last=False)
-        return messages, rows
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         validate_conversation_id(conversation_id)
@@ -150,12 +173,47 @@ class PostgresChatMemoryRepository:
         self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
     ) -> list[Message]:
         validate_conversation_id(conversation_id)
-        with self._seen_lock:
-            seen = self._seen.pop(conversation_id, None)
-        if seen is not None:
-            updated = self._update_seen(conversation_id, seen, change)
-            if updated is not None:
+        checked = self._checked_update(conversation_id, change)
+        if checked is not None:
+            updated, statement, parameters = checked
+            with self._database.connection() as connection:
+                # One round trip: a pipeline of the two statements and one Sync, which
+                # PostgreSQL runs as one implicit transaction (the connection is in
+                # autocommit: no BEGIN or COMMIT, each a sync of psycopg's; the lock held
+                # until it ends, a failure rolling it back). Bound by the server, the
+                # statements are prepared at psycopg's threshold and planned once per
+                # connection; bound by the client into one message, the write was parsed
+                # and planned each time, about three quarters of its CPU in PostgreSQL.
+                with connection.pipeline():
+                    connection.execute(_LOCK, (conversation_id,))
+                    cursor = connection.execute(statement, parameters)
+                row = cursor.fetchone()
+            if row is not None and row[0]:
                 return updated
+        return self._update_locked(conversation_id, change)
+
+    async def aupdate(
+        self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
+    ) -> list[Message]:
+        """:meth:`update`; an update made from the rows last read (a turn's) on the running
+        event loop's connections, the others in a thread."""
+        validate_conversation_id(conversation_id)
+        checked = self._checked_update(conversation_id, change)
+        if checked is not None:
+            updated, statement, parameters = checked
+            async with self._database.async_connection() as connection:
+                async with connection.pipeline():  # as update's: one round trip
+                    await connection.execute(_LOCK, (conversation_id,))
+                    cursor = await connection.execute(statement, parameters)
+                row = await cursor.fetchone()
+            if row is not None and row[0]:
+                return updated
+        return await asyncio.to_thread(self._update_locked, conversation_id, change)
+
+    def _update_locked(
+        self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
+    ) -> list[Message]:
+        """The update made on the rows read under the conversation's lock."""
         with self._database.transaction() as connection:
             _lock_conversation(connection, conversation_id)
             positions, _, stored, _ = _load(connection, conversation_id)
@@ -174,16 +232,18 @@ class PostgresChatMemoryRepository:
             _insert(connection, rows)
         return updated
 
-    def _update_seen(
-        self,
-        conversation_id: str,
-        seen: _Seen,
-        change: Callable[[list[Message]], list[Message]],
-    ) -> list[Message] | None:
-        """The update made from the rows last read, in one round trip, if they are still
-        as read and the update moves the window on; else ``None`` (nothing written): the
-        caller reads them under the lock and changes them then (``change`` is called
-        again, on the rows as they are)."""
+    def _checked_update(
+        self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
+    ) -> tuple[list[Message], str, list[Any]] | None:
+        """The update made from the rows last read, if this repository read the
+        conversation and the update moves the window on: the messages it makes, and the
+        statement (after :data:`_LOCK`, in its transaction) that writes them if the rows are
+        still as read, with its parameters; else ``None``: the caller reads them under the
+        lock and changes them then (``change`` is called again, on the rows as they are)."""
+        with self._seen_lock:
+            seen = self._seen.pop(conversation_id, None)
+        if seen is None:
+            return None
         stored = list(seen.messages)
         updated = change(stored)
         below, rows = changed_rows(conversation_id, seen.positions, stored, updated)
@@ -198,19 +258,7 @@ class PostgresChatMemoryRepository:
             *(value for row in rows for value in (*row[:3], _jsonb(row[3]))),
         ]
         statement = _CHECKED_UPDATE.replace("{rows}", ", ".join([_ROW] * len(rows)))
-        with self._database.connection() as connection:
-            # One round trip: a pipeline of the two statements and one Sync, which PostgreSQL
-            # runs as one implicit transaction (the connection is in autocommit: no BEGIN or
-            # COMMIT, each a sync of psycopg's; the lock held until it ends, a failure
-            # rolling it back). Bound by the server, the statements are prepared at
-            # psycopg's threshold and planned once per connection; bound by the client into
-            # one message, the write was parsed and planned each time, about three quarters
-            # of its CPU in PostgreSQL.
-            with connection.pipeline():
-                connection.execute(_LOCK, (conversation_id,))
-                cursor = connection.execute(statement, parameters)
-            row = cursor.fetchone()
-        return updated if row is not None and row[0] else None
+        return updated, statement, parameters
 
 
 # The update of a window from the rows last read (a turn's start read them; the turn's
@@ -273,8 +321,13 @@ def _load(
             read = connection.execute(_READ, (conversation_id,))
             also_read = connection.execute(*also)
         rows, also_rows = read.fetchall(), also_read.fetchall()
+    return (*_parsed(rows), also_rows)
+
+
+def _parsed(rows: Sequence[Any]) -> tuple[list[int], list[str], list[Message]]:
+    """:data:`_READ`'s rows: their positions, texts and messages."""
     texts = [row[1] for row in rows]
-    return [row[0] for row in rows], texts, messages_from_rows(texts), also_rows
+    return [row[0] for row in rows], texts, messages_from_rows(texts)
 
 
 # `#>> '{}'`: the jsonb as text (a message's object), or the text a string holds (what

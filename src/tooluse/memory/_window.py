@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tooluse.history import paused_turn_of, with_held_rounds_completed
-from tooluse.memory._api import ChatMemoryRepository, validate_conversation_id
+from tooluse.memory._api import (
+    AsyncChatMemoryRepository,
+    ChatMemoryRepository,
+    validate_conversation_id,
+)
 from tooluse.memory._in_memory import InMemoryChatMemoryRepository
 from tooluse.messages import (
     AssistantMessage,
@@ -51,6 +55,10 @@ class MessageWindowChatMemory:
         self._repository: ChatMemoryRepository = (
             repository if repository is not None else InMemoryChatMemoryRepository()
         )
+        # Checked once: a protocol's isinstance looks up each of its methods.
+        self._async_repository = (
+            self._repository if isinstance(self._repository, AsyncChatMemoryRepository) else None
+        )
 
     @property
     def max_messages(self) -> int:
@@ -63,11 +71,11 @@ class MessageWindowChatMemory:
     def add(self, conversation_id: str, messages: Message | Sequence[Message]) -> None:
         validate_conversation_id(conversation_id)
         batch = _as_batch(messages)
-        if not batch:
-            return
-        self._repository.update(
-            conversation_id, lambda stored: _window(stored, batch, self._max_messages)
-        )
+        if batch:
+            self._repository.update(conversation_id, self._windowed(batch))
+
+    def _windowed(self, batch: list[Message]) -> Callable[[list[Message]], list[Message]]:
+        return lambda stored: _window(stored, batch, self._max_messages)
 
     def get(self, conversation_id: str) -> list[Message]:
         return self._repository.find_by_conversation_id(validate_conversation_id(conversation_id))
@@ -76,10 +84,20 @@ class MessageWindowChatMemory:
         self._repository.delete_by_conversation_id(validate_conversation_id(conversation_id))
 
     async def aadd(self, conversation_id: str, messages: Message | Sequence[Message]) -> None:
-        await asyncio.to_thread(self.add, conversation_id, messages)
+        if self._async_repository is None:
+            await asyncio.to_thread(self.add, conversation_id, messages)
+            return
+        validate_conversation_id(conversation_id)
+        batch = _as_batch(messages)
+        if batch:
+            await self._async_repository.aupdate(conversation_id, self._windowed(batch))
 
     async def aget(self, conversation_id: str) -> list[Message]:
-        return await asyncio.to_thread(self.get, conversation_id)
+        if self._async_repository is None:
+            return await asyncio.to_thread(self.get, conversation_id)
+        return await self._async_repository.afind_by_conversation_id(
+            validate_conversation_id(conversation_id)
+        )
 
     async def aclear(self, conversation_id: str) -> None:
         await asyncio.to_thread(self.clear, conversation_id)

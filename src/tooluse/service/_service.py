@@ -520,6 +520,8 @@ class QaService:
                 cache = opened.enter_context(PostgresEmbeddingCache(location))
                 self.embedding_model = shared_embedding_model(cache)
             self._stores = opened.pop_all()
+        # Its pool of this event loop (the turns' async reads and writes) closes on the loop.
+        self._database = location if isinstance(location, PostgresDatabase) else None
         shared = () if config.api_key is None else (ApiKeys({config.api_key: ANONYMOUS}),)
         self.authenticators: tuple[Authenticator, ...] = (*shared, *config.authenticators)
         # Only these name users: without them every caller is anonymous, and nobody owns a
@@ -676,6 +678,8 @@ class QaService:
             await self.mcp.aclose()
         await self.turns.aclose()
         await self.events.aclose()
+        if self._database is not None:
+            await self._database.aclose()
         await asyncio.to_thread(self._close_files)
 
     def close(self) -> None:
@@ -698,22 +702,29 @@ class QaService:
         """A new question's turn in a conversation that goes on, once it has begun: what
         still waits for a decision in the conversation is withdrawn, so that an action asked
         for again cannot also run from the old approval (a pause of the turn it waited for
-        too). The conversation's memory is read for the turn in the same hop to a thread
-        (:meth:`TurnMemory.remember_read`)."""
-        superseded, messages = await asyncio.to_thread(self._start_turn, conversation_id)
+        too). The conversation's memory is read for the turn with the approvals' read
+        (:meth:`TurnMemory.remember_read`): on PostgreSQL in one round trip on the event
+        loop, else in one hop to a thread."""
+        if isinstance(self._repository, PostgresChatMemoryRepository):
+            # The approvals are in its database (_open_stores): both reads in one round trip.
+            messages, waiting = await self._repository.afind_by_conversation_id_with(
+                conversation_id, *ApprovalStore.waiting_query(conversation_id)
+            )
+            superseded = (
+                await asyncio.to_thread(self.approvals.supersede, conversation_id, waiting=True)
+                if waiting
+                else []
+            )
+        else:
+            superseded, messages = await asyncio.to_thread(self._start_turn, conversation_id)
         self.turn_memory.remember_read(conversation_id, messages)
         if superseded:
             logger.info("approval %s superseded by a new message", ", ".join(superseded))
 
     def _start_turn(self, conversation_id: str) -> tuple[list[str], list[Message]]:
-        if isinstance(self._repository, PostgresChatMemoryRepository):
-            # The approvals are in its database (_open_stores): both reads in one round trip.
-            messages, waiting = self._repository.find_by_conversation_id_with(
-                conversation_id, *ApprovalStore.waiting_query(conversation_id)
-            )
-            return self.approvals.supersede(conversation_id, waiting=bool(waiting)), messages
-        superseded = self.approvals.supersede(conversation_id)
-        return superseded, self.turn_memory.memory.get(conversation_id)
+        return self.approvals.supersede(conversation_id), self.turn_memory.memory.get(
+            conversation_id
+        )
 
     def stream(
         self,

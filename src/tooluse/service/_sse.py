@@ -373,10 +373,7 @@ async def qa_events(
                         if holding is not None:
                             display_stored = True  # also if the memory write fails
                             await service.turn_memory.store_held(
-                                holding,
-                                then=functools.partial(
-                                    _store_display, service, holding, question, None, display
-                                ),
+                                holding, then=_DisplayRecord(service, holding, question, display)
                             )
                     if conversation_id is not None and (
                         isinstance(event, _TURN_ENDS)
@@ -390,18 +387,10 @@ async def qa_events(
                     and not display_stored
                     and (paused_turn is not None or display.answered)
                 ):
-                    await service.recorded(
-                        "display.save",
-                        functools.partial(
-                            asyncio.to_thread,
-                            _store_display,
-                            service,
-                            conversation_id,
-                            question,
-                            paused_turn,
-                            display,
-                        ),
+                    record = _DisplayRecord(
+                        service, conversation_id, question, display, paused_turn
                     )
+                    await service.recorded("display.save", record.astore)
         error = None
     except Exception as exc:
         log_failure(f"chat {conversation_id}", exc)
@@ -443,17 +432,47 @@ async def _save_pause(service: QaService, event: ApprovalRequiredEvent) -> tuple
     return stored.id, stored.expires_at
 
 
-def _store_display(
-    service: QaService,
-    conversation_id: str,
-    question: str,
-    paused_turn: str | None,
-    display: TurnDisplay,
-) -> None:
-    """Store the turn's display record (in a thread); a failure is logged."""
-    if display.empty:
-        return
-    try:
-        service.turn_displays.save(conversation_id, question, paused_turn, display)
-    except Exception:  # the turn ran and its answer is in memory: only its trace is lost
-        logger.exception("Could not store the tool trace of a turn of chat %s", conversation_id)
+class _DisplayRecord:
+    """A turn's display record (:class:`~tooluse.service._turn_memory.HeldRecord`); a
+    failure to store it is logged: the turn ran and its answer is in memory, only its trace
+    is lost."""
+
+    __slots__ = ("_conversation_id", "_display", "_paused_turn", "_question", "_service")
+
+    def __init__(
+        self,
+        service: QaService,
+        conversation_id: str,
+        question: str,
+        display: TurnDisplay,
+        paused_turn: str | None = None,
+    ) -> None:
+        self._service = service
+        self._conversation_id = conversation_id
+        self._question = question
+        self._display = display
+        self._paused_turn = paused_turn
+
+    def store(self) -> None:
+        if self._display.empty:
+            return
+        try:
+            self._service.turn_displays.save(*self._saved())
+        except Exception:
+            self._lost()
+
+    async def astore(self) -> None:
+        if self._display.empty:
+            return
+        try:
+            await self._service.turn_displays.asave(*self._saved())
+        except Exception:
+            self._lost()
+
+    def _saved(self) -> tuple[str, str, str | None, TurnDisplay]:
+        return self._conversation_id, self._question, self._paused_turn, self._display
+
+    def _lost(self) -> None:
+        logger.exception(
+            "Could not store the tool trace of a turn of chat %s", self._conversation_id
+        )

@@ -9,6 +9,7 @@ the model never reads them.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -173,10 +174,7 @@ class TurnDisplayStore:
     ) -> None:
         """Store a turn's events. A turn with a ``turn_id`` (it paused) has one record: a
         resumed run's events are added to its paused run's."""
-        events = display.events
-        if display.omitted:
-            # Shown as a tool result of its own, so that the page says what is missing.
-            events = [*events, _omitted_note(display.omitted)]
+        events = _shown(display)
         now = time.time()
         if turn_id is None:  # a turn that never paused: its one record, in one statement
             with self._tables.write_one() as connection:
@@ -187,6 +185,19 @@ class TurnDisplayStore:
             self._save_paused(conversation_id, question, turn_id, events, now)
         if time.monotonic() >= self._next_tidy:
             self._tidy()
+
+    async def asave(
+        self, conversation_id: str, question: str, turn_id: str | None, display: TurnDisplay
+    ) -> None:
+        """:meth:`save` from a coroutine: a turn that never paused in one statement (on
+        PostgreSQL on the running event loop's connections), the rest in a thread."""
+        if turn_id is not None or time.monotonic() >= self._next_tidy:
+            await asyncio.to_thread(self.save, conversation_id, question, turn_id, display)
+            return
+        await self._tables.aexecute_one(
+            _INSERT,
+            (conversation_id, None, question, time.time(), json.dumps(_shown(display))),
+        )
 
     def _save_paused(
         self,
@@ -241,6 +252,14 @@ class TurnDisplayStore:
             logger.info(
                 "%d turn display record(s) deleted (kept %g seconds)", deleted, self._retention
             )
+
+
+def _shown(display: TurnDisplay) -> list[dict[str, Any]]:
+    """A turn's events as its record keeps them."""
+    if not display.omitted:
+        return display.events
+    # Shown as a tool result of its own, so that the page says what is missing.
+    return [*display.events, _omitted_note(display.omitted)]
 
 
 def _omitted_note(omitted: int) -> dict[str, Any]:

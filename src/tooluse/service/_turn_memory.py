@@ -1,16 +1,28 @@
 """``TurnMemory``: a conversation's memory read once per turn of the service, not once per
-stage, and its writes stored with the turn's other records in one hop to a thread."""
+stage, and its writes stored with the turn's other records: on the event loop when the
+memory's repository does its own async I/O (PostgreSQL), else in one hop to a thread."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
 
-from tooluse.memory import ChatMemory
+from tooluse.memory import AsyncChatMemoryRepository, ChatMemory, MessageWindowChatMemory
 from tooluse.messages import Message
 
-__all__ = ["TurnMemory"]
+__all__ = ["HeldRecord", "TurnMemory"]
+
+
+class HeldRecord(Protocol):
+    """A turn's record stored after its memory's writes (:meth:`TurnMemory.store_held`):
+    ``store`` in the thread that wrote them, ``astore`` on the loop after writes made
+    there."""
+
+    def store(self) -> None: ...
+
+    async def astore(self) -> None: ...
 
 
 class _Held:
@@ -46,11 +58,16 @@ class TurnMemory:
     turn's own) reads or clears the store as it is, without them (the turn's stages read
     the conversation before they write it)."""
 
-    __slots__ = ("_held", "_memory")
+    __slots__ = ("_held", "_memory", "_on_loop")
 
     def __init__(self, memory: ChatMemory) -> None:
         self._memory = memory
         self._held: dict[str, _Held] = {}
+        # Its writes made on the event loop: a thread that waited for the GIL of a busy
+        # loop after each of its socket's reads made a round trip tens of milliseconds.
+        self._on_loop = isinstance(memory, MessageWindowChatMemory) and isinstance(
+            memory.repository, AsyncChatMemoryRepository
+        )
 
     @property
     def memory(self) -> ChatMemory:
@@ -78,28 +95,36 @@ class TurnMemory:
             finally:
                 del self._held[conversation_id]
 
-    async def store_held(
-        self, conversation_id: str, then: Callable[[], None] | None = None
-    ) -> None:
+    async def store_held(self, conversation_id: str, then: HeldRecord | None = None) -> None:
         """Store the writes the turn of ``conversation_id`` holds, in the order they were
-        made, then call ``then()`` (the turn's other records), in one hop to a thread.
-        ``then`` is not called when a write fails."""
+        made, then ``then`` (the turn's other records): on the loop, or in one hop to a
+        thread. ``then`` is not stored when a write fails. A write begun goes on if the
+        turn is cancelled (its client left), as a thread's would."""
         held = self._held.get(conversation_id)
         unstored = self._take_unstored(held)
+        if not unstored:
+            if then is not None:
+                await (then.astore() if self._on_loop else asyncio.to_thread(then.store))
+            return
 
         def store() -> None:
             for messages in unstored:
                 self._memory.add(conversation_id, messages)
             if then is not None:
-                then()
+                then.store()
 
-        if not unstored:
+        async def astore() -> None:
+            for messages in unstored:
+                await self._memory.aadd(conversation_id, messages)
             if then is not None:
-                await asyncio.to_thread(then)
-            return
+                await then.astore()
+
         self._written(conversation_id)
         try:
-            await asyncio.to_thread(store)
+            if self._on_loop:
+                await asyncio.shield(astore())
+            else:
+                await asyncio.to_thread(store)
         finally:  # a read that started while it wrote may hold the messages before it
             self._written(conversation_id)
 
