@@ -482,7 +482,7 @@ def test_postgres_refuses_another_schema_version(postgres_url: str) -> None:
     PostgresChatMemoryRepository(postgres_url).close()
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute("UPDATE tooluse_schema_version SET version = 99")
-    with pytest.raises(RuntimeError, match=r"chat_memory schema version 99.*reads version 1"):
+    with pytest.raises(RuntimeError, match=r"chat_memory schema version 99.*reads version 2"):
         PostgresChatMemoryRepository(postgres_url)
 
 
@@ -495,6 +495,37 @@ def test_sqlite_stores_a_conversation_holding_lone_surrogates(tmp_path: Path) ->
     repository.save_all("c", conversation)
     assert repository.find_by_conversation_id("c") == conversation
     repository.close()
+
+
+def test_postgres_a_database_of_the_first_schema_is_migrated_and_keeps_its_rows(
+    postgres_url: str,
+) -> None:
+    # Version 1 is the table alone; version 2 adds the function a checked update calls.
+    from tooluse.memory import _postgres
+    from tooluse.messages import message_to_json
+
+    with PostgresDatabase(postgres_url) as database:
+        database.migrate("chat_memory", _postgres._MIGRATIONS[:1])
+    for position, message in enumerate([user("Q1"), answer("A1")]):
+        run_sql(
+            postgres_url,
+            "INSERT INTO chat_memory_message VALUES ('c', %s, %s, %s::jsonb)",
+            (position, message.role, message_to_json(message)),
+        )
+    with PostgresChatMemoryRepository(postgres_url) as repository:
+        memory = MessageWindowChatMemory(4, repository)
+        assert memory.get("c") == [user("Q1"), answer("A1")]
+        memory.add("c", [user("Q2"), answer("A2")])  # from the read: the function's write
+    with PostgresChatMemoryRepository(postgres_url) as fresh:
+        assert fresh.find_by_conversation_id("c") == [
+            user("Q1"),
+            answer("A1"),
+            user("Q2"),
+            answer("A2"),
+        ]
+    assert run_sql(
+        postgres_url, "SELECT version FROM tooluse_schema_version WHERE component = 'chat_memory'"
+    ) == [(2,)]
 
 
 def test_postgres_keeps_ordinary_messages_as_json_objects(postgres_url: str) -> None:

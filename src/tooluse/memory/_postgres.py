@@ -33,6 +33,35 @@ _MIGRATIONS = (
             PRIMARY KEY (conversation_id, position)
         )""",
     ),
+    # Version 2: the update of a window from the rows last read, as one statement.
+    (
+        """CREATE OR REPLACE FUNCTION tooluse_chat_memory_append(
+            conversation TEXT, read_positions INTEGER[], read_digest TEXT, below INTEGER,
+            new_rows JSONB
+        ) RETURNS BOOLEAN LANGUAGE plpgsql VOLATILE AS $$
+        BEGIN
+            PERFORM pg_advisory_xact_lock(hashtextextended(conversation, 0));
+            -- Each statement of a volatile function reads what committed before it: the
+            -- rows as the lock's last holder left them.
+            IF NOT EXISTS (
+                SELECT FROM (
+                    SELECT array_agg(position ORDER BY position) AS positions,
+                        md5(string_agg(message #>> '{}', E'\\x1e' ORDER BY position)) AS digest
+                    FROM chat_memory_message WHERE conversation_id = conversation
+                ) AS stored
+                WHERE positions IS NOT DISTINCT FROM read_positions
+                    AND digest IS NOT DISTINCT FROM read_digest
+            ) THEN
+                RETURN FALSE;
+            END IF;
+            DELETE FROM chat_memory_message
+                WHERE conversation_id = conversation AND position < below;
+            INSERT INTO chat_memory_message (conversation_id, position, role, message)
+                SELECT conversation, (row_of->>0)::integer, row_of->>1, row_of->2
+                FROM jsonb_array_elements(new_rows) AS row_of;
+            RETURN TRUE;
+        END $$""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 # What jsonb refuses in a string: the escape of NUL and surrogate escapes (a lone surrogate is
@@ -45,7 +74,7 @@ _SEEN_CONVERSATIONS = 1024
 
 class _Seen:
     """A conversation's rows as a read found them: their positions, a digest of their
-    texts (as :data:`_CHECKED_UPDATE` computes it) and their messages."""
+    texts (as :data:`_APPEND`'s function computes it) and their messages."""
 
     __slots__ = ("digest", "messages", "positions")
 
@@ -175,19 +204,9 @@ class PostgresChatMemoryRepository:
         validate_conversation_id(conversation_id)
         checked = self._checked_update(conversation_id, change)
         if checked is not None:
-            updated, statement, parameters = checked
+            updated, parameters = checked
             with self._database.connection() as connection:
-                # One round trip: a pipeline of the two statements and one Sync, which
-                # PostgreSQL runs as one implicit transaction (the connection is in
-                # autocommit: no BEGIN or COMMIT, each a sync of psycopg's; the lock held
-                # until it ends, a failure rolling it back). Bound by the server, the
-                # statements are prepared at psycopg's threshold and planned once per
-                # connection; bound by the client into one message, the write was parsed
-                # and planned each time, about three quarters of its CPU in PostgreSQL.
-                with connection.pipeline():
-                    connection.execute(_LOCK, (conversation_id,))
-                    cursor = connection.execute(statement, parameters)
-                row = cursor.fetchone()
+                row = connection.execute(_APPEND, parameters).fetchone()
             if row is not None and row[0]:
                 return updated
         return self._update_locked(conversation_id, change)
@@ -200,11 +219,9 @@ class PostgresChatMemoryRepository:
         validate_conversation_id(conversation_id)
         checked = self._checked_update(conversation_id, change)
         if checked is not None:
-            updated, statement, parameters = checked
+            updated, parameters = checked
             async with self._database.async_connection() as connection:
-                async with connection.pipeline():  # as update's: one round trip
-                    await connection.execute(_LOCK, (conversation_id,))
-                    cursor = await connection.execute(statement, parameters)
+                cursor = await connection.execute(_APPEND, parameters)
                 row = await cursor.fetchone()
             if row is not None and row[0]:
                 return updated
@@ -234,12 +251,12 @@ class PostgresChatMemoryRepository:
 
     def _checked_update(
         self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
-    ) -> tuple[list[Message], str, list[Any]] | None:
+    ) -> tuple[list[Message], list[Any]] | None:
         """The update made from the rows last read, if this repository read the
-        conversation and the update moves the window on: the messages it makes, and the
-        statement (after :data:`_LOCK`, in its transaction) that writes them if the rows are
-        still as read, with its parameters; else ``None``: the caller reads them under the
-        lock and changes them then (``change`` is called again, on the rows as they are)."""
+        conversation and the update moves the window on: the messages it makes, and
+        :data:`_APPEND`'s parameters, which write them if the rows are still as read; else
+        ``None``: the caller reads them under the lock and changes them then (``change``
+        is called again, on the rows as they are)."""
         with self._seen_lock:
             seen = self._seen.pop(conversation_id, None)
         if seen is None:
@@ -247,42 +264,33 @@ class PostgresChatMemoryRepository:
         stored = list(seen.messages)
         updated = change(stored)
         below, rows = changed_rows(conversation_id, seen.positions, stored, updated)
-        if not rows or len(rows) > _INSERTED_AT_ONCE or (below is not None and rows[0][1] < below):
+        if not rows or (below is not None and rows[0][1] < below):
             return None  # nothing added, or the rows numbered again: the general path
-        parameters: list[Any] = [
+        # The new rows as one JSON array of [position, role, message]: the messages' texts
+        # go in as they are, and the statement is the same whatever the number of rows
+        # (prepared once, not once per count).
+        new_rows = ",".join(
+            f"[{position},{json.dumps(role)},{_jsonb(message)}]"
+            for _, position, role, message in rows
+        )
+        parameters = [
             conversation_id,
             _array_literal(seen.positions),
             seen.digest,
-            conversation_id,
             below,
-            *(value for row in rows for value in (*row[:3], _jsonb(row[3]))),
+            f"[{new_rows}]",
         ]
-        statement = _CHECKED_UPDATE.replace("{rows}", ", ".join([_ROW] * len(rows)))
-        return updated, statement, parameters
+        return updated, parameters
 
 
 # The update of a window from the rows last read (a turn's start read them; the turn's
-# end writes): the conversation's lock, then, on the rows as they are once it is held
-# (each statement of a transaction in READ COMMITTED reads what committed before it), the
-# rows below the position given deleted and the new ones added only if the rows are those
-# read (the same positions, the same texts); its one row says whether they were. `{rows}`:
-# a _ROW per new row. After _LOCK, in its transaction.
-_CHECKED_UPDATE = """WITH stored AS (
-    SELECT array_agg(position ORDER BY position) AS positions,
-        md5(string_agg(message #>> '{}', E'\\x1e' ORDER BY position)) AS digest
-    FROM chat_memory_message WHERE conversation_id = %s
-), unchanged AS (
-    SELECT FROM stored
-    WHERE positions IS NOT DISTINCT FROM %s::integer[] AND digest IS NOT DISTINCT FROM %s
-), dropped AS (
-    DELETE FROM chat_memory_message
-    WHERE conversation_id = %s AND position < %s AND EXISTS (SELECT FROM unchanged)
-), added AS (
-    INSERT INTO chat_memory_message (conversation_id, position, role, message)
-    SELECT * FROM (VALUES {rows}) AS new WHERE EXISTS (SELECT FROM unchanged)
-)
-SELECT EXISTS (SELECT FROM unchanged)"""
-_ROW = "(%s, %s::integer, %s, %s::jsonb)"
+# end writes), in one statement and one transaction (the schema's function, version 2):
+# the conversation's lock, then, on the rows as they are once it is held, the rows below
+# the position given deleted and the new ones added only if the rows are those read (the
+# same positions, the same texts); it says whether they were. A pipeline of the lock's
+# statement and the write's, as before, was three socket writes to PostgreSQL (one per
+# statement and the Sync), each waking its backend.
+_APPEND = "SELECT tooluse_chat_memory_append(%s, %s::integer[], %s, %s, %s::jsonb)"
 
 
 def _array_literal(positions: Sequence[int]) -> str | None:
@@ -292,7 +300,7 @@ def _array_literal(positions: Sequence[int]) -> str | None:
 
 
 def _digest(texts: Sequence[str]) -> str:
-    """The digest of rows' texts that :data:`_CHECKED_UPDATE` computes."""
+    """The digest of rows' texts that :data:`_APPEND`'s function computes."""
     return hashlib.md5("\x1e".join(texts).encode(), usedforsecurity=False).hexdigest()
 
 
