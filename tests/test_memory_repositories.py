@@ -723,21 +723,25 @@ def test_postgres_remembers_the_reads_of_a_bounded_number_of_conversations(
     assert postgres_reads == ["a", "b", "c", "a"]
 
 
-def test_postgres_reads_a_window_and_another_query_in_one_call(
+def test_postgres_reads_a_window_and_whether_another_query_finds_a_row_in_one_statement(
     postgres_url: str, postgres_reads: list[str]
 ) -> None:
     with PostgresChatMemoryRepository(postgres_url) as repository:
         repository.save_all("c", [user("Q1"), answer("A1")])
-        messages, rows = repository.find_by_conversation_id_with(
-            "c", "SELECT count(*), %s FROM chat_memory_message", ("it's",)
+        assert repository.find_by_conversation_id_with_exists(
+            "c", "SELECT FROM chat_memory_message WHERE role = %s", ("assistant",)
+        ) == ([user("Q1"), answer("A1")], True)
+        assert repository.find_by_conversation_id_with_exists("c", "SELECT WHERE false") == (
+            [user("Q1"), answer("A1")],
+            False,
         )
-        assert (messages, rows) == ([user("Q1"), answer("A1")], [(2, "it's")])
-        assert repository.find_by_conversation_id_with("none", "SELECT 1 WHERE false") == (
-            [],
-            [],
-        )
+        for found in ("true", "false"):  # a conversation without rows
+            assert repository.find_by_conversation_id_with_exists(
+                "none", f"SELECT WHERE {found}"
+            ) == ([], found == "true")
         MessageWindowChatMemory(4, repository).add("c", user("Q2"))  # from the read above
-    assert postgres_reads == ["c", "none"]
+        assert postgres_reads == []  # none read again under the lock
+        assert repository.find_by_conversation_id("c") == [user("Q1"), answer("A1"), user("Q2")]
 
 
 def test_postgres_a_checked_write_that_fails_writes_nothing_and_holds_no_lock(
@@ -787,10 +791,10 @@ def test_postgres_a_read_whose_other_query_fails_raises_it_and_the_connection_go
     ):
         repository.save_all("c", [user("Q1")])
         with pytest.raises(psycopg.errors.UndefinedTable, match="nowhere"):
-            repository.find_by_conversation_id_with("c", "SELECT 1 FROM nowhere")
-        assert repository.find_by_conversation_id_with("c", "SELECT %s", ("x",)) == (
+            repository.find_by_conversation_id_with_exists("c", "SELECT 1 FROM nowhere")
+        assert repository.find_by_conversation_id_with_exists("c", "SELECT %s", ("x",)) == (
             [user("Q1")],
-            [("x",)],
+            True,
         )
 
 
@@ -863,8 +867,7 @@ async def test_postgres_reads_and_updates_a_window_on_the_event_loop(
         await memory.aadd("c", [user("Q4")])
         assert len(postgres_reads) == reads + 1  # read again under the lock
         assert other.find_by_conversation_id("c") == [user("X1"), answer("Y1"), user("Q4")]
-        assert await repository.afind_by_conversation_id_with("c", "SELECT %s", ("it's",)) == (
-            [user("X1"), answer("Y1"), user("Q4")],
-            [("it's",)],
-        )
+        assert await repository.afind_by_conversation_id_with_exists(
+            "c", "SELECT WHERE %s = 'it''s'", ("it's",)
+        ) == ([user("X1"), answer("Y1"), user("Q4")], True)
         assert await repository.afind_by_conversation_id("none") == []

@@ -118,7 +118,7 @@ async def test_a_turn_reads_and_writes_its_memory_and_display_on_the_event_loop(
     async with worker(postgres_url, tmp_path) as client:
         await ready(client)
         await ask(client, "Any refund rules?", "c1")  # its first write: read under the lock
-        for name in ("find_by_conversation_id_with", "update"):
+        for name in ("find_by_conversation_id", "find_by_conversation_id_with_exists", "update"):
             monkeypatch.setattr(PostgresChatMemoryRepository, name, in_a_thread)
         monkeypatch.setattr(TurnDisplayStore, "save", in_a_thread)
         for question in ("What's the weather in Paris?", "Any refund rules?"):

@@ -137,51 +137,61 @@ class PostgresChatMemoryRepository:
         return [row[0] for row in rows]
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
-        return self.find_by_conversation_id_with(conversation_id)[0]
-
-    def find_by_conversation_id_with(
-        self, conversation_id: str, query: str | None = None, parameters: Sequence[Any] = ()
-    ) -> tuple[list[Message], list[Any]]:
-        """The conversation's messages, as :meth:`find_by_conversation_id` reads them, and
-        the rows of ``query`` (``%s`` placeholders for ``parameters``), another read of this
-        database, in the same round trip (the service reads a conversation's approvals
-        waiting with its window)."""
         validate_conversation_id(conversation_id)
         # One statement reads one snapshot: no transaction needed (BEGIN and COMMIT are a
         # round trip each).
         with self._database.connection() as connection:
-            positions, texts, messages, rows = _load(
-                connection, conversation_id, None if query is None else (query, parameters)
-            )
-        self._remember(conversation_id, _Seen(positions, texts, messages))
-        return messages, rows
+            read = _load(connection, conversation_id)
+        return self._remembered(conversation_id, *read)
+
+    def find_by_conversation_id_with_exists(
+        self, conversation_id: str, query: str, parameters: Sequence[Any] = ()
+    ) -> tuple[list[Message], bool]:
+        """The conversation's messages, as :meth:`find_by_conversation_id` reads them, and
+        whether ``query`` (another read of this database, ``%s`` placeholders for
+        ``parameters``) finds a row, in one statement (the service reads whether a run of
+        the conversation waits for approval with its window)."""
+        validate_conversation_id(conversation_id)
+        with self._database.connection() as connection:
+            rows = connection.execute(
+                _READ_WITH_EXISTS.replace("{query}", query), (*parameters, conversation_id)
+            ).fetchall()
+        return self._remembered(conversation_id, *_parsed(rows)), rows[0][2]
 
     async def afind_by_conversation_id(self, conversation_id: str) -> list[Message]:
-        """:meth:`find_by_conversation_id` on the running event loop's connections."""
-        return (await self.afind_by_conversation_id_with(conversation_id))[0]
-
-    async def afind_by_conversation_id_with(
-        self, conversation_id: str, query: str | None = None, parameters: Sequence[Any] = ()
-    ) -> tuple[list[Message], list[Any]]:
-        """:meth:`find_by_conversation_id_with` on the running event loop's connections
-        (no thread)."""
+        """:meth:`find_by_conversation_id` on the running event loop's connections (no
+        thread)."""
         validate_conversation_id(conversation_id)
         async with self._database.async_connection() as connection:
-            async with connection.pipeline():
-                read = await connection.execute(_READ, (conversation_id,))
-                also_read = None if query is None else await connection.execute(query, parameters)
-            rows = await read.fetchall()
-            also_rows = [] if also_read is None else await also_read.fetchall()
-        positions, texts, messages = _parsed(rows)
-        self._remember(conversation_id, _Seen(positions, texts, messages))
-        return messages, also_rows
+            cursor = await connection.execute(_READ, (conversation_id,))
+            rows = await cursor.fetchall()
+        return self._remembered(conversation_id, *_parsed(rows))
 
-    def _remember(self, conversation_id: str, seen: _Seen) -> None:
+    async def afind_by_conversation_id_with_exists(
+        self, conversation_id: str, query: str, parameters: Sequence[Any] = ()
+    ) -> tuple[list[Message], bool]:
+        """:meth:`find_by_conversation_id_with_exists` on the running event loop's
+        connections (no thread)."""
+        validate_conversation_id(conversation_id)
+        async with self._database.async_connection() as connection:
+            cursor = await connection.execute(
+                _READ_WITH_EXISTS.replace("{query}", query), (*parameters, conversation_id)
+            )
+            rows = await cursor.fetchall()
+        return self._remembered(conversation_id, *_parsed(rows)), rows[0][2]
+
+    def _remembered(
+        self, conversation_id: str, positions: list[int], texts: list[str], messages: list[Message]
+    ) -> list[Message]:
+        """The messages read, remembered (bounded: the oldest go first) for the
+        conversation's next update."""
+        seen = _Seen(positions, texts, messages)
         with self._seen_lock:
             self._seen[conversation_id] = seen
             self._seen.move_to_end(conversation_id)
             if len(self._seen) > _SEEN_CONVERSATIONS:
                 self._seen.popitem(last=False)
+        return messages
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         validate_conversation_id(conversation_id)
@@ -233,7 +243,7 @@ class PostgresChatMemoryRepository:
         """The update made on the rows read under the conversation's lock."""
         with self._database.transaction() as connection:
             _lock_conversation(connection, conversation_id)
-            positions, _, stored, _ = _load(connection, conversation_id)
+            positions, _, stored = _load(connection, conversation_id)
             updated = change(stored)
             below, rows = changed_rows(conversation_id, positions, stored, updated)
             if below is not None and rows and rows[0][1] >= below:
@@ -313,27 +323,17 @@ def _lock_conversation(connection: psycopg.Connection[Any], conversation_id: str
 
 
 def _load(
-    connection: psycopg.Connection[Any],
-    conversation_id: str,
-    also: tuple[str, Sequence[Any]] | None = None,
-) -> tuple[list[int], list[str], list[Message], list[Any]]:
-    """The conversation's rows: their positions, texts and messages; and the rows of the
-    read ``also`` (a query and its parameters), sent with it."""
-    if also is None:
-        rows = connection.execute(_READ, (conversation_id,)).fetchall()
-        also_rows = []
-    else:
-        # One round trip, the two statements bound by the server (prepared, planned once per
-        # connection: as one client-bound message they were parsed and planned each time).
-        with connection.pipeline():
-            read = connection.execute(_READ, (conversation_id,))
-            also_read = connection.execute(*also)
-        rows, also_rows = read.fetchall(), also_read.fetchall()
-    return (*_parsed(rows), also_rows)
+    connection: psycopg.Connection[Any], conversation_id: str
+) -> tuple[list[int], list[str], list[Message]]:
+    """The conversation's rows: their positions, texts and messages."""
+    return _parsed(connection.execute(_READ, (conversation_id,)).fetchall())
 
 
 def _parsed(rows: Sequence[Any]) -> tuple[list[int], list[str], list[Message]]:
-    """:data:`_READ`'s rows: their positions, texts and messages."""
+    """:data:`_READ`'s rows (or :data:`_READ_WITH_EXISTS`'s): their positions, texts and
+    messages."""
+    if rows and rows[0][0] is None:  # the one row of a conversation without any
+        rows = ()
     texts = [row[1] for row in rows]
     return [row[0] for row in rows], texts, messages_from_rows(texts)
 
@@ -344,6 +344,15 @@ def _parsed(rows: Sequence[Any]) -> tuple[list[int], list[str], list[Message]]:
 _READ = (
     "SELECT position, message #>> '{}' FROM chat_memory_message "
     "WHERE conversation_id = %s ORDER BY position"
+)
+# _READ's rows, each with whether `{query}` (another read) finds a row; one row without a
+# position when the conversation has none. One statement: a pipeline of the two reads and
+# its Sync was three socket writes to PostgreSQL, each waking its backend.
+_READ_WITH_EXISTS = (
+    "SELECT stored.position, stored.message, asked.found "
+    "FROM (SELECT EXISTS ({query}) AS found) AS asked LEFT JOIN LATERAL ("
+    "SELECT position, message #>> '{}' AS message FROM chat_memory_message "
+    "WHERE conversation_id = %s) AS stored ON true ORDER BY stored.position"
 )
 
 

@@ -706,8 +706,8 @@ class QaService:
         (:meth:`TurnMemory.remember_read`): on PostgreSQL in one round trip on the event
         loop, else in one hop to a thread."""
         if isinstance(self._repository, PostgresChatMemoryRepository):
-            # The approvals are in its database (_open_stores): both reads in one round trip.
-            messages, waiting = await self._repository.afind_by_conversation_id_with(
+            # The approvals are in its database (_open_stores): both reads in one statement.
+            messages, waiting = await self._repository.afind_by_conversation_id_with_exists(
                 conversation_id, *ApprovalStore.waiting_query(conversation_id)
             )
             superseded = (
