@@ -79,6 +79,12 @@ class ConversationEvents:
         message = json.dumps({"event": kind, "data": data})
         self._queue(("PUBLISH", _CHANNEL + conversation_id, message), None)
 
+    @property
+    def through_redis(self) -> bool:
+        """Whether the events go through Redis (to every worker), not only to this one's
+        watchers."""
+        return self._client is not None
+
     async def watched(self, conversation_id: str) -> bool:
         """Whether a turn of ``conversation_id`` starting now publishes its tool calls,
         results and route: with Redis, whether a watcher of it is subscribed on any worker

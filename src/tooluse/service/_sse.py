@@ -341,14 +341,15 @@ async def qa_events(
             # its memory: with Redis, a round trip that waited for the read was a queue of
             # the worker's loop more per turn.
             asking = (
-                None
-                if conversation_id is None
-                else asyncio.ensure_future(service.events.watched(conversation_id))
+                asyncio.ensure_future(service.events.watched(conversation_id))
+                if conversation_id is not None and service.events.through_redis
+                else None
             )
             try:
                 if on_start is not None:
                     await service.recorded("turn.start", on_start)
-                watched = asking is not None and await asking
+                # Without Redis, a watcher here gets every event at no cost.
+                watched = conversation_id is not None if asking is None else await asking
             finally:
                 if asking is not None and not asking.done():  # the start failed
                     asking.cancel()
