@@ -7,6 +7,7 @@ import asyncio
 import functools
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -200,15 +201,16 @@ async def test_a_round_of_more_records_than_one_statement_takes_is_recorded_whol
 def counting_writes(
     log: SqliteAuditLog | PostgresAuditLog, monkeypatch: pytest.MonkeyPatch
 ) -> list[int]:
-    """The number of records of each write the log makes from now on."""
+    """The number of records of each write (an insert statement) the log makes from now
+    on, from a thread or from the event loop."""
     writes: list[int] = []
-    insert = log._insert
+    insertion = log._insertion
 
-    def counted(records: Sequence[AuditRecord]) -> None:
+    def counted(records: Sequence[AuditRecord]) -> tuple[str, list[Any]]:
         writes.append(len(records))
-        insert(records)
+        return insertion(records)
 
-    monkeypatch.setattr(log, "_insert", counted)
+    monkeypatch.setattr(log, "_insertion", counted)
     return writes
 
 
@@ -259,6 +261,50 @@ async def test_a_round_that_cannot_be_stored_costs_the_others_nothing_and_gets_i
     assert "A grouped write of 3 rounds of audit records failed" in caplog.text
     with pytest.raises(Exception, match=r"(?i)null"):  # alone, its error is raised as it is
         await log.record([bad])
+
+
+async def test_a_caller_cancelled_while_its_records_are_written_does_not_lose_them(
+    open_log: OpenLog,
+) -> None:
+    # A tool call's client gone (its turn cancelled) while the audit write runs: the write
+    # is its own task, so what ran is still on record.
+    log = open_log()
+    first = asyncio.create_task(log.record([a_record("first")]))
+    waiting = asyncio.create_task(log.record([a_record("second")]))  # grouped after first
+    await asyncio.sleep(0)
+    first.cancel()
+    waiting.cancel()
+    for call in (first, waiting):
+        with pytest.raises(asyncio.CancelledError):
+            await call
+    for _ in range(200):
+        if len(log.query()) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert sorted(record.tool for record in log.query()) == ["first", "second"]
+
+
+async def test_the_usual_write_goes_on_the_event_loop_on_postgresql(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A round of a few records, no tidying due: one statement on the loop's own connections
+    # (a thread's round trip waited for the GIL of a busy loop).
+    log = PostgresAuditLog(postgres_url)
+    try:
+        await log.record([a_record("tidies")])  # the first write tidies too: in a thread
+        threads: list[int] = []
+        insert = log._insert
+
+        def in_a_thread(records: Any) -> None:
+            threads.append(threading.get_ident())
+            insert(records)
+
+        monkeypatch.setattr(log, "_insert", in_a_thread)
+        await asyncio.gather(*(log.record([a_record(f"t{n}")]) for n in range(5)))
+        assert threads == []
+        assert len(log.query()) == 6
+    finally:
+        log.close()
 
 
 async def test_text_neither_engine_stores_is_kept_as_escapes(open_log: OpenLog) -> None:

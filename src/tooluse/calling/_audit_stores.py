@@ -10,7 +10,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Final
 
 from tooluse._postgres import PostgresDatabase
@@ -90,11 +90,12 @@ _Waiting = list[tuple[Sequence[AuditRecord], asyncio.Future[None]]]
 class _GroupedWrites:
     """Rounds of audit records from concurrent calls written together (group commit): a
     round that comes while a write of its event loop runs waits, with every other round
-    that comes meanwhile, and they go in one write (one hop to a thread, one transaction)
-    once it ends. ``write`` (run in a thread) gets the rounds and returns, for each, ``None``
-    or the exception its write raised, which reaches that round's caller."""
+    that comes meanwhile, and they go in one write (one transaction) once it ends.
+    ``write`` gets the rounds and returns, for each, ``None`` or the exception its write
+    raised, which reaches that round's caller. Each write runs in a task of its own, so a
+    caller cancelled (its client gone) does not stop its records' write."""
 
-    def __init__(self, write: Callable[[_Rounds], list[Exception | None]]) -> None:
+    def __init__(self, write: Callable[[_Rounds], Awaitable[list[Exception | None]]]) -> None:
         self._write = write
         self._lock = threading.Lock()  # callers on event loops of other threads
         # A loop's write running: the rounds waiting for the next one, with their callers.
@@ -103,22 +104,21 @@ class _GroupedWrites:
 
     async def write(self, records: Sequence[AuditRecord]) -> None:
         loop = asyncio.get_running_loop()
+        written = loop.create_future()
         with self._lock:
             waiting = self._writing.get(loop)
             if waiting is None:
                 self._writing[loop] = []
             else:
-                written = loop.create_future()
                 waiting.append((records, written))
-        if waiting is not None:
-            await written
-            return
-        try:
-            (failure,) = await asyncio.to_thread(self._write, [records])
-        finally:
-            self._next(loop)
-        if failure is not None:
-            raise failure
+        if waiting is None:
+            self._start(loop, [(records, written)])
+        await written
+
+    def _start(self, loop: asyncio.AbstractEventLoop, group: _Waiting) -> None:
+        task = loop.create_task(self._write_group(loop, group))
+        self._groups.add(task)
+        task.add_done_callback(self._groups.discard)
 
     def _next(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
@@ -126,14 +126,12 @@ class _GroupedWrites:
             if group:
                 self._writing[loop] = []
         if group:
-            task = loop.create_task(self._write_group(loop, group))
-            self._groups.add(task)
-            task.add_done_callback(self._groups.discard)
+            self._start(loop, group)
 
     async def _write_group(self, loop: asyncio.AbstractEventLoop, group: _Waiting) -> None:
         try:
-            failures = await asyncio.to_thread(self._write, [records for records, _ in group])
-        except BaseException as exc:  # the hop itself (the loop closing): no round written
+            failures = await self._write([records for records, _ in group])
+        except BaseException as exc:  # the write itself (the loop closing): none written
             for _, written in group:
                 if written.done():
                     continue
@@ -180,7 +178,7 @@ class _TableAuditLog:
         self.max_text = max_text
         self._clock = clock
         self._tidied_at = float("-inf")
-        self._grouped = _GroupedWrites(self._insert_rounds)
+        self._grouped = _GroupedWrites(self._write_rounds)
 
     async def record(self, records: Sequence[AuditRecord]) -> None:
         if records:
@@ -245,6 +243,21 @@ class _TableAuditLog:
         rows.reverse()  # tuples on both engines (no row factory)
         return rows
 
+    async def _write_rounds(self, rounds: _Rounds) -> list[Exception | None]:
+        """:meth:`_insert_rounds`, the usual write (a few rows, no tidying due) as one
+        statement from the event loop (on PostgreSQL on its own connections, no thread)."""
+        records = [record for records in rounds for record in records]
+        if self._tidy_due() or len(records) > _INSERTED_AT_ONCE:
+            return await asyncio.to_thread(self._insert_rounds, rounds)
+        try:
+            await self._tables.aexecute_one(*self._insertion(records))
+        except Exception as exc:
+            if len(rounds) == 1:
+                return [exc]
+            _grouped_write_failed(len(rounds))
+            return await asyncio.to_thread(self._insert_each, rounds)
+        return [None] * len(rounds)
+
     def _insert_rounds(self, rounds: _Rounds) -> list[Exception | None]:
         """Each round's failure or ``None``: the rounds in one write, or, when it fails,
         each in its own, so that a round that cannot be stored costs no other its records
@@ -253,13 +266,12 @@ class _TableAuditLog:
             try:
                 self._insert([record for records in rounds for record in records])
             except Exception:
-                logger.warning(
-                    "A grouped write of %d rounds of audit records failed; writing each alone",
-                    len(rounds),
-                    exc_info=True,
-                )
+                _grouped_write_failed(len(rounds))
             else:
                 return [None] * len(rounds)
+        return self._insert_each(rounds)
+
+    def _insert_each(self, rounds: _Rounds) -> list[Exception | None]:
         failures: list[Exception | None] = []
         for records in rounds:
             try:
@@ -270,27 +282,32 @@ class _TableAuditLog:
                 failures.append(None)
         return failures
 
-    def _insert(self, records: Sequence[AuditRecord]) -> None:
+    def _tidy_due(self) -> bool:
+        return self._clock() - self._tidied_at >= _TIDY_EVERY
+
+    def _insertion(self, records: Sequence[AuditRecord]) -> tuple[str, list[Any]]:
+        """The statement inserting ``records`` (at most :data:`_INSERTED_AT_ONCE`), and its
+        parameters."""
         # The fields read one by one: dataclasses.astuple deep-copies each value, a cost the
         # size of the rest of the insert.
-        rows = [
-            tuple(self._stored(name, getattr(record, name)) for name in _FIELDS)
-            for record in records
+        values = [
+            self._stored(name, getattr(record, name)) for record in records for name in _FIELDS
         ]
+        statement = f"INSERT INTO tool_audit ({_COLUMNS}) VALUES " + ", ".join(
+            [_ROW_VALUES] * len(records)
+        )
+        return statement, values
+
+    def _insert(self, records: Sequence[AuditRecord]) -> None:
         now = self._clock()
         tidy = now - self._tidied_at >= _TIDY_EVERY
         # A round's records in one statement (on PostgreSQL executemany is a pipeline, which
         # costs more than the statement for a few rows), which commits on its own unless
         # there is more to do.
-        alone = not tidy and len(rows) <= _INSERTED_AT_ONCE
+        alone = not tidy and len(records) <= _INSERTED_AT_ONCE
         with self._tables.write_one() if alone else self._tables.write() as connection:
-            for first in range(0, len(rows), _INSERTED_AT_ONCE):
-                chunk = rows[first : first + _INSERTED_AT_ONCE]
-                connection.execute(
-                    f"INSERT INTO tool_audit ({_COLUMNS}) VALUES "
-                    + ", ".join([_ROW_VALUES] * len(chunk)),
-                    [value for row in chunk for value in row],
-                )
+            for first in range(0, len(records), _INSERTED_AT_ONCE):
+                connection.execute(*self._insertion(records[first : first + _INSERTED_AT_ONCE]))
             if tidy:
                 self._tidied_at = now
                 connection.execute("DELETE FROM tool_audit WHERE at < ?", (now - self.retention,))
@@ -348,6 +365,14 @@ class PostgresAuditLog(OwnsTables, _TableAuditLog):
     ) -> None:
         self._configure(retention, max_records, max_text, clock)
         self._tables = PostgresTables(database, _SCHEMA)
+
+
+def _grouped_write_failed(rounds: int) -> None:
+    logger.warning(
+        "A grouped write of %d rounds of audit records failed; writing each alone",
+        rounds,
+        exc_info=True,
+    )
 
 
 def _record(row: Sequence[Any]) -> AuditRecord:
