@@ -871,3 +871,40 @@ async def test_postgres_reads_and_updates_a_window_on_the_event_loop(
             "c", "SELECT WHERE %s = 'it''s'", ("it's",)
         ) == ([user("X1"), answer("Y1"), user("Q4")], True)
         assert await repository.afind_by_conversation_id("none") == []
+
+
+async def test_postgres_an_update_and_a_write_given_with_it_are_made_both_or_neither(
+    postgres_url: str,
+) -> None:
+    # The service's display record of a turn goes in its memory write's transaction: from
+    # the rows read, under the lock when another writer changed them, and not at all when
+    # either fails.
+    run_sql(postgres_url, "CREATE TABLE shown (note TEXT NOT NULL)")
+    with (
+        PostgresChatMemoryRepository(postgres_url) as repository,
+        PostgresChatMemoryRepository(postgres_url) as other,
+    ):
+        memory = MessageWindowChatMemory(4, repository)
+        insert = "INSERT INTO shown VALUES (%s)"
+        await memory.aadd("c", [user("Q1"), answer("A1")])
+        await memory.aget("c")
+        await memory.aadd_with("c", [user("Q2"), answer("A2")], (insert, ("read",)))
+        await memory.aget("c")
+        other.save_all("c", [user("X1")])  # another writer: the update made under the lock
+        await memory.aadd_with("c", [user("Q3")], (insert, ("changed",)))
+        assert run_sql(postgres_url, "SELECT note FROM shown ORDER BY note") == [
+            ("changed",),
+            ("read",),
+        ]
+        assert other.find_by_conversation_id("c") == [user("X1"), user("Q3")]
+        for changed in (False, True):
+            await memory.aget("c")
+            if changed:
+                other.save_all("c", [user("X2")])
+            before = other.find_by_conversation_id("c")
+            with pytest.raises(psycopg.errors.NotNullViolation):
+                await memory.aadd_with("c", [user("lost")], (insert, (None,)))
+            assert other.find_by_conversation_id("c") == before  # nothing of either
+        assert len(run_sql(postgres_url, "SELECT note FROM shown")) == 2
+        with pytest.raises(ValueError, match="writes messages"):
+            await memory.aadd_with("c", [], (insert, ("none",)))

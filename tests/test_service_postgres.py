@@ -109,11 +109,16 @@ async def test_a_turn_reads_and_writes_its_memory_and_display_on_the_event_loop(
     # A turn that went on in a thread waited, under load, for the GIL of the busy loop after
     # each of its socket's reads: its memory's read at the start and its write (with the
     # display record) at the end run on the loop's own connections.
+    # The display record goes in the memory write's statement (its transaction).
+    from tooluse._tables import PostgresTables
     from tooluse.memory import PostgresChatMemoryRepository
     from tooluse.service._turn_displays import TurnDisplayStore
 
     def in_a_thread(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a turn's memory or display went through a thread")
+
+    async def on_its_own(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a turn's display record went in a statement of its own")
 
     async with worker(postgres_url, tmp_path) as client:
         await ready(client)
@@ -121,6 +126,7 @@ async def test_a_turn_reads_and_writes_its_memory_and_display_on_the_event_loop(
         for name in ("find_by_conversation_id", "find_by_conversation_id_with_exists", "update"):
             monkeypatch.setattr(PostgresChatMemoryRepository, name, in_a_thread)
         monkeypatch.setattr(TurnDisplayStore, "save", in_a_thread)
+        monkeypatch.setattr(PostgresTables, "aexecute_one", on_its_own)
         for question in ("What's the weather in Paris?", "Any refund rules?"):
             assert names(await ask(client, question, "c1"))[-1] == "done"
         monkeypatch.undo()

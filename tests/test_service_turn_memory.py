@@ -51,6 +51,9 @@ class Record:
     async def astore(self) -> None:
         self.stored.append(("astore", threading.get_ident(), texts(self._memory.get("c1"))))
 
+    def write(self) -> None:
+        return None  # stored on its own
+
 
 async def test_a_turn_reads_its_conversation_once_and_each_reader_gets_its_own_list() -> None:
     store = CountingMemory()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tooluse.messages import Message
 
@@ -99,10 +99,18 @@ class ChatMemoryRepository(Protocol):
 class AsyncChatMemoryRepository(ChatMemoryRepository, Protocol):
     """A repository that also reads and updates on the running event loop (its own async
     I/O, no thread): :class:`~tooluse.memory.MessageWindowChatMemory`'s ``aget`` and
-    ``aadd`` call these rather than the blocking forms in a thread."""
+    ``aadd`` call these rather than the blocking forms in a thread. A database's
+    repository may write a statement of another store with an update (``also``)."""
 
     async def afind_by_conversation_id(self, conversation_id: str) -> list[Message]: ...
 
     async def aupdate(
-        self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
-    ) -> list[Message]: ...
+        self,
+        conversation_id: str,
+        change: Callable[[list[Message]], list[Message]],
+        *,
+        also: tuple[str, Sequence[Any]] | None = None,
+    ) -> list[Message]:
+        """``update``, and ``also`` (a write of the repository's database and its
+        parameters) in its transaction."""
+        ...

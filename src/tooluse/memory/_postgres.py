@@ -38,7 +38,7 @@ _MIGRATIONS = (
         """CREATE OR REPLACE FUNCTION tooluse_chat_memory_append(
             conversation TEXT, read_positions INTEGER[], read_digest TEXT, below INTEGER,
             new_rows JSONB
-        ) RETURNS BOOLEAN LANGUAGE plpgsql VOLATILE AS $$
+        ) RETURNS VOID LANGUAGE plpgsql VOLATILE AS $$
         BEGIN
             PERFORM pg_advisory_xact_lock(hashtextextended(conversation, 0));
             -- Each statement of a volatile function reads what committed before it: the
@@ -52,14 +52,15 @@ _MIGRATIONS = (
                 WHERE positions IS NOT DISTINCT FROM read_positions
                     AND digest IS NOT DISTINCT FROM read_digest
             ) THEN
-                RETURN FALSE;
+                -- Not as read: nothing of the statement is kept (a write made with it too).
+                RAISE EXCEPTION 'the rows of the conversation changed since they were read'
+                    USING ERRCODE = 'serialization_failure';
             END IF;
             DELETE FROM chat_memory_message
                 WHERE conversation_id = conversation AND position < below;
             INSERT INTO chat_memory_message (conversation_id, position, role, message)
                 SELECT conversation, (row_of->>0)::integer, row_of->>1, row_of->2
                 FROM jsonb_array_elements(new_rows) AS row_of;
-            RETURN TRUE;
         END $$""",
     ),
 )
@@ -212,37 +213,62 @@ class PostgresChatMemoryRepository:
         self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
     ) -> list[Message]:
         validate_conversation_id(conversation_id)
+        import psycopg
+
         checked = self._checked_update(conversation_id, change)
         if checked is not None:
             updated, parameters = checked
-            with self._database.connection() as connection:
-                row = connection.execute(_APPEND, parameters).fetchone()
-            if row is not None and row[0]:
+            try:
+                with self._database.connection() as connection:
+                    connection.execute(_APPEND, parameters)
+            except psycopg.errors.SerializationFailure:  # changed since read: as they are
+                pass
+            else:
                 return updated
         return self._update_locked(conversation_id, change)
 
     async def aupdate(
-        self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
+        self,
+        conversation_id: str,
+        change: Callable[[list[Message]], list[Message]],
+        *,
+        also: tuple[str, Sequence[Any]] | None = None,
     ) -> list[Message]:
         """:meth:`update`; an update made from the rows last read (a turn's) on the running
-        event loop's connections, the others in a thread."""
+        event loop's connections, the others in a thread. ``also``, a statement that writes
+        to this database (``%s`` placeholders) and its parameters, is made in the update's
+        transaction (the service's display record of the turn): both or neither."""
         validate_conversation_id(conversation_id)
+        import psycopg
+
         checked = self._checked_update(conversation_id, change)
         if checked is not None:
             updated, parameters = checked
-            async with self._database.async_connection() as connection:
-                cursor = await connection.execute(_APPEND, parameters)
-                row = await cursor.fetchone()
-            if row is not None and row[0]:
+            statement = _APPEND
+            if also is not None:
+                statement = f"WITH also AS ({also[0]}) {_APPEND}"
+                parameters = [*also[1], *parameters]
+            try:
+                async with self._database.async_connection() as connection:
+                    await connection.execute(statement, parameters)
+            except psycopg.errors.SerializationFailure:  # changed since read: as they are
+                pass
+            else:
                 return updated
-        return await asyncio.to_thread(self._update_locked, conversation_id, change)
+        return await asyncio.to_thread(self._update_locked, conversation_id, change, also)
 
     def _update_locked(
-        self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
+        self,
+        conversation_id: str,
+        change: Callable[[list[Message]], list[Message]],
+        also: tuple[str, Sequence[Any]] | None = None,
     ) -> list[Message]:
-        """The update made on the rows read under the conversation's lock."""
+        """The update made on the rows read under the conversation's lock (with ``also`` in
+        its transaction)."""
         with self._database.transaction() as connection:
             _lock_conversation(connection, conversation_id)
+            if also is not None:
+                connection.execute(*also)
             positions, _, stored = _load(connection, conversation_id)
             updated = change(stored)
             below, rows = changed_rows(conversation_id, positions, stored, updated)
@@ -297,7 +323,8 @@ class PostgresChatMemoryRepository:
 # end writes), in one statement and one transaction (the schema's function, version 2):
 # the conversation's lock, then, on the rows as they are once it is held, the rows below
 # the position given deleted and the new ones added only if the rows are those read (the
-# same positions, the same texts); it says whether they were. A pipeline of the lock's
+# same positions, the same texts); else it fails (serialization_failure), and nothing of
+# the statement is kept. A pipeline of the lock's
 # statement and the write's, as before, was three socket writes to PostgreSQL (one per
 # statement and the Sync), each waking its backend.
 _APPEND = "SELECT tooluse_chat_memory_append(%s, %s::integer[], %s, %s, %s::jsonb)"

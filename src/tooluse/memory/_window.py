@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from tooluse.history import paused_turn_of, with_held_rounds_completed
 from tooluse.memory._api import (
@@ -91,6 +92,21 @@ class MessageWindowChatMemory:
         batch = _as_batch(messages)
         if batch:
             await self._async_repository.aupdate(conversation_id, self._windowed(batch))
+
+    async def aadd_with(
+        self,
+        conversation_id: str,
+        messages: Message | Sequence[Message],
+        also: tuple[str, Sequence[Any]],
+    ) -> None:
+        """:meth:`aadd` of at least one message, and ``also`` (a write of the repository's
+        database, ``%s`` placeholders, and its parameters) in the same transaction: for an
+        :class:`~tooluse.memory.AsyncChatMemoryRepository` only."""
+        validate_conversation_id(conversation_id)
+        batch = _as_batch(messages)
+        if self._async_repository is None or not batch:
+            raise ValueError("aadd_with writes messages to an AsyncChatMemoryRepository")
+        await self._async_repository.aupdate(conversation_id, self._windowed(batch), also=also)
 
     async def aget(self, conversation_id: str) -> list[Message]:
         if self._async_repository is None:

@@ -7,7 +7,14 @@ import contextlib
 import functools
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Mapping,
+    Sequence,
+)
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
@@ -469,6 +476,13 @@ class _DisplayRecord:
             await self._service.turn_displays.asave(*self._saved())
         except Exception:
             self._lost()
+
+    def write(self) -> tuple[str, Sequence[Any]] | None:
+        if self._display.empty or self._paused_turn is not None:
+            return None
+        return self._service.turn_displays.insertion(
+            self._conversation_id, self._question, self._display
+        )
 
     def _saved(self) -> tuple[str, str, str | None, TurnDisplay]:
         return self._conversation_id, self._question, self._paused_turn, self._display

@@ -16,7 +16,7 @@ import logging
 import time
 from typing import Any, Final
 
-from tooluse._tables import Location, Schema, open_tables
+from tooluse._tables import Location, PostgresTables, Schema, open_tables, storable_text
 from tooluse.qa import DoneEvent, QaEvent, RouteEvent, ToolCallEvent, ToolResultEvent
 
 __all__ = [
@@ -178,9 +178,7 @@ class TurnDisplayStore:
         now = time.time()
         if turn_id is None:  # a turn that never paused: its one record, in one statement
             with self._tables.write_one() as connection:
-                connection.execute(
-                    _INSERT, (conversation_id, None, question, now, json.dumps(events))
-                )
+                connection.execute(_INSERT, _inserted(conversation_id, question, now, events))
         else:
             self._save_paused(conversation_id, question, turn_id, events, now)
         if time.monotonic() >= self._next_tidy:
@@ -195,9 +193,20 @@ class TurnDisplayStore:
             await asyncio.to_thread(self.save, conversation_id, question, turn_id, display)
             return
         await self._tables.aexecute_one(
-            _INSERT,
-            (conversation_id, None, question, time.time(), json.dumps(_shown(display))),
+            _INSERT, _inserted(conversation_id, question, time.time(), _shown(display))
         )
+
+    def insertion(
+        self, conversation_id: str, question: str, display: TurnDisplay
+    ) -> tuple[str, tuple[Any, ...]] | None:
+        """The record of a turn that never paused as one statement for PostgreSQL (psycopg's
+        placeholders) and its parameters, for a caller that writes it with another write of
+        the database (the turn's memory); ``None`` when :meth:`save` must store it (a SQLite
+        file; the hourly tidying is due)."""
+        if not isinstance(self._tables, PostgresTables) or time.monotonic() >= self._next_tidy:
+            return None
+        inserted = _inserted(conversation_id, question, time.time(), _shown(display))
+        return _INSERT.replace("?", "%s"), inserted
 
     def _save_paused(
         self,
@@ -214,7 +223,7 @@ class TurnDisplayStore:
             ).fetchone()
             if row is None:
                 connection.execute(
-                    _INSERT, (conversation_id, turn_id, question, now, json.dumps(events))
+                    _INSERT, _inserted(conversation_id, question, now, events, turn_id)
                 )
             else:
                 seq, stored = row
@@ -252,6 +261,18 @@ class TurnDisplayStore:
             logger.info(
                 "%d turn display record(s) deleted (kept %g seconds)", deleted, self._retention
             )
+
+
+def _inserted(
+    conversation_id: str,
+    question: str,
+    now: float,
+    events: list[dict[str, Any]],
+    turn_id: str | None = None,
+) -> tuple[Any, ...]:
+    """:data:`_INSERT`'s parameters (the question as both engines store any text: a NUL or
+    a lone surrogate, which JSON can bring, as an escape)."""
+    return conversation_id, turn_id, storable_text(question), now, json.dumps(events)
 
 
 def _shown(display: TurnDisplay) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from tooluse.memory import AsyncChatMemoryRepository, ChatMemory, MessageWindowChatMemory
 from tooluse.messages import Message
@@ -18,11 +18,14 @@ __all__ = ["HeldRecord", "TurnMemory"]
 class HeldRecord(Protocol):
     """A turn's record stored after its memory's writes (:meth:`TurnMemory.store_held`):
     ``store`` in the thread that wrote them, ``astore`` on the loop after writes made
-    there."""
+    there; or, when ``write`` gives one, as that statement of the memory's database and
+    its parameters, made in the transaction of the memory's last write."""
 
     def store(self) -> None: ...
 
     async def astore(self) -> None: ...
+
+    def write(self) -> tuple[str, Sequence[Any]] | None: ...
 
 
 class _Held:
@@ -37,6 +40,10 @@ class _Held:
         self.writes = 0
         self.holds_writes = holds_writes
         self.unstored: list[Message | Sequence[Message]] = []
+
+
+def _empty(messages: Message | Sequence[Message]) -> bool:
+    return isinstance(messages, Sequence) and not messages
 
 
 class TurnMemory:
@@ -65,8 +72,11 @@ class TurnMemory:
         self._held: dict[str, _Held] = {}
         # Its writes made on the event loop: a thread that waited for the GIL of a busy
         # loop after each of its socket's reads made a round trip tens of milliseconds.
-        self._on_loop = isinstance(memory, MessageWindowChatMemory) and isinstance(
-            memory.repository, AsyncChatMemoryRepository
+        self._on_loop = (
+            memory
+            if isinstance(memory, MessageWindowChatMemory)
+            and isinstance(memory.repository, AsyncChatMemoryRepository)
+            else None
         )
 
     @property
@@ -97,14 +107,17 @@ class TurnMemory:
 
     async def store_held(self, conversation_id: str, then: HeldRecord | None = None) -> None:
         """Store the writes the turn of ``conversation_id`` holds, in the order they were
-        made, then ``then`` (the turn's other records): on the loop, or in one hop to a
-        thread. ``then`` is not stored when a write fails. A write begun goes on if the
-        turn is cancelled (its client left), as a thread's would."""
+        made, then ``then`` (the turn's other records): on the loop (``then`` in the last
+        write's transaction when it gives a statement), or in one hop to a thread. ``then``
+        is not stored when a write fails. A write begun goes on if the turn is cancelled
+        (its client left), as a thread's would."""
         held = self._held.get(conversation_id)
         unstored = self._take_unstored(held)
         if not unstored:
-            if then is not None:
-                await (then.astore() if self._on_loop else asyncio.to_thread(then.store))
+            if then is not None and self._on_loop is not None:
+                await then.astore()
+            elif then is not None:
+                await asyncio.to_thread(then.store)
             return
 
         def store() -> None:
@@ -113,16 +126,22 @@ class TurnMemory:
             if then is not None:
                 then.store()
 
-        async def astore() -> None:
-            for messages in unstored:
-                await self._memory.aadd(conversation_id, messages)
+        async def astore(memory: MessageWindowChatMemory) -> None:
+            *first, last = unstored
+            for messages in first:
+                await memory.aadd(conversation_id, messages)
+            write = None if then is None or _empty(last) else then.write()
+            if write is not None:  # the record in the last write's transaction
+                await memory.aadd_with(conversation_id, last, write)
+                return
+            await memory.aadd(conversation_id, last)
             if then is not None:
                 await then.astore()
 
         self._written(conversation_id)
         try:
-            if self._on_loop:
-                await asyncio.shield(astore())
+            if self._on_loop is not None:
+                await asyncio.shield(astore(self._on_loop))
             else:
                 await asyncio.to_thread(store)
         finally:  # a read that started while it wrote may hold the messages before it
