@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import importlib
 import json
 import os
 import statistics
@@ -71,8 +72,12 @@ async def _child(settings: dict[str, Any]) -> dict[str, float]:
     from tooluse.qa import DoneEvent, RouteEvent, ToolCallEvent, ToolResultEvent
     from tooluse.service import ServiceConfig
     from tooluse.service._service import QaService
-    from tooluse.service._sse import _store_display
     from tooluse.service._turn_displays import TurnDisplay
+
+    # Each tree's own way to store a turn's display record (a record object since session
+    # 23, a function before).
+    sse = importlib.import_module("tooluse.service._sse")
+    display_record = getattr(sse, "_DisplayRecord", None)
 
     directory = tempfile.mkdtemp(prefix="bench-turn-")
     config = ServiceConfig(
@@ -131,11 +136,16 @@ async def _child(settings: dict[str, Any]) -> dict[str, float]:
 
     async def written() -> None:
         await memory.aadd(conversation, turn_messages())
-        save = functools.partial(service.turn_displays.save, conversation, QUESTION, None, display)
+        then: Any = (
+            functools.partial(service.turn_displays.save, conversation, QUESTION, None, display)
+            if display_record is None
+            else display_record(service, conversation, QUESTION, display)
+        )
         if holds:
-            await memory.store_held(conversation, then=save)
+            await memory.store_held(conversation, then=then)
         else:
-            await asyncio.to_thread(_store_display, service, conversation, QUESTION, None, display)
+            store_display = sse._store_display
+            await asyncio.to_thread(store_display, service, conversation, QUESTION, None, display)
 
     async def turn_end() -> None:
         await in_turn(written, **holding)
