@@ -145,6 +145,35 @@ async def test_a_turn_reads_and_writes_its_memory_and_display_on_the_event_loop(
     assert [e["event"] for e in conversation["messages"][4]["events"]] == ["route", "sources"]
 
 
+async def test_a_display_record_that_cannot_be_made_costs_the_turn_only_its_trace(
+    postgres_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tooluse.service._turn_displays import TurnDisplayStore
+
+    def cannot(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError("the record could not be made")
+
+    async def cannot_either(*args: Any, **kwargs: Any) -> Any:
+        cannot()
+
+    monkeypatch.setattr(TurnDisplayStore, "insertion", cannot)
+    monkeypatch.setattr(TurnDisplayStore, "asave", cannot_either)
+    async with worker(postgres_url, tmp_path) as client:
+        await ready(client)
+        await ask(client, "Any refund rules?", "c1")
+        assert names(await ask(client, "What's the weather in Paris?", "c1"))[-1] == "done"
+        monkeypatch.undo()
+        conversation = (await client.get("/api/conversations/c1")).json()
+    assert said(conversation)[-2:] == [
+        ("user", "What's the weather in Paris?"),
+        ("assistant", "From live data."),
+    ]
+    assert "Could not store the tool trace of a turn of chat c1" in caplog.text
+
+
 async def test_a_message_on_another_worker_withdraws_the_run_waiting_for_a_decision(
     postgres_url: str, redis_url: str, tmp_path: Path
 ) -> None:

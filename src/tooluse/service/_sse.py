@@ -480,9 +480,12 @@ class _DisplayRecord:
     def write(self) -> tuple[str, Sequence[Any]] | None:
         if self._display.empty or self._paused_turn is not None:
             return None
-        return self._service.turn_displays.insertion(
-            self._conversation_id, self._question, self._display
-        )
+        try:
+            return self._service.turn_displays.insertion(
+                self._conversation_id, self._question, self._display
+            )
+        except Exception:  # not with the memory's write: astore() tries it, logs a failure
+            return None
 
     def _saved(self) -> tuple[str, str, str | None, TurnDisplay]:
         return self._conversation_id, self._question, self._paused_turn, self._display
