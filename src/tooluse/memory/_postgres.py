@@ -163,9 +163,7 @@ class PostgresChatMemoryRepository:
         """:meth:`find_by_conversation_id` on the running event loop's connections (no
         thread)."""
         validate_conversation_id(conversation_id)
-        async with self._database.async_connection() as connection:
-            cursor = await connection.execute(_READ, (conversation_id,))
-            rows = await cursor.fetchall()
+        rows = await self._afetched(_READ, (conversation_id,))
         return self._remembered(conversation_id, *_parsed(rows))
 
     async def afind_by_conversation_id_with_exists(
@@ -174,12 +172,15 @@ class PostgresChatMemoryRepository:
         """:meth:`find_by_conversation_id_with_exists` on the running event loop's
         connections (no thread)."""
         validate_conversation_id(conversation_id)
-        async with self._database.async_connection() as connection:
-            cursor = await connection.execute(
-                _READ_WITH_EXISTS.replace("{query}", query), (*parameters, conversation_id)
-            )
-            rows = await cursor.fetchall()
+        rows = await self._afetched(
+            _READ_WITH_EXISTS.replace("{query}", query), (*parameters, conversation_id)
+        )
         return self._remembered(conversation_id, *_parsed(rows)), rows[0][2]
+
+    async def _afetched(self, statement: str, parameters: Sequence[Any]) -> list[Any]:
+        async with self._database.async_connection() as connection:
+            cursor = await connection.execute(statement, parameters)
+            return await cursor.fetchall()
 
     def _remembered(
         self, conversation_id: str, positions: list[int], texts: list[str], messages: list[Message]
