@@ -8,8 +8,8 @@ when the store opens: :meth:`PostgresDatabase.migrate` runs the steps the databa
 under an advisory lock, so workers starting at once migrate it once.
 
 Code on an event loop (the service's turns) reaches the database without a thread:
-:meth:`PostgresDatabase.async_connection` is a connection of a psycopg ``AsyncConnectionPool``
-of that loop, opened on first use. A busy loop held the GIL while a thread's query waited for
+:meth:`PostgresDatabase.async_connection` is a connection of that loop's own (opened as
+needed, ``_LoopConnections``). A busy loop held the GIL while a thread's query waited for
 it after each read of its socket: under load a round trip from a thread took tens of
 milliseconds, most of it waiting for the GIL and for a thread.
 """

@@ -181,7 +181,7 @@ class TurnDisplayStore:
                 connection.execute(_INSERT, _inserted(conversation_id, question, now, events))
         else:
             self._save_paused(conversation_id, question, turn_id, events, now)
-        if time.monotonic() >= self._next_tidy:
+        if self._tidy_due():
             self._tidy()
 
     async def asave(
@@ -189,12 +189,15 @@ class TurnDisplayStore:
     ) -> None:
         """:meth:`save` from a coroutine: a turn that never paused in one statement (on
         PostgreSQL on the running event loop's connections), the rest in a thread."""
-        if turn_id is not None or time.monotonic() >= self._next_tidy:
+        if turn_id is not None or self._tidy_due():
             await asyncio.to_thread(self.save, conversation_id, question, turn_id, display)
             return
         await self._tables.aexecute_one(
             _INSERT, _inserted(conversation_id, question, time.time(), _shown(display))
         )
+
+    def _tidy_due(self) -> bool:
+        return time.monotonic() >= self._next_tidy
 
     def insertion(
         self, conversation_id: str, question: str, display: TurnDisplay
@@ -203,7 +206,7 @@ class TurnDisplayStore:
         placeholders) and its parameters, for a caller that writes it with another write of
         the database (the turn's memory); ``None`` when :meth:`save` must store it (a SQLite
         file; the hourly tidying is due)."""
-        if not isinstance(self._tables, PostgresTables) or time.monotonic() >= self._next_tidy:
+        if not isinstance(self._tables, PostgresTables) or self._tidy_due():
             return None
         inserted = _inserted(conversation_id, question, time.time(), _shown(display))
         return _INSERT.replace("?", "%s"), inserted

@@ -65,14 +65,15 @@ class TurnMemory:
     turn's own) reads or clears the store as it is, without them (the turn's stages read
     the conversation before they write it)."""
 
-    __slots__ = ("_held", "_memory", "_on_loop")
+    __slots__ = ("_async_window", "_held", "_memory")
 
     def __init__(self, memory: ChatMemory) -> None:
         self._memory = memory
         self._held: dict[str, _Held] = {}
-        # Its writes made on the event loop: a thread that waited for the GIL of a busy
-        # loop after each of its socket's reads made a round trip tens of milliseconds.
-        self._on_loop = (
+        # The window memory whose writes go on the event loop (None: in a thread): a thread
+        # that waited for the GIL of a busy loop after each of its socket's reads made a
+        # round trip tens of milliseconds.
+        self._async_window = (
             memory
             if isinstance(memory, MessageWindowChatMemory)
             and isinstance(memory.repository, AsyncChatMemoryRepository)
@@ -114,7 +115,7 @@ class TurnMemory:
         held = self._held.get(conversation_id)
         unstored = self._take_unstored(held)
         if not unstored:
-            if then is not None and self._on_loop is not None:
+            if then is not None and self._async_window is not None:
                 await then.astore()
             elif then is not None:
                 await asyncio.to_thread(then.store)
@@ -140,8 +141,8 @@ class TurnMemory:
 
         self._written(conversation_id)
         try:
-            if self._on_loop is not None:
-                await asyncio.shield(astore(self._on_loop))
+            if self._async_window is not None:
+                await asyncio.shield(astore(self._async_window))
             else:
                 await asyncio.to_thread(store)
         finally:  # a read that started while it wrote may hold the messages before it
