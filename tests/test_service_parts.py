@@ -38,7 +38,7 @@ from tooluse.cli._options import OptionError, add_service_arguments, config_from
 from tooluse.client import RunState
 from tooluse.memory import PostgresDatabase
 from tooluse.messages import ChatOptions, Prompt, UserMessage
-from tooluse.qa import ROUTER_REMINDER, DeltaEvent, FetchRecord, QaEvent, QaPause
+from tooluse.qa import ROUTER_REMINDER, DeltaEvent, DoneEvent, FetchRecord, QaEvent, QaPause
 from tooluse.rag import Document, SqliteVectorStore
 from tooluse.service import (
     SAMPLE_TOOLS,
@@ -53,7 +53,7 @@ from tooluse.service import (
 )
 from tooluse.service._owners import ConversationOwners
 from tooluse.service._service import local_tools, router_reminder
-from tooluse.service._sse import qa_events, sse_response
+from tooluse.service._sse import named_sse_response, qa_events, sse_response
 from tooluse.testing import FunctionModel
 
 DEFINITIONS = [callback.definition for callback in tool_callbacks(*SAMPLE_TOOLS)]
@@ -876,6 +876,46 @@ async def test_a_run_left_at_an_event_is_closed_before_its_turn_is_let_go(
         await stream.aclose()
         assert turns_held_at_close == [1]
         assert len(service.turns) == 0
+    finally:
+        service.close()
+
+
+async def test_a_turns_done_comes_once_the_turn_ended_with_the_body_end(tmp_path: Path) -> None:
+    # The client that gets done may ask again at once: by then the conversation's turn has
+    # let go and the run's end was recorded, and done is the body's last message (one
+    # socket write with the end, not two).
+    service = QaService(service_config(tmp_path / "s.db"))
+    ended: list[str | None] = []
+    seen_at_done: list[tuple[int, list[str | None]]] = []
+    sent: list[tuple[bytes, bool]] = []
+
+    async def run() -> AsyncIterator[QaEvent]:
+        yield DeltaEvent("Sunny")
+        await asyncio.sleep(0.01)  # the delta goes out on its own
+        yield DoneEvent(answer="Sunny", route="tools", documents=(), usage=None)
+
+    async def end(error: str | None) -> None:
+        ended.append(error)
+
+    async def receive() -> dict[str, object]:
+        await asyncio.sleep(3600)  # the client stays
+        return {"type": "http.disconnect"}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            sent.append((message["body"], message["more_body"]))
+            if b"event: done" in message["body"]:
+                seen_at_done.append((len(service.turns), list(ended)))
+
+    try:
+        response = named_sse_response(
+            qa_events(service, run(), "c1", "q", on_end=end), keepalive_seconds=10
+        )
+        scope = {"type": "http", "asgi": {"spec_version": "2.3"}}
+        await asyncio.wait_for(response(scope, receive, send), 2)
+        assert [more for _, more in sent] == [True, False]
+        assert sent[0][0].startswith(b"event: delta") and sent[1][0].startswith(b"event: done")
+        assert seen_at_done == [(0, [None])]
     finally:
         service.close()
 

@@ -61,7 +61,7 @@ from tooluse.service._openapi import (
 from tooluse.service._owners import owner_of
 from tooluse.service._runs import ask_request, live_events, resume_request
 from tooluse.service._service import QaService, ServiceConfig, run_context
-from tooluse.service._sse import JsonTextResponse, as_sse, qa_events, sse, sse_response
+from tooluse.service._sse import JsonTextResponse, named_sse_response, qa_events
 from tooluse.service._turn_displays import StoredTurnDisplay
 
 __all__ = ["ApprovalRequest", "ChatRequest", "DecisionRequest", "create_app"]
@@ -438,15 +438,13 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         async def start() -> None:
             await service.start_turn(conversation_id)
 
-        return sse_response(
-            as_sse(
-                qa_events(
-                    service,
-                    events,
-                    conversation_id,
-                    request.message,
-                    on_start=None if request.conversation_id is None else start,
-                )
+        return named_sse_response(
+            qa_events(
+                service,
+                events,
+                conversation_id,
+                request.message,
+                on_start=None if request.conversation_id is None else start,
             ),
             keepalive_seconds=keepalive,
         )
@@ -518,13 +516,13 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         if not await check_owner(caller, conversation_id, write=False):
             raise HTTPException(404, _not_yours(conversation_id))
 
-        async def watched() -> AsyncGenerator[bytes, None]:
+        async def watched() -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
             async with service.events.watch(conversation_id) as events:
-                yield sse("watching", {"conversation_id": conversation_id})
-                async for kind, data in events:
-                    yield sse(kind, data)
+                yield "watching", {"conversation_id": conversation_id}
+                async for event in events:
+                    yield event
 
-        return sse_response(watched(), keepalive_seconds=keepalive)
+        return named_sse_response(watched(), keepalive_seconds=keepalive)
 
     @api.get("/api/approvals/{approval_id}", responses=with_statuses(API_ERRORS, 400, 401, 404))
     async def approval(approval_id: str, caller: RequestCaller) -> dict[str, Any]:
@@ -570,23 +568,21 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
         async def finished(error: str | None) -> None:
             await asyncio.to_thread(service.approvals.finish, approval_id, error)
 
-        return sse_response(
-            as_sse(
-                qa_events(
-                    service,
-                    events,
-                    stored.pause.conversation_id,
-                    stored.pause.question,
-                    paused_turn=stored.pause.turn_id,
-                    on_end=finished,
-                )
+        return named_sse_response(
+            qa_events(
+                service,
+                events,
+                stored.pause.conversation_id,
+                stored.pause.question,
+                paused_turn=stored.pause.turn_id,
+                on_end=finished,
             ),
             keepalive_seconds=keepalive,
         )
 
     async def _durable_response(run: dict[str, Any]) -> StreamingResponse:
-        return sse_response(
-            as_sse(await live_events(service, run)),
+        return named_sse_response(
+            await live_events(service, run),
             keepalive_seconds=keepalive,
             headers={"X-Run-Id": run["run_id"]},
         )

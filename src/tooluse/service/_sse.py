@@ -16,7 +16,7 @@ from collections.abc import (
     Sequence,
 )
 from json.encoder import encode_basestring
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -31,9 +31,9 @@ if TYPE_CHECKING:  # the service runs its durable turns through this module
 __all__ = [
     "KEEPALIVE_COMMENT",
     "JsonTextResponse",
-    "as_sse",
     "completion_events",
     "json_text",
+    "named_sse_response",
     "qa_events",
     "sse",
     "sse_response",
@@ -45,6 +45,7 @@ logger = logging.getLogger("tooluse.service")
 KEEPALIVE_COMMENT = b": keep-alive\n\n"  # a comment line: clients ignore it
 
 _END = object()
+_Event = TypeVar("_Event")
 # The events that end a turn: published to the conversation's watchers even when it had
 # none as it started (one may have subscribed since).
 _TURN_ENDS = (DoneEvent, ApprovalRequiredEvent)
@@ -58,10 +59,28 @@ def sse_response(
     """``events`` as a ``text/event-stream`` response that sends :data:`KEEPALIVE_COMMENT`
     whenever ``keepalive_seconds`` pass without an event."""
     return _EventStreamResponse(
-        _with_keepalive(events, keepalive_seconds),
+        _with_keepalive(events, keepalive_seconds, bytes),
         media_type="text/event-stream",
         headers=headers,
     )
+
+
+def named_sse_response(
+    named: AsyncGenerator[tuple[str, dict[str, Any]], None],
+    keepalive_seconds: float,
+    headers: Mapping[str, str] | None = None,
+) -> StreamingResponse:
+    """:func:`sse_response` of events by name (:func:`qa_events`), each as :func:`sse`
+    writes it (as the stream reads it: no generator between the two)."""
+    return _EventStreamResponse(
+        _with_keepalive(named, keepalive_seconds, _named_sse),
+        media_type="text/event-stream",
+        headers=headers,
+    )
+
+
+def _named_sse(event: tuple[str, dict[str, Any]]) -> bytes:
+    return sse(*event)
 
 
 class _EventStreamResponse(StreamingResponse):
@@ -183,7 +202,7 @@ class _KeepaliveTimer:
 
 
 async def _with_keepalive(
-    events: AsyncGenerator[bytes, None], interval: float
+    events: AsyncGenerator[_Event, None], interval: float, render: Callable[[_Event], bytes]
 ) -> AsyncIterator[bytes]:
     # The events are read in one task of their own (a generator must not hop between tasks:
     # its cancel scopes would break), into an outbox of at most _QUEUED_EVENTS; this side
@@ -199,7 +218,7 @@ async def _with_keepalive(
         try:
             async with contextlib.aclosing(events):
                 async for event in events:
-                    outbox.put(event)
+                    outbox.put(render(event))
                     if len(outbox.chunks) >= _QUEUED_EVENTS:
                         outbox.room = loop.create_future()
                         await outbox.room
@@ -288,15 +307,6 @@ def _has_surrogate(text: str) -> bool:
     return False
 
 
-async def as_sse(
-    named: AsyncGenerator[tuple[str, dict[str, Any]], None],
-) -> AsyncGenerator[bytes, None]:
-    """Events by name (:func:`qa_events`) as SSE."""
-    async with contextlib.aclosing(named):
-        async for kind, data in named:
-            yield sse(kind, data)
-
-
 async def qa_events(
     service: QaService,
     events: AsyncGenerator[QaEvent, None],
@@ -329,8 +339,14 @@ async def qa_events(
     when it was made, and no display record is stored. The events of a run in a
     conversation, but the deltas, go to its watchers on every worker too
     (:class:`~tooluse.service._conversation_events.ConversationEvents`): its end always,
-    its tool calls, results and route if it had watchers when it started."""
+    its tool calls, results and route if it had watchers when it started.
+
+    The turn's last event, ``done`` or ``approval_required``, is given once the turn has
+    ended (its lock released, ``on_end`` told): a client that asks again on its ``done``
+    does not wait for the turn, and the stream's last event and its end go out in one
+    write."""
     error: str | None = "interrupted: the client went away before the run ended"
+    ending: tuple[str, dict[str, Any]] | None = None  # the turn's last event, given after it
     display = TurnDisplay()
     # The conversation of a new question's turn, which holds its memory write for its done
     # (a resumed run writes as it goes: a stopped one records what ran; a durable run's
@@ -388,7 +404,10 @@ async def qa_events(
                         or (watched and not isinstance(event, DeltaEvent))
                     ):
                         await service.events.publish(conversation_id, event.kind, data)
-                    yield event.kind, data
+                    if isinstance(event, _TURN_ENDS):
+                        ending = event.kind, data
+                    else:
+                        yield event.kind, data
             finally:  # within the turn: the records keep the order of the turns
                 if (
                     conversation_id is not None
@@ -406,10 +425,15 @@ async def qa_events(
         failure = {"message": str(exc) or type(exc).__name__, "type": type(exc).__name__}
         if conversation_id is not None:
             await service.events.publish(conversation_id, "error", failure)
+        if ending is not None:  # it happened: what failed came after it
+            yield ending
+            ending = None
         yield "error", failure
     finally:
         if on_end is not None:
             await service.recorded("turn.end", functools.partial(on_end, error))
+    if ending is not None:
+        yield ending
 
 
 async def completion_events(
