@@ -8,5 +8,5 @@ DOC = DOCS / "tool-calling.md"
 
 def test_the_examples_run_in_order() -> None:
     examples = python_examples(DOC)
-    assert len(examples) == 7
+    assert len(examples) == 8
     run_examples(DOC, examples, {"__name__": "tool_calling_doc"})

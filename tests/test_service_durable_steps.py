@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tooluse import tool
-from tooluse.calling import ToolCallLimitExceeded
+from tooluse import tool, tool_callbacks
+from tooluse.calling import ToolCallLimitExceeded, report_usage
 from tooluse.memory import MessageWindowChatMemory
 from tooluse.messages import (
     AssistantMessage,
@@ -21,6 +21,7 @@ from tooluse.messages import (
     Generation,
     Prompt,
     ToolResponseMessage,
+    Usage,
     UserMessage,
 )
 from tooluse.qa._callbacks import ledger_tool_callbacks
@@ -108,6 +109,55 @@ async def test_a_replayed_tool_round_runs_no_tool_and_gives_its_data_to_the_ledg
     assert replayed == first
     assert isinstance(replayed.conversation_history[-1], ToolResponseMessage)
     assert replayed_ledger.records == first_ledger.records != ()
+
+
+@tool(read_only=True)
+def summarize_order(order_id: str) -> str:
+    """A summary of an order, written by a model of the tool's own."""
+    ran.append(order_id)
+    report_usage(Usage(prompt_tokens=50, completion_tokens=5, total_tokens=55))
+    return f"order {order_id}: on its way"
+
+
+class _OlderRecord:
+    """Pickles as ``record`` did before its last field was added (its state without it)."""
+
+    def __init__(self, record: Any) -> None:
+        self._record = record
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _unpickled_as_then, (type(self._record), self._record.__getstate__()[:-1])
+
+
+def _unpickled_as_then(cls: type[Any], state: list[Any]) -> Any:
+    """What unpickling does with such a record: a new object, then its state set."""
+    record = cls.__new__(cls)
+    record.__setstate__(state)
+    return record
+
+
+async def test_a_replayed_round_gives_its_tools_usage_and_an_older_record_none() -> None:
+    ran.clear()
+    runs = ReplayingRuns()
+    manager = RecordedToolCallingManager(runs)
+    options = ChatOptions(tool_callbacks=tool_callbacks(summarize_order))
+    prompt = Prompt([UserMessage(text="Summarize my order")], options)
+    calls = [tool_call("summarize_order", {"order_id": "A1"}, id="c1")]
+    response = ChatResponse([Generation(AssistantMessage(tool_calls=calls))])
+    first = await manager.aexecute_tool_calls(prompt, response)
+    assert first.usage == Usage(prompt_tokens=50, completion_tokens=5, total_tokens=55)
+    runs.replay()
+    assert await manager.aexecute_tool_calls(prompt, response) == first
+    assert ran == ["A1"]
+    # A round recorded by a version whose records had no usage (a run in flight across an
+    # upgrade): its pickled state lacks the field, and the round replays without usage.
+    name, data, failed = runs.records[0]
+    recorded = pickle.loads(data)
+    runs.records[0] = (name, pickle.dumps(_OlderRecord(recorded)), failed)
+    runs.replay()
+    replayed = await manager.aexecute_tool_calls(prompt, response)
+    assert replayed.usage is None
+    assert replayed.conversation_history == first.conversation_history
 
 
 async def test_a_replayed_round_that_broke_a_limit_breaks_it_again() -> None:

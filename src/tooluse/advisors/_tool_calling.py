@@ -375,6 +375,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             )
         except ToolCallLimitExceeded as exc:
             loop.history = exc.partial_result.conversation_history
+            loop.add_usage(exc.partial_result.usage)
             loop.ended_on_tools = True
             return ChatResponse(generations=(exc.build_generation(),))
         return await self._after_round(loop, result, None, None)
@@ -389,6 +390,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
             )
         except ToolCallLimitExceeded as exc:
             loop.history = exc.partial_result.conversation_history
+            loop.add_usage(exc.partial_result.usage)
             loop.ended_on_tools = True
             return chat_response.model_copy(update={"generations": (exc.build_generation(),)})
         return await self._after_round(loop, result, response, chat_response)
@@ -401,6 +403,7 @@ class ToolCallingAdvisor(BaseAdvisor, ToolAdvisor):
         chat_response: ChatResponse | None,
     ) -> ChatResponse | None:
         loop.history = result.conversation_history
+        loop.add_usage(result.usage)  # the model calls of the round's tools
         if result.pending_tool_calls:
             if chat_response is None:
                 raise ValueError("A resumed round cannot hold calls for approval again")

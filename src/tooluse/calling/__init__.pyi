@@ -50,3 +50,4 @@ from tooluse.calling._resolvers import (
 from tooluse.calling._resolvers import StaticToolCallbackResolver as StaticToolCallbackResolver
 from tooluse.calling._resolvers import ToolCallbackResolver as ToolCallbackResolver
 from tooluse.calling._result import ToolExecutionResult as ToolExecutionResult
+from tooluse.calling._usage import report_usage as report_usage

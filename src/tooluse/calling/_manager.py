@@ -44,6 +44,7 @@ from tooluse.calling._limits import LimitBreach, ToolCallLimits, TurnTally
 from tooluse.calling._rate_limits import InMemoryRateLimitStore, RateLimit, RateLimitStore
 from tooluse.calling._resolvers import ToolCallbackResolver
 from tooluse.calling._result import ToolExecutionResult
+from tooluse.calling._usage import collected_usage
 from tooluse.messages import (
     AssistantMessage,
     ChatOptions,
@@ -53,6 +54,7 @@ from tooluse.messages import (
     ToolCall,
     ToolResponse,
     ToolResponseMessage,
+    sum_usage,
 )
 from tooluse.tools import (
     ToolCallback,
@@ -482,7 +484,9 @@ class ToolCallingManager:
         prior_return_direct: bool | None,
     ) -> ToolExecutionResult:
         responses = plan.responses
-        for job, response in zip(plan.jobs, await self._run_jobs(plan.jobs, context), strict=True):
+        with collected_usage() as spent:
+            ran = await self._run_jobs(plan.jobs, context)
+        for job, response in zip(plan.jobs, ran, strict=True):
             responses[job.index] = response
         return_direct = False if plan.refused else _return_direct(plan.jobs, prior_return_direct)
         answered = tuple(r for r in responses if r is not None)
@@ -499,6 +503,7 @@ class ToolCallingManager:
             conversation_history=history,
             return_direct=bool(return_direct) and not plan.held,
             pending_tool_calls=tuple(plan.held),
+            usage=sum_usage(*spent),
         )
         if self._audit is not None:
             await self._audit.record(_audit_records(plan, assistant.tool_calls, context))

@@ -6,7 +6,7 @@ import dataclasses
 from typing import ClassVar
 
 from tooluse.calling._approval import PendingToolCall
-from tooluse.messages import AssistantMessage, Generation, Message, ToolResponseMessage
+from tooluse.messages import AssistantMessage, Generation, Message, ToolResponseMessage, Usage
 
 __all__ = ["ToolExecutionResult"]
 
@@ -21,6 +21,9 @@ class ToolExecutionResult:
     ``pending_tool_calls`` are the calls held for human approval; while there are any, the
     final ``ToolResponseMessage`` holds only the executed calls' responses (and is absent when
     none ran), and the round is completed with ``ToolCallingManager.aresume_tool_calls``.
+    ``usage`` is what the round's tools spent on model calls of their own (reported with
+    :func:`~tooluse.calling.report_usage`; ``None``: nothing), which the tool-calling loop
+    adds to the run's.
     """
 
     FINISH_REASON: ClassVar[str] = "returnDirect"
@@ -31,6 +34,7 @@ class ToolExecutionResult:
     conversation_history: tuple[Message, ...]
     return_direct: bool = False
     pending_tool_calls: tuple[PendingToolCall, ...] = ()
+    usage: Usage | None = None
 
     def build_generations(self) -> list[Generation]:
         """One generation per tool response of the last message, for a return-direct answer:

@@ -12,6 +12,7 @@ import functools
 import logging
 
 from tooluse._sync import run_sync
+from tooluse.calling._usage import report_usage
 from tooluse.messages import ChatOptions, Prompt, SystemMessage, UserMessage
 from tooluse.models._base import ChatModel
 from tooluse.search._types import check_count, check_instance
@@ -90,6 +91,7 @@ class QueryTranslator:
             sync_name="QueryTranslator.translate()",
             async_name="model.acall(prompt)",
         )
+        report_usage(response.usage)  # the run whose search asked for it pays for it
         translation = response.text.strip()
         if not translation or translation == query.strip():
             logger.warning(

@@ -33,7 +33,7 @@ from tooluse._version import VERSION
 from tooluse.calling import ToolCallingManager, ToolCallLimitExceeded, ToolExecutionResult
 from tooluse.calling._approval import PendingToolCall
 from tooluse.memory import ChatMemory
-from tooluse.messages import ChatResponse, Message, Prompt, ToolResponse, ToolResponseMessage
+from tooluse.messages import ChatResponse, Message, Prompt, ToolResponse, ToolResponseMessage, Usage
 from tooluse.models import ChatModel
 from tooluse.qa._ledger import FetchLedger, FetchRecord
 from tooluse.streaming import StreamAggregator
@@ -155,6 +155,7 @@ class _RecordedRound:
     pending: tuple[PendingToolCall, ...]
     fetched: tuple[FetchRecord, ...]
     breach: tuple[str | None, int, int] | None = None  # tool, limit, the breach's position
+    usage: Usage | None = None  # the tools' own model calls (ToolExecutionResult.usage)
 
 
 class RecordedToolCallingManager(ToolCallingManager):
@@ -203,6 +204,7 @@ class RecordedToolCallingManager(ToolCallingManager):
                 pending=tuple(result.pending_tool_calls),
                 fetched=ledger.records[known:] if ledger is not None else (),
                 breach=breach,
+                usage=result.usage,
             )
 
         async def compute() -> _RecordedRound:
@@ -223,6 +225,8 @@ class RecordedToolCallingManager(ToolCallingManager):
             (*prompt.messages, *recorded.added),
             return_direct=recorded.return_direct,
             pending_tool_calls=recorded.pending,
+            # A round recorded before rounds kept their usage unpickles without it.
+            usage=getattr(recorded, "usage", None),
         )
         if recorded.breach is not None:
             tool_name, limit, position = recorded.breach
