@@ -12,7 +12,7 @@ from _rag_helpers import HashingEmbeddingModel
 from _service_helpers import config, names, parse_sse, service
 from tooluse.cli import build_parser
 from tooluse.cli._options import OptionError, config_from_arguments
-from tooluse.messages import Prompt, ToolResponseMessage, UserMessage
+from tooluse.messages import Prompt, SystemMessage, ToolResponseMessage, Usage, UserMessage
 from tooluse.search import (
     HybridToolIndex,
     ToolReference,
@@ -22,7 +22,7 @@ from tooluse.search import (
 from tooluse.service import QaService
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._service import TOOL_SEARCH_ABOVE, router_advisor
-from tooluse.testing import FunctionModel, ResponseLike, tool_call
+from tooluse.testing import FunctionModel, ResponseLike, chat_response, tool_call
 from tooluse.tools import tool, tool_callbacks
 
 
@@ -201,6 +201,39 @@ def test_tool_search_translation_translates_a_question_the_tools_cannot_match(
     assert found.tool_names[0] == "cancel_order"
     index.search(ToolSearchRequest("s", "cancel order A1001", max_results=3))
     assert asked == ["帮我取消订单A1001"]  # a question in the tools' language is not translated
+
+
+async def test_a_turns_usage_counts_the_translation_its_search_asked_for(
+    tmp_path: Path,
+) -> None:
+    def spent(tokens: int) -> Usage:
+        return Usage(prompt_tokens=tokens, completion_tokens=1, total_tokens=tokens + 1)
+
+    def translating(prompt: Prompt) -> bool:
+        first = prompt.messages[0]
+        return isinstance(first, SystemMessage) and first.text.startswith("Translate")
+
+    def model_answer(prompt: Prompt) -> ResponseLike:
+        if translating(prompt):
+            return chat_response("cancel my order A1001", usage=spent(300))
+        if not prompt.options.tool_callbacks:  # the answer stage
+            return chat_response("Found how to cancel it.", usage=spent(20))
+        if isinstance(prompt.messages[-1], ToolResponseMessage):
+            return chat_response("Found it.", usage=spent(10))
+        search = tool_call("toolSearchTool", {"query": "帮我取消订单A1001"}, id="search-1")
+        return chat_response(tool_calls=[search], usage=spent(10))
+
+    model = FunctionModel(model_answer)
+    settings = {"model": model, "tools": MANY_TOOLS, "tool_search_translation": True}
+    async with service(tmp_path / "s.db", **settings) as client:
+        events = parse_sse(
+            (await client.post("/api/chat", json={"message": "帮我取消订单A1001"})).text
+        )
+    assert len([p for p in model.requests if translating(p)]) == 1
+    assert events[-1][0] == "done"
+    # the router's two calls, the translation and the answer
+    assert events[-1][1]["usage"]["prompt_tokens"] == 10 + 10 + 300 + 20
+    assert events[-1][1]["usage"]["completion_tokens"] == 4
 
 
 def test_tool_search_translation_needs_a_model(tmp_path: Path) -> None:
