@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 
 import psycopg
 import pytest
 from psycopg_pool import PoolTimeout
 
+from tooluse._postgres import DEFAULT_POOL_SIZE, connections_available
 from tooluse.errors import SchemaVersionError
 from tooluse.memory import PostgresDatabase
 
@@ -163,3 +165,37 @@ async def test_each_event_loop_has_connections_of_its_own(postgres_url: str) -> 
         assert other != mine
         assert await _backend_of(database) == mine
         await database.aclose()
+
+
+def test_connections_available_counts_what_the_server_still_takes(postgres_url: str) -> None:
+    # The tests' server: max_connections 200, 3 reserved for superusers.
+    before = connections_available(postgres_url)
+    assert 150 < before <= 197
+    held = [psycopg.connect(postgres_url) for _ in range(5)]
+    try:
+        during = connections_available(postgres_url)
+    finally:
+        for connection in held:
+            connection.close()
+    assert before - 7 <= during <= before - 3  # five more open (another test's may close)
+
+
+def test_serve_warns_when_the_workers_may_open_more_than_the_server_takes(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from tooluse.cli.serve import _warn_if_short_of_connections
+
+    available = connections_available(postgres_url)
+    too_many = available // (2 * DEFAULT_POOL_SIZE) + 1
+    with caplog.at_level(logging.WARNING, logger="tooluse.service"):
+        _warn_if_short_of_connections(postgres_url, 1)
+        assert caplog.messages == []
+        _warn_if_short_of_connections(postgres_url, too_many)
+    [warning] = caplog.messages
+    assert f"{too_many} worker(s) may open {too_many * 2 * DEFAULT_POOL_SIZE}" in warning
+    assert "Raise its max_connections or run fewer workers" in warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tooluse.service"):
+        _warn_if_short_of_connections("postgresql://nobody@127.0.0.1:1/none", 2)
+    [unreachable] = caplog.messages
+    assert unreachable.startswith("could not ask PostgreSQL how many connections it takes")

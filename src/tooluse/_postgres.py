@@ -31,9 +31,18 @@ if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
 
-__all__ = ["PostgresDatabase", "database_of", "postgres_errors"]
+__all__ = [
+    "DEFAULT_POOL_SIZE",
+    "PostgresDatabase",
+    "connections_available",
+    "database_of",
+    "postgres_errors",
+]
 
 SCHEMA_TABLE = "tooluse_schema_version"
+DEFAULT_POOL_SIZE = 10
+"""Connections a :class:`PostgresDatabase` opens at most for a process's threads, and as many
+for each event loop: a service's worker, on one loop, may hold twice this."""
 _SCHEMA_LOCK = 7_436_871_502  # advisory lock id serialising migrations across hosts
 
 
@@ -55,7 +64,12 @@ class PostgresDatabase:
     (``with PostgresDatabase(url) as database:``)."""
 
     def __init__(
-        self, url: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 30.0
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = DEFAULT_POOL_SIZE,
+        timeout: float = 30.0,
     ) -> None:
         _import_psycopg()
         if max_size < 1 or min_size < 0 or min_size > max_size:
@@ -301,6 +315,28 @@ def database_of(database: str | PostgresDatabase) -> tuple[PostgresDatabase, boo
     if not isinstance(database, str) or not database.strip():
         raise TypeError(f"expected a PostgreSQL URL or a PostgresDatabase, got {database!r}")
     return PostgresDatabase(database), True
+
+
+def connections_available(url: str, timeout: float = 30.0) -> int:
+    """How many more connections the PostgreSQL server at ``url`` takes from a role that is
+    not a superuser: its ``max_connections`` less those reserved (for superusers, and for
+    ``pg_use_reserved_connections`` from version 16) and the clients' connections open now,
+    this one's excluded."""
+    _import_psycopg()
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=max(1, round(timeout))) as c:
+        row = c.execute(_CONNECTIONS_AVAILABLE).fetchone()
+    assert row is not None  # one row, always
+    return int(row[0])
+
+
+_CONNECTIONS_AVAILABLE = (
+    "SELECT current_setting('max_connections')::int"
+    " - current_setting('superuser_reserved_connections')::int"
+    " - coalesce(current_setting('reserved_connections', true)::int, 0)"
+    " - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend') + 1"
+)
 
 
 def postgres_errors() -> tuple[type[Exception], ...]:

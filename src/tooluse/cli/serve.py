@@ -347,6 +347,33 @@ def _run_workers(
     return 0
 
 
+def _warn_if_short_of_connections(database_url: str, workers: int) -> None:
+    """A warning when the PostgreSQL server takes fewer connections than the workers may
+    open: under load the turns beyond them would fail, one by one, with its "too many
+    clients"."""
+    from tooluse._postgres import DEFAULT_POOL_SIZE, connections_available
+    from tooluse._tables import location_label
+
+    needed = workers * 2 * DEFAULT_POOL_SIZE
+    try:
+        available = connections_available(database_url)
+    except Exception as exc:  # the service reached it a moment ago: say so, and go on
+        logger.warning("could not ask PostgreSQL how many connections it takes: %s", exc)
+        return
+    if available < needed:
+        logger.warning(
+            "PostgreSQL at %s takes %d more connections, and %d worker(s) may open %d (%d "
+            "for each one's threads, %d for its event loop): under load the requests beyond "
+            "it fail with 'too many clients'. Raise its max_connections or run fewer workers",
+            location_label(database_url),
+            available,
+            workers,
+            needed,
+            DEFAULT_POOL_SIZE,
+            DEFAULT_POOL_SIZE,
+        )
+
+
 def _is_loopback(host: str) -> bool:
     if host.lower() == "localhost":
         return True
@@ -483,6 +510,8 @@ def _run_on(listener: socket.socket, args: argparse.Namespace) -> int:
             "unless a proxy in front authenticates the requests",
             args.host,
         )
+    if args.database_url is not None:
+        _warn_if_short_of_connections(args.database_url, args.workers)
     if args.workers > 1:
         app.state.service.close()  # the options are good; each worker opens its own
         config = app.state.service.config
