@@ -482,7 +482,7 @@ def test_postgres_refuses_another_schema_version(postgres_url: str) -> None:
     PostgresChatMemoryRepository(postgres_url).close()
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute("UPDATE tooluse_schema_version SET version = 99")
-    with pytest.raises(RuntimeError, match=r"chat_memory schema version 99.*reads version 2"):
+    with pytest.raises(RuntimeError, match=r"chat_memory schema version 99.*reads version 3"):
         PostgresChatMemoryRepository(postgres_url)
 
 
@@ -500,7 +500,8 @@ def test_sqlite_stores_a_conversation_holding_lone_surrogates(tmp_path: Path) ->
 def test_postgres_a_database_of_the_first_schema_is_migrated_and_keeps_its_rows(
     postgres_url: str,
 ) -> None:
-    # Version 1 is the table alone; version 2 adds the function a checked update calls.
+    # Version 1 is the table alone; version 2 adds the function a checked update calls, and
+    # version 3 the one that gives back the digest of the rows it left.
     from tooluse.memory import _postgres
     from tooluse.messages import message_to_json
 
@@ -525,7 +526,7 @@ def test_postgres_a_database_of_the_first_schema_is_migrated_and_keeps_its_rows(
         ]
     assert run_sql(
         postgres_url, "SELECT version FROM tooluse_schema_version WHERE component = 'chat_memory'"
-    ) == [(2,)]
+    ) == [(3,)]
 
 
 def test_postgres_keeps_ordinary_messages_as_json_objects(postgres_url: str) -> None:
@@ -659,11 +660,12 @@ def test_postgres_updates_a_window_it_read_without_reading_it_again(
         assert memory.get("c") == turns[0] + turns[1]
         memory.add("c", turns[2])  # the window moves on
         assert postgres_reads == ["c", "c", "c"]  # the gets' reads only
-        memory.add("c", turns[3])  # the last get's read was taken by the update before
-        assert postgres_reads == ["c", "c", "c", "c"]
+        memory.add("c", turns[3])  # from the rows the update before left, as it knows them
+        assert postgres_reads == ["c", "c", "c"]
+        assert repository.remembered("c") == reference.get("c")
         memory.get("e")  # a conversation without rows yet
         memory.add("e", [user("first")])
-        assert postgres_reads[4:] == ["e"]
+        assert postgres_reads[3:] == ["e"]
     with PostgresChatMemoryRepository(postgres_url) as fresh:
         assert fresh.find_by_conversation_id("c") == reference.get("c")
         assert fresh.find_by_conversation_id("e") == [user("first")]
@@ -684,12 +686,17 @@ def test_postgres_updates_a_window_it_read_without_reading_it_again(
         ),
     ],
 )
+@pytest.mark.parametrize("known_by", ["read", "written"])
 def test_postgres_updates_a_window_changed_since_it_was_read_as_it_is_now(
-    postgres_url: str, postgres_reads: list[str], meanwhile: Callable[[Any], None]
+    postgres_url: str,
+    postgres_reads: list[str],
+    meanwhile: Callable[[Any], None],
+    known_by: str,
 ) -> None:
-    # Another writer (a worker, `tooluse chat`) between a read and the update: the rows
-    # are not those read, even at the same positions (same-rows), so nothing is written
-    # from the read; they are read again under the lock and the update made on them.
+    # Another writer (a worker, `tooluse chat`) between a read, or the repository's own
+    # write, and the update: the rows are not those known, even at the same positions
+    # (same-rows), so nothing is written from them; they are read again under the lock and
+    # the update made on them.
     with (
         PostgresChatMemoryRepository(postgres_url) as repository,
         PostgresChatMemoryRepository(postgres_url) as other,
@@ -697,6 +704,9 @@ def test_postgres_updates_a_window_changed_since_it_was_read_as_it_is_now(
         repository.save_all("c", [user("Q1"), answer("A1")])
         memory = MessageWindowChatMemory(4, repository)
         memory.get("c")
+        if known_by == "written":
+            memory.add("c", answer("A1, again"))
+            assert repository.remembered("c") == other.find_by_conversation_id("c")
         meanwhile(other)
         reference = MessageWindowChatMemory(4, InMemoryChatMemoryRepository())
         reference.repository.save_all("c", other.find_by_conversation_id("c"))

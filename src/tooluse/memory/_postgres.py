@@ -63,6 +63,25 @@ _MIGRATIONS = (
                 FROM jsonb_array_elements(new_rows) AS row_of;
         END $$""",
     ),
+    # Version 3: the same update, giving back the digest of the rows it leaves, so that the
+    # writer knows them as the database does (a message comes back as jsonb prints it, not
+    # as it was written) and its next update needs no read. A new name: workers of version
+    # 2 keep calling theirs during a rolling upgrade.
+    (
+        """CREATE OR REPLACE FUNCTION tooluse_chat_memory_append_digest(
+            conversation TEXT, read_positions INTEGER[], read_digest TEXT, below INTEGER,
+            new_rows JSONB
+        ) RETURNS TEXT LANGUAGE plpgsql VOLATILE AS $$
+        BEGIN
+            PERFORM tooluse_chat_memory_append(
+                conversation, read_positions, read_digest, below, new_rows
+            );
+            RETURN (
+                SELECT md5(string_agg(message #>> '{}', E'\\x1e' ORDER BY position))
+                FROM chat_memory_message WHERE conversation_id = conversation
+            );
+        END $$""",
+    ),
 )
 SCHEMA_VERSION = len(_MIGRATIONS)
 # What jsonb refuses in a string: the escape of NUL and surrogate escapes (a lone surrogate is
@@ -74,15 +93,22 @@ _SEEN_CONVERSATIONS = 1024
 
 
 class _Seen:
-    """A conversation's rows as a read found them: their positions, a digest of their
-    texts (as :data:`_APPEND`'s function computes it) and their messages."""
+    """A conversation's rows as a read found them, or as this repository's last update left
+    them: their positions, a digest of their texts (as :data:`_APPEND`'s function computes
+    it; ``None`` for no rows) and their messages."""
 
     __slots__ = ("digest", "messages", "positions")
 
-    def __init__(self, positions: list[int], texts: list[str], messages: list[Message]) -> None:
+    def __init__(
+        self, positions: list[int], digest: str | None, messages: Sequence[Message]
+    ) -> None:
         self.positions = positions
-        self.digest = _digest(texts) if texts else None
+        self.digest = digest
         self.messages = tuple(messages)
+
+    @classmethod
+    def read(cls, positions: list[int], texts: list[str], messages: list[Message]) -> _Seen:
+        return cls(positions, _digest(texts) if texts else None, messages)
 
 
 class PostgresChatMemoryRepository:
@@ -187,13 +213,15 @@ class PostgresChatMemoryRepository:
     ) -> list[Message]:
         """The messages read, remembered (bounded: the oldest go first) for the
         conversation's next update."""
-        seen = _Seen(positions, texts, messages)
+        self._remember(conversation_id, _Seen.read(positions, texts, messages))
+        return messages
+
+    def _remember(self, conversation_id: str, seen: _Seen) -> None:
         with self._seen_lock:
             self._seen[conversation_id] = seen
             self._seen.move_to_end(conversation_id)
             if len(self._seen) > _SEEN_CONVERSATIONS:
                 self._seen.popitem(last=False)
-        return messages
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         validate_conversation_id(conversation_id)
@@ -218,14 +246,14 @@ class PostgresChatMemoryRepository:
 
         checked = self._checked_update(conversation_id, change)
         if checked is not None:
-            updated, parameters = checked
+            updated, parameters, positions = checked
             try:
                 with self._database.connection() as connection:
-                    connection.execute(_APPEND, parameters)
+                    row = connection.execute(_APPEND, parameters).fetchone()
             except psycopg.errors.SerializationFailure:  # changed since read: as they are
                 pass
             else:
-                return updated
+                return self._written(conversation_id, positions, row, updated)
         return self._update_locked(conversation_id, change)
 
     async def aupdate(
@@ -244,18 +272,19 @@ class PostgresChatMemoryRepository:
 
         checked = self._checked_update(conversation_id, change)
         if checked is not None:
-            updated, parameters = checked
+            updated, parameters, positions = checked
             statement = _APPEND
             if also is not None:
                 statement = f"WITH also AS ({also[0]}) {_APPEND}"
                 parameters = [*also[1], *parameters]
             try:
                 async with self._database.async_connection() as connection:
-                    await connection.execute(statement, parameters)
+                    cursor = await connection.execute(statement, parameters)
+                    row = await cursor.fetchone()
             except psycopg.errors.SerializationFailure:  # changed since read: as they are
                 pass
             else:
-                return updated
+                return self._written(conversation_id, positions, row, updated)
         return await asyncio.to_thread(self._update_locked, conversation_id, change, also)
 
     def _update_locked(
@@ -286,14 +315,31 @@ class PostgresChatMemoryRepository:
             _insert(connection, rows)
         return updated
 
+    def _written(
+        self, conversation_id: str, positions: list[int], row: Any, updated: list[Message]
+    ) -> list[Message]:
+        """``updated``, just written by :data:`_APPEND` (whose ``row`` holds the digest of
+        the rows it left at ``positions``), remembered for the conversation's next update
+        and for :meth:`remembered`."""
+        self._remember(conversation_id, _Seen(positions, row[0], updated))
+        return updated
+
+    def remembered(self, conversation_id: str) -> list[Message] | None:
+        """The conversation's messages as this repository last read or wrote them (no
+        I/O), ``None`` if it holds none: the caller knows whether another writer may have
+        come since (the service's turns do, from their conversation's lock)."""
+        with self._seen_lock:
+            seen = self._seen.get(conversation_id)
+        return None if seen is None else list(seen.messages)
+
     def _checked_update(
         self, conversation_id: str, change: Callable[[list[Message]], list[Message]]
-    ) -> tuple[list[Message], list[Any]] | None:
+    ) -> tuple[list[Message], list[Any], list[int]] | None:
         """The update made from the rows last read, if this repository read the
-        conversation and the update moves the window on: the messages it makes, and
-        :data:`_APPEND`'s parameters, which write them if the rows are still as read; else
-        ``None``: the caller reads them under the lock and changes them then (``change``
-        is called again, on the rows as they are)."""
+        conversation and the update moves the window on: the messages it makes,
+        :data:`_APPEND`'s parameters, which write them if the rows are still as read, and
+        the positions of the rows it leaves; else ``None``: the caller reads them under the
+        lock and changes them then (``change`` is called again, on the rows as they are)."""
         with self._seen_lock:
             seen = self._seen.pop(conversation_id, None)
         if seen is None:
@@ -317,18 +363,20 @@ class PostgresChatMemoryRepository:
             below,
             f"[{new_rows}]",
         ]
-        return updated, parameters
+        kept = seen.positions if below is None else [p for p in seen.positions if p >= below]
+        return updated, parameters, [*kept, *(row[1] for row in rows)]
 
 
 # The update of a window from the rows last read (a turn's start read them; the turn's
-# end writes), in one statement and one transaction (the schema's function, version 2):
+# end writes), in one statement and one transaction (the schema's function, version 2;
+# version 3's gives back the digest of the rows it leaves):
 # the conversation's lock, then, on the rows as they are once it is held, the rows below
 # the position given deleted and the new ones added only if the rows are those read (the
 # same positions, the same texts); else it fails (serialization_failure), and nothing of
 # the statement is kept. A pipeline of the lock's
 # statement and the write's, as before, was three socket writes to PostgreSQL (one per
 # statement and the Sync), each waking its backend.
-_APPEND = "SELECT tooluse_chat_memory_append(%s, %s::integer[], %s, %s, %s::jsonb)"
+_APPEND = "SELECT tooluse_chat_memory_append_digest(%s, %s::integer[], %s, %s, %s::jsonb)"
 
 
 def _array_literal(positions: Sequence[int]) -> str | None:
