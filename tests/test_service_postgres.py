@@ -21,6 +21,7 @@ from _servers import run_sql
 from _service_helpers import config, fake_llm, names, parse_sse, running
 from tooluse.calling import PostgresAuditLog, RateLimit
 from tooluse.embedding import CachedEmbeddingModel
+from tooluse.memory import PostgresChatMemoryRepository
 from tooluse.messages import Prompt, UserMessage
 from tooluse.service import QaService, ServiceConfig, create_app
 from tooluse.service._startup import startup_lines
@@ -101,6 +102,58 @@ async def test_two_workers_share_one_conversation_and_one_approval(
     # What the page showed of the first turn (its route and sources) came back too.
     shown = [e["event"] for e in seen_by_second["messages"][0]["events"]]
     assert shown == ["route", "sources"]
+
+
+async def test_a_turn_continuing_its_workers_last_reads_nothing_and_any_other_reads_it(
+    postgres_url: str, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A turn reads its conversation's memory (and the approvals waiting) when it starts,
+    # unless the conversation's last turn ran on this worker and ended answered, nobody
+    # having held the conversation since (the Redis lock tells): then the memory is as this
+    # worker's write left it. After another worker's turn, or a pause, it reads again.
+    reads: list[str] = []
+    original = PostgresChatMemoryRepository.afind_by_conversation_id_with_exists
+
+    async def counted(self: Any, conversation_id: str, *rest: Any) -> Any:
+        reads.append(conversation_id)
+        return await original(self, conversation_id, *rest)
+
+    monkeypatch.setattr(
+        PostgresChatMemoryRepository, "afind_by_conversation_id_with_exists", counted
+    )
+    model_of_a = fake_llm()
+    async with (
+        worker(postgres_url, tmp_path, redis_url, model=model_of_a) as a,
+        worker(postgres_url, tmp_path, redis_url) as b,
+    ):
+        await ready(a)
+        await ready(b)
+        await ask(a, "Any refund rules?", "c1")
+        assert reads == ["c1"]  # its first turn: nothing known
+        await ask(a, "And the shipping rules?", "c1")
+        assert reads == ["c1"]  # a's own last turn: no read
+        await ask(b, "What are points worth?", "c1")
+        assert reads == ["c1", "c1"]
+        await ask(a, "How do returns work?", "c1")
+        assert reads == ["c1", "c1", "c1"]  # b held it since
+        # ... and a's turn saw b's: its prompts hold b's question.
+        asked = [m.text for m in model_of_a.requests[-1].messages if isinstance(m, UserMessage)]
+        assert any("What are points worth?" in text for text in asked)
+        paused = (await ask(a, "Cancel order A1001", "c1"))[-1]
+        assert paused[0] == "approval_required"
+        assert len(reads) == 3  # it continued a's answered turn
+        await ask(a, "Never mind, any refund rules?", "c1")  # a pause ends a turn unanswered
+        assert len(reads) == 4
+        assert (await a.get("/api/approvals", params={"conversation_id": "c1"})).json() == []
+        seen = (await b.get("/api/conversations/c1")).json()
+    assert [text for role, text in said(seen) if role == "user"] == [
+        "Any refund rules?",
+        "And the shipping rules?",
+        "What are points worth?",
+        "How do returns work?",
+        "Cancel order A1001",
+        "Never mind, any refund rules?",
+    ]
 
 
 async def test_a_turn_reads_and_writes_its_memory_and_display_on_the_event_loop(

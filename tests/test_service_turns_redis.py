@@ -21,7 +21,7 @@ from tooluse.calling import RedisRateLimitStore
 from tooluse.messages import Prompt
 from tooluse.service import ServiceConfig, create_app
 from tooluse.service._conversation_events import ConversationEvents
-from tooluse.service._turns import ConversationTurns, RedisTurnLocks
+from tooluse.service._turns import _RELEASE, ConversationTurns, RedisTurnLocks
 from tooluse.testing import FunctionModel, ResponseLike
 
 
@@ -133,6 +133,34 @@ async def test_the_locks_of_a_worker_known_dead_are_freed_at_once(redis_url: str
         await locks.aclose()
 
 
+async def test_a_lease_continues_only_its_workers_last_answered_turn(redis_url: str) -> None:
+    a = ConversationTurns(RedisTurnLocks(redis_url, owner="worker-a"))
+    b = ConversationTurns(RedisTurnLocks(redis_url, owner="worker-b"))
+
+    async def turn(turns: ConversationTurns, *, answered: bool) -> bool:
+        async with turns.turn("c1") as lease:
+            lease.answered = answered
+            return lease.continues_here
+
+    assert not await turn(a, answered=True)  # nothing known of the conversation yet
+    assert await turn(a, answered=False)  # a's last turn ended answered
+    assert not await turn(a, answered=True)  # ... but not that one (a pause, a failure)
+    assert await turn(a, answered=True)
+    assert not await turn(b, answered=True)  # a held it last
+    assert not await turn(a, answered=True)  # b held it since
+    async with a.turn(None) as without_conversation:
+        assert not without_conversation.continues_here
+    async with ConversationTurns().turn("c1") as without_redis:  # cannot tell
+        assert not without_redis.continues_here
+    client = redis.asyncio.Redis.from_url(redis_url)
+    assert await client.get("tooluse:turn-last:c1") == b"worker-a"
+    assert 0 < await client.pttl("tooluse:turn-last:c1") <= 24 * 3600 * 1000
+    assert await client.keys("tooluse:turn:*") == []  # the locks' scan does not see it
+    await client.aclose()
+    await a.aclose()
+    await b.aclose()
+
+
 def test_a_lock_owner_is_a_name_without_the_separator(redis_url: str) -> None:
     with pytest.raises(ValueError, match="owner must be a name without '/'"):
         RedisTurnLocks(redis_url, owner="a/b")
@@ -189,10 +217,11 @@ async def test_a_turns_done_and_its_release_go_to_redis_in_one_round_trip(
         done, release = writes[-1][-2:]
         assert (done[0], release[0]) == ("PUBLISH", "EVAL")
         assert '"event": "done"' in done[2] and release[3] == "tooluse:turn:c1"
-        # The lock was taken on the same connection; nobody watched, so no tool call,
-        # result or route was published, only the turn's end.
+        # The lock was taken on the same connection (a script: the lock, and who ended the
+        # conversation's last turn); nobody watched, so no tool call, result or route was
+        # published, only the turn's end.
         sent = [command[0] for write in writes for command in write]
-        assert sent == ["SET", "PUBSUB", "PUBLISH", "EVAL"], writes
+        assert sent == ["EVAL", "PUBSUB", "PUBLISH", "EVAL"], writes
         assert await redis.asyncio.Redis.from_url(redis_url).keys("tooluse:turn:*") == []
 
 
@@ -205,7 +234,7 @@ async def test_a_release_that_fails_ends_the_turn_with_an_error_after_done(
     sends = locks._sends
 
     async def unreachable_at_the_release(*command: Any) -> Any:
-        if command[0] == "EVAL":
+        if command[0] == "EVAL" and command[1] == _RELEASE:
             raise redis.exceptions.ConnectionError("Redis went away")
         return await sends(*command)
 

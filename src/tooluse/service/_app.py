@@ -435,16 +435,13 @@ def create_app(config: ServiceConfig | None = None) -> FastAPI:
             )
             return await _durable_response(run)
 
-        async def start() -> None:
-            await service.start_turn(conversation_id)
-
         return named_sse_response(
             qa_events(
                 service,
                 events,
                 conversation_id,
                 request.message,
-                on_start=None if request.conversation_id is None else start,
+                goes_on=request.conversation_id is not None,
             ),
             keepalive_seconds=keepalive,
         )

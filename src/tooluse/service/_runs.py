@@ -134,16 +134,7 @@ async def run_turn(service: QaService, request: dict[str, Any]) -> list[dict[str
             turn_id=request["turn_id"],
         )
 
-        async def start() -> None:
-            await service.start_turn(conversation_id)
-
-        named = qa_events(
-            service,
-            events,
-            conversation_id,
-            question,
-            on_start=start if request["goes_on"] else None,
-        )
+        named = qa_events(service, events, conversation_id, question, goes_on=request["goes_on"])
     else:
         approval_id: str = request["approval_id"]
         stored = await asyncio.to_thread(service.approvals.get, approval_id)

@@ -90,7 +90,7 @@ from tooluse.service._runs import LiveRun, run_turn
 from tooluse.service._samples import SAMPLE_TOOLS
 from tooluse.service._turn_displays import DEFAULT_TURN_DISPLAY_RETENTION, TurnDisplayStore
 from tooluse.service._turn_memory import TurnMemory
-from tooluse.service._turns import ConversationTurns, RedisTurnLocks
+from tooluse.service._turns import ConversationTurns, RedisTurnLocks, TurnLease
 from tooluse.tools import ToolCallback, ToolContext, tool_callbacks
 
 if TYPE_CHECKING:  # the mcp extra is imported only for a service with MCP servers
@@ -698,13 +698,26 @@ class QaService:
         self.knowledge.close()
         self._stores.close()
 
-    async def start_turn(self, conversation_id: str) -> None:
+    async def start_turn(self, conversation_id: str, lease: TurnLease | None = None) -> None:
         """A new question's turn in a conversation that goes on, once it has begun: what
         still waits for a decision in the conversation is withdrawn, so that an action asked
         for again cannot also run from the old approval (a pause of the turn it waited for
         too). The conversation's memory is read for the turn with the approvals' read
         (:meth:`TurnMemory.remember_read`): on PostgreSQL in one round trip on the event
-        loop, else in one hop to a thread."""
+        loop, else in one hop to a thread. Neither is read when the turn's ``lease`` says
+        it continues this worker's last turn of the conversation (nothing written and no
+        approval asked for since, by any worker) and the memory knows the rows that turn
+        left: only turns write a conversation's memory (a durable run's steps may be
+        replayed elsewhere: those always read)."""
+        if (
+            lease is not None
+            and lease.continues_here
+            and self.runs is None
+            and isinstance(self._repository, PostgresChatMemoryRepository)
+            and (known := self._repository.remembered(conversation_id)) is not None
+        ):
+            self.turn_memory.remember_read(conversation_id, known)
+            return
         if isinstance(self._repository, PostgresChatMemoryRepository):
             # The approvals are in its database (_open_stores): both reads in one statement.
             messages, waiting = await self._repository.afind_by_conversation_id_with_exists(

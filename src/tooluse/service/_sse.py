@@ -314,7 +314,7 @@ async def qa_events(
     question: str,
     *,
     paused_turn: str | None = None,
-    on_start: Callable[[], Awaitable[None]] | None = None,
+    goes_on: bool = False,
     on_end: Callable[[str | None], Awaitable[None]] | None = None,
 ) -> AsyncGenerator[tuple[str, dict[str, Any]], None]:
     """The pipeline's events by name, with their data: ``tool_call``, ``tool_result``,
@@ -323,8 +323,10 @@ async def qa_events(
     sent); a failure ends them with an ``error`` event.
 
     A run in a conversation is a turn of it (:class:`ConversationTurns`): it waits for the
-    turn running in the conversation to end, then calls ``on_start()`` and runs; the next
-    turn starts once this one's pause, if any, is stored. ``on_end(error)`` is told how the
+    turn running in the conversation to end, then, for a new question in a conversation that
+    ``goes_on``, starts the turn (:meth:`QaService.start_turn`: its memory read, the
+    approvals it withdraws), and runs; the next turn starts once this one's pause, if any,
+    is stored. ``on_end(error)`` is told how the
     run ended (``None``: completely), also when it ended waiting for its turn. The run is
     closed before its turn ends, wherever it stopped (its client gone while it was held at
     an event): its router task and its record of a stopped turn are done by then.
@@ -355,7 +357,7 @@ async def qa_events(
     display_stored = False  # with the turn's memory write, at its done
     try:
         async with (
-            service.turns.turn(conversation_id),
+            service.turns.turn(conversation_id) as lease,
             service.turn_memory.turn(conversation_id, holds_writes=holding is not None),
             contextlib.aclosing(events),
         ):
@@ -369,8 +371,9 @@ async def qa_events(
                 else None
             )
             try:
-                if on_start is not None:
-                    await service.recorded("turn.start", on_start)
+                if goes_on and conversation_id is not None:
+                    start = functools.partial(service.start_turn, conversation_id, lease)
+                    await service.recorded("turn.start", start)
                 # Without Redis, a watcher here gets every event at no cost.
                 watched = conversation_id is not None if asking is None else await asking
             finally:
@@ -399,6 +402,7 @@ async def qa_events(
                             await service.turn_memory.store_held(
                                 holding, then=_DisplayRecord(service, holding, question, display)
                             )
+                        lease.answered = True  # its memory written
                     if conversation_id is not None and (
                         isinstance(event, _TURN_ENDS)
                         or (watched and not isinstance(event, DeltaEvent))

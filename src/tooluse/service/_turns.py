@@ -13,7 +13,7 @@ from typing import Any
 
 from tooluse._redis import async_redis_client
 
-__all__ = ["DEFAULT_TURN_LEASE", "ConversationTurns", "RedisTurnLocks"]
+__all__ = ["DEFAULT_TURN_LEASE", "ConversationTurns", "RedisTurnLocks", "TurnLease"]
 
 logger = logging.getLogger("tooluse.service")
 
@@ -23,6 +23,24 @@ runs, so a worker that dies holds the conversation this long at most."""
 
 
 _CONNECTIONS = 64  # to Redis per worker, for its turns' locks
+# How long Redis keeps the name of the worker that ended a conversation's last turn answered.
+_LAST_HOLDER_MS = 24 * 3600 * 1000
+
+
+class TurnLease:
+    """A running turn's hold on its conversation (:meth:`ConversationTurns.turn`).
+
+    ``continues_here``: the conversation's last turn ran on this worker and ended answered,
+    and no other worker has held the conversation since, so its memory is as this worker
+    left it and none of its runs waits for approval (a pause ends a turn unanswered). Only
+    known with Redis (:class:`RedisTurnLocks`); else ``False``. ``answered``: this turn
+    reached ``done`` (the turn sets it), which the conversation's next lease tells."""
+
+    __slots__ = ("answered", "continues_here")
+
+    def __init__(self, continues_here: bool = False) -> None:
+        self.continues_here = continues_here
+        self.answered = False
 
 
 class RedisTurnLocks:
@@ -64,25 +82,40 @@ class RedisTurnLocks:
         self._lease = lease
         self._lease_ms = max(1, round(lease * 1000))
         self._prefix = prefix
+        # Beside the locks, not under their prefix: release_held_by scans the locks.
+        self._last_prefix = prefix.rstrip(":") + "-last:"
         self._owner = owner
+        self._owner_bytes = owner.encode()
 
     @contextlib.asynccontextmanager
-    async def hold(self, conversation_id: str) -> AsyncIterator[None]:
+    async def hold(self, conversation_id: str) -> AsyncIterator[TurnLease]:
         """Held while this worker runs a turn of ``conversation_id``; waits for another
-        worker's turn of it to end."""
+        worker's turn of it to end. The lease tells whether this worker ended the
+        conversation's last turn answered, nobody having held it since: the release of a
+        turn whose lease was marked ``answered`` leaves this worker's name beside the lock
+        (any other release removes it), and taking the lock reads it, in the same round
+        trips."""
         key = self._prefix + conversation_id
+        last = self._last_prefix + conversation_id
         # The token (the key's value) names this worker, so that one that knows it dead can
         # free its locks; the random part tells this turn's hold from its others'.
         token = f"{self._owner}{_OWNER_END}{uuid.uuid4().hex}"
-        while not await self._sends("SET", key, token, "NX", "PX", self._lease_ms):
+        while True:
+            taken = await self._sends("EVAL", _TAKE, 2, key, last, token, self._lease_ms)
+            if taken[0]:
+                break
             await asyncio.sleep(_RETRY_SECONDS)
+        lease = TurnLease(continues_here=taken[1] == self._owner_bytes)
         renewing = asyncio.create_task(self._renew(key, token, conversation_id))
         try:
-            yield
+            yield lease
         finally:
             renewing.cancel()
+            holder = self._owner if lease.answered else ""
             try:  # sent before anything here waits: with the events just published (done)
-                released = await self._sends("EVAL", _RELEASE, 1, key, token)
+                released = await self._sends(
+                    "EVAL", _RELEASE, 2, key, last, token, holder, _LAST_HOLDER_MS
+                )
             finally:
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewing
@@ -133,13 +166,28 @@ _OWNER_END = "/"
 # Seconds between two tries to take a lock another turn holds.
 _RETRY_SECONDS = 0.05
 
-# Delete the lock KEYS[1] if it holds the token ARGV[1]: 1, else 0 (redis-py's Lock's).
+# Take the lock KEYS[1] for the token ARGV[1] for ARGV[2] ms unless it is held: {1, the
+# worker named beside it in KEYS[2], or ''}, else {0}.
+_TAKE = """
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return {1, redis.call('get', KEYS[2]) or ''}
+end
+return {0}
+"""
+
+# Delete the lock KEYS[1] if it holds the token ARGV[1] (redis-py's Lock's rule) and name
+# the worker ARGV[2] beside it in KEYS[2] for ARGV[3] ms ('': nobody): 1, else 0.
 _RELEASE = """
 local token = redis.call('get', KEYS[1])
 if not token or token ~= ARGV[1] then
     return 0
 end
 redis.call('del', KEYS[1])
+if ARGV[2] == '' then
+    redis.call('del', KEYS[2])
+else
+    redis.call('set', KEYS[2], ARGV[2], 'PX', ARGV[3])
+end
 return 1
 """
 
@@ -187,17 +235,18 @@ class ConversationTurns:
         self._shared = shared
 
     @contextlib.asynccontextmanager
-    async def turn(self, conversation_id: str | None) -> AsyncIterator[None]:
+    async def turn(self, conversation_id: str | None) -> AsyncIterator[TurnLease]:
         """Held while a turn of ``conversation_id`` runs; waits for the one running. A run
-        without a conversation (``None``: its history came with it) waits for nothing."""
+        without a conversation (``None``: its history came with it) waits for nothing. The
+        lease says whether the turn continues this worker's last one (with Redis)."""
         if conversation_id is None:
-            yield
+            yield TurnLease()
             return
         lock = self._locks.setdefault(conversation_id, asyncio.Lock())
         self._users[conversation_id] += 1
         try:
-            async with lock, self._held_everywhere(conversation_id):
-                yield
+            async with lock, self._held_everywhere(conversation_id) as lease:
+                yield lease
         finally:
             self._users[conversation_id] -= 1
             if not self._users[conversation_id]:
@@ -205,9 +254,9 @@ class ConversationTurns:
 
     def _held_everywhere(
         self, conversation_id: str
-    ) -> contextlib.AbstractAsyncContextManager[None]:
+    ) -> contextlib.AbstractAsyncContextManager[TurnLease]:
         if self._shared is None:
-            return contextlib.nullcontext()
+            return contextlib.nullcontext(TurnLease())
         return self._shared.hold(conversation_id)
 
     async def check(self) -> None:
