@@ -5,6 +5,7 @@ step's result pickled, as DBOS does, so what a step returns must survive picklin
 
 from __future__ import annotations
 
+import asyncio
 import pickle
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -13,6 +14,7 @@ import pytest
 
 from tooluse import tool, tool_callbacks
 from tooluse.calling import ToolCallLimitExceeded, report_usage
+from tooluse.calling._audit_later import AUDIT_WRITES, AuditWrites
 from tooluse.memory import MessageWindowChatMemory
 from tooluse.messages import (
     AssistantMessage,
@@ -204,3 +206,28 @@ async def test_a_replayed_memory_write_is_not_written_twice() -> None:
     runs.replay()
     await memory.aadd("c1", UserMessage(text="hi"))
     assert await memory.aget("c1") == [UserMessage(text="hi")]
+
+
+class _StoredAudit:
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    async def record(self, records: Any) -> None:
+        await asyncio.sleep(0.01)
+        self.records.extend(records)
+
+
+async def test_a_recorded_rounds_audit_write_is_part_of_its_step() -> None:
+    # In a QA turn a round's audit write is waited for when the turn ends; in a durable
+    # run the round is a step, replayed without running, so its write ends within it.
+    audit = _StoredAudit()
+    manager = RecordedToolCallingManager(ReplayingRuns(), audit=audit)
+    calls = [tool_call("look_up_order", {"order_id": "A1"}, id="c1")]
+    later = AuditWrites()
+    token = AUDIT_WRITES.set(later)
+    try:
+        await manager.aexecute_tool_calls(*round_of(*calls, ledger=FetchLedger()))
+    finally:
+        AUDIT_WRITES.reset(token)
+    assert [record.call_id for record in audit.records] == ["c1"]
+    await later.wait()  # nothing was left to it

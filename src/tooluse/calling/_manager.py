@@ -32,6 +32,7 @@ from tooluse.calling._audit import (
     identity_attributes,
     roles_of,
 )
+from tooluse.calling._audit_later import AUDIT_WRITES
 from tooluse.calling._exceptions import (
     DefaultToolExecutionExceptionProcessor,
     ToolCallLimitExceeded,
@@ -506,7 +507,12 @@ class ToolCallingManager:
             usage=sum_usage(*spent),
         )
         if self._audit is not None:
-            await self._audit.record(_audit_records(plan, assistant.tool_calls, context))
+            write = self._audit.record(_audit_records(plan, assistant.tool_calls, context))
+            later = AUDIT_WRITES.get()
+            if later is None:
+                await write
+            else:  # the run waits for it before it ends
+                later.add(write)
         if plan.breach is not None:
             breach, breach_response = plan.breach
             raise ToolCallLimitExceeded(

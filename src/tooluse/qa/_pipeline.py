@@ -39,6 +39,7 @@ from typing import Any, Final
 from tooluse._sync import run_sync
 from tooluse.advisors import ToolCallingAdvisor
 from tooluse.calling import CONVERSATION_ID_KEY, Approve, Decision, Deny, PendingToolCall
+from tooluse.calling._audit_later import AUDIT_WRITES, AuditWrites
 from tooluse.client import CallResponse, ChatClient, RunState
 from tooluse.history import paused_turn_of
 from tooluse.memory import CONVERSATION_ID, ChatMemory, MessageChatMemoryAdvisor
@@ -530,76 +531,86 @@ class QaPipeline:
 
         queue: asyncio.Queue[QaEvent | None] = asyncio.Queue()
         trace = make_trace(queue.put_nowait)
-        if turn.live_tool_events:
-            # The router runs in a task of its own, whose context carries the run's trace, so
-            # the tool events are reported while it runs. None marks the end of the task
-            # (queued after everything it reported).
-            async def run_router() -> CallResponse:
-                CURRENT_TRACE.set(trace)  # in this task's copy of the context only
-                return await route(router)
+        # The router's rounds start their audit writes and go on; the turn waits for them
+        # before it reports its end (the answer's model call runs meanwhile).
+        audits = AuditWrites()
+        try:
+            if turn.live_tool_events:
+                # The router runs in a task of its own, whose context carries the run's trace, so
+                # the tool events are reported while it runs. None marks the end of the task
+                # (queued after everything it reported).
+                async def run_router() -> CallResponse:
+                    CURRENT_TRACE.set(trace)  # in this task's copy of the context only
+                    AUDIT_WRITES.set(audits)
+                    return await route(router)
 
-            task = asyncio.ensure_future(run_router())
-            task.add_done_callback(lambda _: queue.put_nowait(None))
-            try:
-                while (event := await queue.get()) is not None:
+                task = asyncio.ensure_future(run_router())
+                task.add_done_callback(lambda _: queue.put_nowait(None))
+                try:
+                    while (event := await queue.get()) is not None:
+                        yield event
+                    response = task.result()
+                finally:
+                    if not task.done():  # the consumer stopped early: stop the router too
+                        task.cancel()
+                        await asyncio.wait([task])
+                        if not task.cancelled() and task.exception() is not None:
+                            logger.warning(
+                                "The router stage failed after its consumer stopped: %r",
+                                task.exception(),
+                            )
+            else:
+                # In the consumer's task, its events queued until it ends: no task of its own,
+                # nor a wake-up of the consumer per event. Nothing is yielded meanwhile, so the
+                # trace is the run's only while the router runs.
+                token, audited = CURRENT_TRACE.set(trace), AUDIT_WRITES.set(audits)
+                try:
+                    response = await route(router)
+                finally:
+                    CURRENT_TRACE.reset(token)
+                    AUDIT_WRITES.reset(audited)
+
+            state = response.state
+            if state is not None:
+                trace.report_results(state.history)
+                for event in _drain(queue):
                     yield event
-                response = task.result()
-            finally:
-                if not task.done():  # the consumer stopped early: stop the router too
-                    task.cancel()
-                    await asyncio.wait([task])
-                    if not task.cancelled() and task.exception() is not None:
-                        logger.warning(
-                            "The router stage failed after its consumer stopped: %r",
-                            task.exception(),
-                        )
-        else:
-            # In the consumer's task, its events queued until it ends: no task of its own,
-            # nor a wake-up of the consumer per event. Nothing is yielded meanwhile, so the
-            # trace is the run's only while the router runs.
-            token = CURRENT_TRACE.set(trace)
-            try:
-                response = await route(router)
-            finally:
-                CURRENT_TRACE.reset(token)
-
-        state = response.state
-        if state is not None:
-            trace.report_results(state.history)
+                pause = QaPause(
+                    question=question,
+                    conversation_id=conversation_id,
+                    history=history,
+                    router_state=_storable(state),
+                    fetched=ledger.records,
+                    turn_id=turn.id,
+                )
+                # A pause that is never resumed leaves the turn in memory all the same.
+                await self._remember(turn, PAUSED_TURN_NOTE, ledger, state.pending_tool_calls)
+                await audits.wait()
+                yield ApprovalRequiredEvent(state.pending_tool_calls, pause)
+                return
+            trace.report_results(response.conversation_history)
             for event in _drain(queue):
                 yield event
-            pause = QaPause(
-                question=question,
-                conversation_id=conversation_id,
-                history=history,
-                router_state=_storable(state),
-                fetched=ledger.records,
-                turn_id=turn.id,
-            )
-            # A pause that is never resumed leaves the turn in memory all the same.
-            await self._remember(turn, PAUSED_TURN_NOTE, ledger, state.pending_tool_calls)
-            yield ApprovalRequiredEvent(state.pending_tool_calls, pause)
-            return
-        trace.report_results(response.conversation_history)
-        for event in _drain(queue):
-            yield event
 
-        chosen: Route = "tools" if ledger else "knowledge"
-        yield RouteEvent(chosen, len(ledger))
-        context: dict[str, Any] = {LEDGER_KEY: ledger}
-        if conversation_id is not None:
-            context[CONVERSATION_ID] = conversation_id
-        # A resumed turn's question carries its id: memory leaves the record out of the
-        # history and replaces it with this turn.
-        asked = UserMessage(text=question, paused_turn=turn.id if turn.resumed else None)
-        answer = answerer.prompt().messages([*history, asked]).context(context).stream()
-        pieces: list[str] = []
-        async for text in answer.content():
-            pieces.append(text)
-            yield DeltaEvent(text)
-        documents = tuple(answer.context.get(DOCUMENT_CONTEXT) or ())
-        usage = sum_usage(response.chat_response().usage, answer.chat_response().usage)
-        yield DoneEvent("".join(pieces), chosen, documents, usage)
+            chosen: Route = "tools" if ledger else "knowledge"
+            yield RouteEvent(chosen, len(ledger))
+            context: dict[str, Any] = {LEDGER_KEY: ledger}
+            if conversation_id is not None:
+                context[CONVERSATION_ID] = conversation_id
+            # A resumed turn's question carries its id: memory leaves the record out of the
+            # history and replaces it with this turn.
+            asked = UserMessage(text=question, paused_turn=turn.id if turn.resumed else None)
+            answer = answerer.prompt().messages([*history, asked]).context(context).stream()
+            pieces: list[str] = []
+            async for text in answer.content():
+                pieces.append(text)
+                yield DeltaEvent(text)
+            documents = tuple(answer.context.get(DOCUMENT_CONTEXT) or ())
+            usage = sum_usage(response.chat_response().usage, answer.chat_response().usage)
+            await audits.wait()
+            yield DoneEvent("".join(pieces), chosen, documents, usage)
+        finally:
+            audits.abandon()  # not waited for: the turn stopped before its end
 
 
 def _drain(queue: asyncio.Queue[QaEvent | None]) -> list[QaEvent]:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 from tooluse._version import VERSION
 from tooluse.calling import ToolCallingManager, ToolCallLimitExceeded, ToolExecutionResult
 from tooluse.calling._approval import PendingToolCall
+from tooluse.calling._audit_later import AUDIT_WRITES
 from tooluse.memory import ChatMemory
 from tooluse.messages import ChatResponse, Message, Prompt, ToolResponse, ToolResponseMessage, Usage
 from tooluse.models import ChatModel
@@ -210,12 +211,17 @@ class RecordedToolCallingManager(ToolCallingManager):
         async def compute() -> _RecordedRound:
             nonlocal ran
             ran = True
+            # The round's audit write is part of its step (a replayed round runs no write):
+            # waited for here, not when the turn ends.
+            awaited_here = AUDIT_WRITES.set(None)
             try:
                 return recorded_round(await run())
             except ToolCallLimitExceeded as exc:
                 responses = _last_responses(exc.partial_result)
                 position = next(i for i, r in enumerate(responses) if r is exc.breach_response)
                 return recorded_round(exc.partial_result, (exc.tool_name, exc.limit, position))
+            finally:
+                AUDIT_WRITES.reset(awaited_here)
 
         recorded = await self._runs.step(name, compute)
         if not ran and ledger is not None:
