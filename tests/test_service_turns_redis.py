@@ -161,6 +161,28 @@ async def test_a_lease_continues_only_its_workers_last_answered_turn(redis_url: 
     await b.aclose()
 
 
+async def test_taking_a_lock_counts_the_watchers_of_the_channel_it_is_told(
+    redis_url: str,
+) -> None:
+    counting = RedisTurnLocks(redis_url, channel_of=lambda conversation: f"chan:{conversation}")
+    plain = RedisTurnLocks(redis_url)
+    client = redis.asyncio.Redis.from_url(redis_url)
+    watcher = client.pubsub()
+    try:
+        async with counting.hold("c1") as lease:
+            assert lease.watchers == 0
+        await watcher.subscribe("chan:c1")
+        async with counting.hold("c1") as lease:
+            assert lease.watchers == 1
+        async with plain.hold("c1") as lease:
+            assert lease.watchers is None  # not asked
+    finally:
+        await watcher.aclose()
+        await client.aclose()
+        await counting.aclose()
+        await plain.aclose()
+
+
 def test_a_lock_owner_is_a_name_without_the_separator(redis_url: str) -> None:
     with pytest.raises(ValueError, match="owner must be a name without '/'"):
         RedisTurnLocks(redis_url, owner="a/b")
@@ -217,11 +239,11 @@ async def test_a_turns_done_and_its_release_go_to_redis_in_one_round_trip(
         done, release = writes[-1][-2:]
         assert (done[0], release[0]) == ("PUBLISH", "EVAL")
         assert '"event": "done"' in done[2] and release[3] == "tooluse:turn:c1"
-        # The lock was taken on the same connection (a script: the lock, and who ended the
-        # conversation's last turn); nobody watched, so no tool call, result or route was
-        # published, only the turn's end.
+        # The lock was taken on the same connection (a script: the lock, who ended the
+        # conversation's last turn, and its watchers); nobody watched, so no tool call,
+        # result or route was published, only the turn's end.
         sent = [command[0] for write in writes for command in write]
-        assert sent == ["EVAL", "PUBSUB", "PUBLISH", "EVAL"], writes
+        assert sent == ["EVAL", "PUBLISH", "EVAL"], writes
         assert await redis.asyncio.Redis.from_url(redis_url).keys("tooluse:turn:*") == []
 
 

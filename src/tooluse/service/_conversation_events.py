@@ -77,13 +77,18 @@ class ConversationEvents:
         # not wait for a round trip to Redis per event, and the events of a burst (a tool's
         # call and result, the route) go in one.
         message = json.dumps({"event": kind, "data": data})
-        self._queue(("PUBLISH", _CHANNEL + conversation_id, message), None)
+        self._queue(("PUBLISH", self.channel(conversation_id), message), None)
 
     @property
     def through_redis(self) -> bool:
         """Whether the events go through Redis (to every worker), not only to this one's
         watchers."""
         return self._client is not None
+
+    @staticmethod
+    def channel(conversation_id: str) -> str:
+        """The Redis channel of ``conversation_id``'s events."""
+        return _CHANNEL + conversation_id
 
     async def watched(self, conversation_id: str) -> bool:
         """Whether a turn of ``conversation_id`` starting now publishes its tool calls,
@@ -96,7 +101,7 @@ class ConversationEvents:
 
         try:
             _, subscribers = await self.after_published(
-                "PUBSUB", "NUMSUB", _CHANNEL + conversation_id
+                "PUBSUB", "NUMSUB", self.channel(conversation_id)
             )
         except redis.exceptions.RedisError:
             logger.warning(

@@ -489,11 +489,17 @@ class QaService:
         worker = executor_id()
         self.events = ConversationEvents(config.redis_url)
         # A turn's lock is taken and released through the events' sender, on its held
-        # connection: the release with the turn's done, one round trip.
+        # connection: the release with the turn's done, one round trip; the take counts the
+        # conversation's watchers.
         turn_locks = (
             None
             if config.redis_url is None
-            else RedisTurnLocks(config.redis_url, owner=worker, sends=self.events.after_published)
+            else RedisTurnLocks(
+                config.redis_url,
+                owner=worker,
+                sends=self.events.after_published,
+                channel_of=self.events.channel,
+            )
         )
         if config.durable_runs:
             assert config.database_url is not None  # checked by ServiceConfig

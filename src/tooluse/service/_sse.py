@@ -362,12 +362,15 @@ async def qa_events(
             contextlib.aclosing(events),
         ):
             # A turn's progress goes to the conversation's watchers if it has any now; its
-            # end (done, a pause, an error) always does. Asked while the turn's start reads
-            # its memory: with Redis, a round trip that waited for the read was a queue of
-            # the worker's loop more per turn.
+            # end (done, a pause, an error) always does. With Redis they were counted as
+            # the turn's lock was taken, or are asked while the turn's start reads its
+            # memory (a round trip that waited for the read was a queue of the worker's
+            # loop more per turn).
             asking = (
                 asyncio.ensure_future(service.events.watched(conversation_id))
-                if conversation_id is not None and service.events.through_redis
+                if conversation_id is not None
+                and service.events.through_redis
+                and lease.watchers is None  # counted as the lock was taken
                 else None
             )
             try:
@@ -375,7 +378,12 @@ async def qa_events(
                     start = functools.partial(service.start_turn, conversation_id, lease)
                     await service.recorded("turn.start", start)
                 # Without Redis, a watcher here gets every event at no cost.
-                watched = conversation_id is not None if asking is None else await asking
+                if asking is not None:
+                    watched = await asking
+                elif lease.watchers is not None:
+                    watched = lease.watchers > 0
+                else:
+                    watched = conversation_id is not None
             finally:
                 if asking is not None and not asking.done():  # the start failed
                     asking.cancel()

@@ -33,13 +33,16 @@ class TurnLease:
     ``continues_here``: the conversation's last turn ran on this worker and ended answered,
     and no other worker has held the conversation since, so its memory is as this worker
     left it and none of its runs waits for approval (a pause ends a turn unanswered). Only
-    known with Redis (:class:`RedisTurnLocks`); else ``False``. ``answered``: this turn
-    reached ``done`` (the turn sets it), which the conversation's next lease tells."""
+    known with Redis (:class:`RedisTurnLocks`); else ``False``. ``watchers``: how many
+    subscribers the conversation's events had as the lock was taken, when the locks were
+    told their channel (``None``: not asked). ``answered``: this turn reached ``done`` (the
+    turn sets it), which the conversation's next lease tells."""
 
-    __slots__ = ("answered", "continues_here")
+    __slots__ = ("answered", "continues_here", "watchers")
 
-    def __init__(self, continues_here: bool = False) -> None:
+    def __init__(self, continues_here: bool = False, watchers: int | None = None) -> None:
         self.continues_here = continues_here
+        self.watchers = watchers
         self.answered = False
 
 
@@ -54,7 +57,9 @@ class RedisTurnLocks:
     of the locks; the service gives :meth:`ConversationEvents.after_published
     <tooluse.service._conversation_events.ConversationEvents.after_published>`, so that they
     go on the events' held connection, and a turn's last events and its release go to Redis
-    in one round trip. Needs ``pip install 'tooluse[redis]'``."""
+    in one round trip. With ``channel_of`` (a conversation's events' channel), taking a lock
+    also counts that channel's subscribers (:attr:`TurnLease.watchers`), in the same
+    round trip. Needs ``pip install 'tooluse[redis]'``."""
 
     def __init__(
         self,
@@ -64,6 +69,7 @@ class RedisTurnLocks:
         prefix: str = "tooluse:turn:",
         owner: str | None = None,
         sends: Callable[..., Awaitable[Any]] | None = None,
+        channel_of: Callable[[str], str] | None = None,
     ) -> None:
         if not lease > 0:
             raise ValueError(f"lease must be > 0 seconds, got {lease}")
@@ -86,6 +92,7 @@ class RedisTurnLocks:
         self._last_prefix = prefix.rstrip(":") + "-last:"
         self._owner = owner
         self._owner_bytes = owner.encode()
+        self._channel_of = channel_of
 
     @contextlib.asynccontextmanager
     async def hold(self, conversation_id: str) -> AsyncIterator[TurnLease]:
@@ -100,12 +107,14 @@ class RedisTurnLocks:
         # The token (the key's value) names this worker, so that one that knows it dead can
         # free its locks; the random part tells this turn's hold from its others'.
         token = f"{self._owner}{_OWNER_END}{uuid.uuid4().hex}"
+        channel = "" if self._channel_of is None else self._channel_of(conversation_id)
         while True:
-            taken = await self._sends("EVAL", _TAKE, 2, key, last, token, self._lease_ms)
+            taken = await self._sends("EVAL", _TAKE, 2, key, last, token, self._lease_ms, channel)
             if taken[0]:
                 break
             await asyncio.sleep(_RETRY_SECONDS)
-        lease = TurnLease(continues_here=taken[1] == self._owner_bytes)
+        watchers = None if taken[2] < 0 else taken[2]
+        lease = TurnLease(continues_here=taken[1] == self._owner_bytes, watchers=watchers)
         renewing = asyncio.create_task(self._renew(key, token, conversation_id))
         try:
             yield lease
@@ -167,10 +176,15 @@ _OWNER_END = "/"
 _RETRY_SECONDS = 0.05
 
 # Take the lock KEYS[1] for the token ARGV[1] for ARGV[2] ms unless it is held: {1, the
-# worker named beside it in KEYS[2], or ''}, else {0}.
+# worker named beside it in KEYS[2] or '', the subscribers of the channel ARGV[3] or -1 for
+# none given}, else {0}.
 _TAKE = """
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    return {1, redis.call('get', KEYS[2]) or ''}
+    local watchers = -1
+    if ARGV[3] ~= '' then
+        watchers = redis.call('pubsub', 'numsub', ARGV[3])[2]
+    end
+    return {1, redis.call('get', KEYS[2]) or '', watchers}
 end
 return {0}
 """
